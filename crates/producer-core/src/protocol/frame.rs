@@ -1,0 +1,153 @@
+//! Splitting a byte stream into size-prefixed frames.
+
+use bytes::{Buf, BytesMut};
+
+/// A frame that cannot be accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The size prefix announced a frame larger than the configured maximum; nothing was
+    /// allocated for it. The connection should be closed.
+    #[error("frame of {size} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        /// The announced size.
+        size: u64,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// The size prefix was negative.
+    #[error("negative frame size {0}")]
+    NegativeSize(i32),
+}
+
+/// Reassembles size-prefixed frames from bytes arriving in any chunking.
+///
+/// Feed it with [`FrameDecoder::push`] whenever bytes are read, then call
+/// [`FrameDecoder::next_frame`] until it returns `Ok(None)`. After an error the decoder is
+/// poisoned: the stream cannot be resynchronised, so the connection must be closed.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    max_frame: usize,
+    poisoned: Option<FrameError>,
+}
+
+impl FrameDecoder {
+    /// A decoder refusing frames whose body exceeds `max_frame` bytes.
+    pub fn new(max_frame: usize) -> Self {
+        FrameDecoder { buf: BytesMut::new(), max_frame, poisoned: None }
+    }
+
+    /// Appends bytes read from the connection.
+    ///
+    /// Bytes are buffered only up to the end of the frame being assembled plus whatever the
+    /// caller read past it; the size of a frame is checked before room is reserved for it.
+    pub fn push(&mut self, data: &[u8]) {
+        if self.poisoned.is_none() {
+            self.buf.extend_from_slice(data);
+        }
+    }
+
+    /// Returns the next whole frame body (without its size prefix), `Ok(None)` when more bytes
+    /// are needed, or an error when the stream announced a frame that may not be accepted.
+    pub fn next_frame(&mut self) -> Result<Option<BytesMut>, FrameError> {
+        if let Some(e) = self.poisoned {
+            return Err(e);
+        }
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if size < 0 {
+            return Err(self.poison(FrameError::NegativeSize(size)));
+        }
+        let size = size as usize;
+        if size > self.max_frame {
+            return Err(self.poison(FrameError::TooLarge { size: size as u64, max: self.max_frame }));
+        }
+        if self.buf.len() < 4 + size {
+            // Reserve room for the rest of this (accepted) frame only.
+            self.buf.reserve(4 + size - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(size)))
+    }
+
+    /// Bytes held that do not yet form a whole frame.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn poison(&mut self, e: FrameError) -> FrameError {
+        self.poisoned = Some(e);
+        self.buf = BytesMut::new();
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frames(bodies: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in bodies {
+            out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+        out
+    }
+
+    #[test]
+    fn one_byte_at_a_time() {
+        let bodies = vec![vec![1, 2, 3], vec![], vec![9; 100]];
+        let stream = frames(&bodies);
+        let mut d = FrameDecoder::new(1000);
+        let mut got = Vec::new();
+        for b in stream {
+            d.push(&[b]);
+            while let Some(f) = d.next_frame().unwrap() {
+                got.push(f.to_vec());
+            }
+        }
+        assert_eq!(got, bodies);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn oversized_frame_is_refused_before_allocating() {
+        let mut d = FrameDecoder::new(1 << 20);
+        d.push(&i32::MAX.to_be_bytes());
+        assert_eq!(d.next_frame(), Err(FrameError::TooLarge { size: i32::MAX as u64, max: 1 << 20 }));
+        assert!(d.buf.capacity() < 1024);
+        // Poisoned afterwards.
+        d.push(&[0, 0, 0, 0]);
+        assert!(d.next_frame().is_err());
+        let mut d = FrameDecoder::new(10);
+        d.push(&(-5i32).to_be_bytes());
+        assert_eq!(d.next_frame(), Err(FrameError::NegativeSize(-5)));
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunking_yields_the_same_frames(
+            bodies in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8),
+            cuts in proptest::collection::vec(1usize..20, 0..40),
+        ) {
+            let stream = frames(&bodies);
+            let mut d = FrameDecoder::new(64);
+            let mut got = Vec::new();
+            let mut pos = 0;
+            let mut cuts = cuts.into_iter();
+            while pos < stream.len() {
+                let n = cuts.next().unwrap_or(7).min(stream.len() - pos);
+                d.push(&stream[pos..pos + n]);
+                pos += n;
+                while let Some(f) = d.next_frame().unwrap() { got.push(f.to_vec()); }
+            }
+            prop_assert_eq!(got, bodies);
+        }
+    }
+}

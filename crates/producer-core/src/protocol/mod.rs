@@ -1,0 +1,180 @@
+//! The Kafka wire protocol, as far as a producer speaks it.
+//!
+//! One module per API. Each request type has `encode(&self, version, &mut Vec<u8>)` writing the
+//! body; [`encode_request`] frames it with its size prefix and request header. Each response type
+//! has `parse(version, &[u8])` (nom inside) returning the body or a [`DecodeError`] naming the
+//! API, version and field that was wrong. Versions follow Kafka's JSON message definitions.
+
+pub mod api_versions;
+pub mod frame;
+pub mod header;
+pub mod init_producer_id;
+pub mod metadata;
+pub mod primitives;
+pub mod produce;
+
+use std::fmt;
+
+pub use frame::{FrameDecoder, FrameError};
+pub use header::{encode_request, parse_response_header, RequestHeader};
+use primitives::{WireError, WireErrorKind};
+
+/// The APIs a producer speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApiKey {
+    /// Produce (0).
+    Produce,
+    /// Metadata (3).
+    Metadata,
+    /// ApiVersions (18).
+    ApiVersions,
+    /// InitProducerId (22).
+    InitProducerId,
+}
+
+impl ApiKey {
+    /// Every API this crate speaks.
+    pub const ALL: [ApiKey; 4] = [ApiKey::Produce, ApiKey::Metadata, ApiKey::ApiVersions, ApiKey::InitProducerId];
+
+    /// The numeric key on the wire.
+    pub const fn code(self) -> i16 {
+        match self {
+            ApiKey::Produce => 0,
+            ApiKey::Metadata => 3,
+            ApiKey::ApiVersions => 18,
+            ApiKey::InitProducerId => 22,
+        }
+    }
+
+    /// The API for a numeric key, if this crate speaks it.
+    pub const fn from_code(code: i16) -> Option<ApiKey> {
+        match code {
+            0 => Some(ApiKey::Produce),
+            3 => Some(ApiKey::Metadata),
+            18 => Some(ApiKey::ApiVersions),
+            22 => Some(ApiKey::InitProducerId),
+            _ => None,
+        }
+    }
+
+    /// The versions this crate can encode and parse (inclusive).
+    pub const fn supported_versions(self) -> (i16, i16) {
+        match self {
+            ApiKey::Produce => (3, 11),
+            ApiKey::Metadata => (1, 12),
+            ApiKey::ApiVersions => (0, 3),
+            ApiKey::InitProducerId => (0, 4),
+        }
+    }
+
+    /// The first flexible version (compact encodings and tagged fields).
+    pub const fn first_flexible_version(self) -> i16 {
+        match self {
+            ApiKey::Produce => 9,
+            ApiKey::Metadata => 9,
+            ApiKey::ApiVersions => 3,
+            ApiKey::InitProducerId => 2,
+        }
+    }
+
+    /// Whether `version` of this API uses the flexible encodings.
+    pub const fn is_flexible(self, version: i16) -> bool {
+        version >= self.first_flexible_version()
+    }
+
+    /// The request header version used with `version` of this API.
+    pub const fn request_header_version(self, version: i16) -> i16 {
+        if self.is_flexible(version) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The response header version used with `version` of this API. ApiVersions responses always
+    /// use v0 (KIP-511), so a client can read them before it knows what the broker supports.
+    pub const fn response_header_version(self, version: i16) -> i16 {
+        match self {
+            ApiKey::ApiVersions => 0,
+            _ if self.is_flexible(version) => 1,
+            _ => 0,
+        }
+    }
+
+    /// The API's name as Kafka spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ApiKey::Produce => "Produce",
+            ApiKey::Metadata => "Metadata",
+            ApiKey::ApiVersions => "ApiVersions",
+            ApiKey::InitProducerId => "InitProducerId",
+        }
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A response (or response header) that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// A field of the response body was malformed or the body ended early.
+    #[error("{api} v{version} response: field `{field}`: {kind:?} ({remaining} bytes left)")]
+    Malformed {
+        /// The API whose response failed.
+        api: ApiKey,
+        /// The version it was parsed as.
+        version: i16,
+        /// The innermost field being parsed.
+        field: &'static str,
+        /// What was wrong with it.
+        kind: WireErrorKind,
+        /// How many bytes were left where the parse failed.
+        remaining: usize,
+    },
+    /// The response was parsed as a version this crate does not speak.
+    #[error("{api} v{version} is not a supported version")]
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The version asked for.
+        version: i16,
+    },
+}
+
+impl DecodeError {
+    /// Converts a nom failure into a typed error for `api` at `version`.
+    pub fn from_nom(api: ApiKey, version: i16, err: nom::Err<WireError>) -> Self {
+        let e = match err {
+            nom::Err::Error(e) | nom::Err::Failure(e) => e,
+            nom::Err::Incomplete(_) => WireError { field: "", kind: WireErrorKind::Truncated, remaining: 0 },
+        };
+        DecodeError::Malformed { api, version, field: if e.field.is_empty() { "?" } else { e.field }, kind: e.kind, remaining: e.remaining }
+    }
+
+    /// Checks that `version` is one this crate speaks for `api`.
+    pub fn check_version(api: ApiKey, version: i16) -> Result<(), DecodeError> {
+        let (lo, hi) = api.supported_versions();
+        if version < lo || version > hi {
+            return Err(DecodeError::UnsupportedVersion { api, version });
+        }
+        Ok(())
+    }
+}
+
+/// A parsed response body, with the count of bytes after it that the body did not use.
+///
+/// Extra trailing bytes are tolerated (librdkafka's mock broker appends one to flexible Metadata
+/// responses); callers count them rather than failing the connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed<T> {
+    /// The response body.
+    pub body: T,
+    /// Bytes left over after the body.
+    pub trailing: usize,
+}

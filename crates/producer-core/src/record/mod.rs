@@ -1,0 +1,1 @@
+//! Record batches (magic v2) and their compression.

@@ -1,0 +1,1 @@
+//! producer-mio (work in progress).

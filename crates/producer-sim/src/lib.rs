@@ -1,0 +1,1 @@
+//! producer-sim (work in progress).

@@ -1,0 +1,1 @@
+//! producer-tokio (work in progress).
