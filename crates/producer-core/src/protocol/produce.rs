@@ -1,1 +1,775 @@
-//! TODO
+//! Produce (API key 0), versions 3-11: sending record batches to partition leaders.
+//!
+//! Versions 9 and later are flexible (compact encodings, tagged fields). Field order and version
+//! ranges follow Kafka's `ProduceRequest.json` / `ProduceResponse.json`; v11 has the same shape
+//! as v10.
+//!
+//! The request is on the producer's hot path, so besides the struct form ([`ProduceRequest`])
+//! there is a streaming [`ProduceRequestWriter`] that writes topics and partitions straight into
+//! the caller's buffer without building an intermediate tree.
+
+use super::primitives::{
+    array, field, int16, int32, int64, nullable_string, parse_tag_value, skip_tags, string,
+    tagged_fields, PResult, Put,
+};
+use super::{ApiKey, DecodeError, Parsed};
+use crate::ErrorCode;
+
+// ---------------------------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------------------------
+
+/// Streams a Produce request body into a buffer, topic by topic and partition by partition.
+///
+/// Call [`begin`](Self::begin) once, then for each of the announced topics call
+/// [`topic`](Self::topic) followed by exactly as many [`partition`](Self::partition) calls as that
+/// topic announced, then [`finish`](Self::finish). The writer places the tagged-field sections
+/// that close each struct in flexible versions (after each partition entry, after each topic's
+/// partition array, and at the end of the request). Calling it out of order or with counts that
+/// do not match is a caller bug, caught by `debug_assert!`.
+#[derive(Debug)]
+#[must_use = "a Produce request is incomplete until `finish` is called"]
+pub struct ProduceRequestWriter {
+    flexible: bool,
+    topics_left: usize,
+    partitions_left: usize,
+}
+
+impl ProduceRequestWriter {
+    /// Writes the request's leading fields and the length of its topic array, and returns the
+    /// writer for the `topic_count` topics that must follow.
+    ///
+    /// `version` must be within [`ApiKey::supported_versions`] for [`ApiKey::Produce`] (checked
+    /// with `debug_assert!`). `acks` is 0, 1 or -1; `timeout_ms` is how long the broker may wait
+    /// for the acknowledgements.
+    pub fn begin(
+        buf: &mut Vec<u8>,
+        version: i16,
+        transactional_id: Option<&str>,
+        acks: i16,
+        timeout_ms: i32,
+        topic_count: usize,
+    ) -> Self {
+        debug_assert!(
+            DecodeError::check_version(ApiKey::Produce, version).is_ok(),
+            "Produce v{version} is not supported"
+        );
+        let flexible = ApiKey::Produce.is_flexible(version);
+        buf.put_nullable_string(flexible, transactional_id);
+        buf.put_i16(acks);
+        buf.put_i32(timeout_ms);
+        buf.put_array_len(flexible, topic_count);
+        ProduceRequestWriter {
+            flexible,
+            topics_left: topic_count,
+            partitions_left: 0,
+        }
+    }
+
+    /// Starts the next topic entry: its name and the length of its partition array. Exactly
+    /// `partition_count` [`partition`](Self::partition) calls must follow before the next topic.
+    pub fn topic(&mut self, buf: &mut Vec<u8>, name: &str, partition_count: usize) {
+        debug_assert!(self.topics_left > 0, "more topics written than announced");
+        debug_assert!(
+            self.partitions_left == 0,
+            "previous topic is missing {} partitions",
+            self.partitions_left
+        );
+        self.topics_left = self.topics_left.saturating_sub(1);
+        buf.put_string(self.flexible, name);
+        buf.put_array_len(self.flexible, partition_count);
+        self.partitions_left = partition_count;
+        if partition_count == 0 {
+            buf.put_empty_tags(self.flexible); // the topic entry ends here
+        }
+    }
+
+    /// Writes one partition entry of the current topic: its index and its records (one
+    /// magic-v2 record batch, opaque here; `None` is a null record set).
+    pub fn partition(&mut self, buf: &mut Vec<u8>, index: i32, records: Option<&[u8]>) {
+        debug_assert!(
+            self.partitions_left > 0,
+            "more partitions written than announced"
+        );
+        buf.put_i32(index);
+        buf.put_nullable_bytes(self.flexible, records);
+        self.end_partition(buf);
+    }
+
+    /// Like [`partition`](Self::partition), but lets `write_records` append the `records_len`
+    /// bytes of the record set directly into `buf` (no intermediate copy). `write_records` must
+    /// append exactly `records_len` bytes (checked with `debug_assert!`).
+    pub fn partition_with(
+        &mut self,
+        buf: &mut Vec<u8>,
+        index: i32,
+        records_len: usize,
+        write_records: impl FnOnce(&mut Vec<u8>),
+    ) {
+        debug_assert!(
+            self.partitions_left > 0,
+            "more partitions written than announced"
+        );
+        buf.put_i32(index);
+        if self.flexible {
+            buf.put_uvarint(records_len as u32 + 1);
+        } else {
+            buf.put_i32(records_len as i32);
+        }
+        let start = buf.len();
+        write_records(buf);
+        debug_assert_eq!(
+            buf.len() - start,
+            records_len,
+            "records writer wrote the wrong number of bytes"
+        );
+        self.end_partition(buf);
+    }
+
+    fn end_partition(&mut self, buf: &mut Vec<u8>) {
+        buf.put_empty_tags(self.flexible); // PartitionProduceData tags
+        self.partitions_left = self.partitions_left.saturating_sub(1);
+        if self.partitions_left == 0 {
+            buf.put_empty_tags(self.flexible); // TopicProduceData tags
+        }
+    }
+
+    /// Ends the request (its top-level tagged-field section in flexible versions). Every
+    /// announced topic and partition must have been written.
+    pub fn finish(self, buf: &mut Vec<u8>) {
+        debug_assert!(
+            self.topics_left == 0,
+            "{} announced topics were not written",
+            self.topics_left
+        );
+        debug_assert!(
+            self.partitions_left == 0,
+            "{} announced partitions were not written",
+            self.partitions_left
+        );
+        buf.put_empty_tags(self.flexible);
+    }
+}
+
+/// A Produce request body in struct form, for tests and callers that already hold every
+/// partition's records. The producer's hot path uses [`ProduceRequestWriter`] directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceRequest<'a> {
+    /// The transactional id, or `None` for a non-transactional producer.
+    pub transactional_id: Option<&'a str>,
+    /// Acknowledgements required: 0 (none), 1 (leader), -1 (all in-sync replicas).
+    pub acks: i16,
+    /// How long the broker may wait for the acknowledgements, in milliseconds.
+    pub timeout_ms: i32,
+    /// The topics to produce to.
+    pub topics: Vec<TopicProduceData<'a>>,
+}
+
+/// One topic of a [`ProduceRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicProduceData<'a> {
+    /// The topic name.
+    pub name: &'a str,
+    /// The partitions to produce to.
+    pub partitions: Vec<PartitionProduceData<'a>>,
+}
+
+/// One partition of a [`TopicProduceData`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionProduceData<'a> {
+    /// The partition index.
+    pub index: i32,
+    /// The encoded record batch (`None` = null).
+    pub records: Option<&'a [u8]>,
+}
+
+impl ProduceRequest<'_> {
+    /// Appends the request body for `version` to `buf` (through [`ProduceRequestWriter`]).
+    ///
+    /// `version` must be within [`ApiKey::supported_versions`] for [`ApiKey::Produce`] (checked
+    /// with `debug_assert!`).
+    pub fn encode(&self, version: i16, buf: &mut Vec<u8>) {
+        let mut w = ProduceRequestWriter::begin(
+            buf,
+            version,
+            self.transactional_id,
+            self.acks,
+            self.timeout_ms,
+            self.topics.len(),
+        );
+        for topic in &self.topics {
+            w.topic(buf, topic.name, topic.partitions.len());
+            for p in &topic.partitions {
+                w.partition(buf, p.index, p.records);
+            }
+        }
+        w.finish(buf);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed Produce response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceResponse {
+    /// One entry per topic of the request.
+    pub topics: Vec<TopicProduceResponse>,
+    /// How long the broker throttled the request for quota reasons.
+    pub throttle_time_ms: i32,
+    /// Endpoints of the new leaders named in partitions that failed with
+    /// `NOT_LEADER_OR_FOLLOWER` (v10+ tagged field 0; empty when absent).
+    pub node_endpoints: Vec<NodeEndpoint>,
+}
+
+/// One topic of a [`ProduceResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicProduceResponse {
+    /// The topic name.
+    pub name: String,
+    /// One entry per partition produced to.
+    pub partitions: Vec<PartitionProduceResponse>,
+}
+
+/// The outcome of producing to one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionProduceResponse {
+    /// The partition index.
+    pub index: i32,
+    /// The error, or `NONE` when the batch was appended.
+    pub error_code: ErrorCode,
+    /// The offset given to the batch's first record.
+    pub base_offset: i64,
+    /// The append time if the topic uses LogAppendTime, otherwise -1.
+    pub log_append_time_ms: i64,
+    /// The partition's log start offset (v5+; -1 before).
+    pub log_start_offset: i64,
+    /// Records that caused the batch to be dropped (v8+).
+    pub record_errors: Vec<RecordError>,
+    /// A message summarising why the batch was dropped (v8+).
+    pub error_message: Option<String>,
+    /// The new leader, sent with `NOT_LEADER_OR_FOLLOWER` (v10+ tagged field 0).
+    pub current_leader: Option<LeaderIdAndEpoch>,
+}
+
+/// One record that caused a batch to be dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's index within its batch.
+    pub batch_index: i32,
+    /// Why it was rejected.
+    pub message: Option<String>,
+}
+
+/// A partition leader hint from a Produce response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderIdAndEpoch {
+    /// The leader's broker id, or -1 when unknown.
+    pub leader_id: i32,
+    /// The leader epoch, or -1 when unknown.
+    pub leader_epoch: i32,
+}
+
+/// The address of a broker named in a [`LeaderIdAndEpoch`] hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEndpoint {
+    /// The broker id.
+    pub node_id: i32,
+    /// The host to connect to.
+    pub host: String,
+    /// The port to connect to.
+    pub port: i32,
+    /// The broker's rack, if it has one.
+    pub rack: Option<String>,
+}
+
+impl ProduceResponse {
+    /// Parses a Produce response body (everything after the response header) at `version`.
+    ///
+    /// Known tagged fields (`CurrentLeader`, `NodeEndpoints`) are parsed, unknown ones skipped;
+    /// bytes after the body are counted in [`Parsed::trailing`], not rejected.
+    pub fn parse(version: i16, body: &[u8]) -> Result<Parsed<Self>, DecodeError> {
+        DecodeError::check_version(ApiKey::Produce, version)?;
+        let (rest, body) = parse_response(body, version)
+            .map_err(|e| DecodeError::from_nom(ApiKey::Produce, version, e))?;
+        Ok(Parsed {
+            body,
+            trailing: rest.len(),
+        })
+    }
+}
+
+fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    let (i, topics) = field("Responses", array(flexible, |i| parse_topic(i, version)))(i)?;
+    let (i, throttle_time_ms) = field("ThrottleTimeMs", int32)(i)?;
+    let mut node_endpoints = Vec::new();
+    let (i, ()) = field("ProduceResponse tagged fields", |i| {
+        tagged_fields(i, flexible, |tag, data| {
+            if version >= 10 && tag == 0 {
+                node_endpoints = parse_tag_value(
+                    data,
+                    field("NodeEndpoints", array(true, parse_node_endpoint)),
+                )?;
+            }
+            Ok(())
+        })
+    })(i)?;
+    Ok((
+        i,
+        ProduceResponse {
+            topics,
+            throttle_time_ms,
+            node_endpoints,
+        },
+    ))
+}
+
+fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    let (i, name) = field("Name", string(flexible))(i)?;
+    let (i, partitions) = field(
+        "PartitionResponses",
+        array(flexible, |i| parse_partition(i, version)),
+    )(i)?;
+    let (i, ()) = field("TopicProduceResponse tagged fields", |i| {
+        skip_tags(i, flexible)
+    })(i)?;
+    Ok((i, TopicProduceResponse { name, partitions }))
+}
+
+fn parse_partition(i: &[u8], version: i16) -> PResult<'_, PartitionProduceResponse> {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    let (i, index) = field("Index", int32)(i)?;
+    let (i, error_code) = field("ErrorCode", int16)(i)?;
+    let (i, base_offset) = field("BaseOffset", int64)(i)?;
+    let (i, log_append_time_ms) = field("LogAppendTimeMs", int64)(i)?;
+    let (i, log_start_offset) = if version >= 5 {
+        field("LogStartOffset", int64)(i)?
+    } else {
+        (i, -1)
+    };
+    let (i, record_errors) = if version >= 8 {
+        field(
+            "RecordErrors",
+            array(flexible, |i| parse_record_error(i, flexible)),
+        )(i)?
+    } else {
+        (i, Vec::new())
+    };
+    let (i, error_message) = if version >= 8 {
+        field("ErrorMessage", nullable_string(flexible))(i)?
+    } else {
+        (i, None)
+    };
+    let mut current_leader = None;
+    let (i, ()) = field("PartitionProduceResponse tagged fields", |i| {
+        tagged_fields(i, flexible, |tag, data| {
+            if version >= 10 && tag == 0 {
+                current_leader = Some(parse_tag_value(data, field("CurrentLeader", parse_leader))?);
+            }
+            Ok(())
+        })
+    })(i)?;
+    Ok((
+        i,
+        PartitionProduceResponse {
+            index,
+            error_code: ErrorCode(error_code),
+            base_offset,
+            log_append_time_ms,
+            log_start_offset,
+            record_errors,
+            error_message,
+            current_leader,
+        },
+    ))
+}
+
+fn parse_record_error(i: &[u8], flexible: bool) -> PResult<'_, RecordError> {
+    let (i, batch_index) = field("BatchIndex", int32)(i)?;
+    let (i, message) = field("BatchIndexErrorMessage", nullable_string(flexible))(i)?;
+    let (i, ()) = field("BatchIndexAndErrorMessage tagged fields", |i| {
+        skip_tags(i, flexible)
+    })(i)?;
+    Ok((
+        i,
+        RecordError {
+            batch_index,
+            message,
+        },
+    ))
+}
+
+/// `LeaderIdAndEpoch` only exists in flexible versions (v10+).
+fn parse_leader(i: &[u8]) -> PResult<'_, LeaderIdAndEpoch> {
+    let (i, leader_id) = field("LeaderId", int32)(i)?;
+    let (i, leader_epoch) = field("LeaderEpoch", int32)(i)?;
+    let (i, ()) = field("LeaderIdAndEpoch tagged fields", |i| skip_tags(i, true))(i)?;
+    Ok((
+        i,
+        LeaderIdAndEpoch {
+            leader_id,
+            leader_epoch,
+        },
+    ))
+}
+
+/// `NodeEndpoint` only exists in flexible versions (v10+).
+fn parse_node_endpoint(i: &[u8]) -> PResult<'_, NodeEndpoint> {
+    let (i, node_id) = field("NodeId", int32)(i)?;
+    let (i, host) = field("Host", string(true))(i)?;
+    let (i, port) = field("Port", int32)(i)?;
+    let (i, rack) = field("Rack", nullable_string(true))(i)?;
+    let (i, ()) = field("NodeEndpoint tagged fields", |i| skip_tags(i, true))(i)?;
+    Ok((
+        i,
+        NodeEndpoint {
+            node_id,
+            host,
+            port,
+            rack,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden_request_v3() {
+        let req = ProduceRequest {
+            transactional_id: None,
+            acks: -1,
+            timeout_ms: 30_000,
+            topics: vec![TopicProduceData {
+                name: "t",
+                partitions: vec![
+                    PartitionProduceData {
+                        index: 0,
+                        records: Some(&[1, 2, 3]),
+                    },
+                    PartitionProduceData {
+                        index: 1,
+                        records: None,
+                    },
+                ],
+            }],
+        };
+        let mut buf = Vec::new();
+        req.encode(3, &mut buf);
+        #[rustfmt::skip]
+        let expected = [
+            0xff, 0xff,                 // TransactionalId: null
+            0xff, 0xff,                 // Acks -1
+            0, 0, 0x75, 0x30,           // TimeoutMs 30000
+            0, 0, 0, 1,                 // TopicData: ARRAY length 1
+            0, 1, b't',                 //   Name "t"
+            0, 0, 0, 2,                 //   PartitionData: ARRAY length 2
+            0, 0, 0, 0,                 //     Index 0
+            0, 0, 0, 3, 1, 2, 3,        //     Records: 3 bytes
+            0, 0, 0, 1,                 //     Index 1
+            0xff, 0xff, 0xff, 0xff,     //     Records: null
+        ];
+        assert_eq!(buf, expected);
+    }
+
+    #[test]
+    fn golden_request_v9() {
+        let req = ProduceRequest {
+            transactional_id: Some("tx"),
+            acks: 1,
+            timeout_ms: 1000,
+            topics: vec![
+                TopicProduceData {
+                    name: "a",
+                    partitions: vec![PartitionProduceData {
+                        index: 0,
+                        records: Some(&[1, 2, 3]),
+                    }],
+                },
+                TopicProduceData {
+                    name: "b",
+                    partitions: vec![],
+                },
+            ],
+        };
+        let mut buf = Vec::new();
+        req.encode(9, &mut buf);
+        #[rustfmt::skip]
+        let expected = [
+            3, b't', b'x',              // TransactionalId: COMPACT_NULLABLE_STRING "tx"
+            0, 1,                       // Acks 1
+            0, 0, 0x03, 0xe8,           // TimeoutMs 1000
+            3,                          // TopicData: COMPACT_ARRAY 2 + 1
+            2, b'a',                    //   Name "a"
+            2,                          //   PartitionData: 1 + 1
+            0, 0, 0, 0,                 //     Index 0
+            4, 1, 2, 3,                 //     Records: COMPACT_RECORDS 3 + 1
+            0,                          //     partition tagged fields
+            0,                          //   topic tagged fields
+            2, b'b',                    //   Name "b"
+            1,                          //   PartitionData: empty
+            0,                          //   topic tagged fields
+            0,                          // tagged fields
+        ];
+        assert_eq!(buf, expected);
+    }
+
+    #[test]
+    fn golden_request_v11() {
+        let req = ProduceRequest {
+            transactional_id: None,
+            acks: 0,
+            timeout_ms: 5,
+            topics: vec![TopicProduceData {
+                name: "t",
+                partitions: vec![PartitionProduceData {
+                    index: 7,
+                    records: None,
+                }],
+            }],
+        };
+        let mut buf = Vec::new();
+        req.encode(11, &mut buf);
+        #[rustfmt::skip]
+        let expected = [
+            0,                          // TransactionalId: null
+            0, 0,                       // Acks 0
+            0, 0, 0, 5,                 // TimeoutMs 5
+            2,                          // TopicData: 1 + 1
+            2, b't',                    //   Name "t"
+            2,                          //   PartitionData: 1 + 1
+            0, 0, 0, 7,                 //     Index 7
+            0,                          //     Records: null
+            0,                          //     partition tagged fields
+            0,                          //   topic tagged fields
+            0,                          // tagged fields
+        ];
+        assert_eq!(buf, expected);
+    }
+
+    #[test]
+    fn partition_with_writes_the_same_bytes_as_partition() {
+        for version in [3, 8, 9, 11] {
+            let records: Vec<u8> = (0..200u8).collect();
+            let mut a = Vec::new();
+            let mut w = ProduceRequestWriter::begin(&mut a, version, Some("x"), -1, 10, 1);
+            w.topic(&mut a, "topic", 2);
+            w.partition(&mut a, 0, Some(&records));
+            w.partition(&mut a, 1, Some(&[]));
+            w.finish(&mut a);
+
+            let mut b = Vec::new();
+            let mut w = ProduceRequestWriter::begin(&mut b, version, Some("x"), -1, 10, 1);
+            w.topic(&mut b, "topic", 2);
+            w.partition_with(&mut b, 0, records.len(), |buf| {
+                buf.extend_from_slice(&records)
+            });
+            w.partition_with(&mut b, 1, 0, |_| {});
+            w.finish(&mut b);
+            assert_eq!(a, b, "v{version}");
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "previous topic is missing 1 partitions")]
+    fn writer_catches_missing_partitions() {
+        let mut buf = Vec::new();
+        let mut w = ProduceRequestWriter::begin(&mut buf, 9, None, 1, 10, 2);
+        w.topic(&mut buf, "a", 1);
+        w.topic(&mut buf, "b", 0);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "announced topics were not written")]
+    fn writer_catches_missing_topics() {
+        let mut buf = Vec::new();
+        let w = ProduceRequestWriter::begin(&mut buf, 9, None, 1, 10, 1);
+        w.finish(&mut buf);
+    }
+
+    #[test]
+    fn golden_response_v3() {
+        #[rustfmt::skip]
+        let body = [
+            0, 0, 0, 1,                 // Responses: ARRAY length 1
+            0, 1, b't',                 //   Name "t"
+            0, 0, 0, 1,                 //   PartitionResponses: ARRAY length 1
+            0, 0, 0, 0,                 //     Index 0
+            0, 0,                       //     ErrorCode 0
+            0, 0, 0, 0, 0, 0, 0, 42,    //     BaseOffset 42
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     LogAppendTimeMs -1 (no LogStartOffset before v5)
+            0, 0, 0, 0,                 // ThrottleTimeMs 0
+        ];
+        let parsed = ProduceResponse::parse(3, &body).unwrap();
+        assert_eq!(parsed.trailing, 0);
+        assert_eq!(
+            parsed.body,
+            ProduceResponse {
+                topics: vec![TopicProduceResponse {
+                    name: "t".into(),
+                    partitions: vec![PartitionProduceResponse {
+                        index: 0,
+                        error_code: ErrorCode::NONE,
+                        base_offset: 42,
+                        log_append_time_ms: -1,
+                        log_start_offset: -1,
+                        record_errors: vec![],
+                        error_message: None,
+                        current_leader: None,
+                    }],
+                }],
+                throttle_time_ms: 0,
+                node_endpoints: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn golden_response_v9_ignores_tag_0_before_v10() {
+        #[rustfmt::skip]
+        let body = [
+            2,                          // Responses: 1 + 1
+            2, b't',                    //   Name "t"
+            2,                          //   PartitionResponses: 1 + 1
+            0, 0, 0, 0,                 //     Index 0
+            0, 0x12,                    //     ErrorCode 18 (RECORD_LIST_TOO_LARGE)
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     BaseOffset -1
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     LogAppendTimeMs -1
+            0, 0, 0, 0, 0, 0, 0, 7,     //     LogStartOffset 7
+            2,                          //     RecordErrors: 1 + 1
+            0, 0, 0, 1,                 //       BatchIndex 1
+            4, b'b', b'a', b'd',        //       BatchIndexErrorMessage "bad"
+            0,                          //       tagged fields
+            3, b'e', b'm',              //     ErrorMessage "em"
+            1, 0, 1, 0xff,              //     tagged fields: tag 0 (unknown at v9), 1 byte
+            0,                          //   tagged fields
+            0, 0, 0, 100,               // ThrottleTimeMs 100
+            0,                          // tagged fields
+        ];
+        let parsed = ProduceResponse::parse(9, &body).unwrap();
+        assert_eq!(parsed.trailing, 0);
+        let p = &parsed.body.topics[0].partitions[0];
+        assert_eq!(
+            *p,
+            PartitionProduceResponse {
+                index: 0,
+                error_code: ErrorCode::RECORD_LIST_TOO_LARGE,
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: 7,
+                record_errors: vec![RecordError {
+                    batch_index: 1,
+                    message: Some("bad".into())
+                }],
+                error_message: Some("em".into()),
+                current_leader: None,
+            }
+        );
+        assert_eq!(parsed.body.throttle_time_ms, 100);
+        assert!(parsed.body.node_endpoints.is_empty());
+    }
+
+    #[test]
+    fn golden_response_v11_with_leader_hint_and_endpoints() {
+        #[rustfmt::skip]
+        let body = [
+            2,                          // Responses: 1 + 1
+            2, b't',                    //   Name "t"
+            2,                          //   PartitionResponses: 1 + 1
+            0, 0, 0, 1,                 //     Index 1
+            0, 6,                       //     ErrorCode 6 (NOT_LEADER_OR_FOLLOWER)
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     BaseOffset -1
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     LogAppendTimeMs -1
+            0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff,     //     LogStartOffset -1
+            1,                          //     RecordErrors: empty
+            0,                          //     ErrorMessage: null
+            2,                          //     tagged fields: 2
+            0, 9,                       //       tag 0 (CurrentLeader), 9 bytes
+            0, 0, 0, 2,                 //         LeaderId 2
+            0, 0, 0, 7,                 //         LeaderEpoch 7
+            0,                          //         tagged fields
+            3, 2, 0xab, 0xcd,           //       tag 3 (unknown), 2 bytes
+            0,                          //   tagged fields
+            0, 0, 0, 0,                 // ThrottleTimeMs 0
+            1,                          // tagged fields: 1
+            0, 13,                      //   tag 0 (NodeEndpoints), 13 bytes
+            2,                          //     COMPACT_ARRAY 1 + 1
+            0, 0, 0, 2,                 //       NodeId 2
+            2, b'h',                    //       Host "h"
+            0, 0, 0x23, 0x84,           //       Port 9092
+            0,                          //       Rack: null
+            0,                          //       tagged fields
+        ];
+        let parsed = ProduceResponse::parse(11, &body).unwrap();
+        assert_eq!(parsed.trailing, 0);
+        let p = &parsed.body.topics[0].partitions[0];
+        assert_eq!(p.error_code, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(
+            p.current_leader,
+            Some(LeaderIdAndEpoch {
+                leader_id: 2,
+                leader_epoch: 7
+            })
+        );
+        assert_eq!(
+            (p.base_offset, p.log_append_time_ms, p.log_start_offset),
+            (-1, -1, -1)
+        );
+        assert!(p.record_errors.is_empty());
+        assert_eq!(p.error_message, None);
+        assert_eq!(
+            parsed.body.node_endpoints,
+            vec![NodeEndpoint {
+                node_id: 2,
+                host: "h".into(),
+                port: 9092,
+                rack: None
+            }]
+        );
+    }
+
+    #[test]
+    fn malformed_known_tag_is_an_error() {
+        // v10 partition whose CurrentLeader tag holds 3 bytes instead of 9.
+        #[rustfmt::skip]
+        let body = [
+            2, 2, b't', 2,
+            0, 0, 0, 1, 0, 6,
+            0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0,
+            1, 0,
+            1, 0, 3, 0, 0, 0,           // tag 0, 3 bytes
+            0, 0, 0, 0, 0, 0,
+        ];
+        match ProduceResponse::parse(10, &body) {
+            Err(DecodeError::Malformed { field, .. }) => assert_eq!(field, "LeaderId"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unsupported_versions_are_rejected() {
+        for v in [2, 12] {
+            assert_eq!(
+                ProduceResponse::parse(v, &[]),
+                Err(DecodeError::UnsupportedVersion {
+                    api: ApiKey::Produce,
+                    version: v
+                })
+            );
+        }
+    }
+}
