@@ -3,7 +3,7 @@
 
 use crate::wire::{self, BATCH_HEADER_LEN};
 use crate::{
-    BatchMeta, ConnId, LoggedRecord, ProducePartitionRecord, ProducerEntry, RequestRecord,
+    later, BatchMeta, ConnId, LoggedRecord, ProducePartitionRecord, ProducerEntry, RequestRecord,
     SimCluster, API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
     SIM_CAPABILITIES,
 };
@@ -165,7 +165,7 @@ impl SimCluster {
         if drop && !process_first {
             self.request_log.push(rec);
             let lat = self.latency();
-            self.reset_conn(id, at + lat);
+            self.reset_conn(id, later(at, lat));
             return;
         }
 
@@ -186,7 +186,7 @@ impl SimCluster {
         if drop {
             self.request_log.push(rec);
             let lat = self.latency();
-            self.reset_conn(id, at + lat);
+            self.reset_conn(id, later(at, lat));
             return;
         }
         match reply {

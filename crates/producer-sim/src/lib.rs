@@ -617,7 +617,7 @@ impl SimCluster {
         } else {
             NetEvent::ConnectFailed(ConnId(id))
         };
-        self.push_to_client(id, now + lat, ev);
+        self.push_to_client(id, later(now, lat), ev);
         ConnId(id)
     }
 
@@ -636,7 +636,7 @@ impl SimCluster {
         if !c.broker_open || c.client_closed || c.view == ClientView::Closed {
             return;
         }
-        let at = (now + lat).max(c.last_to_broker);
+        let at = later(now, lat).max(c.last_to_broker);
         c.last_to_broker = at;
         c.to_broker.push_back(Pending {
             at,
@@ -978,7 +978,7 @@ impl SimCluster {
         c.broker_open = false;
         c.to_broker.clear();
         c.inbuf.clear();
-        self.push_to_client(id, at + lat, NetEvent::Closed(ConnId(id)));
+        self.push_to_client(id, later(at, lat), NetEvent::Closed(ConnId(id)));
     }
 
     fn violation(&mut self, broker: Option<i32>, conn: u64, msg: String) {
@@ -1035,7 +1035,7 @@ impl SimCluster {
             }
         }
         let lat = self.latency();
-        let arrival = at + lat + extra;
+        let arrival = later(later(at, lat), extra);
         if self.cfg.fragment_responses && frame.len() > 1 {
             let pieces = 1 + self.rng.below(3) as usize;
             let mut cuts: Vec<usize> = (1..pieces)
@@ -1092,4 +1092,11 @@ impl SimCluster {
         }
         Some(out)
     }
+}
+
+/// `t + d`, saturating instead of panicking when a configured duration is absurdly large.
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(t)
 }

@@ -810,3 +810,66 @@ fn throttle_is_reported() {
         .unwrap();
     assert_eq!(r.throttle_time_ms, 0);
 }
+
+#[test]
+fn produce_v13_addresses_topics_by_id() {
+    let mut cfg = producer_sim::SimConfig::with_brokers(1, 3);
+    cfg.brokers[0].api_versions = Some(vec![(0, 3, 13), (3, 0, 12), (18, 0, 3), (22, 0, 4)]);
+    let mut c = Client::new(cfg);
+    c.sim.create_topic("t", 1).unwrap();
+    let conn = c.connect_to(1);
+    let mut req = produce_request(-1, &[("t", 0, batch(B::plain(2)))]);
+    req.topic_data[0].topic_id = uuid::Uuid::from_u128(c.sim.topic_id("t").unwrap());
+    let r: kafka_protocol::messages::ProduceResponse = c.roundtrip(conn, ApiKey::Produce, 13, &req);
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    assert_eq!(r.responses[0].topic_id, req.topic_data[0].topic_id);
+    req.topic_data[0].topic_id = uuid::Uuid::from_u128(12345);
+    let r: kafka_protocol::messages::ProduceResponse = c.roundtrip(conn, ApiKey::Produce, 13, &req);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 100);
+    assert_eq!(c.sim.log("t", 0).len(), 2);
+}
+
+#[test]
+fn mutated_batches_never_panic_and_never_half_append() {
+    let mut c = cluster(1, 1);
+    c.sim.create_topic("t", 1).unwrap();
+    let conn = c.connect_to(1);
+    let mut rng = 0x9e37_79b9_u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let comps = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+    let mut accepted = 0;
+    for i in 0..400 {
+        let mut b = batch(B::plain(3).compressed(comps[i % 5])).to_vec();
+        for _ in 0..(1 + next() % 3) {
+            let pos = 12 + next() as usize % (b.len() - 12);
+            b[pos] = next() as u8;
+        }
+        if i % 2 == 0 {
+            fix_crc(&mut b);
+        }
+        let before = c.sim.log("t", 0).len();
+        let (code, base) = c.produce1(conn, 9, "t", 0, b.into());
+        let after = c.sim.log("t", 0).len();
+        if code == 0 {
+            accepted += 1;
+            assert_eq!(base as usize, before);
+            assert!(after > before);
+        } else {
+            assert_eq!(after, before, "a rejected batch appends nothing");
+        }
+    }
+    assert!(accepted < 400);
+    assert!(c.sim.violations().len() >= 400 - accepted);
+}

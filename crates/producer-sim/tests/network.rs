@@ -89,9 +89,11 @@ fn byte_at_a_time_writes_are_reassembled() {
         c.sim.write(c.now, conn, std::slice::from_ref(b));
         c.now += Duration::from_micros(3);
         // Drive the sim between bytes: nothing must be answered before the frame is complete.
-        while c.sim.poll_event(c.now).is_some() {
-            panic!("no response before the request is complete");
-        }
+        assert_eq!(
+            c.sim.poll_event(c.now),
+            None,
+            "no response before the request is complete"
+        );
     }
     let (corr, p) =
         decode_response::<ProduceResponse>(ApiKey::Produce, 9, c.recv_frame(conn).unwrap());
