@@ -1,1 +1,14 @@
 //! Record batches (magic v2) and their compression.
+//!
+//! [`BatchBuilder`] is an open batch records are appended to, [`SealedBatch`] the closed,
+//! (optionally) compressed batch that is stamped with the producer's identity before each send.
+//! Wire format: Kafka's `DefaultRecordBatch` / `DefaultRecord`.
+
+mod batch;
+mod compression;
+
+pub use batch::{BatchBuilder, Header, SealedBatch};
+pub use compression::{compress_into, Compression, CompressionError};
+
+/// Size of the record batch header (magic v2): records start at this offset.
+pub const RECORD_BATCH_OVERHEAD: usize = 61;

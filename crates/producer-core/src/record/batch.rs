@@ -1,0 +1,530 @@
+//! Encoding record batches (magic v2).
+//!
+//! A batch goes through two stages:
+//! 1. [`BatchBuilder`], an open batch: records are appended straight into one buffer in their
+//!    final wire form, after 61 placeholder bytes reserved for the batch header.
+//! 2. [`SealedBatch`], produced once by [`BatchBuilder::seal`]: records compressed if asked and
+//!    every header field written except the producer id, epoch, base sequence and the CRC, which
+//!    [`SealedBatch::stamp`] writes right before each (re)send. Re-stamping after an epoch bump
+//!    patches 14 bytes and recomputes the CRC; the records are never re-encoded.
+//!
+//! Layout (all integers big-endian):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | BaseOffset (0) |
+//! | 8 | 4 | Length (total - 12) |
+//! | 12 | 4 | PartitionLeaderEpoch (-1) |
+//! | 16 | 1 | Magic (2) |
+//! | 17 | 4 | CRC-32C over bytes [21, end) |
+//! | 21 | 2 | Attributes (compression in bits 0-2) |
+//! | 23 | 4 | LastOffsetDelta (count - 1) |
+//! | 27 | 8 | BaseTimestamp (first record's) |
+//! | 35 | 8 | MaxTimestamp |
+//! | 43 | 8 | ProducerId |
+//! | 51 | 2 | ProducerEpoch |
+//! | 53 | 4 | BaseSequence |
+//! | 57 | 4 | RecordsCount |
+//! | 61 | .. | Records (compressed as one stream if compression is not none) |
+//!
+//! Each record is: Length varint, Attributes int8 (0), TimestampDelta varlong, OffsetDelta
+//! varint, Key (varint length, -1 = null, then bytes), Value (same), header count varint, then per
+//! header a key (varint length + UTF-8) and a nullable value. Record varints are zigzag-encoded.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use super::compression::{compress_into, Compression, CompressionError};
+use super::RECORD_BATCH_OVERHEAD;
+use crate::protocol::primitives::{varint_len, varlong_len, Put};
+
+const LENGTH_OFFSET: usize = 8;
+const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
+const MAGIC_OFFSET: usize = 16;
+const CRC_OFFSET: usize = 17;
+const ATTRIBUTES_OFFSET: usize = 21;
+const LAST_OFFSET_DELTA_OFFSET: usize = 23;
+const BASE_TIMESTAMP_OFFSET: usize = 27;
+const MAX_TIMESTAMP_OFFSET: usize = 35;
+const PRODUCER_ID_OFFSET: usize = 43;
+const PRODUCER_EPOCH_OFFSET: usize = 51;
+const BASE_SEQUENCE_OFFSET: usize = 53;
+const RECORDS_COUNT_OFFSET: usize = 57;
+/// BaseOffset + Length: the bytes not counted by the Length field.
+const LOG_OVERHEAD: usize = 12;
+/// The timestamp written when a batch has no records (Kafka's `NO_TIMESTAMP`).
+const NO_TIMESTAMP: i64 = -1;
+
+/// A record header: a non-null UTF-8 key and a nullable byte value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// The header key (never null on the wire).
+    pub key: String,
+    /// The header value; `None` is written as length -1.
+    pub value: Option<Bytes>,
+}
+
+impl Header {
+    /// A header with the given key and value.
+    pub fn new(key: impl Into<String>, value: Option<Bytes>) -> Self {
+        Header {
+            key: key.into(),
+            value,
+        }
+    }
+}
+
+/// Encoded size of a nullable byte field (varint length, -1 for null, then the bytes).
+#[inline]
+fn nullable_len(b: Option<&[u8]>) -> usize {
+    match b {
+        None => 1,
+        Some(b) => varint_len(b.len() as i32) + b.len(),
+    }
+}
+
+#[inline]
+fn put_nullable(buf: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => buf.put_varint(-1),
+        Some(b) => {
+            buf.put_varint(b.len() as i32);
+            buf.extend_from_slice(b);
+        }
+    }
+}
+
+/// Size of a record without its Length prefix.
+#[inline]
+fn record_body_size(
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header],
+) -> usize {
+    let mut size = 1 // attributes
+        + varlong_len(timestamp_delta)
+        + varint_len(offset_delta)
+        + nullable_len(key)
+        + nullable_len(value)
+        + varint_len(headers.len() as i32);
+    for h in headers {
+        size += varint_len(h.key.len() as i32) + h.key.len() + nullable_len(h.value.as_deref());
+    }
+    size
+}
+
+/// An open record batch: records are appended in their wire form into one buffer.
+///
+/// Create one per partition batch with [`BatchBuilder::new`] (or [`BatchBuilder::with_buffer`] to
+/// reuse the buffer of a batch that was sent), check the size a record would add with
+/// [`BatchBuilder::estimated_size_with`] or [`BatchBuilder::record_size`] against the batch and
+/// request limits, [`append`](BatchBuilder::append) it, and [`seal`](BatchBuilder::seal) the batch
+/// when it is full or its linger expired.
+///
+/// Record offsets deltas are the append order (0, 1, ...); the batch base timestamp is the first
+/// record's timestamp and later records may have smaller timestamps (negative deltas).
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    count: usize,
+    base_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for BatchBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchBuilder")
+            .field("records", &self.count)
+            .field("size_in_bytes", &self.buf.len())
+            .field("base_timestamp", &self.base_timestamp)
+            .field("max_timestamp", &self.max_timestamp)
+            .finish()
+    }
+}
+
+impl BatchBuilder {
+    /// An empty batch with a fresh buffer.
+    pub fn new() -> Self {
+        Self::with_buffer(Vec::new())
+    }
+
+    /// An empty batch with room for `capacity` bytes (header included) before reallocating.
+    /// Use the producer's `batch.size` to allocate once per batch.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_buffer(Vec::with_capacity(capacity))
+    }
+
+    /// An empty batch writing into `buf`, e.g. a buffer recycled with
+    /// [`SealedBatch::into_buffer`]. Its contents are discarded, its capacity kept.
+    pub fn with_buffer(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        buf.resize(RECORD_BATCH_OVERHEAD, 0);
+        BatchBuilder {
+            buf,
+            count: 0,
+            base_timestamp: NO_TIMESTAMP,
+            max_timestamp: NO_TIMESTAMP,
+        }
+    }
+
+    /// The exact encoded size of a record, its Length prefix included, given its offset delta
+    /// (index in the batch) and timestamp delta (timestamp minus the batch's base timestamp).
+    ///
+    /// A static function so that callers can check limits (e.g. `max.request.size`) before they
+    /// have a batch; [`BatchBuilder::estimated_size_with`] does it for a given batch.
+    pub fn record_size(
+        offset_delta: i32,
+        timestamp_delta: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) -> usize {
+        let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
+        varint_len(body as i32) + body
+    }
+
+    /// Appends a record with the given timestamp (milliseconds, CreateTime), key, value and
+    /// headers.
+    ///
+    /// The record is written once, in wire form, with no temporary buffer. Sizes are not limited
+    /// here: check [`BatchBuilder::estimated_size_with`] against the batch and request limits
+    /// first. (A batch over 2 GiB is refused by [`BatchBuilder::seal`].)
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) {
+        if self.count == 0 {
+            self.base_timestamp = timestamp;
+            self.max_timestamp = timestamp;
+        } else if timestamp > self.max_timestamp {
+            self.max_timestamp = timestamp;
+        }
+        let offset_delta = self.count as i32;
+        let timestamp_delta = timestamp.wrapping_sub(self.base_timestamp);
+        let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
+
+        let buf = &mut self.buf;
+        buf.reserve(varint_len(body as i32) + body);
+        buf.put_varint(body as i32);
+        buf.push(0); // attributes (unused)
+        buf.put_varlong(timestamp_delta);
+        buf.put_varint(offset_delta);
+        put_nullable(buf, key);
+        put_nullable(buf, value);
+        buf.put_varint(headers.len() as i32);
+        for h in headers {
+            buf.put_varint(h.key.len() as i32);
+            buf.extend_from_slice(h.key.as_bytes());
+            put_nullable(buf, h.value.as_deref());
+        }
+        self.count += 1;
+    }
+
+    /// Number of records appended so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no record was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The current size of the batch, uncompressed, its 61-byte header included.
+    pub fn size_in_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The timestamp of the first record (the batch's base timestamp), `None` if empty.
+    pub fn base_timestamp(&self) -> Option<i64> {
+        (self.count > 0).then_some(self.base_timestamp)
+    }
+
+    /// The uncompressed size the batch would have after appending this record: exact without
+    /// compression, an upper estimate with it (compression happens at seal time). Use it to
+    /// decide whether the record still fits in this batch.
+    pub fn estimated_size_with(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) -> usize {
+        let timestamp_delta = if self.count == 0 {
+            0
+        } else {
+            timestamp.wrapping_sub(self.base_timestamp)
+        };
+        self.buf.len() + Self::record_size(self.count as i32, timestamp_delta, key, value, headers)
+    }
+
+    /// Closes the batch: compresses the records with `compression` (into a new buffer; without
+    /// compression the builder's buffer is kept, no copy) and writes the batch header except the
+    /// producer fields and the CRC, which [`SealedBatch::stamp`] writes.
+    ///
+    /// Fails if the codec is not compiled in ([`CompressionError::Unsupported`]), if it fails, or
+    /// if the batch exceeds the int32 length field. An empty batch seals fine (count 0,
+    /// timestamps -1) but brokers reject it: producers should not send one.
+    pub fn seal(self, compression: Compression) -> Result<SealedBatch, CompressionError> {
+        let uncompressed_size = self.buf.len();
+        let mut buf = match compression {
+            Compression::None => self.buf,
+            codec => {
+                let records = &self.buf[RECORD_BATCH_OVERHEAD..];
+                let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2 + 64);
+                out.resize(RECORD_BATCH_OVERHEAD, 0);
+                compress_into(codec, records, &mut out)?;
+                out
+            }
+        };
+        let size = buf.len();
+        let length = i32::try_from(size - LOG_OVERHEAD)
+            .map_err(|_| CompressionError::BatchTooLarge { size })?;
+        let count =
+            i32::try_from(self.count).map_err(|_| CompressionError::BatchTooLarge { size })?;
+
+        let header = &mut buf[..RECORD_BATCH_OVERHEAD];
+        put_at(header, 0, &0i64.to_be_bytes()); // base offset
+        put_at(header, LENGTH_OFFSET, &length.to_be_bytes());
+        put_at(
+            header,
+            PARTITION_LEADER_EPOCH_OFFSET,
+            &(-1i32).to_be_bytes(),
+        );
+        put_at(header, MAGIC_OFFSET, &[2]);
+        put_at(header, CRC_OFFSET, &[0; 4]);
+        put_at(
+            header,
+            ATTRIBUTES_OFFSET,
+            &compression.attribute_bits().to_be_bytes(),
+        );
+        put_at(header, LAST_OFFSET_DELTA_OFFSET, &(count - 1).to_be_bytes());
+        put_at(
+            header,
+            BASE_TIMESTAMP_OFFSET,
+            &self.base_timestamp.to_be_bytes(),
+        );
+        put_at(
+            header,
+            MAX_TIMESTAMP_OFFSET,
+            &self.max_timestamp.to_be_bytes(),
+        );
+        put_at(header, RECORDS_COUNT_OFFSET, &count.to_be_bytes());
+        let mut sealed = SealedBatch {
+            buf,
+            record_count: count,
+            uncompressed_size,
+            compression,
+            stamped: false,
+        };
+        sealed.write_producer_fields(-1, -1, -1);
+        Ok(sealed)
+    }
+}
+
+#[inline]
+fn put_at(buf: &mut [u8], offset: usize, bytes: &[u8]) {
+    buf[offset..offset + bytes.len()].copy_from_slice(bytes);
+}
+
+/// A closed record batch: final bytes except the producer fields and CRC, set by
+/// [`SealedBatch::stamp`].
+///
+/// Stamp it with the producer id, epoch and base sequence before each send (`(-1, -1, -1)` for a
+/// non-idempotent producer), then put [`SealedBatch::as_bytes`] in the Produce request. Stamping
+/// again (after an epoch bump or a sequence reset) rewrites those 14 bytes and the CRC only.
+/// When the batch is done, [`SealedBatch::into_buffer`] gives its buffer back for a new
+/// [`BatchBuilder::with_buffer`].
+#[derive(Clone)]
+pub struct SealedBatch {
+    buf: Vec<u8>,
+    record_count: i32,
+    uncompressed_size: usize,
+    compression: Compression,
+    stamped: bool,
+}
+
+impl fmt::Debug for SealedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealedBatch")
+            .field("record_count", &self.record_count)
+            .field("len_bytes", &self.buf.len())
+            .field("uncompressed_size", &self.uncompressed_size)
+            .field("compression", &self.compression)
+            .field("producer_id", &self.producer_id())
+            .field("producer_epoch", &self.producer_epoch())
+            .field("base_sequence", &self.base_sequence())
+            .field("stamped", &self.stamped)
+            .finish()
+    }
+}
+
+impl SealedBatch {
+    fn write_producer_fields(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+        let header = &mut self.buf[..RECORD_BATCH_OVERHEAD];
+        put_at(header, PRODUCER_ID_OFFSET, &producer_id.to_be_bytes());
+        put_at(header, PRODUCER_EPOCH_OFFSET, &producer_epoch.to_be_bytes());
+        put_at(header, BASE_SEQUENCE_OFFSET, &base_sequence.to_be_bytes());
+    }
+
+    /// Writes the producer id, epoch and base sequence into the header and computes the CRC-32C
+    /// over bytes [21, end). Call it before every send; calling it again (new epoch or sequence)
+    /// only rewrites these fields and the CRC. A non-idempotent producer stamps `(-1, -1, -1)`.
+    pub fn stamp(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+        self.write_producer_fields(producer_id, producer_epoch, base_sequence);
+        let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
+        put_at(&mut self.buf, CRC_OFFSET, &crc.to_be_bytes());
+        self.stamped = true;
+    }
+
+    /// Whether [`SealedBatch::stamp`] was called.
+    pub fn is_stamped(&self) -> bool {
+        self.stamped
+    }
+
+    /// The batch bytes as they go in a Produce request's `Records` field. Only valid after
+    /// [`SealedBatch::stamp`] (the CRC is not set before; debug builds assert it).
+    pub fn as_bytes(&self) -> &[u8] {
+        debug_assert!(self.stamped, "SealedBatch::as_bytes before stamp");
+        &self.buf
+    }
+
+    /// A copy of the stamped batch bytes as [`Bytes`], for request builders that hold `Bytes`.
+    /// Copies the whole batch: prefer [`SealedBatch::as_bytes`] when writing into a buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+
+    /// Number of records in the batch.
+    pub fn record_count(&self) -> i32 {
+        self.record_count
+    }
+
+    /// Size of the batch on the wire (compressed records plus the 61-byte header).
+    pub fn len_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Size the batch had before compression, header included (equal to
+    /// [`SealedBatch::len_bytes`] without compression).
+    pub fn uncompressed_size(&self) -> usize {
+        self.uncompressed_size
+    }
+
+    /// The codec the records were compressed with.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// The batch's base timestamp (first record's), -1 if the batch is empty.
+    pub fn base_timestamp(&self) -> i64 {
+        self.read_i64(BASE_TIMESTAMP_OFFSET)
+    }
+
+    /// The batch's maximum record timestamp, -1 if the batch is empty.
+    pub fn max_timestamp(&self) -> i64 {
+        self.read_i64(MAX_TIMESTAMP_OFFSET)
+    }
+
+    /// The producer id last stamped (-1 before any stamp).
+    pub fn producer_id(&self) -> i64 {
+        self.read_i64(PRODUCER_ID_OFFSET)
+    }
+
+    /// The producer epoch last stamped (-1 before any stamp).
+    pub fn producer_epoch(&self) -> i16 {
+        let mut b = [0; 2];
+        b.copy_from_slice(&self.buf[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]);
+        i16::from_be_bytes(b)
+    }
+
+    /// The base sequence last stamped (-1 before any stamp).
+    pub fn base_sequence(&self) -> i32 {
+        let mut b = [0; 4];
+        b.copy_from_slice(&self.buf[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]);
+        i32::from_be_bytes(b)
+    }
+
+    fn read_i64(&self, offset: usize) -> i64 {
+        let mut b = [0; 8];
+        b.copy_from_slice(&self.buf[offset..offset + 8]);
+        i64::from_be_bytes(b)
+    }
+
+    /// Gives the buffer back (for [`BatchBuilder::with_buffer`]) once the batch is acknowledged
+    /// or failed for good.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_builder_is_just_the_header() {
+        let b = BatchBuilder::new();
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
+        assert_eq!(b.size_in_bytes(), RECORD_BATCH_OVERHEAD);
+        assert_eq!(b.base_timestamp(), None);
+    }
+
+    #[test]
+    fn estimated_size_is_exact_without_compression() {
+        let mut b = BatchBuilder::new();
+        let h = [Header::new("k", Some(Bytes::from_static(b"v")))];
+        for (i, ts) in [1000i64, 990, 5000, -3].into_iter().enumerate() {
+            let est = b.estimated_size_with(ts, Some(b"key"), Some(&[1; 200]), &h);
+            b.append(ts, Some(b"key"), Some(&[1; 200]), &h);
+            assert_eq!(b.size_in_bytes(), est, "record {i}");
+        }
+        assert_eq!(b.len(), 4);
+        let mut s = b.seal(Compression::None).unwrap();
+        assert_eq!(s.base_timestamp(), 1000);
+        assert_eq!(s.max_timestamp(), 5000);
+        s.stamp(1, 2, 3);
+        assert_eq!(
+            (s.producer_id(), s.producer_epoch(), s.base_sequence()),
+            (1, 2, 3)
+        );
+        assert_eq!(s.len_bytes(), s.uncompressed_size());
+    }
+
+    #[test]
+    fn with_buffer_discards_old_contents() {
+        let mut b = BatchBuilder::new();
+        b.append(1, None, Some(b"x"), &[]);
+        let mut s = b.seal(Compression::None).unwrap();
+        s.stamp(-1, -1, -1);
+        let buf = s.into_buffer();
+        let cap = buf.capacity();
+        let b = BatchBuilder::with_buffer(buf);
+        assert_eq!(b.size_in_bytes(), RECORD_BATCH_OVERHEAD);
+        assert!(b.is_empty());
+        assert_eq!(b.buf.capacity(), cap);
+    }
+
+    #[test]
+    fn empty_batch_seals_with_no_timestamp() {
+        let mut s = BatchBuilder::new().seal(Compression::None).unwrap();
+        s.stamp(-1, -1, -1);
+        assert_eq!(s.record_count(), 0);
+        assert_eq!(s.base_timestamp(), -1);
+        assert_eq!(s.len_bytes(), RECORD_BATCH_OVERHEAD);
+        // LastOffsetDelta = -1
+        assert_eq!(&s.as_bytes()[23..27], &[0xff; 4]);
+    }
+}
