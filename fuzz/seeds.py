@@ -71,3 +71,61 @@ write("frame_decoder", "chunks-7", [0x01, 7] + STREAM)
 write("frame_decoder", "too-large-max16", [(2 << 6) | 1, 5] + frames(IPI_V0, AV_V3))
 write("frame_decoder", "negative", [0x01, 2] + frames([1, 2]) + list(struct.pack(">i", -5)))
 write("frame_decoder", "partial-tail", [0x02, 4, 9] + frames(AV_V1) + [0, 0, 0, 50, 1, 2])
+
+
+# ---- Produce (versions 3..=11; selector = version - 3) -----------------------------------
+def i16(v): return list(struct.pack(">h", v))
+def i32(v): return list(struct.pack(">i", v))
+def i64(v): return list(struct.pack(">q", v))
+def s(text): return i16(len(text)) + list(text.encode())
+def cs(text): return [len(text) + 1] + list(text.encode())
+
+
+def produce_v3_v8(version):
+    part = i32(0) + i16(0) + i64(5) + i64(-1)
+    if version >= 5:
+        part += i64(0)
+    if version >= 8:
+        part += i32(0) + i16(-1)  # no record errors, null message
+    return i32(1) + s("t") + i32(1) + part + i32(0)
+
+
+def produce_flexible(version, hint=False):
+    part = i32(0) + i16(6 if hint else 0) + i64(5) + i64(-1) + i64(0) + [1] + [0]
+    if hint:
+        part += [1, 0, 8] + i32(2) + i32(7)  # CurrentLeader tag
+    else:
+        part += [0]
+    body = [2] + cs("t") + [2] + part + [0] + i32(0)
+    if hint:
+        ep = i32(2) + cs("broker-2") + i32(9092) + [0] + [0]
+        body += [1, 0, len(ep) + 1, 2] + ep
+    else:
+        body += [0]
+    return body
+
+
+for v in range(3, 9):
+    write("produce_response", f"v{v}", [v - 3] + produce_v3_v8(v))
+write("produce_response", "v9", [6] + produce_flexible(9))
+write("produce_response", "v10-hint", [7] + produce_flexible(10, hint=True))
+write("produce_response", "v11", [8] + produce_flexible(11))
+
+# ---- Metadata (versions 1..=12; selector = version - 1) -----------------------------------
+def metadata_v1():
+    brokers = i32(1) + i32(1) + s("h") + i32(9092) + i16(-1)
+    part = i16(0) + i32(0) + i32(1) + i32(1) + i32(1) + i32(1) + i32(1)
+    topics = i32(1) + i16(0) + s("t") + [0] + i32(1) + part
+    return brokers + i32(1) + topics
+
+
+def metadata_v9():
+    brokers = [2] + i32(1) + cs("h") + i32(9092) + [0] + [0]
+    part = i16(0) + i32(0) + i32(1) + i32(0) + [2] + i32(1) + [2] + i32(1) + [1] + [0]
+    topics = [2] + i16(0) + cs("t") + [0] + [2] + part + i32(-2147483648) + [0]
+    return i32(0) + brokers + cs("c") + i32(1) + topics + [0]
+
+
+write("metadata_response", "v1", [0] + metadata_v1())
+write("metadata_response", "v9", [8] + metadata_v9())
+write("metadata_response", "v9-trailing-byte", [8] + metadata_v9() + [0])

@@ -1,9 +1,28 @@
 //! A sans-IO Kafka producer: the whole protocol logic as a deterministic state machine.
+//!
+//! See [`Producer`] for the run loop. The wire codec lives in [`protocol`] and [`record`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod accumulator;
+pub mod classify;
+pub mod config;
+mod connection;
 pub mod error_code;
+mod metadata;
+pub mod partitioner;
+mod producer;
 pub mod protocol;
 pub mod record;
+mod responses;
+mod sink;
+mod timer;
+mod types;
 
+pub use config::{Acks, Config, ConfigBuilder, ConfigError};
 pub use error_code::ErrorCode;
+pub use producer::{Producer, Stats};
+pub use record::{Compression, Header};
+pub use types::{
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata, SendError, SendErrorReason,
+};

@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod drive;
 mod broker;
 mod rng;
 mod wire;

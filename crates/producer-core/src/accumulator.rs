@@ -1,0 +1,205 @@
+//! Per-partition batches: the open batch records are appended to, and the closed batches of the
+//! partition in send order, each with its sending state.
+//!
+//! A partition's closed batches form one queue. Batches leave it only from the front, once they
+//! and every batch before them are done, so delivery reports come out in send order whatever
+//! order responses resolve them in.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::record::{BatchBuilder, Header, SealedBatch};
+use crate::types::{ConnId, ProduceError};
+
+/// One accepted record waiting for its report. The topic and partition live in the partition
+/// that holds it.
+#[derive(Debug)]
+pub(crate) struct Pending<T> {
+    pub(crate) opaque: T,
+    pub(crate) key: Option<Bytes>,
+    pub(crate) value: Option<Bytes>,
+    pub(crate) headers: Vec<Header>,
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) explicit_partition: bool,
+    /// Bytes this record counts against `buffer_memory`.
+    pub(crate) size: usize,
+}
+
+/// The batch records are being appended to.
+#[derive(Debug)]
+pub(crate) struct OpenBatch<T> {
+    pub(crate) id: u64,
+    pub(crate) builder: BatchBuilder,
+    pub(crate) records: Vec<Pending<T>>,
+    pub(crate) created: Instant,
+}
+
+/// Where a closed batch stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BatchState {
+    /// Waiting to be sent (for the first time, or again).
+    Ready,
+    /// In a request on this connection.
+    InFlight { conn: ConnId, correlation_id: i32 },
+    /// Finished: base offset and log-append time on success, or the error.
+    Done(Result<(i64, i64), ProduceError>),
+}
+
+/// A closed batch: encoded once, resent byte for byte.
+#[derive(Debug)]
+pub(crate) struct Batch<T> {
+    pub(crate) id: u64,
+    pub(crate) sealed: SealedBatch,
+    pub(crate) records: Vec<Pending<T>>,
+    pub(crate) created: Instant,
+    pub(crate) state: BatchState,
+    /// Attempts made (requests that carried it).
+    pub(crate) attempts: u32,
+    /// The base sequence it was stamped with; `None` until first sent.
+    pub(crate) base_sequence: Option<i32>,
+    /// A previous attempt may have been written.
+    pub(crate) possibly_persisted: bool,
+}
+
+impl<T> Batch<T> {
+    pub(crate) fn record_count(&self) -> i32 {
+        self.records.len() as i32
+    }
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.state, BatchState::Done(_))
+    }
+}
+
+/// A partition's batches and its sending state.
+#[derive(Debug)]
+pub(crate) struct PartitionQueue<T> {
+    pub(crate) open: Option<OpenBatch<T>>,
+    /// Closed batches in send order.
+    pub(crate) batches: VecDeque<Batch<T>>,
+    /// How many batches at the front of `batches` have been sent at least once (and so have
+    /// sequence numbers).
+    pub(crate) sent: usize,
+    /// Batches currently in flight, and the connection they are on.
+    pub(crate) inflight: usize,
+    pub(crate) inflight_conn: Option<ConnId>,
+    /// Leader node id (-1 unknown) and epoch.
+    pub(crate) leader: i32,
+    pub(crate) leader_epoch: i32,
+    /// No send before this instant (retry backoff).
+    pub(crate) backoff_until: Option<Instant>,
+    /// Waiting for a metadata refresh before sending again.
+    pub(crate) needs_metadata: bool,
+    /// Producer id, epoch and next sequence this partition's batches are stamped with.
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) next_sequence: i32,
+    /// This connection answered a batch of the partition with success, so the partition may
+    /// pipeline more than one request on it.
+    pub(crate) ok_on_conn: Option<ConnId>,
+    /// The partition must bump its epoch and restamp its unacknowledged batches before it sends
+    /// again (once nothing is in flight).
+    pub(crate) needs_reset: bool,
+    /// The delivery-timeout deadline currently armed for this partition.
+    pub(crate) delivery_timer: Option<Instant>,
+    /// Bytes of the batches not yet done (for the request-size check).
+    pub(crate) next_batch_id: u64,
+}
+
+impl<T> PartitionQueue<T> {
+    pub(crate) fn new() -> Self {
+        PartitionQueue {
+            open: None,
+            batches: VecDeque::new(),
+            sent: 0,
+            inflight: 0,
+            inflight_conn: None,
+            leader: -1,
+            leader_epoch: -1,
+            backoff_until: None,
+            needs_metadata: false,
+            producer_id: -1,
+            epoch: -1,
+            next_sequence: 0,
+            ok_on_conn: None,
+            needs_reset: false,
+            delivery_timer: None,
+            next_batch_id: 0,
+        }
+    }
+
+    /// Whether anything (open, queued or in flight) is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.open.is_none() && self.batches.is_empty()
+    }
+
+    /// Index of the batch with this id, if it is still held.
+    pub(crate) fn find(&self, id: u64) -> Option<usize> {
+        // Ids increase along the queue (splits reuse nearby ids), so a short scan from the front
+        // of the sent region finds in-flight batches at once.
+        self.batches.iter().position(|b| b.id == id)
+    }
+
+    /// The index of the batch this partition would send next on `conn`, if the ordering rules
+    /// allow one now. Open batches are not considered (the sink closes them first).
+    pub(crate) fn next_sendable(&self, conn: ConnId, idempotent: bool) -> Option<usize> {
+        if self.needs_metadata || self.leader < 0 {
+            return None;
+        }
+        if self.inflight > 0 && self.inflight_conn != Some(conn) {
+            // Never overlap requests for one partition across connections (leader moves).
+            return None;
+        }
+        // A batch waiting to be sent again comes first, and alone.
+        if let Some(i) = self.batches.iter().take(self.sent).position(|b| b.state == BatchState::Ready) {
+            return if self.inflight == 0 && !self.needs_reset { Some(i) } else { None };
+        }
+        if self.sent >= self.batches.len() {
+            return None;
+        }
+        if idempotent {
+            if self.needs_reset {
+                return None;
+            }
+            if self.inflight > 0 && self.ok_on_conn != Some(conn) {
+                return None;
+            }
+        } else if self.inflight > 0 {
+            // Without idempotence one batch in flight per partition keeps order under retries.
+            return None;
+        }
+        Some(self.sent)
+    }
+
+    /// Whether the partition could start a new batch from its open one on `conn` (the same
+    /// rules as a fresh closed batch).
+    pub(crate) fn may_send_fresh(&self, conn: ConnId, idempotent: bool) -> bool {
+        if self.needs_metadata || self.leader < 0 || self.sent < self.batches.len() {
+            return false;
+        }
+        if self.batches.iter().take(self.sent).any(|b| b.state == BatchState::Ready) {
+            return false;
+        }
+        if self.inflight > 0 && self.inflight_conn != Some(conn) {
+            return false;
+        }
+        if idempotent {
+            !self.needs_reset && (self.inflight == 0 || self.ok_on_conn == Some(conn))
+        } else {
+            self.inflight == 0
+        }
+    }
+
+    /// Removes the finished batches at the front, in order.
+    pub(crate) fn pop_done(&mut self) -> Option<Batch<T>> {
+        if self.batches.front().is_some_and(Batch::is_done) {
+            let b = self.batches.pop_front();
+            if self.sent > 0 {
+                self.sent -= 1;
+            }
+            return b;
+        }
+        None
+    }
+}

@@ -1,0 +1,329 @@
+//! Producer configuration: a builder with Kafka's names in the docs, validated at build time.
+
+use std::time::Duration;
+
+use crate::record::Compression;
+
+/// How many acknowledgements the producer asks for (`acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Acks {
+    /// `acks=0`: no response; a batch completes once it is handed to the connection (offset -1).
+    None,
+    /// `acks=1`: the leader has written the batch.
+    Leader,
+    /// `acks=all` (-1): every in-sync replica has it. Required by idempotence.
+    All,
+}
+
+impl Acks {
+    /// The value on the wire.
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// A configuration that cannot be used; returned by [`ConfigBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `bootstrap.servers` is empty.
+    #[error("no bootstrap servers given")]
+    NoBootstrapServers,
+    /// `delivery.timeout.ms` is shorter than `linger.ms + request.timeout.ms`.
+    #[error("delivery_timeout ({delivery:?}) must be at least linger + request_timeout ({min:?})")]
+    DeliveryTimeoutTooShort {
+        /// The configured delivery timeout.
+        delivery: Duration,
+        /// `linger + request_timeout`.
+        min: Duration,
+    },
+    /// Idempotence was asked for explicitly together with `acks` other than `all`.
+    #[error("enable_idempotence requires acks=all")]
+    IdempotenceNeedsAcksAll,
+    /// `max.in.flight.requests.per.connection` is 0, or above 5 with idempotence.
+    #[error("max_in_flight_requests_per_connection = {0}: must be 1..=5 with idempotence, at least 1 otherwise")]
+    InvalidMaxInFlight(usize),
+    /// `max.request.size` is too small to hold a batch header.
+    #[error("max_request_size = {0} is too small")]
+    MaxRequestSizeTooSmall(usize),
+    /// `buffer.memory` is smaller than `max.request.size`, so a maximal record could never fit.
+    #[error("buffer_memory ({buffer}) must be at least max_request_size ({request})")]
+    BufferSmallerThanRequest {
+        /// `buffer.memory`.
+        buffer: usize,
+        /// `max.request.size`.
+        request: usize,
+    },
+    /// `buffer_max_records` is 0.
+    #[error("buffer_max_records must be at least 1")]
+    NoRecordBuffer,
+    /// The chosen compression codec was compiled out (its cargo feature is off).
+    #[error("compression {0:?} is not compiled in (enable its cargo feature)")]
+    CompressionNotCompiled(Compression),
+    /// A duration is zero where it must be positive.
+    #[error("{0} must be positive")]
+    ZeroDuration(&'static str),
+}
+
+/// A validated producer configuration. Build one with [`Config::builder`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// `bootstrap.servers`: `(host, port)` pairs tried in turn for the first metadata.
+    pub bootstrap: Vec<(String, u16)>,
+    /// `client.id`, sent in every request header.
+    pub client_id: String,
+    /// `acks`.
+    pub acks: Acks,
+    /// `enable.idempotence` after validation.
+    pub idempotence: bool,
+    /// `linger.ms`.
+    pub linger: Duration,
+    /// `batch.size` (bytes, uncompressed).
+    pub batch_size: usize,
+    /// `max.request.size` (bytes); also the largest record accepted.
+    pub max_request_size: usize,
+    /// `buffer.memory`: bytes of records held at most.
+    pub buffer_memory: usize,
+    /// Records held at most (franz-go's `MaxBufferedRecords`).
+    pub buffer_max_records: usize,
+    /// `compression.type`.
+    pub compression: Compression,
+    /// `retry.backoff.ms`.
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms`.
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms`.
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms`.
+    pub reconnect_backoff_max: Duration,
+    /// `request.timeout.ms`: on the wire, and the client-side deadline of each request.
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms`: bounds each record's life from its batch's creation.
+    pub delivery_timeout: Duration,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+    /// `metadata.max.age.ms`.
+    pub metadata_max_age: Duration,
+    /// `max.block.ms`: how long records wait for their topic's metadata before failing.
+    pub max_block: Duration,
+    /// Largest response frame accepted (bytes); larger ones close the connection.
+    pub max_response_size: usize,
+    /// When false, only failures produce delivery reports (fire-and-forget mode).
+    pub report_successes: bool,
+    /// Seed of the producer's random choices (sticky partitions, jitter).
+    pub seed: u64,
+}
+
+impl Config {
+    /// A builder with the Java client 4.x defaults and the given bootstrap servers.
+    pub fn builder<H: Into<String>>(bootstrap: impl IntoIterator<Item = (H, u16)>) -> ConfigBuilder {
+        ConfigBuilder {
+            config: Config {
+                bootstrap: bootstrap.into_iter().map(|(h, p)| (h.into(), p)).collect(),
+                client_id: "producer-core".to_owned(),
+                acks: Acks::All,
+                idempotence: true,
+                linger: Duration::from_millis(5),
+                batch_size: 16 * 1024,
+                max_request_size: 1024 * 1024,
+                buffer_memory: 32 * 1024 * 1024,
+                buffer_max_records: 1_000_000,
+                compression: Compression::None,
+                retry_backoff: Duration::from_millis(100),
+                retry_backoff_max: Duration::from_millis(1000),
+                reconnect_backoff: Duration::from_millis(50),
+                reconnect_backoff_max: Duration::from_millis(1000),
+                request_timeout: Duration::from_secs(30),
+                delivery_timeout: Duration::from_secs(120),
+                max_in_flight: 5,
+                metadata_max_age: Duration::from_secs(300),
+                max_block: Duration::from_secs(60),
+                max_response_size: 100 * 1024 * 1024,
+                report_successes: true,
+                seed: 0x5eed,
+            },
+            idempotence_explicit: None,
+            delivery_explicit: false,
+        }
+    }
+}
+
+/// Builds a [`Config`]; every setter documents the Kafka config it stands for.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    config: Config,
+    idempotence_explicit: Option<bool>,
+    delivery_explicit: bool,
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.config.$name = v;
+            self
+        }
+    };
+}
+
+impl ConfigBuilder {
+    setter!(/// `client.id`.
+        client_id: String);
+    setter!(/// `acks` (default `all`).
+        acks: Acks);
+    setter!(/// `linger.ms` (default 5 ms).
+        linger: Duration);
+    setter!(/// `batch.size` (default 16384 bytes).
+        batch_size: usize);
+    setter!(/// `max.request.size` (default 1 MiB).
+        max_request_size: usize);
+    setter!(/// `buffer.memory` (default 32 MiB).
+        buffer_memory: usize);
+    setter!(/// Most records held at once (default 1,000,000).
+        buffer_max_records: usize);
+    setter!(/// `compression.type` (default none).
+        compression: Compression);
+    setter!(/// `retry.backoff.ms` (default 100 ms).
+        retry_backoff: Duration);
+    setter!(/// `retry.backoff.max.ms` (default 1 s).
+        retry_backoff_max: Duration);
+    setter!(/// `reconnect.backoff.ms` (default 50 ms).
+        reconnect_backoff: Duration);
+    setter!(/// `reconnect.backoff.max.ms` (default 1 s).
+        reconnect_backoff_max: Duration);
+    setter!(/// `request.timeout.ms` (default 30 s).
+        request_timeout: Duration);
+    setter!(/// `max.in.flight.requests.per.connection` (default 5).
+        max_in_flight: usize);
+    setter!(/// `metadata.max.age.ms` (default 5 min).
+        metadata_max_age: Duration);
+    setter!(/// `max.block.ms`: wait for unknown topics' metadata (default 60 s).
+        max_block: Duration);
+    setter!(/// Largest response frame accepted (default 100 MiB).
+        max_response_size: usize);
+    setter!(/// Report successes too (default true); false = failures only.
+        report_successes: bool);
+    setter!(/// Seed for the producer's random choices.
+        seed: u64);
+
+    /// `enable.idempotence` (default true). Set explicitly together with `acks` other than
+    /// `all`, [`ConfigBuilder::build`] fails; left unset, it is turned off silently in that case,
+    /// as the Java client does.
+    pub fn enable_idempotence(mut self, v: bool) -> Self {
+        self.idempotence_explicit = Some(v);
+        self
+    }
+
+    /// `delivery.timeout.ms` (default 120 s). Set explicitly below `linger + request_timeout`,
+    /// [`ConfigBuilder::build`] fails; left at its default, it is raised to that sum.
+    pub fn delivery_timeout(mut self, v: Duration) -> Self {
+        self.config.delivery_timeout = v;
+        self.delivery_explicit = true;
+        self
+    }
+
+    /// Checks the configuration and returns it.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let mut c = self.config;
+        if c.bootstrap.is_empty() {
+            return Err(ConfigError::NoBootstrapServers);
+        }
+        c.idempotence = match self.idempotence_explicit {
+            Some(true) if c.acks != Acks::All => return Err(ConfigError::IdempotenceNeedsAcksAll),
+            Some(v) => v,
+            None => c.acks == Acks::All,
+        };
+        if c.max_in_flight == 0 || (c.idempotence && c.max_in_flight > 5) {
+            return Err(ConfigError::InvalidMaxInFlight(c.max_in_flight));
+        }
+        for (name, d) in [
+            ("request_timeout", c.request_timeout),
+            ("delivery_timeout", c.delivery_timeout),
+            ("retry_backoff", c.retry_backoff),
+            ("reconnect_backoff", c.reconnect_backoff),
+            ("metadata_max_age", c.metadata_max_age),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration(name));
+            }
+        }
+        let min = c.linger + c.request_timeout;
+        if c.delivery_timeout < min {
+            if self.delivery_explicit {
+                return Err(ConfigError::DeliveryTimeoutTooShort { delivery: c.delivery_timeout, min });
+            }
+            c.delivery_timeout = min;
+        }
+        if c.max_request_size < 1024 {
+            return Err(ConfigError::MaxRequestSizeTooSmall(c.max_request_size));
+        }
+        if c.buffer_memory < c.max_request_size {
+            return Err(ConfigError::BufferSmallerThanRequest { buffer: c.buffer_memory, request: c.max_request_size });
+        }
+        if c.buffer_max_records == 0 {
+            return Err(ConfigError::NoRecordBuffer);
+        }
+        if !c.compression.is_supported() {
+            return Err(ConfigError::CompressionNotCompiled(c.compression));
+        }
+        c.retry_backoff_max = c.retry_backoff_max.max(Duration::from_millis(1));
+        c.reconnect_backoff_max = c.reconnect_backoff_max.max(c.reconnect_backoff);
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b() -> ConfigBuilder {
+        Config::builder([("localhost", 9092)])
+    }
+
+    #[test]
+    fn defaults_are_java_4x() {
+        let c = b().build().unwrap();
+        assert_eq!(c.acks, Acks::All);
+        assert!(c.idempotence);
+        assert_eq!(c.linger, Duration::from_millis(5));
+        assert_eq!(c.batch_size, 16384);
+        assert_eq!(c.max_request_size, 1 << 20);
+        assert_eq!(c.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(c.request_timeout, Duration::from_secs(30));
+        assert_eq!(c.max_in_flight, 5);
+    }
+
+    #[test]
+    fn validation_errors() {
+        assert_eq!(Config::builder(Vec::<(String, u16)>::new()).build().unwrap_err(), ConfigError::NoBootstrapServers);
+        assert_eq!(
+            b().delivery_timeout(Duration::from_secs(1)).build().unwrap_err(),
+            ConfigError::DeliveryTimeoutTooShort { delivery: Duration::from_secs(1), min: Duration::from_millis(30_005) }
+        );
+        assert_eq!(b().acks(Acks::Leader).enable_idempotence(true).build().unwrap_err(), ConfigError::IdempotenceNeedsAcksAll);
+        assert_eq!(b().max_in_flight(6).build().unwrap_err(), ConfigError::InvalidMaxInFlight(6));
+        assert_eq!(b().max_in_flight(0).build().unwrap_err(), ConfigError::InvalidMaxInFlight(0));
+        assert_eq!(b().max_request_size(10).build().unwrap_err(), ConfigError::MaxRequestSizeTooSmall(10));
+        assert_eq!(
+            b().buffer_memory(2048).build().unwrap_err(),
+            ConfigError::BufferSmallerThanRequest { buffer: 2048, request: 1 << 20 }
+        );
+        assert_eq!(b().request_timeout(Duration::ZERO).build().unwrap_err(), ConfigError::ZeroDuration("request_timeout"));
+    }
+
+    #[test]
+    fn implicit_settings_adjust_silently() {
+        let c = b().acks(Acks::Leader).build().unwrap();
+        assert!(!c.idempotence, "idempotence turns off when acks != all and it was not asked for");
+        let c = b().max_in_flight(10).acks(Acks::Leader).build().unwrap();
+        assert_eq!(c.max_in_flight, 10);
+        let c = b().request_timeout(Duration::from_secs(200)).build().unwrap();
+        assert_eq!(c.delivery_timeout, Duration::from_millis(200_005), "default delivery timeout is raised");
+    }
+}

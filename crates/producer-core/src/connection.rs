@@ -1,0 +1,97 @@
+//! One broker connection: its handshake state, frame reassembly, negotiated versions and the
+//! requests awaiting responses, in correlation order.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::protocol::api_versions::ApiVersionsResponse;
+use crate::protocol::{ApiKey, FrameDecoder};
+use crate::types::ConnId;
+
+/// Where a connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnState {
+    /// `Connect` was emitted; waiting for `handle_connected`.
+    Connecting,
+    /// Connected; ApiVersions sent, waiting for its answer.
+    Negotiating,
+    /// Versions known; requests may be sent.
+    Ready,
+}
+
+/// The API versions agreed with one broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Versions {
+    pub(crate) produce: i16,
+    pub(crate) metadata: i16,
+    /// `None` when the broker does not offer InitProducerId.
+    pub(crate) init_producer_id: Option<i16>,
+}
+
+impl Versions {
+    /// Picks the highest common version of each API, or `None` when Produce or Metadata has
+    /// no common version.
+    pub(crate) fn negotiate(resp: &ApiVersionsResponse) -> Option<Versions> {
+        Some(Versions {
+            produce: resp.negotiate(ApiKey::Produce)?,
+            metadata: resp.negotiate(ApiKey::Metadata)?,
+            init_producer_id: resp.negotiate(ApiKey::InitProducerId),
+        })
+    }
+}
+
+/// What a request in flight was for.
+#[derive(Debug)]
+pub(crate) enum RequestKind {
+    ApiVersions,
+    Metadata,
+    InitProducerId,
+    /// The batches it carries: (topic, partition, batch id).
+    Produce { batches: Vec<(u32, u32, u64)> },
+}
+
+/// A request awaiting its response.
+#[derive(Debug)]
+pub(crate) struct InFlightRequest {
+    pub(crate) correlation_id: i32,
+    pub(crate) api: ApiKey,
+    pub(crate) version: i16,
+    pub(crate) sent_at: Instant,
+    pub(crate) kind: RequestKind,
+}
+
+/// One connection to a broker.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) id: ConnId,
+    pub(crate) state: ConnState,
+    pub(crate) decoder: FrameDecoder,
+    pub(crate) inflight: VecDeque<InFlightRequest>,
+    pub(crate) versions: Option<Versions>,
+    next_correlation_id: i32,
+}
+
+impl Connection {
+    pub(crate) fn new(id: ConnId, max_frame: usize) -> Self {
+        Connection {
+            id,
+            state: ConnState::Connecting,
+            decoder: FrameDecoder::new(max_frame),
+            inflight: VecDeque::new(),
+            versions: None,
+            next_correlation_id: 0,
+        }
+    }
+
+    /// The next correlation id (wrapping, never negative).
+    pub(crate) fn take_correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
+        id
+    }
+
+    /// Produce requests awaiting a response on this connection.
+    pub(crate) fn produce_in_flight(&self) -> usize {
+        self.inflight.iter().filter(|r| matches!(r.kind, RequestKind::Produce { .. })).count()
+    }
+}

@@ -1,0 +1,100 @@
+//! The producer's view of the cluster: brokers (one slot each, with at most one connection),
+//! topics and their partitions' leaders, and the refresh policy.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::accumulator::{PartitionQueue, Pending};
+use crate::connection::Connection;
+use crate::ErrorCode;
+
+/// A broker the producer may connect to: a node from metadata, or a bootstrap address.
+#[derive(Debug)]
+pub(crate) struct BrokerSlot {
+    /// Node id, or -1 for a bootstrap address.
+    pub(crate) node_id: i32,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) conn: Option<Connection>,
+    /// Incremented for every new connection, so late events for old ones are ignored.
+    pub(crate) generation: u32,
+    /// Partitions this broker leads: (topic, partition).
+    pub(crate) partitions: Vec<(u32, u32)>,
+    /// Something may be sendable; the sink should look.
+    pub(crate) dirty: bool,
+    /// No request before this instant (`throttle_time_ms`).
+    pub(crate) throttled_until: Option<Instant>,
+    /// No connection attempt before this instant.
+    pub(crate) reconnect_at: Option<Instant>,
+    /// Consecutive failed connection attempts (reconnect backoff exponent).
+    pub(crate) failures: u32,
+    /// Round-robin start for the next request, so no partition starves.
+    pub(crate) drain_index: usize,
+}
+
+impl BrokerSlot {
+    pub(crate) fn new(node_id: i32, host: String, port: u16) -> Self {
+        BrokerSlot {
+            node_id,
+            host,
+            port,
+            conn: None,
+            generation: 0,
+            partitions: Vec::new(),
+            dirty: false,
+            throttled_until: None,
+            reconnect_at: None,
+            failures: 0,
+            drain_index: 0,
+        }
+    }
+
+    /// Whether a ready connection exists.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.state == crate::connection::ConnState::Ready)
+    }
+}
+
+/// A record held because its topic's metadata is not known yet.
+#[derive(Debug)]
+pub(crate) struct Held<T> {
+    pub(crate) pending: Pending<T>,
+    pub(crate) partition: Option<i32>,
+    pub(crate) since: Instant,
+}
+
+/// A topic in use.
+#[derive(Debug)]
+pub(crate) struct TopicState<T> {
+    pub(crate) name: Arc<str>,
+    pub(crate) partitions: Vec<PartitionQueue<T>>,
+    /// Metadata with partitions has arrived.
+    pub(crate) known: bool,
+    /// Records waiting for metadata (bounded by the buffer limits).
+    pub(crate) holding: VecDeque<Held<T>>,
+    pub(crate) holding_timer: Option<Instant>,
+    /// The partition null-key records stick to.
+    pub(crate) sticky: Option<u32>,
+    /// A permanent error metadata reported for the topic (e.g. authorization).
+    pub(crate) error: Option<ErrorCode>,
+}
+
+impl<T> TopicState<T> {
+    pub(crate) fn new(name: Arc<str>) -> Self {
+        TopicState { name, partitions: Vec::new(), known: false, holding: VecDeque::new(), holding_timer: None, sticky: None, error: None }
+    }
+}
+
+/// Metadata refresh bookkeeping: at most one request in flight, rate-limited.
+#[derive(Debug)]
+pub(crate) struct MetadataPolicy {
+    /// A refresh is wanted.
+    pub(crate) wanted: bool,
+    /// A request is in flight.
+    pub(crate) in_flight: bool,
+    /// No request before this instant (rate limit).
+    pub(crate) next_allowed: Instant,
+    /// When the last successful refresh arrived.
+    pub(crate) last_refresh: Option<Instant>,
+}

@@ -1,0 +1,733 @@
+//! The public state machine: records and network events in, bytes, connections and delivery
+//! reports out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::accumulator::{Batch, BatchState, OpenBatch, Pending};
+use crate::config::Config;
+use crate::connection::{ConnState, Connection, InFlightRequest, RequestKind};
+use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
+use crate::partitioner::{partition_for_key, Rng};
+use crate::protocol::api_versions::ApiVersionsRequest;
+use crate::protocol::{encode_request, ApiKey, RequestHeader};
+use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
+use crate::timer::{TimerKind, Timers};
+use crate::types::{
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata, SendError, SendErrorReason,
+};
+
+/// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
+/// partition framing), used to refuse records that could never fit in a request.
+pub(crate) fn request_overhead(client_id: &str, topic: &str) -> usize {
+    64 + client_id.len() + topic.len()
+}
+
+/// The producer id state of an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PidState {
+    /// Not idempotent: batches carry -1.
+    Disabled,
+    /// Needed; no request in flight. Retry allowed from the instant.
+    Needed { retry_at: Option<Instant> },
+    /// InitProducerId in flight.
+    Requesting,
+    /// Assigned.
+    Ready { producer_id: i64, epoch: i16 },
+}
+
+/// Counters an operator may want to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Produce requests built.
+    pub produce_requests: u64,
+    /// Batches sent (retries included).
+    pub batches_sent: u64,
+    /// Batches retried.
+    pub retries: u64,
+    /// Responses that could not be parsed (the connection was closed).
+    pub malformed_responses: u64,
+    /// Bytes after complete response bodies that the body did not use (ignored).
+    pub trailing_response_bytes: u64,
+    /// Connections lost or timed out.
+    pub disconnects: u64,
+    /// Metadata responses applied.
+    pub metadata_refreshes: u64,
+}
+
+/// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's
+/// delivery report (a channel sender, a callback id, `()`).
+///
+/// # The run loop
+/// Feed inputs with the `handle_*` methods and [`Producer::send`]; after any of them, drain
+/// [`Producer::poll_output`] until it returns `None`, doing what each output says; then sleep
+/// until [`Producer::poll_timeout`] or the next I/O event, and call [`Producer::handle_timeout`]
+/// when the deadline passes. Every mutating call takes the current `Instant`; the producer never
+/// reads a clock, does no I/O and holds no lock.
+#[derive(Debug)]
+pub struct Producer<T> {
+    pub(crate) config: Config,
+    pub(crate) now: Instant,
+    pub(crate) rng: Rng,
+    pub(crate) timers: Timers,
+    pub(crate) outputs: VecDeque<Output<T>>,
+    pub(crate) topics: Vec<TopicState<T>>,
+    pub(crate) topic_index: HashMap<Arc<str>, u32>,
+    pub(crate) brokers: Vec<BrokerSlot>,
+    pub(crate) node_slots: HashMap<i32, u32>,
+    pub(crate) dirty_brokers: Vec<u32>,
+    pub(crate) work_pending: bool,
+    pub(crate) metadata: MetadataPolicy,
+    pub(crate) pid: PidState,
+    pub(crate) buffered_bytes: usize,
+    pub(crate) buffered_records: usize,
+    pub(crate) closing: bool,
+    pub(crate) closed: bool,
+    pub(crate) fatal: Option<ProduceError>,
+    pub(crate) stats: Stats,
+    /// Bootstrap slot to try next when no broker is reachable.
+    pub(crate) next_bootstrap: usize,
+}
+
+impl<T> Producer<T> {
+    /// A producer with a validated configuration. It starts connecting at the first
+    /// `poll_output`.
+    pub fn new(config: Config, now: Instant) -> Self {
+        let brokers = config.bootstrap.iter().map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p)).collect();
+        let pid = if config.idempotence { PidState::Needed { retry_at: None } } else { PidState::Disabled };
+        Producer {
+            rng: Rng::new(config.seed),
+            now,
+            timers: Timers::default(),
+            outputs: VecDeque::new(),
+            topics: Vec::new(),
+            topic_index: HashMap::new(),
+            brokers,
+            node_slots: HashMap::new(),
+            dirty_brokers: Vec::new(),
+            work_pending: true,
+            metadata: MetadataPolicy { wanted: true, in_flight: false, next_allowed: now, last_refresh: None },
+            pid,
+            buffered_bytes: 0,
+            buffered_records: 0,
+            closing: false,
+            closed: false,
+            fatal: None,
+            stats: Stats::default(),
+            next_bootstrap: 0,
+            config,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Records accepted and not yet reported.
+    pub fn buffered_records(&self) -> usize {
+        self.buffered_records
+    }
+
+    /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    /// Whether `close` has completed (every record reported, connections closed).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The producer id and epoch, once assigned (idempotent producers).
+    pub fn producer_id(&self) -> Option<(i64, i16)> {
+        match self.pid {
+            PidState::Ready { producer_id, epoch } => Some((producer_id, epoch)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn touch(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+        self.work_pending = true;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Records in
+    // -----------------------------------------------------------------------------------------
+
+    /// Accepts a record for sending. Never blocks. On success the record will get exactly one
+    /// delivery report carrying `opaque`. On error the record and `opaque` come back: `Full`
+    /// means try again once reports have drained.
+    pub fn send(&mut self, now: Instant, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        self.touch(now);
+        let reason = if let Some(e) = &self.fatal {
+            Some(SendErrorReason::Fatal(e.clone()))
+        } else if self.closing {
+            Some(SendErrorReason::Closed)
+        } else if record.partition.is_some_and(|p| p < 0) {
+            Some(SendErrorReason::InvalidPartition(record.partition.unwrap_or(-1)))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(SendError { reason, record, opaque });
+        }
+        let encoded = BatchBuilder::record_size(0, 0, record.key.as_deref(), record.value.as_deref(), &record.headers);
+        let limit = self.config.max_request_size.saturating_sub(RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic));
+        if encoded > limit {
+            return Err(SendError {
+                reason: SendErrorReason::RecordTooLarge { size: encoded, max: self.config.max_request_size },
+                record,
+                opaque,
+            });
+        }
+        let size = encoded + std::mem::size_of::<Pending<T>>();
+        if self.buffered_bytes + size > self.config.buffer_memory || self.buffered_records >= self.config.buffer_max_records {
+            return Err(SendError { reason: SendErrorReason::Full, record, opaque });
+        }
+        let topic = self.topic_id(&record.topic);
+        let t = &self.topics[topic as usize];
+        if t.known {
+            if let Some(p) = record.partition {
+                if p >= t.partitions.len() as i32 {
+                    return Err(SendError { reason: SendErrorReason::InvalidPartition(p), record, opaque });
+                }
+            }
+        }
+        let Record { partition, key, value, headers, timestamp, .. } = record;
+        let pending = Pending { opaque, key, value, headers, timestamp, explicit_partition: partition.is_some(), size };
+        self.buffered_bytes += size;
+        self.buffered_records += 1;
+        if let Some(code) = self.topics[topic as usize].error {
+            let err = ProduceError::Broker { code, message: None };
+            self.fail_pending(topic, partition.unwrap_or(-1), pending, err);
+            return Ok(());
+        }
+        if !self.topics[topic as usize].known {
+            self.hold(topic, pending, partition);
+            return Ok(());
+        }
+        self.route(topic, pending, partition);
+        Ok(())
+    }
+
+    fn topic_id(&mut self, name: &Arc<str>) -> u32 {
+        if let Some(&id) = self.topic_index.get(name) {
+            return id;
+        }
+        let id = self.topics.len() as u32;
+        self.topics.push(TopicState::new(name.clone()));
+        self.topic_index.insert(name.clone(), id);
+        self.request_metadata();
+        id
+    }
+
+    fn hold(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+        let now = self.now;
+        let deadline = now + self.config.max_block;
+        let t = &mut self.topics[topic as usize];
+        t.holding.push_back(Held { pending, partition, since: now });
+        if t.holding_timer.is_none() {
+            t.holding_timer = Some(deadline);
+            self.timers.arm(deadline, TimerKind::Holding { topic });
+        }
+    }
+
+    /// Picks the partition of a record of a known topic and appends it.
+    pub(crate) fn route(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+        let count = self.topics[topic as usize].partitions.len() as i32;
+        let p = match (partition, &pending.key) {
+            (Some(p), _) if p < count => p as u32,
+            (Some(p), _) => {
+                self.fail_pending(topic, p, pending, ProduceError::UnknownPartition { partition: p, count });
+                return;
+            }
+            (None, Some(key)) => partition_for_key(key, count) as u32,
+            (None, None) => self.sticky_partition(topic),
+        };
+        self.append(topic, p, pending);
+    }
+
+    fn sticky_partition(&mut self, topic: u32) -> u32 {
+        if let Some(p) = self.topics[topic as usize].sticky {
+            return p;
+        }
+        let t = &self.topics[topic as usize];
+        let available: Vec<u32> = (0..t.partitions.len() as u32).filter(|&p| t.partitions[p as usize].leader >= 0).collect();
+        let p = if available.is_empty() {
+            self.rng.below(t.partitions.len() as u64) as u32
+        } else {
+            available[self.rng.below(available.len() as u64) as usize]
+        };
+        self.topics[topic as usize].sticky = Some(p);
+        p
+    }
+
+    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>) {
+        let now = self.now;
+        let batch_size = self.config.batch_size;
+        let ts = pending.timestamp.unwrap_or(-1);
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        if let Some(open) = &pq.open {
+            let grown = open.builder.estimated_size_with(ts, pending.key.as_deref(), pending.value.as_deref(), &pending.headers);
+            if grown > batch_size && !open.records.is_empty() {
+                self.close_open_batch(topic, p);
+            }
+        }
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        if pq.open.is_none() {
+            let id = pq.next_batch_id;
+            pq.next_batch_id += 1;
+            pq.open = Some(OpenBatch { id, builder: BatchBuilder::new(), records: Vec::new(), created: now });
+            self.timers.arm(now + self.config.linger, TimerKind::Linger { topic, partition: p, batch: id });
+            self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
+        }
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        let open = pq.open.as_mut().expect("open batch was just ensured");
+        open.builder.append(ts, pending.key.as_deref(), pending.value.as_deref(), &pending.headers);
+        open.records.push(pending);
+        if open.builder.size_in_bytes() >= batch_size {
+            self.close_open_batch(topic, p);
+        }
+        if self.config.linger.is_zero() {
+            self.mark_partition_dirty(topic, p);
+        }
+    }
+
+    /// Seals the open batch of a partition and queues it; with a null-key sticky partition this
+    /// is the batch boundary where the sticky choice moves on.
+    pub(crate) fn close_open_batch(&mut self, topic: u32, p: u32) {
+        let compression = self.config.compression;
+        let t = &mut self.topics[topic as usize];
+        let Some(open) = t.partitions[p as usize].open.take() else { return };
+        if t.sticky == Some(p) {
+            t.sticky = None;
+        }
+        let OpenBatch { id, builder, records, created } = open;
+        match builder.seal(compression) {
+            Ok(sealed) => {
+                let pq = &mut t.partitions[p as usize];
+                pq.batches.push_back(Batch {
+                    id,
+                    sealed,
+                    records,
+                    created,
+                    state: BatchState::Ready,
+                    attempts: 0,
+                    base_sequence: None,
+                    possibly_persisted: false,
+                });
+                self.mark_partition_dirty(topic, p);
+            }
+            Err(e) => {
+                let err = ProduceError::Compression(e.to_string());
+                for r in records {
+                    self.fail_pending(topic, p as i32, r, err.clone());
+                }
+            }
+        }
+    }
+
+    /// Marks the leader of a partition as having something to send.
+    pub(crate) fn mark_partition_dirty(&mut self, topic: u32, p: u32) {
+        let leader = self.topics[topic as usize].partitions[p as usize].leader;
+        if let Some(&slot) = self.node_slots.get(&leader) {
+            self.mark_broker_dirty(slot);
+        }
+    }
+
+    pub(crate) fn mark_broker_dirty(&mut self, slot: u32) {
+        let b = &mut self.brokers[slot as usize];
+        if !b.dirty {
+            b.dirty = true;
+            self.dirty_brokers.push(slot);
+        }
+        self.work_pending = true;
+    }
+
+    pub(crate) fn arm_delivery_timer(&mut self, topic: u32, p: u32, at: Instant) {
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        if pq.delivery_timer.is_none_or(|t| t > at) {
+            pq.delivery_timer = Some(at);
+            self.timers.arm(at, TimerKind::Delivery { topic, partition: p });
+        }
+    }
+
+    /// Closes every open batch now, ignoring `linger`, so everything buffered is sent as soon
+    /// as the ordering rules allow. Records sent afterwards linger as usual. Watch
+    /// [`Producer::buffered_records`] reach zero to know the flush completed.
+    pub fn flush(&mut self, now: Instant) {
+        self.touch(now);
+        for t in 0..self.topics.len() as u32 {
+            for p in 0..self.topics[t as usize].partitions.len() as u32 {
+                if self.topics[t as usize].partitions[p as usize].open.is_some() {
+                    self.close_open_batch(t, p);
+                }
+            }
+        }
+    }
+
+    /// Stops accepting records, flushes, and once every record has its report emits
+    /// [`Event::Closed`] and disconnects. Records keep their delivery timeout, so this ends.
+    pub fn close(&mut self, now: Instant) {
+        self.touch(now);
+        self.closing = true;
+        self.flush(now);
+        self.check_closed();
+    }
+
+    pub(crate) fn check_closed(&mut self) {
+        if self.closing && !self.closed && self.buffered_records == 0 {
+            self.closed = true;
+            for slot in 0..self.brokers.len() {
+                if let Some(c) = self.brokers[slot].conn.take() {
+                    self.outputs.push_back(Output::Disconnect { conn: c.id });
+                }
+            }
+            self.outputs.push_back(Output::Event(Event::Closed));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reports out
+    // -----------------------------------------------------------------------------------------
+
+    /// Rebuilds the record of a pending entry, to hand it back with a failure.
+    pub(crate) fn rebuild(&self, topic: u32, partition: i32, p: Pending<T>) -> (Record, T, usize) {
+        let record = Record {
+            topic: self.topics[topic as usize].name.clone(),
+            partition: if p.explicit_partition { Some(partition) } else { None },
+            key: p.key,
+            value: p.value,
+            headers: p.headers,
+            timestamp: p.timestamp,
+        };
+        (record, p.opaque, p.size)
+    }
+
+    /// Reports one record as failed and releases its buffer space.
+    pub(crate) fn fail_pending(&mut self, topic: u32, partition: i32, p: Pending<T>, error: ProduceError) {
+        let (record, opaque, size) = self.rebuild(topic, partition, p);
+        self.release(size);
+        self.outputs.push_back(Output::Delivery(Delivery { opaque, result: Err(DeliveryFailure { error, record }) }));
+    }
+
+    fn release(&mut self, size: usize) {
+        self.buffered_bytes -= size;
+        self.buffered_records -= 1;
+    }
+
+    /// Emits the reports of the finished batches at the front of a partition, in order.
+    pub(crate) fn emit_done(&mut self, topic: u32, p: u32) {
+        while let Some(batch) = self.topics[topic as usize].partitions[p as usize].pop_done() {
+            let BatchState::Done(result) = batch.state else { continue };
+            let name = self.topics[topic as usize].name.clone();
+            match result {
+                Ok((base, append_time)) => {
+                    for (i, r) in batch.records.into_iter().enumerate() {
+                        self.release(r.size);
+                        if self.config.report_successes {
+                            let offset = if base >= 0 { base + i as i64 } else { -1 };
+                            let timestamp = if append_time >= 0 { append_time } else { r.timestamp.unwrap_or(-1) };
+                            let meta = RecordMetadata { topic: name.clone(), partition: p as i32, offset, timestamp };
+                            self.outputs.push_back(Output::Delivery(Delivery { opaque: r.opaque, result: Ok(meta) }));
+                        }
+                    }
+                }
+                Err(e) => {
+                    for r in batch.records {
+                        self.fail_pending(topic, p as i32, r, e.clone());
+                    }
+                }
+            }
+        }
+        self.check_closed();
+    }
+
+    /// Fails every record held and refuses new ones.
+    pub(crate) fn go_fatal(&mut self, error: ProduceError) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.fatal = Some(error.clone());
+        self.outputs.push_back(Output::Event(Event::Fatal(error.clone())));
+        for t in 0..self.topics.len() as u32 {
+            let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
+            for h in held {
+                self.fail_pending(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+            }
+            for p in 0..self.topics[t as usize].partitions.len() as u32 {
+                let pq = &mut self.topics[t as usize].partitions[p as usize];
+                let mut records: Vec<Pending<T>> = pq.open.take().map(|o| o.records).unwrap_or_default();
+                for b in pq.batches.drain(..) {
+                    records.extend(b.records);
+                }
+                pq.sent = 0;
+                pq.inflight = 0;
+                pq.inflight_conn = None;
+                for r in records {
+                    self.fail_pending(t, p as i32, r, error.clone());
+                }
+            }
+        }
+        self.closing = true;
+        self.check_closed();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Network events in
+    // -----------------------------------------------------------------------------------------
+
+    fn conn_mut(&mut self, conn: ConnId) -> Option<&mut Connection> {
+        self.brokers.get_mut(conn.slot as usize)?.conn.as_mut().filter(|c| c.id == conn)
+    }
+
+    /// The driver's connection attempt for `conn` succeeded. The producer starts with
+    /// ApiVersions on it.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        let Some(c) = self.conn_mut(conn) else { return };
+        if c.state != ConnState::Connecting {
+            return;
+        }
+        c.state = ConnState::Negotiating;
+        self.send_api_versions(conn, 3);
+    }
+
+    pub(crate) fn send_api_versions(&mut self, conn: ConnId, version: i16) {
+        let now = self.now;
+        let client_id = self.config.client_id.clone();
+        let Some(c) = self.conn_mut(conn) else { return };
+        let correlation_id = c.take_correlation_id();
+        let mut buf = Vec::with_capacity(64);
+        let header = RequestHeader { api_key: ApiKey::ApiVersions, api_version: version, correlation_id, client_id: Some(&client_id) };
+        let body = ApiVersionsRequest { client_software_name: "producer-core", client_software_version: env!("CARGO_PKG_VERSION") };
+        encode_request(&mut buf, &header, |b| body.encode(version, b));
+        c.inflight.push_back(InFlightRequest { correlation_id, api: ApiKey::ApiVersions, version, sent_at: now, kind: RequestKind::ApiVersions });
+        self.arm_request_timer(conn.slot);
+        self.outputs.push_back(Output::Transmit { conn, bytes: buf.into() });
+    }
+
+    pub(crate) fn arm_request_timer(&mut self, slot: u32) {
+        let Some(c) = self.brokers[slot as usize].conn.as_ref() else { return };
+        if let Some(front) = c.inflight.front() {
+            self.timers.arm(front.sent_at + self.config.request_timeout, TimerKind::Request { slot });
+        }
+    }
+
+    /// The driver could not connect `conn` (refused, unreachable, name not resolved).
+    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        if self.conn_mut(conn).is_none() {
+            return;
+        }
+        self.connection_lost(conn, false);
+    }
+
+    /// The connection `conn` was closed by the peer or failed. Batches in flight on it are
+    /// retried as possibly written.
+    pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        if self.conn_mut(conn).is_none() {
+            return;
+        }
+        self.connection_lost(conn, false);
+    }
+
+    /// Bytes read from `conn`, in any chunking. Complete responses are processed at once.
+    pub fn handle_read(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.touch(now);
+        let Some(c) = self.conn_mut(conn) else { return };
+        c.decoder.push(bytes);
+        loop {
+            let Some(c) = self.conn_mut(conn) else { return };
+            match c.decoder.next_frame() {
+                Ok(Some(frame)) => {
+                    if !self.handle_frame(conn, &frame) {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    self.stats.malformed_responses += 1;
+                    self.connection_lost(conn, true);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Processes every deadline due at `now`. Spurious calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.touch(now);
+        while let Some(kind) = self.timers.pop_due(now) {
+            self.on_timer(kind);
+        }
+    }
+
+    /// The next instant at which [`Producer::handle_timeout`] should be called, if any. Cheap:
+    /// the earliest entry of a heap.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// The next thing to do or report. Drain it until `None` after every input.
+    pub fn poll_output(&mut self) -> Option<Output<T>> {
+        if let Some(o) = self.outputs.pop_front() {
+            return Some(o);
+        }
+        if self.work_pending {
+            self.work_pending = false;
+            self.pump();
+        }
+        self.outputs.pop_front()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Timers
+    // -----------------------------------------------------------------------------------------
+
+    fn on_timer(&mut self, kind: TimerKind) {
+        let now = self.now;
+        match kind {
+            TimerKind::Linger { topic, partition, batch } => {
+                let open = self.topics[topic as usize].partitions[partition as usize].open.as_ref();
+                if open.is_some_and(|o| o.id == batch) {
+                    self.mark_partition_dirty(topic, partition);
+                }
+            }
+            TimerKind::Backoff { topic, partition } => {
+                let pq = &mut self.topics[topic as usize].partitions[partition as usize];
+                if pq.backoff_until.is_some_and(|t| t <= now) {
+                    pq.backoff_until = None;
+                    self.mark_partition_dirty(topic, partition);
+                }
+            }
+            TimerKind::Delivery { topic, partition } => {
+                let pq = &mut self.topics[topic as usize].partitions[partition as usize];
+                if pq.delivery_timer.is_some_and(|t| t <= now) {
+                    pq.delivery_timer = None;
+                    self.expire_partition(topic, partition);
+                }
+            }
+            TimerKind::Request { slot } => self.check_request_timeout(slot),
+            TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
+            TimerKind::Metadata => self.work_pending = true,
+            TimerKind::Holding { topic } => self.expire_holding(topic),
+            TimerKind::ProducerId => self.work_pending = true,
+        }
+    }
+
+    fn check_request_timeout(&mut self, slot: u32) {
+        let now = self.now;
+        let timeout = self.config.request_timeout;
+        let Some(c) = self.brokers[slot as usize].conn.as_ref() else { return };
+        let Some(front) = c.inflight.front() else { return };
+        if front.sent_at + timeout <= now {
+            let id = c.id;
+            self.connection_lost(id, true);
+        } else {
+            self.timers.arm(front.sent_at + timeout, TimerKind::Request { slot });
+        }
+    }
+
+    fn expire_holding(&mut self, topic: u32) {
+        let now = self.now;
+        let max_block = self.config.max_block;
+        let t = &mut self.topics[topic as usize];
+        t.holding_timer = None;
+        let mut expired = Vec::new();
+        while t.holding.front().is_some_and(|h| h.since + max_block <= now) {
+            expired.extend(t.holding.pop_front());
+        }
+        if let Some(h) = t.holding.front() {
+            let at = h.since + max_block;
+            t.holding_timer = Some(at);
+            self.timers.arm(at, TimerKind::Holding { topic });
+        }
+        for h in expired {
+            self.fail_pending(topic, h.partition.unwrap_or(-1), h.pending, ProduceError::UnknownTopic);
+        }
+        self.check_closed();
+    }
+
+    /// Fails the batches of a partition whose delivery timeout passed, in order; a batch in
+    /// flight waits for its response.
+    fn expire_partition(&mut self, topic: u32, p: u32) {
+        let now = self.now;
+        let timeout = self.config.delivery_timeout;
+        let mut next_deadline = None;
+        {
+            let pq = &mut self.topics[topic as usize].partitions[p as usize];
+            for i in 0..pq.batches.len() {
+                let b = &mut pq.batches[i];
+                if b.created + timeout > now {
+                    next_deadline = Some(b.created + timeout);
+                    break;
+                }
+                match b.state {
+                    BatchState::Ready => {
+                        let was_sent = i < pq.sent;
+                        let possibly_persisted = b.possibly_persisted;
+                        b.state = BatchState::Done(Err(ProduceError::DeliveryTimeout { possibly_persisted }));
+                        if was_sent {
+                            // A hole (or a possible duplicate) in the sequence: restart it.
+                            pq.needs_reset = true;
+                        } else {
+                            pq.sent = i + 1;
+                        }
+                    }
+                    BatchState::InFlight { .. } | BatchState::Done(_) => {}
+                }
+            }
+            if next_deadline.is_none() {
+                if let Some(open) = &pq.open {
+                    if open.created + timeout > now {
+                        next_deadline = Some(open.created + timeout);
+                    }
+                }
+            }
+        }
+        let open_expired = self.topics[topic as usize].partitions[p as usize].open.as_ref().is_some_and(|o| o.created + timeout <= now);
+        if open_expired {
+            let open = self.topics[topic as usize].partitions[p as usize].open.take();
+            if let Some(open) = open {
+                for r in open.records {
+                    self.fail_pending(topic, p as i32, r, ProduceError::DeliveryTimeout { possibly_persisted: false });
+                }
+            }
+        }
+        if let Some(at) = next_deadline {
+            self.arm_delivery_timer(topic, p, at);
+        }
+        self.emit_done(topic, p);
+        self.mark_partition_dirty(topic, p);
+    }
+
+    /// Exponential backoff with ±20% jitter (KIP-580): `retry_backoff * 2^attempts`, capped.
+    pub(crate) fn retry_backoff(&mut self, attempts: u32) -> Duration {
+        backoff(&mut self.rng, self.config.retry_backoff, self.config.retry_backoff_max, attempts)
+    }
+
+    /// Asks for a metadata refresh (rate-limited, at most one in flight).
+    pub(crate) fn request_metadata(&mut self) {
+        self.metadata.wanted = true;
+        self.work_pending = true;
+    }
+}
+
+/// `base * 2^attempts` with a random factor in [0.8, 1.2), at most `max`.
+pub(crate) fn backoff(rng: &mut Rng, base: Duration, max: Duration, attempts: u32) -> Duration {
+    let exp = base.as_secs_f64() * 2f64.powi(attempts.min(30) as i32) * rng.factor(0.8, 1.2);
+    Duration::from_secs_f64(exp.min(max.as_secs_f64()))
+}

@@ -1,0 +1,81 @@
+//! The producer's deadlines, kept in one heap so `poll_timeout` is O(1).
+//!
+//! Entries are never removed early: when an entry fires, its handler checks whether it still
+//! applies (lazy deletion). Owners keep at most one armed entry per partition, connection or
+//! purpose, so the heap stays small however many records flow.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+/// What a deadline is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TimerKind {
+    /// The open batch of a partition reaches `linger`.
+    Linger { topic: u32, partition: u32, batch: u64 },
+    /// A partition's backoff before retrying ends.
+    Backoff { topic: u32, partition: u32 },
+    /// The oldest batch of a partition reaches its delivery timeout.
+    Delivery { topic: u32, partition: u32 },
+    /// The oldest request of a connection reaches its request timeout.
+    Request { slot: u32 },
+    /// A broker may be connected to again, or its throttle ends.
+    Broker { slot: u32 },
+    /// Metadata should be refreshed (age, or a rate-limited refresh request).
+    Metadata,
+    /// Records held for a topic with unknown metadata reach `max_block`.
+    Holding { topic: u32 },
+    /// InitProducerId may be retried.
+    ProducerId,
+}
+
+/// A min-heap of deadlines.
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    heap: BinaryHeap<Reverse<(Instant, TimerKind)>>,
+}
+
+impl Timers {
+    /// Adds a deadline.
+    pub(crate) fn arm(&mut self, at: Instant, kind: TimerKind) {
+        self.heap.push(Reverse((at, kind)));
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Removes and returns the earliest entry if it is due at `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<TimerKind> {
+        match self.heap.peek() {
+            Some(Reverse((at, _))) if *at <= now => self.heap.pop().map(|Reverse((_, k))| k),
+            _ => None,
+        }
+    }
+
+    /// Entries held (stale ones included).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn pops_in_deadline_order_only_when_due() {
+        let t0 = Instant::now();
+        let mut t = Timers::default();
+        t.arm(t0 + Duration::from_millis(5), TimerKind::Metadata);
+        t.arm(t0 + Duration::from_millis(1), TimerKind::ProducerId);
+        assert_eq!(t.next(), Some(t0 + Duration::from_millis(1)));
+        assert_eq!(t.pop_due(t0), None);
+        assert_eq!(t.pop_due(t0 + Duration::from_millis(10)), Some(TimerKind::ProducerId));
+        assert_eq!(t.pop_due(t0 + Duration::from_millis(10)), Some(TimerKind::Metadata));
+        assert_eq!(t.len(), 0);
+    }
+}

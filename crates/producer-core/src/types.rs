@@ -1,0 +1,253 @@
+//! The values that cross the producer's API: records in, outputs and delivery reports out.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::record::Header;
+use crate::ErrorCode;
+
+/// One record to produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The topic. An `Arc<str>` so callers sending many records to one topic share one name.
+    pub topic: Arc<str>,
+    /// An explicit partition, or `None` to let the partitioner choose (murmur2 of the key,
+    /// sticky for null keys).
+    pub partition: Option<i32>,
+    /// The key, or null.
+    pub key: Option<Bytes>,
+    /// The value, or null.
+    pub value: Option<Bytes>,
+    /// Record headers.
+    pub headers: Vec<Header>,
+    /// The timestamp in milliseconds since the Unix epoch. The core never reads the clock: a
+    /// record without one is written with -1 (no timestamp). The drivers fill in the wall clock.
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    /// A record with a value and nothing else set.
+    pub fn new(topic: impl Into<Arc<str>>, value: impl Into<Bytes>) -> Self {
+        Record { topic: topic.into(), partition: None, key: None, value: Some(value.into()), headers: Vec::new(), timestamp: None }
+    }
+
+    /// Sets the key.
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets an explicit partition.
+    pub fn with_partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the timestamp (ms since the Unix epoch).
+    pub fn with_timestamp(mut self, ms: i64) -> Self {
+        self.timestamp = Some(ms);
+        self
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
+        self.headers.push(Header { key: key.into(), value });
+        self
+    }
+}
+
+/// Identifies one connection the core asked the driver to open. It carries a generation, so
+/// events the driver reports for a connection that the core has since closed are ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+impl ConnId {
+    /// A number unique to this connection, for the driver's maps and tokens.
+    pub fn as_u64(self) -> u64 {
+        ((self.slot as u64) << 32) | self.generation as u64
+    }
+}
+
+/// What the driver must do next, or a report for the application; see [`crate::Producer::poll_output`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Output<T> {
+    /// Open a TCP connection to `host:port` and report the outcome with `handle_connected` or
+    /// `handle_connect_failed`. Name resolution is the driver's job.
+    Connect {
+        /// The connection's handle.
+        conn: ConnId,
+        /// Host name or address.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// Write these bytes, whole and in order, on the connection. They are complete frames.
+    Transmit {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes to write.
+        bytes: Bytes,
+    },
+    /// Close the connection; no `handle_disconnected` is needed for it.
+    Disconnect {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// One record's delivery report.
+    Delivery(Delivery<T>),
+    /// Something an operator may want to know.
+    Event(Event),
+}
+
+/// Notable changes of the producer's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Metadata was refreshed.
+    MetadataUpdated,
+    /// A broker connection is ready (after ApiVersions).
+    BrokerReady {
+        /// The broker, or -1 for a bootstrap connection.
+        node_id: i32,
+    },
+    /// A producer id was assigned or the epoch changed.
+    ProducerId {
+        /// The producer id.
+        producer_id: i64,
+        /// The epoch.
+        epoch: i16,
+    },
+    /// A batch is being retried.
+    Retry {
+        /// Its topic.
+        topic: Arc<str>,
+        /// Its partition.
+        partition: i32,
+        /// The error that caused it (0 for a lost connection or a timeout).
+        error: ErrorCode,
+    },
+    /// The producer hit a fatal error; every record fails, `send` refuses new ones.
+    Fatal(ProduceError),
+    /// `close` completed: every record was reported and every connection closed.
+    Closed,
+}
+
+/// The report for one record: the opaque value it was sent with, and its fate.
+#[derive(Debug)]
+pub struct Delivery<T> {
+    /// The value the record was sent with.
+    pub opaque: T,
+    /// Where it landed, or why it failed (with the record, to retry or dead-letter).
+    pub result: Result<RecordMetadata, DeliveryFailure>,
+}
+
+/// Where a record landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+    /// The offset, or -1 when unknown (acks=0, or a duplicate the broker had already).
+    pub offset: i64,
+    /// The timestamp: the log-append time when the topic uses it, else the record's own.
+    pub timestamp: i64,
+}
+
+/// A record that could not be delivered, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFailure {
+    /// Why.
+    pub error: ProduceError,
+    /// The record, handed back.
+    pub record: Record,
+}
+
+/// Why a record failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProduceError {
+    /// The broker answered with an error that is not retried (or retries ran out of time).
+    #[error("broker error {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Broker {
+        /// The error code.
+        code: ErrorCode,
+        /// The broker's message, if any.
+        message: Option<String>,
+    },
+    /// `delivery_timeout` passed before the record was acknowledged.
+    #[error("delivery timeout expired{}", if *possibly_persisted { " (the record may have been written)" } else { "" })]
+    DeliveryTimeout {
+        /// The record may have been written before the time ran out.
+        possibly_persisted: bool,
+    },
+    /// The topic's metadata did not arrive within `max_block`, or the broker says it does not exist.
+    #[error("unknown topic")]
+    UnknownTopic,
+    /// The explicit partition does not exist in the topic.
+    #[error("partition {partition} does not exist (the topic has {count})")]
+    UnknownPartition {
+        /// The partition asked for.
+        partition: i32,
+        /// The topic's partition count.
+        count: i32,
+    },
+    /// The record alone is larger than `max_request_size` or the broker's limit.
+    #[error("record of {size} bytes is too large")]
+    RecordTooLarge {
+        /// Its encoded size.
+        size: usize,
+    },
+    /// The producer hit a fatal error earlier.
+    #[error("producer failed: {0}")]
+    Fatal(String),
+    /// The producer was closed before the record could be sent.
+    #[error("producer closed")]
+    Closed,
+    /// The batch could not be compressed.
+    #[error("compression failed: {0}")]
+    Compression(String),
+}
+
+/// `send` refused a record; the record and its opaque value come back.
+#[derive(Debug)]
+pub struct SendError<T> {
+    /// Why.
+    pub reason: SendErrorReason,
+    /// The record, handed back.
+    pub record: Record,
+    /// The opaque value, handed back.
+    pub opaque: T,
+}
+
+/// Why `send` refused a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendErrorReason {
+    /// The buffer limits (`buffer_memory` or `buffer_max_records`) are reached; try again after
+    /// deliveries have drained.
+    #[error("buffer full")]
+    Full,
+    /// The record is larger than `max_request_size`; it can never be sent.
+    #[error("record of {size} bytes exceeds max_request_size {max}")]
+    RecordTooLarge {
+        /// Its encoded size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `close` was called.
+    #[error("producer is closed")]
+    Closed,
+    /// The producer hit a fatal error.
+    #[error("producer failed: {0}")]
+    Fatal(ProduceError),
+    /// An explicit negative partition.
+    #[error("invalid partition {0}")]
+    InvalidPartition(i32),
+}

@@ -1,0 +1,173 @@
+//! Property tests over random workloads and fault schedules, against the simulated cluster.
+//!
+//! Cases per run: `PROPTEST_CASES` (default 1000).
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::*;
+use proptest::prelude::*;
+use producer_core::Compression;
+use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
+
+const TOPICS: &[(&str, i32)] = &[("a", 3), ("b", 2)];
+const BROKERS: i32 = 3;
+const BUFFER_BYTES: usize = 256 * 1024;
+const BUFFER_RECORDS: usize = 300;
+
+/// Errors a real broker answers Produce with, and whether the batch was appended anyway.
+const FAULTS: &[(i16, bool)] = &[
+    (6, false),  // NOT_LEADER_OR_FOLLOWER
+    (7, true),   // REQUEST_TIMED_OUT after the write
+    (7, false),  // REQUEST_TIMED_OUT before it
+    (19, false), // NOT_ENOUGH_REPLICAS
+    (20, true),  // NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    (10, false), // MESSAGE_TOO_LARGE
+    (2, false),  // CORRUPT_MESSAGE
+    (45, false), // OUT_OF_ORDER_SEQUENCE_NUMBER
+    (59, false), // UNKNOWN_PRODUCER_ID
+    (13, false), // NETWORK_EXCEPTION
+    (89, false), // THROTTLING_QUOTA_EXCEEDED
+];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send { topic: usize, keyed: bool, partition: Option<i32>, count: u8 },
+    Advance(u16),
+    Flush,
+    MoveLeader { topic: usize, partition: i32, broker: i32 },
+    StopBroker(i32),
+    StartBroker(i32),
+    DropConnections(i32),
+    Inject { fault: usize, topic: usize, partition: i32 },
+    Stall { broker: i32, ms: u16 },
+    Throttle { broker: i32, ms: u16 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..2usize, any::<bool>(), proptest::option::of(0..2i32), 1..20u8)
+            .prop_map(|(topic, keyed, partition, count)| Op::Send { topic, keyed, partition, count }),
+        4 => (0..300u16).prop_map(Op::Advance),
+        1 => Just(Op::Flush),
+        1 => (0..2usize, 0..2i32, 1..=BROKERS).prop_map(|(topic, partition, broker)| Op::MoveLeader { topic, partition, broker }),
+        1 => (1..=BROKERS).prop_map(Op::StopBroker),
+        1 => (1..=BROKERS).prop_map(Op::StartBroker),
+        1 => (1..=BROKERS).prop_map(Op::DropConnections),
+        2 => (0..FAULTS.len(), 0..2usize, 0..2i32).prop_map(|(fault, topic, partition)| Op::Inject { fault, topic, partition }),
+        1 => (1..=BROKERS, 0..3000u16).prop_map(|(broker, ms)| Op::Stall { broker, ms }),
+        1 => (1..=BROKERS, 0..500u16).prop_map(|(broker, ms)| Op::Throttle { broker, ms }),
+    ]
+}
+
+fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_probability: f64) {
+    let mut cfg = SimConfig::with_brokers(BROKERS as usize, seed);
+    cfg.drop_probability = drop_probability;
+    cfg.fragment_responses = seed % 2 == 0;
+    let mut h = harness(cluster_with(cfg, TOPICS), |b| {
+        let b = b
+            .buffer_memory(BUFFER_BYTES)
+            .max_request_size(64 * 1024)
+            .batch_size(2048)
+            .buffer_max_records(BUFFER_RECORDS)
+            .request_timeout(Duration::from_millis(1500))
+            .delivery_timeout(Duration::from_secs(20))
+            .max_block(Duration::from_secs(5))
+            .compression(compression)
+            .seed(seed);
+        if idempotent {
+            b
+        } else {
+            b.enable_idempotence(false).acks(producer_core::Acks::Leader).max_in_flight(3)
+        }
+    });
+    let names = ["a", "b"];
+    let mut sent = Vec::new();
+    let mut next_id = 0u64;
+    for op in ops {
+        match *op {
+            Op::Send { topic, keyed, partition, count } => {
+                for _ in 0..count {
+                    let id = next_id;
+                    let mut r = record(id, names[topic], keyed);
+                    if let Some(p) = partition {
+                        r = r.with_partition(p);
+                    }
+                    if h.send(r, id).is_ok() {
+                        sent.push(Sent { id, topic: names[topic].to_string(), key: None });
+                    }
+                    next_id += 1;
+                }
+            }
+            Op::Advance(ms) => h.run_for(Duration::from_millis(ms as u64)),
+            Op::Flush => h.producer.flush(h.now),
+            Op::MoveLeader { topic, partition, broker } => {
+                h.cluster.move_leader(names[topic], partition, broker).unwrap();
+            }
+            Op::StopBroker(b) => h.cluster.stop_broker(b, h.now).unwrap(),
+            Op::StartBroker(b) => h.cluster.start_broker(b).unwrap(),
+            Op::DropConnections(b) => {
+                let now = h.now;
+                h.cluster.drop_connections_to(now, b);
+            }
+            Op::Inject { fault, topic, partition } => {
+                let (code, persist) = FAULTS[fault];
+                h.cluster.inject_error(InjectedError {
+                    api_key: API_PRODUCE,
+                    topic: Some(names[topic].to_string()),
+                    partition: Some(partition),
+                    error_code: code,
+                    count: 1,
+                    persist,
+                });
+            }
+            Op::Stall { broker, ms } => {
+                let until = h.now + Duration::from_millis(ms as u64);
+                h.cluster.stall_connections_to(broker, Some(until)).unwrap();
+            }
+            Op::Throttle { broker, ms } => h.cluster.set_throttle(broker, ms as i32, 1).unwrap(),
+        }
+        h.drain();
+        assert!(h.producer.buffered_bytes() <= BUFFER_BYTES, "buffered bytes over the limit");
+        assert!(h.producer.buffered_records() <= BUFFER_RECORDS, "buffered records over the limit");
+    }
+    for b in 1..=BROKERS {
+        h.cluster.start_broker(b).unwrap();
+        let now = h.now;
+        h.cluster.unstall_connections_to(b, now).unwrap();
+    }
+    assert!(h.flush(Duration::from_secs(600)), "not every record was reported: {} left", h.producer.buffered_records());
+    assert!(h.max_drain < producer_sim::drive::MAX_OUTPUTS_PER_DRAIN);
+    check_run(&h, &sent, TOPICS, idempotent);
+    if idempotent {
+        assert!(h.cluster.violations().is_empty(), "sim saw protocol violations: {:?}", h.cluster.violations());
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn idempotent_producer_keeps_every_invariant(seed: u64, ops in proptest::collection::vec(op(), 1..40)) {
+        run(seed, &ops, true, Compression::None, 0.0);
+    }
+
+    #[test]
+    fn idempotent_producer_with_random_drops(seed: u64, ops in proptest::collection::vec(op(), 1..30)) {
+        run(seed, &ops, true, Compression::Lz4, 0.03);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 4, ..ProptestConfig::default() })]
+
+    #[test]
+    fn plain_producer_reports_every_record_in_order(seed: u64, ops in proptest::collection::vec(op(), 1..30)) {
+        run(seed, &ops, false, Compression::None, 0.0);
+    }
+}

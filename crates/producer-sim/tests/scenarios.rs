@@ -1,0 +1,393 @@
+//! Scenario tests: one per situation users of asynchronous producers run into, each checked
+//! against the simulated cluster's broker rules.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::*;
+use producer_core::{Acks, Compression, ProduceError, Record, SendErrorReason};
+use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
+
+const TOPICS: &[(&str, i32)] = &[("orders", 4), ("clicks", 3)];
+const NAMES: &[&str] = &["orders", "clicks"];
+
+fn inject(code: i16, topic: Option<&str>, partition: Option<i32>, count: u32, persist: bool) -> InjectedError {
+    InjectedError { api_key: API_PRODUCE, topic: topic.map(str::to_string), partition, error_code: code, count, persist }
+}
+
+#[test]
+fn happy_path_keyed_and_null_keys_every_compression() {
+    for (i, compression) in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd].into_iter().enumerate() {
+        let mut h = harness(cluster(3, TOPICS, i as u64), |b| b.compression(compression));
+        let mut sent = send_many(&mut h, NAMES, 0, 2000, true);
+        sent.extend(send_many(&mut h, NAMES, 2000, 2000, false));
+        assert!(h.flush(secs(30)), "{compression:?}: not everything was reported");
+        check_run(&h, &sent, TOPICS, true);
+        assert!(reports(&h).values().all(|r| r.is_ok()), "{compression:?}: failures on a healthy cluster");
+    }
+}
+
+#[test]
+fn keyed_records_land_on_the_java_partition() {
+    let mut h = harness(cluster(3, TOPICS, 1), |b| b);
+    let sent = send_many(&mut h, &["orders"], 0, 200, true);
+    assert!(h.flush(secs(30)));
+    for d in &h.deliveries {
+        let m = d.result.as_ref().unwrap();
+        let key = sent[d.opaque as usize].key.clone().unwrap();
+        assert_eq!(m.partition, producer_core::partitioner::partition_for_key(&key, 4));
+    }
+}
+
+#[test]
+fn one_request_per_broker_spans_topics_and_partitions() {
+    // One broker leads everything: all ready partitions of both topics must travel together.
+    let mut h = harness(cluster(1, TOPICS, 2), |b| b.linger(Duration::from_millis(20)));
+    // Warm up (metadata, producer id) so the burst below is batched in one go.
+    let warm = send_many(&mut h, NAMES, 0, 1, false);
+    assert!(h.flush(secs(10)));
+    let before = h.cluster.request_log().len();
+    let mut sent = warm;
+    for p in 0..4 {
+        for id in 0..5u64 {
+            let id = 100 + p * 10 + id;
+            h.send(record(id, "orders", false).with_partition(p as i32), id).unwrap();
+            sent.push(Sent { id, topic: "orders".into(), key: None });
+        }
+    }
+    for p in 0..3 {
+        let id = 200 + p;
+        h.send(record(id, "clicks", false).with_partition(p as i32), id).unwrap();
+        sent.push(Sent { id, topic: "clicks".into(), key: None });
+    }
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, TOPICS, true);
+    let produce: Vec<_> = h.cluster.request_log()[before..].iter().filter(|r| r.api_key == API_PRODUCE).collect();
+    assert_eq!(produce.len(), 1, "expected one Produce request, got {}", produce.len());
+    let parts = &produce[0].produce;
+    assert_eq!(parts.len(), 7, "all 7 partitions in the one request");
+    assert!(parts.iter().any(|p| p.topic == "orders") && parts.iter().any(|p| p.topic == "clicks"));
+}
+
+#[test]
+fn requests_only_go_to_the_leader_and_carry_only_its_partitions() {
+    let mut h = harness(cluster(3, TOPICS, 3), |b| b);
+    let sent = send_many(&mut h, NAMES, 0, 3000, true);
+    assert!(h.flush(secs(30)));
+    check_run(&h, &sent, TOPICS, true);
+    for r in h.cluster.request_log().iter().filter(|r| r.api_key == API_PRODUCE) {
+        for p in &r.produce {
+            assert_eq!(p.error_code, 0, "a request went to a non-leader: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn leader_moves_mid_stream_and_batches_follow() {
+    let mut h = harness(cluster(3, TOPICS, 4), |b| b);
+    let mut sent = send_many(&mut h, NAMES, 0, 500, true);
+    h.run_for(Duration::from_millis(30));
+    let (old, _) = h.cluster.leader("orders", 0).unwrap();
+    let new = if old == 3 { 1 } else { old + 1 };
+    h.cluster.move_leader("orders", 0, new).unwrap();
+    h.cluster.move_leader("clicks", 1, new).unwrap();
+    sent.extend(send_many(&mut h, NAMES, 500, 1500, true));
+    assert!(h.flush(secs(60)));
+    check_run(&h, &sent, TOPICS, true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+    let to_new = h.cluster.request_log().iter().filter(|r| r.broker_id == new && r.produce.iter().any(|p| p.topic == "orders" && p.partition == 0 && p.error_code == 0));
+    assert!(to_new.count() > 0, "orders-0 batches followed the leader");
+}
+
+#[test]
+fn not_leader_refreshes_metadata_before_retrying_without_hints() {
+    // Brokers speaking at most Produce v9 send no leader hints: the producer must refresh metadata.
+    let mut cfg = SimConfig::with_brokers(2, 5);
+    for b in &mut cfg.brokers {
+        b.api_versions = Some(vec![(0, 3, 9), (3, 0, 12), (18, 0, 3), (22, 0, 4)]);
+    }
+    let mut h = harness(cluster_with(cfg, &[("t", 1)]), |b| b);
+    let mut sent = send_many(&mut h, &["t"], 0, 10, false);
+    assert!(h.flush(secs(10)));
+    let (old, _) = h.cluster.leader("t", 0).unwrap();
+    let new = if old == 1 { 2 } else { 1 };
+    h.cluster.move_leader("t", 0, new).unwrap();
+    let mark = h.cluster.request_log().len();
+    sent.extend(send_many(&mut h, &["t"], 10, 10, false));
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    let log = &h.cluster.request_log()[mark..];
+    let failed = log.iter().position(|r| r.produce.iter().any(|p| p.error_code == 6)).expect("a NOT_LEADER answer");
+    let metadata = log.iter().skip(failed).position(|r| r.api_key == 3).map(|i| i + failed).expect("a metadata refresh");
+    let retry = log.iter().skip(failed + 1).position(|r| r.broker_id == new && !r.produce.is_empty()).map(|i| i + failed + 1).expect("a retry to the new leader");
+    assert!(metadata < retry, "metadata refreshed before the retry");
+}
+
+#[test]
+fn leader_hint_moves_the_partition_at_once() {
+    let mut h = harness(cluster(2, &[("t", 1)], 6), |b| b);
+    let mut sent = send_many(&mut h, &["t"], 0, 10, false);
+    assert!(h.flush(secs(10)));
+    let (old, _) = h.cluster.leader("t", 0).unwrap();
+    let new = if old == 1 { 2 } else { 1 };
+    h.cluster.move_leader("t", 0, new).unwrap();
+    sent.extend(send_many(&mut h, &["t"], 10, 10, false));
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn message_too_large_splits_the_batch() {
+    let mut h = harness(cluster(1, &[("t", 1)], 7), |b| b.linger(Duration::from_millis(50)));
+    h.cluster.inject_error(inject(10, Some("t"), Some(0), 1, false));
+    let sent = send_many(&mut h, &["t"], 0, 40, false);
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()), "split halves delivered");
+    let counts: Vec<i32> = h.cluster.request_log().iter().flat_map(|r| r.produce.iter()).map(|p| p.record_count).collect();
+    assert_eq!(counts[0], 40, "first attempt carried the whole batch");
+    assert!(counts[1..].iter().all(|&c| c < 40), "retries carry split batches: {counts:?}");
+    assert_eq!(counts[1..].iter().sum::<i32>(), 40);
+}
+
+#[test]
+fn single_record_too_large_for_the_broker_fails_with_the_record() {
+    let mut h = harness(cluster(1, &[("t", 1)], 8), |b| b);
+    h.cluster.inject_error(inject(10, Some("t"), Some(0), 1, false));
+    let sent = send_many(&mut h, &["t"], 0, 1, false);
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    let d = &h.deliveries[0];
+    let f = d.result.as_ref().unwrap_err();
+    assert!(matches!(f.error, ProduceError::Broker { code, .. } if code.0 == 10));
+    assert_eq!(id_of(f.record.value.as_deref().unwrap()), 0);
+}
+
+#[test]
+fn corrupt_message_is_not_retried() {
+    let mut h = harness(cluster(1, &[("t", 2)], 9), |b| b);
+    h.cluster.inject_error(inject(2, Some("t"), Some(0), 1, false));
+    let sent = send_many(&mut h, &["t"], 0, 1, false).into_iter().chain(std::iter::empty()).collect::<Vec<_>>();
+    let mut sent = sent;
+    h.send(record(1, "t", false).with_partition(0), 1).unwrap();
+    sent.push(Sent { id: 1, topic: "t".into(), key: None });
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 2)], true);
+    let attempts = h.cluster.request_log().iter().flat_map(|r| r.produce.iter()).filter(|p| p.error_code == 2).count();
+    assert_eq!(attempts, 1, "CORRUPT_MESSAGE answered once, never retried");
+    assert!(reports(&h).values().any(|r| matches!(r, Err(ProduceError::Broker { code, .. }) if code.0 == 2)));
+}
+
+#[test]
+fn only_the_failed_partitions_are_resent() {
+    let mut h = harness(cluster(1, &[("t", 3)], 10), |b| b.linger(Duration::from_millis(20)));
+    let warm = send_many(&mut h, &["t"], 0, 1, false);
+    assert!(h.flush(secs(10)));
+    h.cluster.inject_error(inject(19, Some("t"), Some(1), 1, false));
+    let mut sent = warm;
+    for p in 0..3 {
+        let id = 10 + p as u64;
+        h.send(record(id, "t", false).with_partition(p), id).unwrap();
+        sent.push(Sent { id, topic: "t".into(), key: None });
+    }
+    let mark = h.cluster.request_log().len();
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 3)], true);
+    let produce: Vec<_> = h.cluster.request_log()[mark..].iter().filter(|r| r.api_key == API_PRODUCE).collect();
+    assert_eq!(produce[0].produce.len(), 3);
+    let retry = produce.iter().find(|r| r.produce.iter().all(|p| p.error_code == 0) && r.produce.iter().any(|p| p.partition == 1)).unwrap();
+    assert_eq!(retry.produce.len(), 1, "the retry carries only partition 1: {retry:?}");
+}
+
+#[test]
+fn unsure_errors_are_retried_and_deduplicated() {
+    let mut h = harness(cluster(1, &[("t", 1)], 11), |b| b);
+    h.cluster.inject_error(inject(20, Some("t"), Some(0), 1, true));
+    h.cluster.inject_error(inject(7, Some("t"), Some(0), 1, true));
+    let sent = send_many(&mut h, &["t"], 0, 50, false);
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn out_of_order_and_unknown_producer_id_bump_the_epoch() {
+    for code in [45i16, 59, 47] {
+        let mut h = harness(cluster(1, &[("t", 1)], 12), |b| b);
+        let mut sent = send_many(&mut h, &["t"], 0, 5, false);
+        assert!(h.flush(secs(10)));
+        h.cluster.inject_error(inject(code, Some("t"), Some(0), 1, false));
+        sent.extend(send_many(&mut h, &["t"], 5, 5, false));
+        assert!(h.flush(secs(10)), "code {code}");
+        check_run(&h, &sent, &[("t", 1)], true);
+        assert!(reports(&h).values().all(|r| r.is_ok()), "code {code}");
+        let epochs: Vec<i16> = h.cluster.log("t", 0).iter().map(|r| r.producer_epoch).collect();
+        assert!(epochs.last() > epochs.first(), "code {code}: the epoch was bumped: {epochs:?}");
+    }
+}
+
+#[test]
+fn request_timeout_closes_the_connection_and_retries_without_duplicates() {
+    let mut h = harness(cluster(1, &[("t", 1)], 13), |b| b.request_timeout(Duration::from_millis(500)).delivery_timeout(secs(30)));
+    let mut sent = send_many(&mut h, &["t"], 0, 5, false);
+    assert!(h.flush(secs(10)));
+    let until = h.now + Duration::from_secs(2);
+    h.cluster.stall_connections_to(1, Some(until)).unwrap();
+    sent.extend(send_many(&mut h, &["t"], 5, 20, false));
+    assert!(h.flush(secs(20)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+    assert!(h.producer.stats().disconnects >= 1, "the timed-out connection was closed");
+}
+
+#[test]
+fn broker_down_and_back() {
+    let mut h = harness(cluster(2, TOPICS, 14), |b| b);
+    let mut sent = send_many(&mut h, NAMES, 0, 300, true);
+    h.run_for(Duration::from_millis(10));
+    h.cluster.stop_broker(2, h.now).unwrap();
+    sent.extend(send_many(&mut h, NAMES, 300, 300, true));
+    h.run_for(Duration::from_millis(500));
+    h.cluster.start_broker(2).unwrap();
+    sent.extend(send_many(&mut h, NAMES, 600, 300, true));
+    assert!(h.flush(secs(60)));
+    check_run(&h, &sent, TOPICS, true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn slow_broker_fills_the_buffer_and_send_returns_full() {
+    let mut h = harness(cluster(1, &[("t", 2)], 15), |b| b.buffer_memory(1 << 20).max_request_size(64 * 1024).buffer_max_records(500));
+    let warm = send_many(&mut h, &["t"], 0, 1, false);
+    assert!(h.flush(secs(10)));
+    h.cluster.stall_connections_to(1, Some(h.now + Duration::from_secs(5))).unwrap();
+    let mut sent = warm;
+    let mut full = 0;
+    for id in 1..2000u64 {
+        match h.send(record(id, "t", true), id) {
+            Ok(()) => sent.push(Sent { id, topic: "t".into(), key: None }),
+            Err(e) => {
+                assert_eq!(e.reason, SendErrorReason::Full);
+                assert_eq!(e.opaque, id, "the opaque comes back");
+                assert_eq!(id_of(e.record.value.as_deref().unwrap()), id, "the record comes back");
+                full += 1;
+            }
+        }
+        assert!(h.producer.buffered_records() <= 500);
+        assert!(h.producer.buffered_bytes() <= 1 << 20);
+        if id % 50 == 0 {
+            h.run_for(Duration::from_millis(1));
+        }
+    }
+    assert!(full > 0, "the buffer filled");
+    assert!(h.flush(secs(30)));
+    check_run(&h, &sent, &[("t", 2)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn delivery_timeout_fails_records_with_the_record_when_no_broker_is_reachable() {
+    let mut h = harness(cluster(1, &[("t", 1)], 16), |b| b.delivery_timeout(Duration::from_millis(2000)).request_timeout(Duration::from_millis(1000)));
+    let mut sent = send_many(&mut h, &["t"], 0, 3, false);
+    assert!(h.flush(secs(10)));
+    h.cluster.stop_broker(1, h.now).unwrap();
+    sent.extend(send_many(&mut h, &["t"], 3, 10, false));
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    check_run(&h, &sent, &[("t", 1)], true);
+    let r = reports(&h);
+    for id in 3..13 {
+        assert!(matches!(r[&id], Err(ProduceError::DeliveryTimeout { .. })), "record {id}: {:?}", r[&id]);
+    }
+}
+
+#[test]
+fn unknown_topic_fails_after_max_block() {
+    let mut h = harness(cluster(1, &[("t", 1)], 17), |b| b.max_block(Duration::from_millis(800)));
+    h.send(record(0, "missing", false), 0).unwrap();
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    let f = h.deliveries[0].result.as_ref().unwrap_err();
+    assert_eq!(f.error, ProduceError::UnknownTopic);
+    assert_eq!(&*f.record.topic, "missing");
+}
+
+#[test]
+fn oversized_record_is_refused_at_send() {
+    let mut h = harness(cluster(1, &[("t", 1)], 18), |b| b.max_request_size(4096));
+    let r = Record::new("t", vec![0u8; 5000]);
+    let e = h.send(r, 7).unwrap_err();
+    assert!(matches!(e.reason, SendErrorReason::RecordTooLarge { .. }));
+    assert_eq!(e.record.value.as_ref().unwrap().len(), 5000);
+    assert_eq!(e.opaque, 7);
+}
+
+#[test]
+fn acks_zero_and_one_without_idempotence() {
+    for acks in [Acks::None, Acks::Leader] {
+        let mut h = harness(cluster(2, TOPICS, 19), |b| b.acks(acks));
+        let sent = send_many(&mut h, NAMES, 0, 1000, true);
+        assert!(h.flush(secs(30)));
+        h.run_for(Duration::from_millis(100)); // acks=0: let the last requests reach the broker
+        check_run(&h, &sent, TOPICS, false);
+        let r = reports(&h);
+        assert!(r.values().all(|r| r.is_ok()));
+        if acks == Acks::None {
+            assert!(r.values().all(|r| matches!(r, Ok((_, -1)))), "acks=0 reports offset -1");
+        }
+        assert!(h.cluster.log("orders", 0).iter().all(|r| r.producer_id == -1), "no producer id without idempotence");
+    }
+}
+
+#[test]
+fn throttle_time_holds_the_broker() {
+    let mut h = harness(cluster(1, &[("t", 1)], 20), |b| b);
+    let sent = send_many(&mut h, &["t"], 0, 1, false);
+    assert!(h.flush(secs(10)));
+    h.cluster.set_throttle(1, 300, 1).unwrap();
+    let mut sent = sent;
+    sent.extend(send_many(&mut h, &["t"], 1, 1, false));
+    assert!(h.flush(secs(10)));
+    let throttled_at = h.now;
+    sent.extend(send_many(&mut h, &["t"], 2, 1, false));
+    assert!(h.flush(secs(10)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    let last = h.cluster.request_log().iter().filter(|r| r.api_key == API_PRODUCE).last().unwrap();
+    assert!(last.at >= throttled_at + Duration::from_millis(250), "the next request waited for the throttle");
+}
+
+#[test]
+fn failures_only_mode_reports_only_failures() {
+    let mut h = harness(cluster(1, &[("t", 1)], 21), |b| b.report_successes(false));
+    h.cluster.inject_error(inject(2, Some("t"), Some(0), 1, false));
+    let _ = send_many(&mut h, &["t"], 0, 1, false);
+    assert!(h.flush(secs(10)));
+    let _ = send_many(&mut h, &["t"], 1, 20, false);
+    assert!(h.flush(secs(10)));
+    assert_eq!(h.deliveries.len(), 1, "only the failure is reported");
+    assert!(h.deliveries[0].result.is_err());
+    assert_eq!(h.cluster.log("t", 0).len(), 20);
+}
+
+#[test]
+fn close_delivers_everything_then_refuses() {
+    let mut h = harness(cluster(2, TOPICS, 22), |b| b);
+    let sent = send_many(&mut h, NAMES, 0, 100, false);
+    h.producer.close(h.now);
+    assert!(h.run_until(secs(10), |h| h.producer.is_closed()));
+    check_run(&h, &sent, TOPICS, true);
+    let e = h.send(record(1000, "orders", false), 1000).unwrap_err();
+    assert_eq!(e.reason, SendErrorReason::Closed);
+}
+
+#[test]
+fn random_connection_drops_never_duplicate_or_reorder() {
+    let mut cfg = SimConfig::with_brokers(3, 23);
+    cfg.drop_probability = 0.05;
+    cfg.fragment_responses = true;
+    let mut h = harness(cluster_with(cfg, TOPICS), |b| b);
+    let sent = send_many(&mut h, NAMES, 0, 5000, true);
+    assert!(h.flush(secs(120)));
+    check_run(&h, &sent, TOPICS, true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
