@@ -37,7 +37,7 @@ use bytes::Bytes;
 
 use super::compression::{compress_into, Compression, CompressionError};
 use super::RECORD_BATCH_OVERHEAD;
-use crate::protocol::primitives::{varint_len, varlong_len, Put};
+use crate::protocol::primitives::{varint_len, varlong_len};
 
 const LENGTH_OFFSET: usize = 8;
 const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
@@ -84,19 +84,73 @@ fn nullable_len(b: Option<&[u8]>) -> usize {
     }
 }
 
-#[inline]
-fn put_nullable(buf: &mut Vec<u8>, b: Option<&[u8]>) {
-    match b {
-        None => buf.put_varint(-1),
-        Some(b) => {
-            buf.put_varint(b.len() as i32);
-            buf.extend_from_slice(b);
+/// Stack buffer for the varints of a record, flushed into the batch before each byte slice.
+///
+/// Between two flushes it holds at most: Length (5) + Attributes (1) + TimestampDelta (10) +
+/// OffsetDelta (5) + KeyLength (5) + ValueLength (5) + HeadersCount (5) = 36 bytes.
+const SCRATCH_LEN: usize = 40;
+
+struct Scratch {
+    bytes: [u8; SCRATCH_LEN],
+    len: usize,
+}
+
+impl Scratch {
+    #[inline(always)]
+    fn new() -> Self {
+        Scratch {
+            bytes: [0; SCRATCH_LEN],
+            len: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn uvarlong(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, v: i32) {
+        self.uvarlong(((v << 1) ^ (v >> 31)) as u32 as u64);
+    }
+
+    #[inline(always)]
+    fn varlong(&mut self, v: i64) {
+        self.uvarlong(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    #[inline(always)]
+    fn flush(&mut self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(&self.bytes[..self.len]);
+        self.len = 0;
+    }
+
+    /// A nullable byte field: its length goes in the scratch, its bytes straight to `buf`.
+    #[inline(always)]
+    fn nullable(&mut self, buf: &mut Vec<u8>, b: Option<&[u8]>) {
+        match b {
+            None => self.byte(1), // zigzag(-1)
+            Some(b) => {
+                self.varint(b.len() as i32);
+                self.flush(buf);
+                buf.extend_from_slice(b);
+            }
         }
     }
 }
 
 /// Size of a record without its Length prefix.
-#[inline]
+#[inline(always)]
 fn record_body_size(
     offset_delta: i32,
     timestamp_delta: i64,
@@ -216,18 +270,23 @@ impl BatchBuilder {
 
         let buf = &mut self.buf;
         buf.reserve(varint_len(body as i32) + body);
-        buf.put_varint(body as i32);
-        buf.push(0); // attributes (unused)
-        buf.put_varlong(timestamp_delta);
-        buf.put_varint(offset_delta);
-        put_nullable(buf, key);
-        put_nullable(buf, value);
-        buf.put_varint(headers.len() as i32);
+        // Varints go through a stack scratch flushed before each byte slice: a few
+        // `extend_from_slice` per record instead of a capacity check per byte.
+        let mut s = Scratch::new();
+        s.varint(body as i32);
+        s.byte(0); // attributes (unused)
+        s.varlong(timestamp_delta);
+        s.varint(offset_delta);
+        s.nullable(buf, key);
+        s.nullable(buf, value);
+        s.varint(headers.len() as i32);
         for h in headers {
-            buf.put_varint(h.key.len() as i32);
+            s.varint(h.key.len() as i32);
+            s.flush(buf);
             buf.extend_from_slice(h.key.as_bytes());
-            put_nullable(buf, h.value.as_deref());
+            s.nullable(buf, h.value.as_deref());
         }
+        s.flush(buf);
         self.count += 1;
     }
 
