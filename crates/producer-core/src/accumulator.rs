@@ -101,6 +101,10 @@ pub(crate) struct PartitionQueue<T> {
     /// The partition must bump its epoch and restamp its unacknowledged batches before it sends
     /// again (once nothing is in flight).
     pub(crate) needs_reset: bool,
+    /// The batch whose failure left a hole in the sequence. Batches before it still belong to
+    /// the old epoch's sequence and are resolved under it first; the reset happens once this
+    /// batch has left the queue (so everything before it is done).
+    pub(crate) reset_barrier: Option<u64>,
     /// The delivery-timeout deadline currently armed for this partition.
     pub(crate) delivery_timer: Option<Instant>,
     /// Bytes of the batches not yet done (for the request-size check).
@@ -124,6 +128,7 @@ impl<T> PartitionQueue<T> {
             next_sequence: 0,
             ok_on_conn: None,
             needs_reset: false,
+            reset_barrier: None,
             delivery_timer: None,
             next_batch_id: 0,
         }
@@ -152,8 +157,18 @@ impl<T> PartitionQueue<T> {
             return None;
         }
         // A batch waiting to be sent again comes first, and alone.
-        if let Some(i) = self.batches.iter().take(self.sent).position(|b| b.state == BatchState::Ready) {
-            return if self.inflight == 0 && !self.needs_reset { Some(i) } else { None };
+        if let Some(i) = self
+            .batches
+            .iter()
+            .take(self.sent)
+            .position(|b| b.state == BatchState::Ready)
+        {
+            let before_barrier = self.barrier_position().is_some_and(|b| i < b);
+            return if self.inflight == 0 && (!self.needs_reset || before_barrier) {
+                Some(i)
+            } else {
+                None
+            };
         }
         if self.sent >= self.batches.len() {
             return None;
@@ -178,7 +193,12 @@ impl<T> PartitionQueue<T> {
         if self.needs_metadata || self.leader < 0 || self.sent < self.batches.len() {
             return false;
         }
-        if self.batches.iter().take(self.sent).any(|b| b.state == BatchState::Ready) {
+        if self
+            .batches
+            .iter()
+            .take(self.sent)
+            .any(|b| b.state == BatchState::Ready)
+        {
             return false;
         }
         if self.inflight > 0 && self.inflight_conn != Some(conn) {
@@ -189,6 +209,23 @@ impl<T> PartitionQueue<T> {
         } else {
             self.inflight == 0
         }
+    }
+
+    /// Asks for an epoch bump and sequence restart. `after` is the batch whose failure left the
+    /// hole (`None` when the broker rejected the partition's head batch itself).
+    pub(crate) fn request_reset(&mut self, after: Option<u64>) {
+        self.needs_reset = true;
+        let Some(id) = after else { return };
+        let new_pos = self.find(id);
+        match self.barrier_position() {
+            Some(old) if new_pos.is_none_or(|n| n <= old) => {}
+            _ => self.reset_barrier = Some(id),
+        }
+    }
+
+    /// Where the reset barrier batch sits, if it is still queued.
+    pub(crate) fn barrier_position(&self) -> Option<usize> {
+        self.reset_barrier.and_then(|id| self.find(id))
     }
 
     /// Removes the finished batches at the front, in order.

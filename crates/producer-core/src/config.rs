@@ -122,7 +122,9 @@ pub struct Config {
 
 impl Config {
     /// A builder with the Java client 4.x defaults and the given bootstrap servers.
-    pub fn builder<H: Into<String>>(bootstrap: impl IntoIterator<Item = (H, u16)>) -> ConfigBuilder {
+    pub fn builder<H: Into<String>>(
+        bootstrap: impl IntoIterator<Item = (H, u16)>,
+    ) -> ConfigBuilder {
         ConfigBuilder {
             config: Config {
                 bootstrap: bootstrap.into_iter().map(|(h, p)| (h.into(), p)).collect(),
@@ -256,7 +258,10 @@ impl ConfigBuilder {
         let min = c.linger + c.request_timeout;
         if c.delivery_timeout < min {
             if self.delivery_explicit {
-                return Err(ConfigError::DeliveryTimeoutTooShort { delivery: c.delivery_timeout, min });
+                return Err(ConfigError::DeliveryTimeoutTooShort {
+                    delivery: c.delivery_timeout,
+                    min,
+                });
             }
             c.delivery_timeout = min;
         }
@@ -264,7 +269,10 @@ impl ConfigBuilder {
             return Err(ConfigError::MaxRequestSizeTooSmall(c.max_request_size));
         }
         if c.buffer_memory < c.max_request_size {
-            return Err(ConfigError::BufferSmallerThanRequest { buffer: c.buffer_memory, request: c.max_request_size });
+            return Err(ConfigError::BufferSmallerThanRequest {
+                buffer: c.buffer_memory,
+                request: c.max_request_size,
+            });
         }
         if c.buffer_max_records == 0 {
             return Err(ConfigError::NoRecordBuffer);
@@ -301,29 +309,70 @@ mod tests {
 
     #[test]
     fn validation_errors() {
-        assert_eq!(Config::builder(Vec::<(String, u16)>::new()).build().unwrap_err(), ConfigError::NoBootstrapServers);
         assert_eq!(
-            b().delivery_timeout(Duration::from_secs(1)).build().unwrap_err(),
-            ConfigError::DeliveryTimeoutTooShort { delivery: Duration::from_secs(1), min: Duration::from_millis(30_005) }
+            Config::builder(Vec::<(String, u16)>::new())
+                .build()
+                .unwrap_err(),
+            ConfigError::NoBootstrapServers
         );
-        assert_eq!(b().acks(Acks::Leader).enable_idempotence(true).build().unwrap_err(), ConfigError::IdempotenceNeedsAcksAll);
-        assert_eq!(b().max_in_flight(6).build().unwrap_err(), ConfigError::InvalidMaxInFlight(6));
-        assert_eq!(b().max_in_flight(0).build().unwrap_err(), ConfigError::InvalidMaxInFlight(0));
-        assert_eq!(b().max_request_size(10).build().unwrap_err(), ConfigError::MaxRequestSizeTooSmall(10));
+        assert_eq!(
+            b().delivery_timeout(Duration::from_secs(1))
+                .build()
+                .unwrap_err(),
+            ConfigError::DeliveryTimeoutTooShort {
+                delivery: Duration::from_secs(1),
+                min: Duration::from_millis(30_005)
+            }
+        );
+        assert_eq!(
+            b().acks(Acks::Leader)
+                .enable_idempotence(true)
+                .build()
+                .unwrap_err(),
+            ConfigError::IdempotenceNeedsAcksAll
+        );
+        assert_eq!(
+            b().max_in_flight(6).build().unwrap_err(),
+            ConfigError::InvalidMaxInFlight(6)
+        );
+        assert_eq!(
+            b().max_in_flight(0).build().unwrap_err(),
+            ConfigError::InvalidMaxInFlight(0)
+        );
+        assert_eq!(
+            b().max_request_size(10).build().unwrap_err(),
+            ConfigError::MaxRequestSizeTooSmall(10)
+        );
         assert_eq!(
             b().buffer_memory(2048).build().unwrap_err(),
-            ConfigError::BufferSmallerThanRequest { buffer: 2048, request: 1 << 20 }
+            ConfigError::BufferSmallerThanRequest {
+                buffer: 2048,
+                request: 1 << 20
+            }
         );
-        assert_eq!(b().request_timeout(Duration::ZERO).build().unwrap_err(), ConfigError::ZeroDuration("request_timeout"));
+        assert_eq!(
+            b().request_timeout(Duration::ZERO).build().unwrap_err(),
+            ConfigError::ZeroDuration("request_timeout")
+        );
     }
 
     #[test]
     fn implicit_settings_adjust_silently() {
         let c = b().acks(Acks::Leader).build().unwrap();
-        assert!(!c.idempotence, "idempotence turns off when acks != all and it was not asked for");
+        assert!(
+            !c.idempotence,
+            "idempotence turns off when acks != all and it was not asked for"
+        );
         let c = b().max_in_flight(10).acks(Acks::Leader).build().unwrap();
         assert_eq!(c.max_in_flight, 10);
-        let c = b().request_timeout(Duration::from_secs(200)).build().unwrap();
-        assert_eq!(c.delivery_timeout, Duration::from_millis(200_005), "default delivery timeout is raised");
+        let c = b()
+            .request_timeout(Duration::from_secs(200))
+            .build()
+            .unwrap();
+        assert_eq!(
+            c.delivery_timeout,
+            Duration::from_millis(200_005),
+            "default delivery timeout is raised"
+        );
     }
 }

@@ -47,7 +47,9 @@ pub(crate) enum RequestKind {
     Metadata,
     InitProducerId,
     /// The batches it carries: (topic, partition, batch id).
-    Produce { batches: Vec<(u32, u32, u64)> },
+    Produce {
+        batches: Vec<(u32, u32, u64)>,
+    },
 }
 
 /// A request awaiting its response.
@@ -92,6 +94,9 @@ impl Connection {
 
     /// Produce requests awaiting a response on this connection.
     pub(crate) fn produce_in_flight(&self) -> usize {
-        self.inflight.iter().filter(|r| matches!(r.kind, RequestKind::Produce { .. })).count()
+        self.inflight
+            .iter()
+            .filter(|r| matches!(r.kind, RequestKind::Produce { .. }))
+            .count()
     }
 }

@@ -24,5 +24,6 @@ pub use error_code::ErrorCode;
 pub use producer::{Producer, Stats};
 pub use record::{Compression, Header};
 pub use types::{
-    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata, SendError, SendErrorReason,
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
+    SendError, SendErrorReason,
 };

@@ -52,7 +52,9 @@ impl BrokerSlot {
 
     /// Whether a ready connection exists.
     pub(crate) fn is_ready(&self) -> bool {
-        self.conn.as_ref().is_some_and(|c| c.state == crate::connection::ConnState::Ready)
+        self.conn
+            .as_ref()
+            .is_some_and(|c| c.state == crate::connection::ConnState::Ready)
     }
 }
 
@@ -82,7 +84,15 @@ pub(crate) struct TopicState<T> {
 
 impl<T> TopicState<T> {
     pub(crate) fn new(name: Arc<str>) -> Self {
-        TopicState { name, partitions: Vec::new(), known: false, holding: VecDeque::new(), holding_timer: None, sticky: None, error: None }
+        TopicState {
+            name,
+            partitions: Vec::new(),
+            known: false,
+            holding: VecDeque::new(),
+            holding_timer: None,
+            sticky: None,
+            error: None,
+        }
     }
 }
 

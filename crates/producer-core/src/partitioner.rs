@@ -90,7 +90,11 @@ mod tests {
         ];
         for (key, hash, part) in cases {
             assert_eq!(murmur2(key.as_bytes()) as u32, *hash, "murmur2({key:?})");
-            assert_eq!(partition_for_key(key.as_bytes(), 10), *part, "partition of {key:?}");
+            assert_eq!(
+                partition_for_key(key.as_bytes(), 10),
+                *part,
+                "partition of {key:?}"
+            );
         }
     }
 

@@ -15,7 +15,8 @@ use crate::protocol::{encode_request, ApiKey, RequestHeader};
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::{TimerKind, Timers};
 use crate::types::{
-    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata, SendError, SendErrorReason,
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
+    SendError, SendErrorReason,
 };
 
 /// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
@@ -95,8 +96,16 @@ impl<T> Producer<T> {
     /// A producer with a validated configuration. It starts connecting at the first
     /// `poll_output`.
     pub fn new(config: Config, now: Instant) -> Self {
-        let brokers = config.bootstrap.iter().map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p)).collect();
-        let pid = if config.idempotence { PidState::Needed { retry_at: None } } else { PidState::Disabled };
+        let brokers = config
+            .bootstrap
+            .iter()
+            .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p))
+            .collect();
+        let pid = if config.idempotence {
+            PidState::Needed { retry_at: None }
+        } else {
+            PidState::Disabled
+        };
         Producer {
             rng: Rng::new(config.seed),
             now,
@@ -108,7 +117,12 @@ impl<T> Producer<T> {
             node_slots: HashMap::new(),
             dirty_brokers: Vec::new(),
             work_pending: true,
-            metadata: MetadataPolicy { wanted: true, in_flight: false, next_allowed: now, last_refresh: None },
+            metadata: MetadataPolicy {
+                wanted: true,
+                in_flight: false,
+                next_allowed: now,
+                last_refresh: None,
+            },
             pid,
             buffered_bytes: 0,
             buffered_records: 0,
@@ -175,41 +189,87 @@ impl<T> Producer<T> {
         } else if self.closing {
             Some(SendErrorReason::Closed)
         } else if record.partition.is_some_and(|p| p < 0) {
-            Some(SendErrorReason::InvalidPartition(record.partition.unwrap_or(-1)))
+            Some(SendErrorReason::InvalidPartition(
+                record.partition.unwrap_or(-1),
+            ))
         } else {
             None
         };
         if let Some(reason) = reason {
-            return Err(SendError { reason, record, opaque });
+            return Err(SendError {
+                reason,
+                record,
+                opaque,
+            });
         }
-        let encoded = BatchBuilder::record_size(0, 0, record.key.as_deref(), record.value.as_deref(), &record.headers);
-        let limit = self.config.max_request_size.saturating_sub(RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic));
+        let encoded = BatchBuilder::record_size(
+            0,
+            0,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+        );
+        let limit = self.config.max_request_size.saturating_sub(
+            RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
+        );
         if encoded > limit {
             return Err(SendError {
-                reason: SendErrorReason::RecordTooLarge { size: encoded, max: self.config.max_request_size },
+                reason: SendErrorReason::RecordTooLarge {
+                    size: encoded,
+                    max: self.config.max_request_size,
+                },
                 record,
                 opaque,
             });
         }
         let size = encoded + std::mem::size_of::<Pending<T>>();
-        if self.buffered_bytes + size > self.config.buffer_memory || self.buffered_records >= self.config.buffer_max_records {
-            return Err(SendError { reason: SendErrorReason::Full, record, opaque });
+        if self.buffered_bytes + size > self.config.buffer_memory
+            || self.buffered_records >= self.config.buffer_max_records
+        {
+            return Err(SendError {
+                reason: SendErrorReason::Full,
+                record,
+                opaque,
+            });
         }
         let topic = self.topic_id(&record.topic);
         let t = &self.topics[topic as usize];
         if t.known {
             if let Some(p) = record.partition {
                 if p >= t.partitions.len() as i32 {
-                    return Err(SendError { reason: SendErrorReason::InvalidPartition(p), record, opaque });
+                    return Err(SendError {
+                        reason: SendErrorReason::InvalidPartition(p),
+                        record,
+                        opaque,
+                    });
                 }
             }
         }
-        let Record { partition, key, value, headers, timestamp, .. } = record;
-        let pending = Pending { opaque, key, value, headers, timestamp, explicit_partition: partition.is_some(), size };
+        let Record {
+            partition,
+            key,
+            value,
+            headers,
+            timestamp,
+            ..
+        } = record;
+        let pending = Pending {
+            opaque,
+            key,
+            value,
+            headers,
+            timestamp,
+            explicit_partition: partition.is_some(),
+            size,
+        };
         self.buffered_bytes += size;
         self.buffered_records += 1;
         if let Some(code) = self.topics[topic as usize].error {
-            let err = ProduceError::Broker { code, message: None };
+            let err = ProduceError::Broker {
+                code,
+                message: None,
+                possibly_persisted: false,
+            };
             self.fail_pending(topic, partition.unwrap_or(-1), pending, err);
             return Ok(());
         }
@@ -236,7 +296,11 @@ impl<T> Producer<T> {
         let now = self.now;
         let deadline = now + self.config.max_block;
         let t = &mut self.topics[topic as usize];
-        t.holding.push_back(Held { pending, partition, since: now });
+        t.holding.push_back(Held {
+            pending,
+            partition,
+            since: now,
+        });
         if t.holding_timer.is_none() {
             t.holding_timer = Some(deadline);
             self.timers.arm(deadline, TimerKind::Holding { topic });
@@ -249,7 +313,15 @@ impl<T> Producer<T> {
         let p = match (partition, &pending.key) {
             (Some(p), _) if p < count => p as u32,
             (Some(p), _) => {
-                self.fail_pending(topic, p, pending, ProduceError::UnknownPartition { partition: p, count });
+                self.fail_pending(
+                    topic,
+                    p,
+                    pending,
+                    ProduceError::UnknownPartition {
+                        partition: p,
+                        count,
+                    },
+                );
                 return;
             }
             (None, Some(key)) => partition_for_key(key, count) as u32,
@@ -263,7 +335,9 @@ impl<T> Producer<T> {
             return p;
         }
         let t = &self.topics[topic as usize];
-        let available: Vec<u32> = (0..t.partitions.len() as u32).filter(|&p| t.partitions[p as usize].leader >= 0).collect();
+        let available: Vec<u32> = (0..t.partitions.len() as u32)
+            .filter(|&p| t.partitions[p as usize].leader >= 0)
+            .collect();
         let p = if available.is_empty() {
             self.rng.below(t.partitions.len() as u64) as u32
         } else {
@@ -279,7 +353,12 @@ impl<T> Producer<T> {
         let ts = pending.timestamp.unwrap_or(-1);
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
         if let Some(open) = &pq.open {
-            let grown = open.builder.estimated_size_with(ts, pending.key.as_deref(), pending.value.as_deref(), &pending.headers);
+            let grown = open.builder.estimated_size_with(
+                ts,
+                pending.key.as_deref(),
+                pending.value.as_deref(),
+                &pending.headers,
+            );
             if grown > batch_size && !open.records.is_empty() {
                 self.close_open_batch(topic, p);
             }
@@ -288,19 +367,40 @@ impl<T> Producer<T> {
         if pq.open.is_none() {
             let id = pq.next_batch_id;
             pq.next_batch_id += 1;
-            pq.open = Some(OpenBatch { id, builder: BatchBuilder::new(), records: Vec::new(), created: now });
-            self.timers.arm(now + self.config.linger, TimerKind::Linger { topic, partition: p, batch: id });
+            pq.open = Some(OpenBatch {
+                id,
+                builder: BatchBuilder::new(),
+                records: Vec::new(),
+                created: now,
+            });
+            self.timers.arm(
+                now + self.config.linger,
+                TimerKind::Linger {
+                    topic,
+                    partition: p,
+                    batch: id,
+                },
+            );
             self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
         }
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
         let open = pq.open.as_mut().expect("open batch was just ensured");
-        open.builder.append(ts, pending.key.as_deref(), pending.value.as_deref(), &pending.headers);
+        open.builder.append(
+            ts,
+            pending.key.as_deref(),
+            pending.value.as_deref(),
+            &pending.headers,
+        );
         open.records.push(pending);
         if open.builder.size_in_bytes() >= batch_size {
             self.close_open_batch(topic, p);
         }
         if self.config.linger.is_zero() {
             self.mark_partition_dirty(topic, p);
+        }
+        if self.topics[topic as usize].partitions[p as usize].leader < 0 {
+            // No leader known (offline broker, election): look again, rate-limited.
+            self.request_metadata();
         }
     }
 
@@ -309,11 +409,18 @@ impl<T> Producer<T> {
     pub(crate) fn close_open_batch(&mut self, topic: u32, p: u32) {
         let compression = self.config.compression;
         let t = &mut self.topics[topic as usize];
-        let Some(open) = t.partitions[p as usize].open.take() else { return };
+        let Some(open) = t.partitions[p as usize].open.take() else {
+            return;
+        };
         if t.sticky == Some(p) {
             t.sticky = None;
         }
-        let OpenBatch { id, builder, records, created } = open;
+        let OpenBatch {
+            id,
+            builder,
+            records,
+            created,
+        } = open;
         match builder.seal(compression) {
             Ok(sealed) => {
                 let pq = &mut t.partitions[p as usize];
@@ -359,7 +466,13 @@ impl<T> Producer<T> {
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
         if pq.delivery_timer.is_none_or(|t| t > at) {
             pq.delivery_timer = Some(at);
-            self.timers.arm(at, TimerKind::Delivery { topic, partition: p });
+            self.timers.arm(
+                at,
+                TimerKind::Delivery {
+                    topic,
+                    partition: p,
+                },
+            );
         }
     }
 
@@ -370,7 +483,10 @@ impl<T> Producer<T> {
         self.touch(now);
         for t in 0..self.topics.len() as u32 {
             for p in 0..self.topics[t as usize].partitions.len() as u32 {
-                if self.topics[t as usize].partitions[p as usize].open.is_some() {
+                if self.topics[t as usize].partitions[p as usize]
+                    .open
+                    .is_some()
+                {
                     self.close_open_batch(t, p);
                 }
             }
@@ -406,7 +522,11 @@ impl<T> Producer<T> {
     pub(crate) fn rebuild(&self, topic: u32, partition: i32, p: Pending<T>) -> (Record, T, usize) {
         let record = Record {
             topic: self.topics[topic as usize].name.clone(),
-            partition: if p.explicit_partition { Some(partition) } else { None },
+            partition: if p.explicit_partition {
+                Some(partition)
+            } else {
+                None
+            },
             key: p.key,
             value: p.value,
             headers: p.headers,
@@ -416,10 +536,19 @@ impl<T> Producer<T> {
     }
 
     /// Reports one record as failed and releases its buffer space.
-    pub(crate) fn fail_pending(&mut self, topic: u32, partition: i32, p: Pending<T>, error: ProduceError) {
+    pub(crate) fn fail_pending(
+        &mut self,
+        topic: u32,
+        partition: i32,
+        p: Pending<T>,
+        error: ProduceError,
+    ) {
         let (record, opaque, size) = self.rebuild(topic, partition, p);
         self.release(size);
-        self.outputs.push_back(Output::Delivery(Delivery { opaque, result: Err(DeliveryFailure { error, record }) }));
+        self.outputs.push_back(Output::Delivery(Delivery {
+            opaque,
+            result: Err(DeliveryFailure { error, record }),
+        }));
     }
 
     fn release(&mut self, size: usize) {
@@ -430,7 +559,9 @@ impl<T> Producer<T> {
     /// Emits the reports of the finished batches at the front of a partition, in order.
     pub(crate) fn emit_done(&mut self, topic: u32, p: u32) {
         while let Some(batch) = self.topics[topic as usize].partitions[p as usize].pop_done() {
-            let BatchState::Done(result) = batch.state else { continue };
+            let BatchState::Done(result) = batch.state else {
+                continue;
+            };
             let name = self.topics[topic as usize].name.clone();
             match result {
                 Ok((base, append_time)) => {
@@ -438,9 +569,21 @@ impl<T> Producer<T> {
                         self.release(r.size);
                         if self.config.report_successes {
                             let offset = if base >= 0 { base + i as i64 } else { -1 };
-                            let timestamp = if append_time >= 0 { append_time } else { r.timestamp.unwrap_or(-1) };
-                            let meta = RecordMetadata { topic: name.clone(), partition: p as i32, offset, timestamp };
-                            self.outputs.push_back(Output::Delivery(Delivery { opaque: r.opaque, result: Ok(meta) }));
+                            let timestamp = if append_time >= 0 {
+                                append_time
+                            } else {
+                                r.timestamp.unwrap_or(-1)
+                            };
+                            let meta = RecordMetadata {
+                                topic: name.clone(),
+                                partition: p as i32,
+                                offset,
+                                timestamp,
+                            };
+                            self.outputs.push_back(Output::Delivery(Delivery {
+                                opaque: r.opaque,
+                                result: Ok(meta),
+                            }));
                         }
                     }
                 }
@@ -460,7 +603,8 @@ impl<T> Producer<T> {
             return;
         }
         self.fatal = Some(error.clone());
-        self.outputs.push_back(Output::Event(Event::Fatal(error.clone())));
+        self.outputs
+            .push_back(Output::Event(Event::Fatal(error.clone())));
         for t in 0..self.topics.len() as u32 {
             let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
             for h in held {
@@ -468,7 +612,8 @@ impl<T> Producer<T> {
             }
             for p in 0..self.topics[t as usize].partitions.len() as u32 {
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
-                let mut records: Vec<Pending<T>> = pq.open.take().map(|o| o.records).unwrap_or_default();
+                let mut records: Vec<Pending<T>> =
+                    pq.open.take().map(|o| o.records).unwrap_or_default();
                 for b in pq.batches.drain(..) {
                     records.extend(b.records);
                 }
@@ -489,7 +634,11 @@ impl<T> Producer<T> {
     // -----------------------------------------------------------------------------------------
 
     fn conn_mut(&mut self, conn: ConnId) -> Option<&mut Connection> {
-        self.brokers.get_mut(conn.slot as usize)?.conn.as_mut().filter(|c| c.id == conn)
+        self.brokers
+            .get_mut(conn.slot as usize)?
+            .conn
+            .as_mut()
+            .filter(|c| c.id == conn)
     }
 
     /// The driver's connection attempt for `conn` succeeded. The producer starts with
@@ -510,18 +659,40 @@ impl<T> Producer<T> {
         let Some(c) = self.conn_mut(conn) else { return };
         let correlation_id = c.take_correlation_id();
         let mut buf = Vec::with_capacity(64);
-        let header = RequestHeader { api_key: ApiKey::ApiVersions, api_version: version, correlation_id, client_id: Some(&client_id) };
-        let body = ApiVersionsRequest { client_software_name: "producer-core", client_software_version: env!("CARGO_PKG_VERSION") };
+        let header = RequestHeader {
+            api_key: ApiKey::ApiVersions,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&client_id),
+        };
+        let body = ApiVersionsRequest {
+            client_software_name: "producer-core",
+            client_software_version: env!("CARGO_PKG_VERSION"),
+        };
         encode_request(&mut buf, &header, |b| body.encode(version, b));
-        c.inflight.push_back(InFlightRequest { correlation_id, api: ApiKey::ApiVersions, version, sent_at: now, kind: RequestKind::ApiVersions });
+        c.inflight.push_back(InFlightRequest {
+            correlation_id,
+            api: ApiKey::ApiVersions,
+            version,
+            sent_at: now,
+            kind: RequestKind::ApiVersions,
+        });
         self.arm_request_timer(conn.slot);
-        self.outputs.push_back(Output::Transmit { conn, bytes: buf.into() });
+        self.outputs.push_back(Output::Transmit {
+            conn,
+            bytes: buf.into(),
+        });
     }
 
     pub(crate) fn arm_request_timer(&mut self, slot: u32) {
-        let Some(c) = self.brokers[slot as usize].conn.as_ref() else { return };
+        let Some(c) = self.brokers[slot as usize].conn.as_ref() else {
+            return;
+        };
         if let Some(front) = c.inflight.front() {
-            self.timers.arm(front.sent_at + self.config.request_timeout, TimerKind::Request { slot });
+            self.timers.arm(
+                front.sent_at + self.config.request_timeout,
+                TimerKind::Request { slot },
+            );
         }
     }
 
@@ -600,8 +771,14 @@ impl<T> Producer<T> {
     fn on_timer(&mut self, kind: TimerKind) {
         let now = self.now;
         match kind {
-            TimerKind::Linger { topic, partition, batch } => {
-                let open = self.topics[topic as usize].partitions[partition as usize].open.as_ref();
+            TimerKind::Linger {
+                topic,
+                partition,
+                batch,
+            } => {
+                let open = self.topics[topic as usize].partitions[partition as usize]
+                    .open
+                    .as_ref();
                 if open.is_some_and(|o| o.id == batch) {
                     self.mark_partition_dirty(topic, partition);
                 }
@@ -631,13 +808,18 @@ impl<T> Producer<T> {
     fn check_request_timeout(&mut self, slot: u32) {
         let now = self.now;
         let timeout = self.config.request_timeout;
-        let Some(c) = self.brokers[slot as usize].conn.as_ref() else { return };
-        let Some(front) = c.inflight.front() else { return };
+        let Some(c) = self.brokers[slot as usize].conn.as_ref() else {
+            return;
+        };
+        let Some(front) = c.inflight.front() else {
+            return;
+        };
         if front.sent_at + timeout <= now {
             let id = c.id;
             self.connection_lost(id, true);
         } else {
-            self.timers.arm(front.sent_at + timeout, TimerKind::Request { slot });
+            self.timers
+                .arm(front.sent_at + timeout, TimerKind::Request { slot });
         }
     }
 
@@ -647,7 +829,11 @@ impl<T> Producer<T> {
         let t = &mut self.topics[topic as usize];
         t.holding_timer = None;
         let mut expired = Vec::new();
-        while t.holding.front().is_some_and(|h| h.since + max_block <= now) {
+        while t
+            .holding
+            .front()
+            .is_some_and(|h| h.since + max_block <= now)
+        {
             expired.extend(t.holding.pop_front());
         }
         if let Some(h) = t.holding.front() {
@@ -656,7 +842,12 @@ impl<T> Producer<T> {
             self.timers.arm(at, TimerKind::Holding { topic });
         }
         for h in expired {
-            self.fail_pending(topic, h.partition.unwrap_or(-1), h.pending, ProduceError::UnknownTopic);
+            self.fail_pending(
+                topic,
+                h.partition.unwrap_or(-1),
+                h.pending,
+                ProduceError::UnknownTopic,
+            );
         }
         self.check_closed();
     }
@@ -679,10 +870,13 @@ impl<T> Producer<T> {
                     BatchState::Ready => {
                         let was_sent = i < pq.sent;
                         let possibly_persisted = b.possibly_persisted;
-                        b.state = BatchState::Done(Err(ProduceError::DeliveryTimeout { possibly_persisted }));
+                        b.state = BatchState::Done(Err(ProduceError::DeliveryTimeout {
+                            possibly_persisted,
+                        }));
                         if was_sent {
                             // A hole (or a possible duplicate) in the sequence: restart it.
-                            pq.needs_reset = true;
+                            let id = b.id;
+                            pq.request_reset(Some(id));
                         } else {
                             pq.sent = i + 1;
                         }
@@ -698,12 +892,24 @@ impl<T> Producer<T> {
                 }
             }
         }
-        let open_expired = self.topics[topic as usize].partitions[p as usize].open.as_ref().is_some_and(|o| o.created + timeout <= now);
+        let open_expired = self.topics[topic as usize].partitions[p as usize]
+            .open
+            .as_ref()
+            .is_some_and(|o| o.created + timeout <= now);
         if open_expired {
-            let open = self.topics[topic as usize].partitions[p as usize].open.take();
+            let open = self.topics[topic as usize].partitions[p as usize]
+                .open
+                .take();
             if let Some(open) = open {
                 for r in open.records {
-                    self.fail_pending(topic, p as i32, r, ProduceError::DeliveryTimeout { possibly_persisted: false });
+                    self.fail_pending(
+                        topic,
+                        p as i32,
+                        r,
+                        ProduceError::DeliveryTimeout {
+                            possibly_persisted: false,
+                        },
+                    );
                 }
             }
         }
@@ -716,7 +922,12 @@ impl<T> Producer<T> {
 
     /// Exponential backoff with ±20% jitter (KIP-580): `retry_backoff * 2^attempts`, capped.
     pub(crate) fn retry_backoff(&mut self, attempts: u32) -> Duration {
-        backoff(&mut self.rng, self.config.retry_backoff, self.config.retry_backoff_max, attempts)
+        backoff(
+            &mut self.rng,
+            self.config.retry_backoff,
+            self.config.retry_backoff_max,
+            attempts,
+        )
     }
 
     /// Asks for a metadata refresh (rate-limited, at most one in flight).

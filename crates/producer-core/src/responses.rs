@@ -22,14 +22,18 @@ use crate::ErrorCode;
 impl<T> Producer<T> {
     /// Processes one response frame. Returns false when the connection was closed.
     pub(crate) fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) -> bool {
-        let Some(c) = self.brokers[conn.slot as usize].conn.as_mut() else { return false };
+        let Some(c) = self.brokers[conn.slot as usize].conn.as_mut() else {
+            return false;
+        };
         let expected = c.inflight.front().map(|r| r.correlation_id);
         if expected.is_none() || peek_correlation_id(frame) != expected {
             self.stats.malformed_responses += 1;
             self.connection_lost(conn, true);
             return false;
         }
-        let Some(req) = c.inflight.pop_front() else { return false };
+        let Some(req) = c.inflight.pop_front() else {
+            return false;
+        };
         let body = match parse_response_header(req.api, req.version, frame) {
             Ok((_, body)) => body,
             Err(_) => return self.malformed(conn, req),
@@ -41,7 +45,9 @@ impl<T> Producer<T> {
             RequestKind::Produce { .. } => match ProduceResponse::parse(req.version, body) {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
-                    let RequestKind::Produce { batches } = req.kind else { unreachable!() };
+                    let RequestKind::Produce { batches } = req.kind else {
+                        unreachable!()
+                    };
                     self.on_produce(conn, batches, parsed.body);
                     true
                 }
@@ -53,7 +59,11 @@ impl<T> Producer<T> {
             self.connection_lost(conn, true);
             return false;
         }
-        if self.brokers[conn.slot as usize].conn.as_ref().is_some_and(|c| c.id == conn) {
+        if self.brokers[conn.slot as usize]
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.id == conn)
+        {
             self.arm_request_timer(conn.slot);
             true
         } else {
@@ -75,7 +85,9 @@ impl<T> Producer<T> {
     /// `ours` says the producer decided it (timeout, bad bytes), so the driver must be told.
     pub(crate) fn connection_lost(&mut self, conn: ConnId, ours: bool) {
         let slot = conn.slot;
-        let Some(c) = self.brokers[slot as usize].conn.take() else { return };
+        let Some(c) = self.brokers[slot as usize].conn.take() else {
+            return;
+        };
         if c.id != conn {
             self.brokers[slot as usize].conn = Some(c);
             return;
@@ -97,7 +109,8 @@ impl<T> Producer<T> {
                     for (t, p, id) in batches {
                         let pq = &mut self.topics[t as usize].partitions[p as usize];
                         let Some(i) = pq.find(id) else { continue };
-                        if !matches!(pq.batches[i].state, BatchState::InFlight { conn: c2, .. } if c2 == conn) {
+                        if !matches!(pq.batches[i].state, BatchState::InFlight { conn: c2, .. } if c2 == conn)
+                        {
                             continue;
                         }
                         pq.inflight -= 1;
@@ -129,12 +142,16 @@ impl<T> Producer<T> {
     }
 
     fn on_api_versions(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = ApiVersionsResponse::parse(version, body) else { return false };
+        let Ok(parsed) = ApiVersionsResponse::parse(version, body) else {
+            return false;
+        };
         let resp = parsed.body;
         if resp.error_code == ErrorCode::UNSUPPORTED_VERSION {
             // The broker does not speak this ApiVersions version: retry with the highest it
             // offers (or v0 when it did not say).
-            let broker_max = resp.version_range(ApiKey::ApiVersions).map_or(0, |(_, max)| max);
+            let broker_max = resp
+                .version_range(ApiKey::ApiVersions)
+                .map_or(0, |(_, max)| max);
             let next = broker_max.min(version - 1).max(0);
             if version == 0 {
                 return false;
@@ -146,37 +163,56 @@ impl<T> Producer<T> {
             return false;
         }
         let Some(versions) = Versions::negotiate(&resp) else {
-            self.go_fatal(ProduceError::Broker { code: ErrorCode::UNSUPPORTED_VERSION, message: Some("no common Produce or Metadata version".into()) });
+            self.go_fatal(ProduceError::Broker {
+                code: ErrorCode::UNSUPPORTED_VERSION,
+                message: Some("no common Produce or Metadata version".into()),
+                possibly_persisted: false,
+            });
             return true;
         };
         let slot = conn.slot;
-        let Some(c) = self.brokers[slot as usize].conn.as_mut() else { return true };
+        let Some(c) = self.brokers[slot as usize].conn.as_mut() else {
+            return true;
+        };
         c.versions = Some(versions);
         c.state = ConnState::Ready;
         let b = &mut self.brokers[slot as usize];
         b.failures = 0;
         b.reconnect_at = None;
         let node_id = b.node_id;
-        self.outputs.push_back(Output::Event(Event::BrokerReady { node_id }));
+        self.outputs
+            .push_back(Output::Event(Event::BrokerReady { node_id }));
         self.mark_broker_dirty(slot);
         true
     }
 
     fn on_init_producer_id(&mut self, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = InitProducerIdResponse::parse(version, body) else { return false };
+        let Ok(parsed) = InitProducerIdResponse::parse(version, body) else {
+            return false;
+        };
         let resp = parsed.body;
         if self.pid != PidState::Requesting {
             return true;
         }
         match resp.error_code.0 {
             0 => {
-                self.pid = PidState::Ready { producer_id: resp.producer_id, epoch: resp.producer_epoch };
-                self.outputs.push_back(Output::Event(Event::ProducerId { producer_id: resp.producer_id, epoch: resp.producer_epoch }));
+                self.pid = PidState::Ready {
+                    producer_id: resp.producer_id,
+                    epoch: resp.producer_epoch,
+                };
+                self.outputs.push_back(Output::Event(Event::ProducerId {
+                    producer_id: resp.producer_id,
+                    epoch: resp.producer_epoch,
+                }));
                 for slot in 0..self.brokers.len() as u32 {
                     self.mark_broker_dirty(slot);
                 }
             }
-            31 | 35 | 53 | 90 => self.go_fatal(ProduceError::Broker { code: resp.error_code, message: Some("InitProducerId".into()) }),
+            31 | 35 | 53 | 90 => self.go_fatal(ProduceError::Broker {
+                code: resp.error_code,
+                message: Some("InitProducerId".into()),
+                possibly_persisted: false,
+            }),
             _ => {
                 let at = self.now + self.config.retry_backoff;
                 self.pid = PidState::Needed { retry_at: Some(at) };
@@ -209,7 +245,8 @@ impl<T> Producer<T> {
             return slot;
         }
         let slot = self.brokers.len() as u32;
-        self.brokers.push(BrokerSlot::new(node_id, host.to_owned(), port));
+        self.brokers
+            .push(BrokerSlot::new(node_id, host.to_owned(), port));
         self.node_slots.insert(node_id, slot);
         slot
     }
@@ -231,7 +268,9 @@ impl<T> Producer<T> {
         }
         pq.leader = leader;
         if let Some(&slot) = self.node_slots.get(&old) {
-            self.brokers[slot as usize].partitions.retain(|&x| x != (t, p));
+            self.brokers[slot as usize]
+                .partitions
+                .retain(|&x| x != (t, p));
         }
         if let Some(&slot) = self.node_slots.get(&leader) {
             self.brokers[slot as usize].partitions.push((t, p));
@@ -247,8 +286,12 @@ impl<T> Producer<T> {
         }
         let mut still_unknown = false;
         for topic in resp.topics {
-            let Some(name) = topic.name.as_deref() else { continue };
-            let Some(&t) = self.topic_index.get(name) else { continue };
+            let Some(name) = topic.name.as_deref() else {
+                continue;
+            };
+            let Some(&t) = self.topic_index.get(name) else {
+                continue;
+            };
             match topic.error_code.0 {
                 0 => {}
                 3 | 5 if topic.partitions.is_empty() => {
@@ -264,22 +307,44 @@ impl<T> Producer<T> {
                     self.topics[t as usize].error = Some(code);
                     let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
                     for h in held {
-                        self.fail_pending(t, h.partition.unwrap_or(-1), h.pending, ProduceError::Broker { code, message: None });
+                        self.fail_pending(
+                            t,
+                            h.partition.unwrap_or(-1),
+                            h.pending,
+                            ProduceError::Broker {
+                                code,
+                                message: None,
+                                possibly_persisted: false,
+                            },
+                        );
                     }
                     continue;
                 }
                 _ => {}
             }
-            let count = topic.partitions.iter().map(|p| p.partition_index + 1).max().unwrap_or(0).max(0) as usize;
+            let count = topic
+                .partitions
+                .iter()
+                .map(|p| p.partition_index + 1)
+                .max()
+                .unwrap_or(0)
+                .max(0) as usize;
             while self.topics[t as usize].partitions.len() < count {
-                self.topics[t as usize].partitions.push(crate::accumulator::PartitionQueue::new());
+                self.topics[t as usize]
+                    .partitions
+                    .push(crate::accumulator::PartitionQueue::new());
             }
             for part in &topic.partitions {
                 if part.partition_index < 0 {
                     continue;
                 }
                 let p = part.partition_index as u32;
-                let leader = if part.leader_id >= 0 && self.node_slots.contains_key(&part.leader_id) { part.leader_id } else { -1 };
+                let leader = if part.leader_id >= 0 && self.node_slots.contains_key(&part.leader_id)
+                {
+                    part.leader_id
+                } else {
+                    -1
+                };
                 self.set_leader(t, p, leader, part.leader_epoch);
             }
             let ts = &mut self.topics[t as usize];
@@ -292,11 +357,17 @@ impl<T> Producer<T> {
             }
         }
         self.metadata.last_refresh = Some(now);
-        if still_unknown {
+        let leaderless = self
+            .topics
+            .iter()
+            .any(|t| t.partitions.iter().any(|p| p.leader < 0 && !p.is_empty()));
+        if still_unknown || leaderless {
             self.metadata.wanted = true;
         }
-        self.timers.arm(now + self.config.metadata_max_age, TimerKind::Metadata);
-        self.outputs.push_back(Output::Event(Event::MetadataUpdated));
+        self.timers
+            .arm(now + self.config.metadata_max_age, TimerKind::Metadata);
+        self.outputs
+            .push_back(Output::Event(Event::MetadataUpdated));
         self.work_pending = true;
         self.check_closed();
     }
@@ -306,7 +377,8 @@ impl<T> Producer<T> {
         if resp.throttle_time_ms > 0 {
             let until = now + Duration::from_millis(resp.throttle_time_ms as u64);
             self.brokers[conn.slot as usize].throttled_until = Some(until);
-            self.timers.arm(until, TimerKind::Broker { slot: conn.slot });
+            self.timers
+                .arm(until, TimerKind::Broker { slot: conn.slot });
         }
         for n in &resp.node_endpoints {
             self.node_slot(n.node_id, &n.host, n.port);
@@ -334,7 +406,8 @@ impl<T> Producer<T> {
                 Some(r) => self.resolve(conn, t, p, i, r),
                 None => {
                     // The broker left the partition out: treat as possibly written.
-                    self.topics[t as usize].partitions[p as usize].batches[i].possibly_persisted = true;
+                    self.topics[t as usize].partitions[p as usize].batches[i].possibly_persisted =
+                        true;
                     self.retry_or_expire(t, p, i, ErrorCode::NETWORK_EXCEPTION);
                 }
             }
@@ -354,10 +427,20 @@ impl<T> Producer<T> {
         let now = self.now;
         let idem = self.config.idempotence;
         let code = r.error_code;
-        let broker_error = || ProduceError::Broker { code, message: r.error_message.clone() };
+        let possibly_persisted =
+            self.topics[t as usize].partitions[p as usize].batches[i].possibly_persisted;
+        let broker_error = || ProduceError::Broker {
+            code,
+            message: r.error_message.clone(),
+            possibly_persisted,
+        };
         match classify(code) {
             Action::Ok | Action::OkDuplicate => {
-                let base = if code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER { -1 } else { r.base_offset };
+                let base = if code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
+                    -1
+                } else {
+                    r.base_offset
+                };
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
                 pq.batches[i].state = BatchState::Done(Ok((base, r.log_append_time_ms)));
                 if idem {
@@ -365,7 +448,9 @@ impl<T> Producer<T> {
                 }
             }
             Action::Refresh => {
-                let hinted = r.current_leader.filter(|l| l.leader_id >= 0 && self.node_slots.contains_key(&l.leader_id));
+                let hinted = r
+                    .current_leader
+                    .filter(|l| l.leader_id >= 0 && self.node_slots.contains_key(&l.leader_id));
                 match hinted {
                     Some(l) => self.set_leader(t, p, l.leader_id, l.leader_epoch),
                     None => {
@@ -386,7 +471,11 @@ impl<T> Producer<T> {
                 self.retry_or_expire(t, p, i, code);
             }
             Action::Split => {
-                if self.topics[t as usize].partitions[p as usize].batches[i].records.len() > 1 {
+                if self.topics[t as usize].partitions[p as usize].batches[i]
+                    .records
+                    .len()
+                    > 1
+                {
                     self.split(t, p, i);
                 } else {
                     self.fail_sent(t, p, i, broker_error());
@@ -396,7 +485,7 @@ impl<T> Producer<T> {
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
                 let head = pq.batches.iter().position(|b| !b.is_done()) == Some(i);
                 if head {
-                    pq.needs_reset = true;
+                    pq.request_reset(None);
                 }
                 self.retry_or_expire(t, p, i, code);
             }
@@ -417,7 +506,8 @@ impl<T> Producer<T> {
         let pq = &mut self.topics[t as usize].partitions[p as usize];
         pq.batches[i].state = BatchState::Done(Err(error));
         if self.config.idempotence {
-            pq.needs_reset = true;
+            let id = pq.batches[i].id;
+            pq.request_reset(Some(id));
         }
     }
 
@@ -428,7 +518,13 @@ impl<T> Producer<T> {
         let pq = &mut self.topics[t as usize].partitions[p as usize];
         if pq.backoff_until.is_none_or(|b| b < at) {
             pq.backoff_until = Some(at);
-            self.timers.arm(at, TimerKind::Backoff { topic: t, partition: p });
+            self.timers.arm(
+                at,
+                TimerKind::Backoff {
+                    topic: t,
+                    partition: p,
+                },
+            );
         }
     }
 
@@ -443,21 +539,28 @@ impl<T> Producer<T> {
             let possibly_persisted = b.possibly_persisted;
             b.state = BatchState::Done(Err(ProduceError::DeliveryTimeout { possibly_persisted }));
             if idem {
-                pq.needs_reset = true;
+                let id = b.id;
+                pq.request_reset(Some(id));
             }
             return;
         }
         b.state = BatchState::Ready;
         self.stats.retries += 1;
         let topic = self.topics[t as usize].name.clone();
-        self.outputs.push_back(Output::Event(Event::Retry { topic, partition: p as i32, error }));
+        self.outputs.push_back(Output::Event(Event::Retry {
+            topic,
+            partition: p as i32,
+            error,
+        }));
     }
 
     /// Splits a batch the broker found too large into two, keeping order and sequence range.
     fn split(&mut self, t: u32, p: u32, i: usize) {
         let compression = self.config.compression;
         let pq = &mut self.topics[t as usize].partitions[p as usize];
-        let Some(mut old) = pq.batches.remove(i) else { return };
+        let Some(mut old) = pq.batches.remove(i) else {
+            return;
+        };
         let second = old.records.split_off(old.records.len() / 2);
         let halves = [std::mem::take(&mut old.records), second];
         let sealed: Result<Vec<_>, _> = halves
@@ -465,7 +568,12 @@ impl<T> Producer<T> {
             .map(|records| {
                 let mut builder = BatchBuilder::new();
                 for r in records {
-                    builder.append(r.timestamp.unwrap_or(-1), r.key.as_deref(), r.value.as_deref(), &r.headers);
+                    builder.append(
+                        r.timestamp.unwrap_or(-1),
+                        r.key.as_deref(),
+                        r.value.as_deref(),
+                        &r.headers,
+                    );
                 }
                 builder.seal(compression)
             })
@@ -475,9 +583,16 @@ impl<T> Producer<T> {
             // The codec sealed the original batch, so this is not expected; fail the records
             // rather than lose them. The batch had been sent: its sequence range is now a hole.
             pq.sent -= 1;
-            pq.needs_reset = self.config.idempotence;
+            if self.config.idempotence {
+                pq.request_reset(None);
+            }
             for r in halves.into_iter().flatten() {
-                self.fail_pending(t, p as i32, r, ProduceError::Compression("re-encoding a split batch failed".into()));
+                self.fail_pending(
+                    t,
+                    p as i32,
+                    r,
+                    ProduceError::Compression("re-encoding a split batch failed".into()),
+                );
             }
             return;
         };

@@ -36,9 +36,16 @@ impl<T> Producer<T> {
         let max_frame = self.config.max_response_size;
         let b = &mut self.brokers[slot as usize];
         b.generation = b.generation.wrapping_add(1);
-        let id = ConnId { slot, generation: b.generation };
+        let id = ConnId {
+            slot,
+            generation: b.generation,
+        };
         b.conn = Some(Connection::new(id, max_frame));
-        self.outputs.push_back(Output::Connect { conn: id, host: b.host.clone(), port: b.port });
+        self.outputs.push_back(Output::Connect {
+            conn: id,
+            host: b.host.clone(),
+            port: b.port,
+        });
     }
 
     /// A ready connection for a control request (the least loaded), or `None` after starting
@@ -55,15 +62,25 @@ impl<T> Producer<T> {
         if best.is_some() {
             return best;
         }
-        if self.brokers.iter().any(|b| b.conn.as_ref().is_some_and(|c| c.state != ConnState::Ready)) {
+        if self
+            .brokers
+            .iter()
+            .any(|b| b.conn.as_ref().is_some_and(|c| c.state != ConnState::Ready))
+        {
             return None; // one is on its way
         }
         let now = self.now;
         let allowed = |b: &crate::metadata::BrokerSlot| b.reconnect_at.is_none_or(|t| t <= now);
-        let node = (0..self.brokers.len()).filter(|&i| self.brokers[i].node_id >= 0 && allowed(&self.brokers[i])).min_by_key(|&i| self.brokers[i].failures);
+        let node = (0..self.brokers.len())
+            .filter(|&i| self.brokers[i].node_id >= 0 && allowed(&self.brokers[i]))
+            .min_by_key(|&i| self.brokers[i].failures);
         let pick = node.or_else(|| {
-            let boot: Vec<usize> = (0..self.brokers.len()).filter(|&i| self.brokers[i].node_id < 0).collect();
-            (0..boot.len()).map(|k| boot[(self.next_bootstrap + k) % boot.len()]).find(|&i| allowed(&self.brokers[i]))
+            let boot: Vec<usize> = (0..self.brokers.len())
+                .filter(|&i| self.brokers[i].node_id < 0)
+                .collect();
+            (0..boot.len())
+                .map(|k| boot[(self.next_bootstrap + k) % boot.len()])
+                .find(|&i| allowed(&self.brokers[i]))
         });
         match pick {
             Some(i) => self.connect(i as u32),
@@ -78,41 +95,71 @@ impl<T> Producer<T> {
 
     fn maybe_send_metadata(&mut self) {
         let now = self.now;
-        if self.metadata.last_refresh.is_some_and(|t| t + self.config.metadata_max_age <= now) {
+        if self
+            .metadata
+            .last_refresh
+            .is_some_and(|t| t + self.config.metadata_max_age <= now)
+        {
             self.metadata.wanted = true;
         }
         if !self.metadata.wanted || self.metadata.in_flight || self.fatal.is_some() {
             return;
         }
         if now < self.metadata.next_allowed {
-            self.timers.arm(self.metadata.next_allowed, TimerKind::Metadata);
+            self.timers
+                .arm(self.metadata.next_allowed, TimerKind::Metadata);
             return;
         }
-        let Some(conn) = self.control_connection(false) else { return };
+        let Some(conn) = self.control_connection(false) else {
+            return;
+        };
         let client_id = self.config.client_id.clone();
         let names: Vec<std::sync::Arc<str>> = self.topics.iter().map(|t| t.name.clone()).collect();
         let name_refs: Vec<&str> = names.iter().map(|n| &**n).collect();
-        let c = self.brokers[conn.slot as usize].conn.as_mut().expect("control connection exists");
+        let c = self.brokers[conn.slot as usize]
+            .conn
+            .as_mut()
+            .expect("control connection exists");
         let version = c.versions.map(|v| v.metadata).unwrap_or(1);
         let correlation_id = c.take_correlation_id();
         let mut buf = Vec::with_capacity(64 + names.iter().map(|n| n.len() + 4).sum::<usize>());
-        let header = RequestHeader { api_key: ApiKey::Metadata, api_version: version, correlation_id, client_id: Some(&client_id) };
-        let req = MetadataRequest { topics: Some(&name_refs), allow_auto_topic_creation: true, include_topic_authorized_operations: false };
+        let header = RequestHeader {
+            api_key: ApiKey::Metadata,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&client_id),
+        };
+        let req = MetadataRequest {
+            topics: Some(&name_refs),
+            allow_auto_topic_creation: true,
+            include_topic_authorized_operations: false,
+        };
         encode_request(&mut buf, &header, |b| req.encode(version, b));
         let was_idle = c.inflight.is_empty();
-        c.inflight.push_back(InFlightRequest { correlation_id, api: ApiKey::Metadata, version, sent_at: now, kind: RequestKind::Metadata });
+        c.inflight.push_back(InFlightRequest {
+            correlation_id,
+            api: ApiKey::Metadata,
+            version,
+            sent_at: now,
+            kind: RequestKind::Metadata,
+        });
         if was_idle {
             self.arm_request_timer(conn.slot);
         }
         self.metadata.in_flight = true;
         self.metadata.wanted = false;
         self.metadata.next_allowed = now + self.config.retry_backoff;
-        self.outputs.push_back(Output::Transmit { conn, bytes: buf.into() });
+        self.outputs.push_back(Output::Transmit {
+            conn,
+            bytes: buf.into(),
+        });
     }
 
     fn maybe_init_producer_id(&mut self) {
         let now = self.now;
-        let PidState::Needed { retry_at } = self.pid else { return };
+        let PidState::Needed { retry_at } = self.pid else {
+            return;
+        };
         if self.fatal.is_some() {
             return;
         }
@@ -122,29 +169,58 @@ impl<T> Producer<T> {
                 return;
             }
         }
-        let Some(conn) = self.control_connection(true) else { return };
+        let Some(conn) = self.control_connection(true) else {
+            return;
+        };
         let client_id = self.config.client_id.clone();
-        let c = self.brokers[conn.slot as usize].conn.as_mut().expect("control connection exists");
-        let Some(version) = c.versions.and_then(|v| v.init_producer_id) else { return };
+        let c = self.brokers[conn.slot as usize]
+            .conn
+            .as_mut()
+            .expect("control connection exists");
+        let Some(version) = c.versions.and_then(|v| v.init_producer_id) else {
+            return;
+        };
         let correlation_id = c.take_correlation_id();
         let mut buf = Vec::with_capacity(64);
-        let header = RequestHeader { api_key: ApiKey::InitProducerId, api_version: version, correlation_id, client_id: Some(&client_id) };
-        let req = InitProducerIdRequest { transactional_id: None, transaction_timeout_ms: i32::MAX, producer_id: -1, producer_epoch: -1 };
+        let header = RequestHeader {
+            api_key: ApiKey::InitProducerId,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&client_id),
+        };
+        let req = InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: i32::MAX,
+            producer_id: -1,
+            producer_epoch: -1,
+        };
         encode_request(&mut buf, &header, |b| req.encode(version, b));
         let was_idle = c.inflight.is_empty();
-        c.inflight.push_back(InFlightRequest { correlation_id, api: ApiKey::InitProducerId, version, sent_at: now, kind: RequestKind::InitProducerId });
+        c.inflight.push_back(InFlightRequest {
+            correlation_id,
+            api: ApiKey::InitProducerId,
+            version,
+            sent_at: now,
+            kind: RequestKind::InitProducerId,
+        });
         if was_idle {
             self.arm_request_timer(conn.slot);
         }
         self.pid = PidState::Requesting;
-        self.outputs.push_back(Output::Transmit { conn, bytes: buf.into() });
+        self.outputs.push_back(Output::Transmit {
+            conn,
+            bytes: buf.into(),
+        });
     }
 
     fn service_broker(&mut self, slot: u32) {
         let now = self.now;
         let b = &self.brokers[slot as usize];
         if b.conn.is_none() {
-            let has_data = b.partitions.iter().any(|&(t, p)| !self.topics[t as usize].partitions[p as usize].is_empty());
+            let has_data = b
+                .partitions
+                .iter()
+                .any(|&(t, p)| !self.topics[t as usize].partitions[p as usize].is_empty());
             if has_data && self.fatal.is_none() {
                 match b.reconnect_at {
                     Some(at) if at > now => self.timers.arm(at, TimerKind::Broker { slot }),
@@ -167,7 +243,10 @@ impl<T> Producer<T> {
             return;
         }
         loop {
-            let in_flight = self.brokers[slot as usize].conn.as_ref().map_or(usize::MAX, Connection::produce_in_flight);
+            let in_flight = self.brokers[slot as usize]
+                .conn
+                .as_ref()
+                .map_or(usize::MAX, Connection::produce_in_flight);
             if in_flight >= self.config.max_in_flight || !self.build_produce_request(slot) {
                 break;
             }
@@ -181,7 +260,9 @@ impl<T> Producer<T> {
         if !self.idempotent() {
             return true;
         }
-        let PidState::Ready { producer_id, epoch } = self.pid else { return false };
+        let PidState::Ready { producer_id, epoch } = self.pid else {
+            return false;
+        };
         let pq = &mut self.topics[t as usize].partitions[p as usize];
         if pq.inflight > 0 {
             return true;
@@ -189,6 +270,10 @@ impl<T> Producer<T> {
         let new_epoch = if pq.producer_id != producer_id {
             epoch
         } else if pq.needs_reset {
+            if pq.barrier_position().is_some() {
+                // Batches before the hole are still being resolved under the old epoch.
+                return true;
+            }
             if pq.epoch == i16::MAX {
                 // Epochs exhausted: a new producer id is needed before anyone sends again.
                 self.pid = PidState::Needed { retry_at: None };
@@ -202,6 +287,7 @@ impl<T> Producer<T> {
         pq.producer_id = producer_id;
         pq.epoch = new_epoch;
         pq.needs_reset = false;
+        pq.reset_barrier = None;
         pq.ok_on_conn = None;
         let mut seq = 0i32;
         for b in pq.batches.iter_mut().take(pq.sent) {
@@ -227,7 +313,10 @@ impl<T> Producer<T> {
         if pq.next_sendable(conn, idem).is_some() {
             return true;
         }
-        let lingered = pq.open.as_ref().is_some_and(|o| o.created + self.config.linger <= self.now || self.closing);
+        let lingered = pq
+            .open
+            .as_ref()
+            .is_some_and(|o| o.created + self.config.linger <= self.now || self.closing);
         lingered && pq.may_send_fresh(conn, idem)
     }
 
@@ -236,16 +325,22 @@ impl<T> Producer<T> {
     fn build_produce_request(&mut self, slot: u32) -> bool {
         let now = self.now;
         let idem = self.idempotent();
-        let Some(conn) = self.brokers[slot as usize].conn.as_ref().map(|c| c.id) else { return false };
+        let Some(conn) = self.brokers[slot as usize].conn.as_ref().map(|c| c.id) else {
+            return false;
+        };
         let n = self.brokers[slot as usize].partitions.len();
         if n == 0 {
             return false;
         }
         let start = self.brokers[slot as usize].drain_index % n;
-        let any = (0..n).any(|k| {
+        let mut any = false;
+        for k in 0..n {
             let (t, p) = self.brokers[slot as usize].partitions[(start + k) % n];
-            self.partition_ready(t, p, conn)
-        });
+            if self.prepare_partition(t, p) && self.partition_ready(t, p, conn) {
+                any = true;
+                break;
+            }
+        }
         if !any {
             return false;
         }
@@ -258,7 +353,10 @@ impl<T> Producer<T> {
         let mut chosen: Vec<(u32, u32, u64)> = Vec::new();
         for k in 0..n {
             let (t, p) = self.brokers[slot as usize].partitions[(start + k) % n];
-            if self.topics[t as usize].partitions[p as usize].backoff_until.is_some_and(|at| at > now) {
+            if self.topics[t as usize].partitions[p as usize]
+                .backoff_until
+                .is_some_and(|at| at > now)
+            {
                 continue;
             }
             if !self.prepare_partition(t, p) {
@@ -280,7 +378,11 @@ impl<T> Producer<T> {
             size += len;
             let fresh = i == pq.sent;
             if fresh {
-                let (pid, epoch, seq) = if idem { (pq.producer_id, pq.epoch, pq.next_sequence) } else { (-1, -1, -1) };
+                let (pid, epoch, seq) = if idem {
+                    (pq.producer_id, pq.epoch, pq.next_sequence)
+                } else {
+                    (-1, -1, -1)
+                };
                 let b = &mut pq.batches[i];
                 b.sealed.stamp(pid, epoch, seq);
                 if idem {
@@ -290,7 +392,10 @@ impl<T> Producer<T> {
                 pq.sent += 1;
             }
             let b = &mut pq.batches[i];
-            b.state = BatchState::InFlight { conn, correlation_id };
+            b.state = BatchState::InFlight {
+                conn,
+                correlation_id,
+            };
             b.attempts += 1;
             pq.inflight += 1;
             pq.inflight_conn = Some(conn);
@@ -301,19 +406,36 @@ impl<T> Producer<T> {
             return false;
         }
         chosen.sort_by_key(|&(t, _, _)| t);
-        let version = self.brokers[slot as usize].conn.as_ref().and_then(|c| c.versions).map_or(3, |v| v.produce);
+        let version = self.brokers[slot as usize]
+            .conn
+            .as_ref()
+            .and_then(|c| c.versions)
+            .map_or(3, |v| v.produce);
         let acks = self.config.acks.wire();
-        let timeout_ms = self.config.request_timeout.as_millis().min(i32::MAX as u128) as i32;
+        let timeout_ms = self
+            .config
+            .request_timeout
+            .as_millis()
+            .min(i32::MAX as u128) as i32;
         let mut buf = Vec::with_capacity(size);
-        let header = RequestHeader { api_key: ApiKey::Produce, api_version: version, correlation_id, client_id: Some(&self.config.client_id) };
+        let header = RequestHeader {
+            api_key: ApiKey::Produce,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&self.config.client_id),
+        };
         let topics = &self.topics;
         encode_request(&mut buf, &header, |buf| {
             let topic_count = 1 + chosen.windows(2).filter(|w| w[0].0 != w[1].0).count();
-            let mut w = ProduceRequestWriter::begin(buf, version, None, acks, timeout_ms, topic_count);
+            let mut w =
+                ProduceRequestWriter::begin(buf, version, None, acks, timeout_ms, topic_count);
             let mut i = 0;
             while i < chosen.len() {
                 let t = chosen[i].0;
-                let j = chosen[i..].iter().position(|c| c.0 != t).map_or(chosen.len(), |k| i + k);
+                let j = chosen[i..]
+                    .iter()
+                    .position(|c| c.0 != t)
+                    .map_or(chosen.len(), |k| i + k);
                 w.topic(buf, &topics[t as usize].name, j - i);
                 for &(t, p, id) in &chosen[i..j] {
                     let pq = &topics[t as usize].partitions[p as usize];
@@ -326,7 +448,10 @@ impl<T> Producer<T> {
         });
         self.stats.produce_requests += 1;
         self.stats.batches_sent += chosen.len() as u64;
-        self.outputs.push_back(Output::Transmit { conn, bytes: buf.into() });
+        self.outputs.push_back(Output::Transmit {
+            conn,
+            bytes: buf.into(),
+        });
         if acks == 0 {
             // No response will come: the batches are done once handed to the connection.
             for (t, p, id) in chosen {
@@ -342,9 +467,18 @@ impl<T> Producer<T> {
             }
             return true;
         }
-        let c = self.brokers[slot as usize].conn.as_mut().expect("connection checked above");
+        let c = self.brokers[slot as usize]
+            .conn
+            .as_mut()
+            .expect("connection checked above");
         let was_idle = c.inflight.is_empty();
-        c.inflight.push_back(InFlightRequest { correlation_id, api: ApiKey::Produce, version, sent_at: now, kind: RequestKind::Produce { batches: chosen } });
+        c.inflight.push_back(InFlightRequest {
+            correlation_id,
+            api: ApiKey::Produce,
+            version,
+            sent_at: now,
+            kind: RequestKind::Produce { batches: chosen },
+        });
         if was_idle {
             self.arm_request_timer(slot);
         }
@@ -353,7 +487,10 @@ impl<T> Producer<T> {
 
     /// Schedules a reconnect after a failure of the broker in `slot`.
     pub(crate) fn schedule_reconnect(&mut self, slot: u32) {
-        let (base, max) = (self.config.reconnect_backoff, self.config.reconnect_backoff_max);
+        let (base, max) = (
+            self.config.reconnect_backoff,
+            self.config.reconnect_backoff_max,
+        );
         let failures = self.brokers[slot as usize].failures;
         let delay = backoff(&mut self.rng, base, max, failures.saturating_sub(1));
         let at = self.now + delay;

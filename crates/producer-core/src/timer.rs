@@ -12,7 +12,11 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKind {
     /// The open batch of a partition reaches `linger`.
-    Linger { topic: u32, partition: u32, batch: u64 },
+    Linger {
+        topic: u32,
+        partition: u32,
+        batch: u64,
+    },
     /// A partition's backoff before retrying ends.
     Backoff { topic: u32, partition: u32 },
     /// The oldest batch of a partition reaches its delivery timeout.
@@ -74,8 +78,14 @@ mod tests {
         t.arm(t0 + Duration::from_millis(1), TimerKind::ProducerId);
         assert_eq!(t.next(), Some(t0 + Duration::from_millis(1)));
         assert_eq!(t.pop_due(t0), None);
-        assert_eq!(t.pop_due(t0 + Duration::from_millis(10)), Some(TimerKind::ProducerId));
-        assert_eq!(t.pop_due(t0 + Duration::from_millis(10)), Some(TimerKind::Metadata));
+        assert_eq!(
+            t.pop_due(t0 + Duration::from_millis(10)),
+            Some(TimerKind::ProducerId)
+        );
+        assert_eq!(
+            t.pop_due(t0 + Duration::from_millis(10)),
+            Some(TimerKind::Metadata)
+        );
         assert_eq!(t.len(), 0);
     }
 }

@@ -29,7 +29,14 @@ pub struct Record {
 impl Record {
     /// A record with a value and nothing else set.
     pub fn new(topic: impl Into<Arc<str>>, value: impl Into<Bytes>) -> Self {
-        Record { topic: topic.into(), partition: None, key: None, value: Some(value.into()), headers: Vec::new(), timestamp: None }
+        Record {
+            topic: topic.into(),
+            partition: None,
+            key: None,
+            value: Some(value.into()),
+            headers: Vec::new(),
+            timestamp: None,
+        }
     }
 
     /// Sets the key.
@@ -52,7 +59,10 @@ impl Record {
 
     /// Adds a header.
     pub fn with_header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
-        self.headers.push(Header { key: key.into(), value });
+        self.headers.push(Header {
+            key: key.into(),
+            value,
+        });
         self
     }
 }
@@ -172,13 +182,17 @@ pub struct DeliveryFailure {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProduceError {
-    /// The broker answered with an error that is not retried (or retries ran out of time).
-    #[error("broker error {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    /// The broker answered with an error that is not retried.
+    #[error("broker error {code}{}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default(),
+        if *possibly_persisted { " (an earlier attempt may have been written)" } else { "" })]
     Broker {
         /// The error code.
         code: ErrorCode,
         /// The broker's message, if any.
         message: Option<String>,
+        /// An earlier attempt of the same batch may have been written (it timed out, lost its
+        /// connection, or was answered with an "unsure" error) before this error came.
+        possibly_persisted: bool,
     },
     /// `delivery_timeout` passed before the record was acknowledged.
     #[error("delivery timeout expired{}", if *possibly_persisted { " (the record may have been written)" } else { "" })]

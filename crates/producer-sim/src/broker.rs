@@ -56,6 +56,11 @@ enum Reply {
 }
 
 /// Result of one Produce partition.
+/// Produce errors that depend on a batch's contents or sequence, which a broker never returns
+/// for an exact retry of a batch it already appended (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+/// RECORD_LIST_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_RECORD).
+const CONTENT_ERRORS: [i16; 6] = [2, 10, 18, 45, 59, 87];
+
 struct PartOutcome {
     code: i16,
     base_offset: i64,
@@ -678,9 +683,15 @@ impl SimCluster {
             return o;
         }
         let topic_owned = topic.to_string();
+        // A real broker answers an exact retry of a batch it already appended with the original
+        // offsets before any check that looks at the batch's contents or sequence could fail
+        // (those bytes were accepted once). So errors of that kind are not injected into such a
+        // retry; the injection waits for the next batch.
+        let duplicate = self.is_cached_duplicate(topic, index, records);
         let injected = self.take_injection(API_PRODUCE, |i| {
             i.topic.as_ref().is_none_or(|x| *x == topic_owned)
                 && i.partition.is_none_or(|x| x == index)
+                && !(duplicate && CONTENT_ERRORS.contains(&i.error_code))
         });
         if let Some(inj) = &injected {
             if !inj.persist {
@@ -695,6 +706,31 @@ impl SimCluster {
             },
             _ => out,
         }
+    }
+
+    /// Whether `records` is an idempotent batch whose (producer id, epoch, first and last
+    /// sequence) match one the partition already appended.
+    fn is_cached_duplicate(&self, topic: &str, index: i32, records: Option<&Bytes>) -> bool {
+        let Some(h) = records
+            .and_then(|raw| raw.get(..BATCH_HEADER_LEN))
+            .and_then(|b| wire::parse_batch_header(b).ok())
+        else {
+            return false;
+        };
+        if h.producer_id < 0 {
+            return false;
+        }
+        let last = seq_add(h.base_sequence, i64::from(h.record_count) - 1);
+        self.topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(index).ok()?))
+            .and_then(|p| p.producers.get(&h.producer_id))
+            .is_some_and(|e| {
+                e.epoch == h.producer_epoch
+                    && e.batches
+                        .iter()
+                        .any(|b| b.first_seq == h.base_sequence && b.last_seq == last)
+            })
     }
 
     #[allow(clippy::too_many_arguments)]

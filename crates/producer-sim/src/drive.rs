@@ -66,7 +66,8 @@ impl<T> Harness<T> {
         while let Some(out) = self.producer.poll_output() {
             n += 1;
             if n > MAX_OUTPUTS_PER_DRAIN {
-                self.contract_violations.push("poll_output did not drain".into());
+                self.contract_violations
+                    .push("poll_output did not drain".into());
                 return;
             }
             self.execute(out);
@@ -141,7 +142,9 @@ impl<T> Harness<T> {
     /// scheduled before `limit`.
     pub fn step(&mut self, limit: Instant) -> bool {
         self.drain();
-        let Some(next) = self.next_wakeup() else { return false };
+        let Some(next) = self.next_wakeup() else {
+            return false;
+        };
         if next > limit {
             self.now = self.now.max(limit);
             return false;
@@ -150,7 +153,8 @@ impl<T> Harness<T> {
             self.stuck_steps += 1;
             if self.stuck_steps > 100_000 {
                 // Something keeps asking to be woken in the past: record it and move on.
-                self.contract_violations.push(format!("no progress at {:?}", self.now));
+                self.contract_violations
+                    .push(format!("no progress at {:?}", self.now));
                 self.now += Duration::from_millis(1);
                 self.stuck_steps = 0;
             }
@@ -167,7 +171,11 @@ impl<T> Harness<T> {
             self.producer.handle_timeout(now);
             if let Some(t) = self.producer.poll_timeout() {
                 if t <= now {
-                    self.contract_violations.push(format!("poll_timeout {:?} not after handle_timeout({:?})", t - self.now, now));
+                    self.contract_violations.push(format!(
+                        "poll_timeout {:?} not after handle_timeout({:?})",
+                        t - self.now,
+                        now
+                    ));
                 }
             }
         }

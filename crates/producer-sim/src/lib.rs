@@ -46,8 +46,8 @@
 
 #![warn(missing_docs)]
 
-pub mod drive;
 mod broker;
+pub mod drive;
 mod rng;
 mod wire;
 

@@ -7,9 +7,9 @@ mod harness;
 use std::time::Duration;
 
 use harness::*;
-use proptest::prelude::*;
 use producer_core::Compression;
 use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
+use proptest::prelude::*;
 
 const TOPICS: &[(&str, i32)] = &[("a", 3), ("b", 2)];
 const BROKERS: i32 = 3;
@@ -33,16 +33,35 @@ const FAULTS: &[(i16, bool)] = &[
 
 #[derive(Debug, Clone)]
 enum Op {
-    Send { topic: usize, keyed: bool, partition: Option<i32>, count: u8 },
+    Send {
+        topic: usize,
+        keyed: bool,
+        partition: Option<i32>,
+        count: u8,
+    },
     Advance(u16),
     Flush,
-    MoveLeader { topic: usize, partition: i32, broker: i32 },
+    MoveLeader {
+        topic: usize,
+        partition: i32,
+        broker: i32,
+    },
     StopBroker(i32),
     StartBroker(i32),
     DropConnections(i32),
-    Inject { fault: usize, topic: usize, partition: i32 },
-    Stall { broker: i32, ms: u16 },
-    Throttle { broker: i32, ms: u16 },
+    Inject {
+        fault: usize,
+        topic: usize,
+        partition: i32,
+    },
+    Stall {
+        broker: i32,
+        ms: u16,
+    },
+    Throttle {
+        broker: i32,
+        ms: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -79,7 +98,9 @@ fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_p
         if idempotent {
             b
         } else {
-            b.enable_idempotence(false).acks(producer_core::Acks::Leader).max_in_flight(3)
+            b.enable_idempotence(false)
+                .acks(producer_core::Acks::Leader)
+                .max_in_flight(3)
         }
     });
     let names = ["a", "b"];
@@ -87,7 +108,12 @@ fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_p
     let mut next_id = 0u64;
     for op in ops {
         match *op {
-            Op::Send { topic, keyed, partition, count } => {
+            Op::Send {
+                topic,
+                keyed,
+                partition,
+                count,
+            } => {
                 for _ in 0..count {
                     let id = next_id;
                     let mut r = record(id, names[topic], keyed);
@@ -95,15 +121,25 @@ fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_p
                         r = r.with_partition(p);
                     }
                     if h.send(r, id).is_ok() {
-                        sent.push(Sent { id, topic: names[topic].to_string(), key: None });
+                        sent.push(Sent {
+                            id,
+                            topic: names[topic].to_string(),
+                            key: None,
+                        });
                     }
                     next_id += 1;
                 }
             }
             Op::Advance(ms) => h.run_for(Duration::from_millis(ms as u64)),
             Op::Flush => h.producer.flush(h.now),
-            Op::MoveLeader { topic, partition, broker } => {
-                h.cluster.move_leader(names[topic], partition, broker).unwrap();
+            Op::MoveLeader {
+                topic,
+                partition,
+                broker,
+            } => {
+                h.cluster
+                    .move_leader(names[topic], partition, broker)
+                    .unwrap();
             }
             Op::StopBroker(b) => h.cluster.stop_broker(b, h.now).unwrap(),
             Op::StartBroker(b) => h.cluster.start_broker(b).unwrap(),
@@ -111,7 +147,11 @@ fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_p
                 let now = h.now;
                 h.cluster.drop_connections_to(now, b);
             }
-            Op::Inject { fault, topic, partition } => {
+            Op::Inject {
+                fault,
+                topic,
+                partition,
+            } => {
                 let (code, persist) = FAULTS[fault];
                 h.cluster.inject_error(InjectedError {
                     api_key: API_PRODUCE,
@@ -129,24 +169,41 @@ fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_p
             Op::Throttle { broker, ms } => h.cluster.set_throttle(broker, ms as i32, 1).unwrap(),
         }
         h.drain();
-        assert!(h.producer.buffered_bytes() <= BUFFER_BYTES, "buffered bytes over the limit");
-        assert!(h.producer.buffered_records() <= BUFFER_RECORDS, "buffered records over the limit");
+        assert!(
+            h.producer.buffered_bytes() <= BUFFER_BYTES,
+            "buffered bytes over the limit"
+        );
+        assert!(
+            h.producer.buffered_records() <= BUFFER_RECORDS,
+            "buffered records over the limit"
+        );
     }
     for b in 1..=BROKERS {
         h.cluster.start_broker(b).unwrap();
         let now = h.now;
         h.cluster.unstall_connections_to(b, now).unwrap();
     }
-    assert!(h.flush(Duration::from_secs(600)), "not every record was reported: {} left", h.producer.buffered_records());
+    assert!(
+        h.flush(Duration::from_secs(600)),
+        "not every record was reported: {} left",
+        h.producer.buffered_records()
+    );
     assert!(h.max_drain < producer_sim::drive::MAX_OUTPUTS_PER_DRAIN);
     check_run(&h, &sent, TOPICS, idempotent);
     if idempotent {
-        assert!(h.cluster.violations().is_empty(), "sim saw protocol violations: {:?}", h.cluster.violations());
+        assert!(
+            h.cluster.violations().is_empty(),
+            "sim saw protocol violations: {:?}",
+            h.cluster.violations()
+        );
     }
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
 }
 
 proptest! {

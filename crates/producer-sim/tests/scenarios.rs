@@ -12,19 +12,47 @@ use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
 const TOPICS: &[(&str, i32)] = &[("orders", 4), ("clicks", 3)];
 const NAMES: &[&str] = &["orders", "clicks"];
 
-fn inject(code: i16, topic: Option<&str>, partition: Option<i32>, count: u32, persist: bool) -> InjectedError {
-    InjectedError { api_key: API_PRODUCE, topic: topic.map(str::to_string), partition, error_code: code, count, persist }
+fn inject(
+    code: i16,
+    topic: Option<&str>,
+    partition: Option<i32>,
+    count: u32,
+    persist: bool,
+) -> InjectedError {
+    InjectedError {
+        api_key: API_PRODUCE,
+        topic: topic.map(str::to_string),
+        partition,
+        error_code: code,
+        count,
+        persist,
+    }
 }
 
 #[test]
 fn happy_path_keyed_and_null_keys_every_compression() {
-    for (i, compression) in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd].into_iter().enumerate() {
+    for (i, compression) in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let mut h = harness(cluster(3, TOPICS, i as u64), |b| b.compression(compression));
         let mut sent = send_many(&mut h, NAMES, 0, 2000, true);
         sent.extend(send_many(&mut h, NAMES, 2000, 2000, false));
-        assert!(h.flush(secs(30)), "{compression:?}: not everything was reported");
+        assert!(
+            h.flush(secs(30)),
+            "{compression:?}: not everything was reported"
+        );
         check_run(&h, &sent, TOPICS, true);
-        assert!(reports(&h).values().all(|r| r.is_ok()), "{compression:?}: failures on a healthy cluster");
+        assert!(
+            reports(&h).values().all(|r| r.is_ok()),
+            "{compression:?}: failures on a healthy cluster"
+        );
     }
 }
 
@@ -36,35 +64,57 @@ fn keyed_records_land_on_the_java_partition() {
     for d in &h.deliveries {
         let m = d.result.as_ref().unwrap();
         let key = sent[d.opaque as usize].key.clone().unwrap();
-        assert_eq!(m.partition, producer_core::partitioner::partition_for_key(&key, 4));
+        assert_eq!(
+            m.partition,
+            producer_core::partitioner::partition_for_key(&key, 4)
+        );
     }
 }
 
 #[test]
 fn one_request_per_broker_spans_topics_and_partitions() {
     // One broker leads everything: all ready partitions of both topics must travel together.
-    let mut h = harness(cluster(1, TOPICS, 2), |b| b.linger(Duration::from_millis(20)));
+    let mut h = harness(cluster(1, TOPICS, 2), |b| {
+        b.linger(Duration::from_millis(20))
+    });
     // Warm up (metadata, producer id) so the burst below is batched in one go.
-    let warm = send_many(&mut h, NAMES, 0, 1, false);
+    let warm = send_many(&mut h, NAMES, 0, 2, false);
     assert!(h.flush(secs(10)));
     let before = h.cluster.request_log().len();
     let mut sent = warm;
     for p in 0..4 {
         for id in 0..5u64 {
             let id = 100 + p * 10 + id;
-            h.send(record(id, "orders", false).with_partition(p as i32), id).unwrap();
-            sent.push(Sent { id, topic: "orders".into(), key: None });
+            h.send(record(id, "orders", false).with_partition(p as i32), id)
+                .unwrap();
+            sent.push(Sent {
+                id,
+                topic: "orders".into(),
+                key: None,
+            });
         }
     }
     for p in 0..3 {
         let id = 200 + p;
-        h.send(record(id, "clicks", false).with_partition(p as i32), id).unwrap();
-        sent.push(Sent { id, topic: "clicks".into(), key: None });
+        h.send(record(id, "clicks", false).with_partition(p as i32), id)
+            .unwrap();
+        sent.push(Sent {
+            id,
+            topic: "clicks".into(),
+            key: None,
+        });
     }
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, TOPICS, true);
-    let produce: Vec<_> = h.cluster.request_log()[before..].iter().filter(|r| r.api_key == API_PRODUCE).collect();
-    assert_eq!(produce.len(), 1, "expected one Produce request, got {}", produce.len());
+    let produce: Vec<_> = h.cluster.request_log()[before..]
+        .iter()
+        .filter(|r| r.api_key == API_PRODUCE)
+        .collect();
+    assert_eq!(
+        produce.len(),
+        1,
+        "expected one Produce request, got {produce:#?}"
+    );
     let parts = &produce[0].produce;
     assert_eq!(parts.len(), 7, "all 7 partitions in the one request");
     assert!(parts.iter().any(|p| p.topic == "orders") && parts.iter().any(|p| p.topic == "clicks"));
@@ -76,7 +126,12 @@ fn requests_only_go_to_the_leader_and_carry_only_its_partitions() {
     let sent = send_many(&mut h, NAMES, 0, 3000, true);
     assert!(h.flush(secs(30)));
     check_run(&h, &sent, TOPICS, true);
-    for r in h.cluster.request_log().iter().filter(|r| r.api_key == API_PRODUCE) {
+    for r in h
+        .cluster
+        .request_log()
+        .iter()
+        .filter(|r| r.api_key == API_PRODUCE)
+    {
         for p in &r.produce {
             assert_eq!(p.error_code, 0, "a request went to a non-leader: {r:?}");
         }
@@ -96,7 +151,12 @@ fn leader_moves_mid_stream_and_batches_follow() {
     assert!(h.flush(secs(60)));
     check_run(&h, &sent, TOPICS, true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
-    let to_new = h.cluster.request_log().iter().filter(|r| r.broker_id == new && r.produce.iter().any(|p| p.topic == "orders" && p.partition == 0 && p.error_code == 0));
+    let to_new = h.cluster.request_log().iter().filter(|r| {
+        r.broker_id == new
+            && r.produce
+                .iter()
+                .any(|p| p.topic == "orders" && p.partition == 0 && p.error_code == 0)
+    });
     assert!(to_new.count() > 0, "orders-0 batches followed the leader");
 }
 
@@ -118,9 +178,22 @@ fn not_leader_refreshes_metadata_before_retrying_without_hints() {
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
     let log = &h.cluster.request_log()[mark..];
-    let failed = log.iter().position(|r| r.produce.iter().any(|p| p.error_code == 6)).expect("a NOT_LEADER answer");
-    let metadata = log.iter().skip(failed).position(|r| r.api_key == 3).map(|i| i + failed).expect("a metadata refresh");
-    let retry = log.iter().skip(failed + 1).position(|r| r.broker_id == new && !r.produce.is_empty()).map(|i| i + failed + 1).expect("a retry to the new leader");
+    let failed = log
+        .iter()
+        .position(|r| r.produce.iter().any(|p| p.error_code == 6))
+        .expect("a NOT_LEADER answer");
+    let metadata = log
+        .iter()
+        .skip(failed)
+        .position(|r| r.api_key == 3)
+        .map(|i| i + failed)
+        .expect("a metadata refresh");
+    let retry = log
+        .iter()
+        .skip(failed + 1)
+        .position(|r| r.broker_id == new && !r.produce.is_empty())
+        .map(|i| i + failed + 1)
+        .expect("a retry to the new leader");
     assert!(metadata < retry, "metadata refreshed before the retry");
 }
 
@@ -140,22 +213,38 @@ fn leader_hint_moves_the_partition_at_once() {
 
 #[test]
 fn message_too_large_splits_the_batch() {
-    let mut h = harness(cluster(1, &[("t", 1)], 7), |b| b.linger(Duration::from_millis(50)));
-    h.cluster.inject_error(inject(10, Some("t"), Some(0), 1, false));
+    let mut h = harness(cluster(1, &[("t", 1)], 7), |b| {
+        b.linger(Duration::from_millis(50))
+    });
+    h.cluster
+        .inject_error(inject(10, Some("t"), Some(0), 1, false));
     let sent = send_many(&mut h, &["t"], 0, 40, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
-    assert!(reports(&h).values().all(|r| r.is_ok()), "split halves delivered");
-    let counts: Vec<i32> = h.cluster.request_log().iter().flat_map(|r| r.produce.iter()).map(|p| p.record_count).collect();
+    assert!(
+        reports(&h).values().all(|r| r.is_ok()),
+        "split halves delivered"
+    );
+    let counts: Vec<i32> = h
+        .cluster
+        .request_log()
+        .iter()
+        .flat_map(|r| r.produce.iter())
+        .map(|p| p.record_count)
+        .collect();
     assert_eq!(counts[0], 40, "first attempt carried the whole batch");
-    assert!(counts[1..].iter().all(|&c| c < 40), "retries carry split batches: {counts:?}");
+    assert!(
+        counts[1..].iter().all(|&c| c < 40),
+        "retries carry split batches: {counts:?}"
+    );
     assert_eq!(counts[1..].iter().sum::<i32>(), 40);
 }
 
 #[test]
 fn single_record_too_large_for_the_broker_fails_with_the_record() {
     let mut h = harness(cluster(1, &[("t", 1)], 8), |b| b);
-    h.cluster.inject_error(inject(10, Some("t"), Some(0), 1, false));
+    h.cluster
+        .inject_error(inject(10, Some("t"), Some(0), 1, false));
     let sent = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
@@ -168,44 +257,83 @@ fn single_record_too_large_for_the_broker_fails_with_the_record() {
 #[test]
 fn corrupt_message_is_not_retried() {
     let mut h = harness(cluster(1, &[("t", 2)], 9), |b| b);
-    h.cluster.inject_error(inject(2, Some("t"), Some(0), 1, false));
-    let sent = send_many(&mut h, &["t"], 0, 1, false).into_iter().chain(std::iter::empty()).collect::<Vec<_>>();
+    h.cluster
+        .inject_error(inject(2, Some("t"), Some(0), 1, false));
+    let sent = send_many(&mut h, &["t"], 0, 1, false)
+        .into_iter()
+        .chain(std::iter::empty())
+        .collect::<Vec<_>>();
     let mut sent = sent;
     h.send(record(1, "t", false).with_partition(0), 1).unwrap();
-    sent.push(Sent { id: 1, topic: "t".into(), key: None });
+    sent.push(Sent {
+        id: 1,
+        topic: "t".into(),
+        key: None,
+    });
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 2)], true);
-    let attempts = h.cluster.request_log().iter().flat_map(|r| r.produce.iter()).filter(|p| p.error_code == 2).count();
+    let attempts = h
+        .cluster
+        .request_log()
+        .iter()
+        .flat_map(|r| r.produce.iter())
+        .filter(|p| p.error_code == 2)
+        .count();
     assert_eq!(attempts, 1, "CORRUPT_MESSAGE answered once, never retried");
-    assert!(reports(&h).values().any(|r| matches!(r, Err(ProduceError::Broker { code, .. }) if code.0 == 2)));
+    assert!(reports(&h)
+        .values()
+        .any(|r| matches!(r, Err(ProduceError::Broker { code, .. }) if code.0 == 2)));
 }
 
 #[test]
 fn only_the_failed_partitions_are_resent() {
-    let mut h = harness(cluster(1, &[("t", 3)], 10), |b| b.linger(Duration::from_millis(20)));
+    let mut h = harness(cluster(1, &[("t", 3)], 10), |b| {
+        b.linger(Duration::from_millis(20))
+    });
     let warm = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
-    h.cluster.inject_error(inject(19, Some("t"), Some(1), 1, false));
+    h.cluster
+        .inject_error(inject(19, Some("t"), Some(1), 1, false));
     let mut sent = warm;
     for p in 0..3 {
         let id = 10 + p as u64;
-        h.send(record(id, "t", false).with_partition(p), id).unwrap();
-        sent.push(Sent { id, topic: "t".into(), key: None });
+        h.send(record(id, "t", false).with_partition(p), id)
+            .unwrap();
+        sent.push(Sent {
+            id,
+            topic: "t".into(),
+            key: None,
+        });
     }
     let mark = h.cluster.request_log().len();
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 3)], true);
-    let produce: Vec<_> = h.cluster.request_log()[mark..].iter().filter(|r| r.api_key == API_PRODUCE).collect();
+    let produce: Vec<_> = h.cluster.request_log()[mark..]
+        .iter()
+        .filter(|r| r.api_key == API_PRODUCE)
+        .collect();
     assert_eq!(produce[0].produce.len(), 3);
-    let retry = produce.iter().find(|r| r.produce.iter().all(|p| p.error_code == 0) && r.produce.iter().any(|p| p.partition == 1)).unwrap();
-    assert_eq!(retry.produce.len(), 1, "the retry carries only partition 1: {retry:?}");
+    let retry = produce
+        .iter()
+        .find(|r| {
+            r.produce.iter().all(|p| p.error_code == 0)
+                && r.produce.iter().any(|p| p.partition == 1)
+        })
+        .unwrap();
+    assert_eq!(
+        retry.produce.len(),
+        1,
+        "the retry carries only partition 1: {retry:?}"
+    );
 }
 
 #[test]
 fn unsure_errors_are_retried_and_deduplicated() {
     let mut h = harness(cluster(1, &[("t", 1)], 11), |b| b);
-    h.cluster.inject_error(inject(20, Some("t"), Some(0), 1, true));
-    h.cluster.inject_error(inject(7, Some("t"), Some(0), 1, true));
+    h.cluster
+        .inject_error(inject(20, Some("t"), Some(0), 1, true));
+    h.cluster
+        .inject_error(inject(7, Some("t"), Some(0), 1, true));
     let sent = send_many(&mut h, &["t"], 0, 50, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
@@ -218,19 +346,31 @@ fn out_of_order_and_unknown_producer_id_bump_the_epoch() {
         let mut h = harness(cluster(1, &[("t", 1)], 12), |b| b);
         let mut sent = send_many(&mut h, &["t"], 0, 5, false);
         assert!(h.flush(secs(10)));
-        h.cluster.inject_error(inject(code, Some("t"), Some(0), 1, false));
+        h.cluster
+            .inject_error(inject(code, Some("t"), Some(0), 1, false));
         sent.extend(send_many(&mut h, &["t"], 5, 5, false));
         assert!(h.flush(secs(10)), "code {code}");
         check_run(&h, &sent, &[("t", 1)], true);
         assert!(reports(&h).values().all(|r| r.is_ok()), "code {code}");
-        let epochs: Vec<i16> = h.cluster.log("t", 0).iter().map(|r| r.producer_epoch).collect();
-        assert!(epochs.last() > epochs.first(), "code {code}: the epoch was bumped: {epochs:?}");
+        let epochs: Vec<i16> = h
+            .cluster
+            .log("t", 0)
+            .iter()
+            .map(|r| r.producer_epoch)
+            .collect();
+        assert!(
+            epochs.last() > epochs.first(),
+            "code {code}: the epoch was bumped: {epochs:?}"
+        );
     }
 }
 
 #[test]
 fn request_timeout_closes_the_connection_and_retries_without_duplicates() {
-    let mut h = harness(cluster(1, &[("t", 1)], 13), |b| b.request_timeout(Duration::from_millis(500)).delivery_timeout(secs(30)));
+    let mut h = harness(cluster(1, &[("t", 1)], 13), |b| {
+        b.request_timeout(Duration::from_millis(500))
+            .delivery_timeout(secs(30))
+    });
     let mut sent = send_many(&mut h, &["t"], 0, 5, false);
     assert!(h.flush(secs(10)));
     let until = h.now + Duration::from_secs(2);
@@ -239,7 +379,10 @@ fn request_timeout_closes_the_connection_and_retries_without_duplicates() {
     assert!(h.flush(secs(20)));
     check_run(&h, &sent, &[("t", 1)], true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
-    assert!(h.producer.stats().disconnects >= 1, "the timed-out connection was closed");
+    assert!(
+        h.producer.stats().disconnects >= 1,
+        "the timed-out connection was closed"
+    );
 }
 
 #[test]
@@ -259,19 +402,33 @@ fn broker_down_and_back() {
 
 #[test]
 fn slow_broker_fills_the_buffer_and_send_returns_full() {
-    let mut h = harness(cluster(1, &[("t", 2)], 15), |b| b.buffer_memory(1 << 20).max_request_size(64 * 1024).buffer_max_records(500));
+    let mut h = harness(cluster(1, &[("t", 2)], 15), |b| {
+        b.buffer_memory(1 << 20)
+            .max_request_size(64 * 1024)
+            .buffer_max_records(500)
+    });
     let warm = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
-    h.cluster.stall_connections_to(1, Some(h.now + Duration::from_secs(5))).unwrap();
+    h.cluster
+        .stall_connections_to(1, Some(h.now + Duration::from_secs(5)))
+        .unwrap();
     let mut sent = warm;
     let mut full = 0;
     for id in 1..2000u64 {
         match h.send(record(id, "t", true), id) {
-            Ok(()) => sent.push(Sent { id, topic: "t".into(), key: None }),
+            Ok(()) => sent.push(Sent {
+                id,
+                topic: "t".into(),
+                key: None,
+            }),
             Err(e) => {
                 assert_eq!(e.reason, SendErrorReason::Full);
                 assert_eq!(e.opaque, id, "the opaque comes back");
-                assert_eq!(id_of(e.record.value.as_deref().unwrap()), id, "the record comes back");
+                assert_eq!(
+                    id_of(e.record.value.as_deref().unwrap()),
+                    id,
+                    "the record comes back"
+                );
                 full += 1;
             }
         }
@@ -289,7 +446,10 @@ fn slow_broker_fills_the_buffer_and_send_returns_full() {
 
 #[test]
 fn delivery_timeout_fails_records_with_the_record_when_no_broker_is_reachable() {
-    let mut h = harness(cluster(1, &[("t", 1)], 16), |b| b.delivery_timeout(Duration::from_millis(2000)).request_timeout(Duration::from_millis(1000)));
+    let mut h = harness(cluster(1, &[("t", 1)], 16), |b| {
+        b.delivery_timeout(Duration::from_millis(2000))
+            .request_timeout(Duration::from_millis(1000))
+    });
     let mut sent = send_many(&mut h, &["t"], 0, 3, false);
     assert!(h.flush(secs(10)));
     h.cluster.stop_broker(1, h.now).unwrap();
@@ -298,13 +458,19 @@ fn delivery_timeout_fails_records_with_the_record_when_no_broker_is_reachable() 
     check_run(&h, &sent, &[("t", 1)], true);
     let r = reports(&h);
     for id in 3..13 {
-        assert!(matches!(r[&id], Err(ProduceError::DeliveryTimeout { .. })), "record {id}: {:?}", r[&id]);
+        assert!(
+            matches!(r[&id], Err(ProduceError::DeliveryTimeout { .. })),
+            "record {id}: {:?}",
+            r[&id]
+        );
     }
 }
 
 #[test]
 fn unknown_topic_fails_after_max_block() {
-    let mut h = harness(cluster(1, &[("t", 1)], 17), |b| b.max_block(Duration::from_millis(800)));
+    let mut h = harness(cluster(1, &[("t", 1)], 17), |b| {
+        b.max_block(Duration::from_millis(800))
+    });
     h.send(record(0, "missing", false), 0).unwrap();
     assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
     let f = h.deliveries[0].result.as_ref().unwrap_err();
@@ -333,9 +499,18 @@ fn acks_zero_and_one_without_idempotence() {
         let r = reports(&h);
         assert!(r.values().all(|r| r.is_ok()));
         if acks == Acks::None {
-            assert!(r.values().all(|r| matches!(r, Ok((_, -1)))), "acks=0 reports offset -1");
+            assert!(
+                r.values().all(|r| matches!(r, Ok((_, -1)))),
+                "acks=0 reports offset -1"
+            );
         }
-        assert!(h.cluster.log("orders", 0).iter().all(|r| r.producer_id == -1), "no producer id without idempotence");
+        assert!(
+            h.cluster
+                .log("orders", 0)
+                .iter()
+                .all(|r| r.producer_id == -1),
+            "no producer id without idempotence"
+        );
     }
 }
 
@@ -352,14 +527,24 @@ fn throttle_time_holds_the_broker() {
     sent.extend(send_many(&mut h, &["t"], 2, 1, false));
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
-    let last = h.cluster.request_log().iter().filter(|r| r.api_key == API_PRODUCE).last().unwrap();
-    assert!(last.at >= throttled_at + Duration::from_millis(250), "the next request waited for the throttle");
+    let last = h
+        .cluster
+        .request_log()
+        .iter()
+        .filter(|r| r.api_key == API_PRODUCE)
+        .last()
+        .unwrap();
+    assert!(
+        last.at >= throttled_at + Duration::from_millis(250),
+        "the next request waited for the throttle"
+    );
 }
 
 #[test]
 fn failures_only_mode_reports_only_failures() {
     let mut h = harness(cluster(1, &[("t", 1)], 21), |b| b.report_successes(false));
-    h.cluster.inject_error(inject(2, Some("t"), Some(0), 1, false));
+    h.cluster
+        .inject_error(inject(2, Some("t"), Some(0), 1, false));
     let _ = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
     let _ = send_many(&mut h, &["t"], 1, 20, false);

@@ -35,7 +35,11 @@ pub struct FrameDecoder {
 impl FrameDecoder {
     /// A decoder refusing frames whose body exceeds `max_frame` bytes.
     pub fn new(max_frame: usize) -> Self {
-        FrameDecoder { buf: BytesMut::new(), max_frame, poisoned: None }
+        FrameDecoder {
+            buf: BytesMut::new(),
+            max_frame,
+            poisoned: None,
+        }
     }
 
     /// Appends bytes read from the connection.
@@ -63,7 +67,10 @@ impl FrameDecoder {
         }
         let size = size as usize;
         if size > self.max_frame {
-            return Err(self.poison(FrameError::TooLarge { size: size as u64, max: self.max_frame }));
+            return Err(self.poison(FrameError::TooLarge {
+                size: size as u64,
+                max: self.max_frame,
+            }));
         }
         if self.buf.len() < 4 + size {
             // Reserve room for the rest of this (accepted) frame only.
@@ -120,7 +127,13 @@ mod tests {
     fn oversized_frame_is_refused_before_allocating() {
         let mut d = FrameDecoder::new(1 << 20);
         d.push(&i32::MAX.to_be_bytes());
-        assert_eq!(d.next_frame(), Err(FrameError::TooLarge { size: i32::MAX as u64, max: 1 << 20 }));
+        assert_eq!(
+            d.next_frame(),
+            Err(FrameError::TooLarge {
+                size: i32::MAX as u64,
+                max: 1 << 20
+            })
+        );
         assert!(d.buf.capacity() < 1024);
         // Poisoned afterwards.
         d.push(&[0, 0, 0, 0]);

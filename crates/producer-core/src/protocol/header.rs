@@ -31,7 +31,11 @@ impl RequestHeader<'_> {
 /// written by `body`. Returns the frame's length including the prefix.
 ///
 /// Call it once per request; `buf` may already hold earlier frames (they are left untouched).
-pub fn encode_request(buf: &mut Vec<u8>, header: &RequestHeader<'_>, body: impl FnOnce(&mut Vec<u8>)) -> usize {
+pub fn encode_request(
+    buf: &mut Vec<u8>,
+    header: &RequestHeader<'_>,
+    body: impl FnOnce(&mut Vec<u8>),
+) -> usize {
     let start = buf.len();
     buf.put_i32(0); // size, patched below
     header.encode(buf);
@@ -43,7 +47,11 @@ pub fn encode_request(buf: &mut Vec<u8>, header: &RequestHeader<'_>, body: impl 
 
 /// Parses the response header of a response to `api` at `version` and returns the correlation id
 /// and the body that follows it.
-pub fn parse_response_header(api: ApiKey, version: i16, frame: &[u8]) -> Result<(i32, &[u8]), DecodeError> {
+pub fn parse_response_header(
+    api: ApiKey,
+    version: i16,
+    frame: &[u8],
+) -> Result<(i32, &[u8]), DecodeError> {
     let flexible = api.response_header_version(version) >= 1;
     let p = |i| -> PResult<'_, i32> {
         let (i, correlation_id) = field("CorrelationId", int32)(i)?;
@@ -57,7 +65,9 @@ pub fn parse_response_header(api: ApiKey, version: i16, frame: &[u8]) -> Result<
 /// Reads the correlation id at the start of a response frame without knowing which API it
 /// answers (the first four bytes of every response header).
 pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
-    frame.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    frame
+        .get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 #[cfg(test)]
@@ -67,13 +77,26 @@ mod tests {
     #[test]
     fn golden_request_header_v1_and_v2() {
         let mut buf = Vec::new();
-        let h = RequestHeader { api_key: ApiKey::Metadata, api_version: 8, correlation_id: 7, client_id: Some("ab") };
+        let h = RequestHeader {
+            api_key: ApiKey::Metadata,
+            api_version: 8,
+            correlation_id: 7,
+            client_id: Some("ab"),
+        };
         let n = encode_request(&mut buf, &h, |b| b.push(0xee));
         assert_eq!(n, buf.len());
-        assert_eq!(buf, [0, 0, 0, 13, 0, 3, 0, 8, 0, 0, 0, 7, 0, 2, b'a', b'b', 0xee]);
+        assert_eq!(
+            buf,
+            [0, 0, 0, 13, 0, 3, 0, 8, 0, 0, 0, 7, 0, 2, b'a', b'b', 0xee]
+        );
 
         let mut buf = Vec::new();
-        let h = RequestHeader { api_key: ApiKey::Metadata, api_version: 9, correlation_id: 7, client_id: None };
+        let h = RequestHeader {
+            api_key: ApiKey::Metadata,
+            api_version: 9,
+            correlation_id: 7,
+            client_id: None,
+        };
         encode_request(&mut buf, &h, |_| {});
         // v2 header: client id stays a classic nullable string (-1), then an empty tag section.
         assert_eq!(buf, [0, 0, 0, 11, 0, 3, 0, 9, 0, 0, 0, 7, 0xff, 0xff, 0]);

@@ -35,7 +35,12 @@ pub enum ApiKey {
 
 impl ApiKey {
     /// Every API this crate speaks.
-    pub const ALL: [ApiKey; 4] = [ApiKey::Produce, ApiKey::Metadata, ApiKey::ApiVersions, ApiKey::InitProducerId];
+    pub const ALL: [ApiKey; 4] = [
+        ApiKey::Produce,
+        ApiKey::Metadata,
+        ApiKey::ApiVersions,
+        ApiKey::InitProducerId,
+    ];
 
     /// The numeric key on the wire.
     pub const fn code(self) -> i16 {
@@ -152,9 +157,19 @@ impl DecodeError {
     pub fn from_nom(api: ApiKey, version: i16, err: nom::Err<WireError>) -> Self {
         let e = match err {
             nom::Err::Error(e) | nom::Err::Failure(e) => e,
-            nom::Err::Incomplete(_) => WireError { field: "", kind: WireErrorKind::Truncated, remaining: 0 },
+            nom::Err::Incomplete(_) => WireError {
+                field: "",
+                kind: WireErrorKind::Truncated,
+                remaining: 0,
+            },
         };
-        DecodeError::Malformed { api, version, field: if e.field.is_empty() { "?" } else { e.field }, kind: e.kind, remaining: e.remaining }
+        DecodeError::Malformed {
+            api,
+            version,
+            field: if e.field.is_empty() { "?" } else { e.field },
+            kind: e.kind,
+            remaining: e.remaining,
+        }
     }
 
     /// Checks that `version` is one this crate speaks for `api`.

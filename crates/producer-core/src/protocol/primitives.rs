@@ -266,7 +266,11 @@ pub struct WireError {
 
 impl WireError {
     fn new(input: &[u8], kind: WireErrorKind) -> Self {
-        WireError { field: "", kind, remaining: input.len() }
+        WireError {
+            field: "",
+            kind,
+            remaining: input.len(),
+        }
     }
 }
 
@@ -502,7 +506,9 @@ pub fn nullable_array<'a, O>(
 ) -> impl FnMut(&'a [u8]) -> PResult<'a, Option<Vec<O>>> {
     move |i: &'a [u8]| {
         let (mut rest, len) = length_prefix(i, flexible, true)?;
-        let Some(len) = len else { return Ok((rest, None)) };
+        let Some(len) = len else {
+            return Ok((rest, None));
+        };
         if len > rest.len() {
             return fail(i, WireErrorKind::InvalidLength(len as i64));
         }
@@ -569,7 +575,10 @@ pub fn parse_tag_value<'a, O>(
 }
 
 /// Lets nom combinators from the crate be used with the closures above.
-pub fn run<'a, O>(mut p: impl Parser<&'a [u8], Output = O, Error = WireError>, i: &'a [u8]) -> PResult<'a, O> {
+pub fn run<'a, O>(
+    mut p: impl Parser<&'a [u8], Output = O, Error = WireError>,
+    i: &'a [u8],
+) -> PResult<'a, O> {
     p.parse(i)
 }
 
@@ -597,8 +606,17 @@ mod tests {
 
     #[test]
     fn overlong_varint_is_an_error() {
-        assert_eq!(uvarint(&[0xff; 6]).unwrap_err(), nom::Err::Error(WireError::new(&[0xff; 6], WireErrorKind::VarintTooLong)));
-        assert!(matches!(uvarint(&[0x80]), Err(nom::Err::Error(WireError { kind: WireErrorKind::Truncated, .. }))));
+        assert_eq!(
+            uvarint(&[0xff; 6]).unwrap_err(),
+            nom::Err::Error(WireError::new(&[0xff; 6], WireErrorKind::VarintTooLong))
+        );
+        assert!(matches!(
+            uvarint(&[0x80]),
+            Err(nom::Err::Error(WireError {
+                kind: WireErrorKind::Truncated,
+                ..
+            }))
+        ));
     }
 
     #[test]
@@ -606,7 +624,13 @@ mod tests {
         let mut b = Vec::new();
         b.put_i32(i32::MAX);
         let r = array(false, int32)(&b);
-        assert!(matches!(r, Err(nom::Err::Error(WireError { kind: WireErrorKind::InvalidLength(_), .. }))));
+        assert!(matches!(
+            r,
+            Err(nom::Err::Error(WireError {
+                kind: WireErrorKind::InvalidLength(_),
+                ..
+            }))
+        ));
     }
 
     #[test]

@@ -39,7 +39,10 @@ pub fn cluster_with(cfg: SimConfig, topics: &[(&str, i32)]) -> SimCluster {
     c
 }
 
-pub fn harness(cluster: SimCluster, tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Harness<u64> {
+pub fn harness(
+    cluster: SimCluster,
+    tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Harness<u64> {
     let now = cluster.now();
     let config = tune(Config::builder(cluster.bootstrap())).build().unwrap();
     Harness::new(Producer::new(config, now), cluster, now)
@@ -54,14 +57,25 @@ pub fn record(id: u64, topic: &str, keyed: bool) -> Record {
 }
 
 /// Sends `n` records with ids from `first`, keyed or not, round-robin over `topics`.
-pub fn send_many(h: &mut Harness<u64>, topics: &[&str], first: u64, n: u64, keyed: bool) -> Vec<Sent> {
+pub fn send_many(
+    h: &mut Harness<u64>,
+    topics: &[&str],
+    first: u64,
+    n: u64,
+    keyed: bool,
+) -> Vec<Sent> {
     let mut sent = Vec::new();
     for id in first..first + n {
         let topic = topics[(id % topics.len() as u64) as usize];
         let r = record(id, topic, keyed);
         let key = r.key.clone();
-        h.send(r, id).unwrap_or_else(|e| panic!("send {id} refused: {:?}", e.reason));
-        sent.push(Sent { id, topic: topic.to_string(), key });
+        h.send(r, id)
+            .unwrap_or_else(|e| panic!("send {id} refused: {:?}", e.reason));
+        sent.push(Sent {
+            id,
+            topic: topic.to_string(),
+            key,
+        });
     }
     sent
 }
@@ -73,11 +87,19 @@ pub fn reports(h: &Harness<u64>) -> HashMap<u64, Result<(i32, i64), ProduceError
         let r = match &d.result {
             Ok(m) => Ok((m.partition, m.offset)),
             Err(f) => {
-                assert_eq!(id_of(f.record.value.as_deref().unwrap()), d.opaque, "failure hands back the record");
+                assert_eq!(
+                    id_of(f.record.value.as_deref().unwrap()),
+                    d.opaque,
+                    "failure hands back the record"
+                );
                 Err(f.error.clone())
             }
         };
-        assert!(out.insert(d.opaque, r).is_none(), "record {} reported twice", d.opaque);
+        assert!(
+            out.insert(d.opaque, r).is_none(),
+            "record {} reported twice",
+            d.opaque
+        );
     }
     out
 }
@@ -86,8 +108,14 @@ pub fn reports(h: &Harness<u64>) -> HashMap<u64, Result<(i32, i64), ProduceError
 pub fn certainly_not_written(e: &ProduceError) -> bool {
     match e {
         ProduceError::DeliveryTimeout { possibly_persisted } => !possibly_persisted,
-        ProduceError::Broker { code, .. } => [2, 10, 18, 21, 29, 32, 42, 43, 44, 76, 87].contains(&code.0),
-        ProduceError::UnknownTopic | ProduceError::UnknownPartition { .. } | ProduceError::RecordTooLarge { .. } => true,
+        ProduceError::Broker {
+            code,
+            possibly_persisted,
+            ..
+        } => !possibly_persisted && [2, 10, 18, 21, 29, 32, 42, 43, 44, 76, 87].contains(&code.0),
+        ProduceError::UnknownTopic
+        | ProduceError::UnknownPartition { .. }
+        | ProduceError::RecordTooLarge { .. } => true,
         _ => false,
     }
 }
@@ -99,7 +127,11 @@ pub fn certainly_not_written(e: &ProduceError) -> bool {
 /// - no record appears twice in any log (idempotence);
 /// - a record reported as certainly not written is not in any log.
 pub fn check_run(h: &Harness<u64>, sent: &[Sent], topics: &[(&str, i32)], idempotent: bool) {
-    assert!(h.contract_violations.is_empty(), "contract violations: {:?}", h.contract_violations);
+    assert!(
+        h.contract_violations.is_empty(),
+        "contract violations: {:?}",
+        h.contract_violations
+    );
     let reports = reports(h);
     for s in sent {
         assert!(reports.contains_key(&s.id), "record {} got no report", s.id);
@@ -113,7 +145,10 @@ pub fn check_run(h: &Harness<u64>, sent: &[Sent], topics: &[(&str, i32)], idempo
             for rec in h.cluster.log(t, p) {
                 let id = id_of(rec.value.as_deref().unwrap());
                 if !seen.insert(id) && idempotent {
-                    panic!("record {id} appears twice in the logs (second at {t}-{p}@{})", rec.offset);
+                    panic!(
+                        "record {id} appears twice in the logs (second at {t}-{p}@{})",
+                        rec.offset
+                    );
                 }
                 in_log.entry(id).or_insert((t.to_string(), p, rec.offset));
                 all_offsets.entry(id).or_default().push(rec.offset);
@@ -126,16 +161,32 @@ pub fn check_run(h: &Harness<u64>, sent: &[Sent], topics: &[(&str, i32)], idempo
         match r {
             Ok((p, offset)) => {
                 let s = by_id[id];
-                let logged = in_log.get(id).unwrap_or_else(|| panic!("record {id} reported delivered but not in the log"));
-                assert_eq!((&logged.0, logged.1), (&s.topic, *p), "record {id} landed elsewhere than reported");
+                let logged = in_log
+                    .get(id)
+                    .unwrap_or_else(|| panic!("record {id} reported delivered but not in the log"));
+                assert_eq!(
+                    (&logged.0, logged.1),
+                    (&s.topic, *p),
+                    "record {id} landed elsewhere than reported"
+                );
                 if *offset >= 0 {
-                    assert!(all_offsets[id].contains(offset), "record {id} reported at offset {offset}, logged at {:?}", all_offsets[id]);
+                    assert!(
+                        all_offsets[id].contains(offset),
+                        "record {id} reported at offset {offset}, logged at {:?}",
+                        all_offsets[id]
+                    );
                 }
-                per_partition.entry((s.topic.clone(), *p)).or_default().push((*id, logged.2));
+                per_partition
+                    .entry((s.topic.clone(), *p))
+                    .or_default()
+                    .push((*id, logged.2));
             }
             Err(e) => {
                 if certainly_not_written(e) {
-                    assert!(!in_log.contains_key(id), "record {id} failed with {e:?} but is in the log");
+                    assert!(
+                        !in_log.contains_key(id),
+                        "record {id} failed with {e:?} but is in the log"
+                    );
                 }
             }
         }
@@ -143,7 +194,12 @@ pub fn check_run(h: &Harness<u64>, sent: &[Sent], topics: &[(&str, i32)], idempo
     for ((t, p), mut recs) in per_partition {
         recs.sort_by_key(|&(id, _)| id);
         for w in recs.windows(2) {
-            assert!(w[0].1 < w[1].1, "{t}-{p}: record {} sent before {} but logged after it", w[0].0, w[1].0);
+            assert!(
+                w[0].1 < w[1].1,
+                "{t}-{p}: record {} sent before {} but logged after it",
+                w[0].0,
+                w[1].0
+            );
         }
     }
 }
