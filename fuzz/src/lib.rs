@@ -5,6 +5,8 @@
 //! `fuzz_targets/init_producer_id_response.rs`, change the API and the parse function, and add
 //! API-specific invariants in the closure.
 
+pub mod ops;
+
 use producer_core::protocol::{parse_response_header, ApiKey, DecodeError, Parsed};
 
 /// Picks a supported version of `api` from the selector byte (`data[0]`, modulo the number of

@@ -188,6 +188,9 @@ impl<T> Producer<T> {
 
     fn on_init_producer_id(&mut self, version: i16, body: &[u8]) -> bool {
         let Ok(parsed) = InitProducerIdResponse::parse(version, body) else {
+            if self.pid == PidState::Requesting {
+                self.pid = PidState::Needed { retry_at: None };
+            }
             return false;
         };
         let resp = parsed.body;

@@ -129,6 +129,16 @@ impl<T> Harness<T> {
         }
     }
 
+    /// Feeds `bytes` to the producer as if read from one of its open connections (the one
+    /// with the smallest handle), bypassing the brokers: for fuzzing the producer's response
+    /// handling with arbitrary input. Does nothing when no connection is open.
+    pub fn feed_bytes(&mut self, bytes: &[u8]) {
+        if let Some(&conn) = self.to_sim.keys().min() {
+            self.producer.handle_read(self.now, conn, bytes);
+            self.drain();
+        }
+    }
+
     /// The next instant anything happens (producer deadline or network event).
     pub fn next_wakeup(&self) -> Option<Instant> {
         match (self.producer.poll_timeout(), self.cluster.next_event_time()) {
