@@ -36,7 +36,8 @@
 //! Not wrapped (not useful to a producer): follower/rack/coordinator/consumer-group controls,
 //! broker decommission/add, telemetry.
 //!
-//! Semantics worth knowing (from librdkafka's `rdkafka_mock.c`):
+//! Semantics worth knowing (from librdkafka's `rdkafka_mock*.c`; the wire facts are asserted in
+//! `tests/mock_wire.rs`):
 //! * Broker ids are `1..=N`. `-1` means "all brokers" for down/up/rtt.
 //! * Injected errors form a FIFO stack per API key, cluster-wide or per broker (the broker's stack
 //!   is consulted first). Each request of that API key pops one error and the whole request fails
@@ -48,6 +49,10 @@
 //!   `NOT_LEADER_OR_FOLLOWER` (6).
 //! * Each partition log keeps at most ~5 MiB (and 100,000 batches); older batches are dropped,
 //!   so a read back of more than that from offset 0 sees a moved log start.
+//! * Versions it implements (what it lists in ApiVersions): ApiVersions 0-2 (a v3 request gets
+//!   error 35 in a body that is neither valid v3 nor v0), Produce 0-10, Metadata 0-12,
+//!   InitProducerId 0-4, Fetch 0-16. Produce needs RecordBatch v2 (magic 2).
+//! * Flexible Metadata responses (v9+) end with one extra `0x00` byte after the body.
 //! * A Metadata request naming an unknown topic auto-creates it with 4 partitions unless it sets
 //!   `AllowAutoTopicCreation = false` (v4+). Produce never creates topics (unknown topic or
 //!   partition: `UNKNOWN_TOPIC_OR_PARTITION`). Create topics up front with [`MockKafka::new`].

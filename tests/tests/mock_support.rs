@@ -448,3 +448,30 @@ fn mock_cluster_binary_rejects_bad_arguments() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn partition_logs_keep_about_five_mib() {
+    let mock = MockKafka::new(1, &[("big", 1)]).unwrap();
+    let bs = mock.bootstrap_servers();
+    let p = producer(&bs, &[("batch.size", "200000"), ("linger.ms", "0")]);
+    let value = vec![7u8; 10 * 1024];
+    for id in 0..700usize {
+        let rec = BaseRecord::<(), [u8], usize>::with_opaque_to("big", id).payload(&value[..]);
+        p.send(rec).map_err(|(e, _)| e).unwrap();
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(20)).unwrap();
+    let read = read_back_all(&bs, "big", 1, Duration::from_secs(20));
+    let kept: usize = read.iter().map(|c| c.value.as_ref().unwrap().len()).sum();
+    assert!(!read.is_empty());
+    assert!(
+        read[0].offset > 0,
+        "the log start moved: {}",
+        read[0].offset
+    );
+    assert_eq!(read.last().unwrap().offset, 699);
+    assert!(
+        (4 << 20..=6 << 20).contains(&kept),
+        "kept {kept} bytes of 7 MiB"
+    );
+}
