@@ -142,8 +142,15 @@ impl<T> Producer<T> {
     }
 
     fn on_api_versions(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = ApiVersionsResponse::parse(version, body) else {
-            return false;
+        let parsed = match ApiVersionsResponse::parse(version, body) {
+            Ok(parsed) => parsed,
+            Err(_) if version > 0 && body.starts_with(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes()) => {
+                // A refusal we cannot read further (librdkafka's mock answers a v3 request with
+                // a body that is neither v0 nor v3): the error code alone says to retry with v0.
+                self.send_api_versions(conn, 0);
+                return true;
+            }
+            Err(_) => return false,
         };
         let resp = parsed.body;
         if resp.error_code == ErrorCode::UNSUPPORTED_VERSION {
@@ -487,7 +494,7 @@ impl<T> Producer<T> {
             Action::Reset => {
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
                 let head = pq.batches.iter().position(|b| !b.is_done()) == Some(i);
-                if head {
+                if head && idem {
                     pq.request_reset(None);
                 }
                 self.retry_or_expire(t, p, i, code);
@@ -621,7 +628,7 @@ impl<T> Producer<T> {
                 state: BatchState::Ready,
                 attempts: old.attempts,
                 base_sequence,
-                possibly_persisted: false,
+                possibly_persisted: old.possibly_persisted,
             };
             pq.batches.insert(i + k, batch);
         }
