@@ -205,10 +205,22 @@ fn leader_hint_moves_the_partition_at_once() {
     let (old, _) = h.cluster.leader("t", 0).unwrap();
     let new = if old == 1 { 2 } else { 1 };
     h.cluster.move_leader("t", 0, new).unwrap();
+    // From now on metadata cannot tell the producer where the leader went: only the leader
+    // hint of the NOT_LEADER_OR_FOLLOWER answer (Produce v10+) can.
+    h.cluster.inject_error(InjectedError {
+        api_key: producer_sim::API_METADATA,
+        topic: Some("t".into()),
+        partition: None,
+        error_code: 5,
+        count: 1000,
+        persist: false,
+    });
     sent.extend(send_many(&mut h, &["t"], 10, 10, false));
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
+    let hinted = h.cluster.request_log().iter().any(|r| r.broker_id == old && r.produce.iter().any(|p| p.error_code == 6));
+    assert!(hinted, "the old leader answered NOT_LEADER_OR_FOLLOWER");
 }
 
 #[test]
