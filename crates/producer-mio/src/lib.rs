@@ -1,1 +1,35 @@
-//! producer-mio (work in progress).
+//! [mio](https://docs.rs/mio) drivers for the sans-IO Kafka producer in [`producer_core`].
+//!
+//! Two layers:
+//!
+//! - [`MioDriver`]: embeddable. It owns a [`producer_core::Producer`] and its sockets, and
+//!   registers them in **your** `mio::Poll` under a [`TokenRange`] you choose. Your loop passes
+//!   it the events of its tokens, polls with its [`MioDriver::next_timeout`], calls
+//!   [`MioDriver::handle_timeout`] and drains [`MioDriver::poll_delivery`].
+//! - [`ThreadedProducer`]: ready-made. A thread runs its own `mio::Poll` with a `MioDriver`;
+//!   the cloneable handle has a non-blocking, bounded [`ThreadedProducer::send`],
+//!   [`ThreadedProducer::flush`] and [`ThreadedProducer::close`]; reports go to a callback run
+//!   on the producer thread.
+//!
+//! Both are thin: the protocol, batching, retries and timeouts are the core's. The drivers
+//! open non-blocking connections (resolving host names on a helper thread, never on the event
+//! loop), write frames as the sockets allow, read until `WouldBlock`, and fill missing record
+//! timestamps with the wall clock. Operators get `tracing` events for connections (opened,
+//! failed, lost, closed) and for the producer's events (retries at `warn`, fatal errors at
+//! `error`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+// Send errors hand the record back by value, as the core does; boxing would cost an
+// allocation on every refusal (`Full` is the hot one).
+#![allow(clippy::result_large_err)]
+
+mod driver;
+mod resolver;
+mod threaded;
+
+pub use driver::{MioDriver, TokenRange};
+pub use threaded::{SendError, ThreadedProducer};
+
+pub use producer_core::{
+    Config, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,
+};

@@ -1,0 +1,232 @@
+//! Shared support: a 3-broker mock cluster, a varied record workload, and a record-by-record
+//! comparison against what an independent consumer (librdkafka, CRC checks on) reads back.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use producer_core::{Record, RecordMetadata};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::{Offset, Timestamp, TopicPartitionList};
+
+pub const PARTITIONS: i32 = 6;
+/// The LogAppendTime librdkafka's mock puts in every successful Produce response.
+pub const MOCK_LOG_APPEND_TIME: i64 = 1234;
+
+/// A running mock cluster with one topic of 6 partitions.
+pub struct Cluster {
+    pub mock: MockCluster<'static, DefaultProducerContext>,
+    pub bootstrap: String,
+}
+
+impl Cluster {
+    pub fn start(topic: &str) -> Cluster {
+        init_tracing();
+        let mock = MockCluster::new(3).expect("mock cluster");
+        mock.create_topic(topic, PARTITIONS, 3)
+            .expect("create topic");
+        let bootstrap = mock.bootstrap_servers();
+        Cluster { mock, bootstrap }
+    }
+
+    /// The bootstrap list as `(host, port)` pairs; with `localhost_first`, the first host is
+    /// written `localhost` so the driver has to resolve it.
+    pub fn servers(&self, localhost_first: bool) -> Vec<(String, u16)> {
+        self.bootstrap
+            .split(',')
+            .enumerate()
+            .map(|(i, s)| {
+                let (host, port) = s.rsplit_once(':').expect("host:port");
+                let host = if i == 0 && localhost_first {
+                    "localhost".to_owned()
+                } else {
+                    host.to_owned()
+                };
+                (host, port.parse().expect("port"))
+            })
+            .collect()
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Record `i` of the workload: keyed, null-keyed and explicitly partitioned records, null
+/// values, headers (some null), explicit and missing timestamps, varied sizes.
+pub fn record(topic: &str, i: usize) -> Record {
+    let mut r = Record::new(
+        topic,
+        Bytes::from(format!("value-{i}-{}", "x".repeat(i % 200))),
+    );
+    if i % 10 != 0 {
+        r = r.with_key(Bytes::from(format!("key-{}", i % 97)));
+    }
+    if i % 7 == 0 {
+        r = r.with_partition((i % PARTITIONS as usize) as i32);
+    }
+    if i % 50 == 1 {
+        r.value = None;
+    }
+    if i % 3 != 0 {
+        r = r.with_header("idx", Some(Bytes::from(i.to_string())));
+        if i % 5 == 0 {
+            r = r.with_header("null", None);
+        }
+        r = r.with_header("idx", Some(Bytes::from_static(b"dup")));
+    }
+    if i % 4 != 0 {
+        r = r.with_timestamp(1_700_000_000_000 + i as i64);
+    }
+    r
+}
+
+/// Checks the reports against each other and against what a consumer reads back: every
+/// record is at the partition and offset of its report, with the same key, value, headers and
+/// timestamp; offsets per partition are contiguous from 0 and follow the send order.
+/// `ts_window` bounds the timestamps the driver filled in.
+pub fn verify(
+    bootstrap: &str,
+    topic: &str,
+    records: &[Record],
+    reports: &[RecordMetadata],
+    ts_window: (i64, i64),
+) {
+    assert_eq!(records.len(), reports.len());
+    let mut at: HashMap<(i32, i64), usize> = HashMap::new();
+    let mut last_offset: HashMap<i32, i64> = HashMap::new();
+    for (i, (rec, meta)) in records.iter().zip(reports).enumerate() {
+        assert_eq!(&*meta.topic, topic);
+        assert!((0..PARTITIONS).contains(&meta.partition));
+        if let Some(p) = rec.partition {
+            assert_eq!(
+                meta.partition, p,
+                "record {i} ignored its explicit partition"
+            );
+        }
+        assert!(meta.offset >= 0, "record {i} has no offset");
+        // The mock answers every Produce with LogAppendTime 1234 (a quirk of librdkafka's mock
+        // handler), which the core faithfully reports; the record's own timestamp is checked
+        // against what the consumer reads.
+        if meta.timestamp != MOCK_LOG_APPEND_TIME {
+            match rec.timestamp {
+                Some(ts) => assert_eq!(meta.timestamp, ts, "record {i}"),
+                None => assert!(
+                    (ts_window.0..=ts_window.1).contains(&meta.timestamp),
+                    "record {i}"
+                ),
+            }
+        }
+        // Per-partition order: later sends to one partition get higher offsets.
+        if let Some(prev) = last_offset.insert(meta.partition, meta.offset) {
+            assert!(
+                meta.offset > prev,
+                "record {i} at offset {} after {prev} in partition {}",
+                meta.offset,
+                meta.partition
+            );
+        }
+        assert!(
+            at.insert((meta.partition, meta.offset), i).is_none(),
+            "two records at one offset"
+        );
+    }
+    let mut per_partition: HashMap<i32, i64> = HashMap::new();
+    for &(p, _) in at.keys() {
+        *per_partition.entry(p).or_default() += 1;
+    }
+    for (&p, &count) in &per_partition {
+        assert_eq!(
+            last_offset[&p],
+            count - 1,
+            "offsets of partition {p} are not contiguous from 0"
+        );
+    }
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "producer-mio-verify")
+        .set("enable.auto.commit", "false")
+        .set("check.crcs", "true")
+        .set("fetch.wait.max.ms", "10")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = vec![false; records.len()];
+    let mut count = 0;
+    while count < records.len() {
+        assert!(
+            Instant::now() < deadline,
+            "read back only {count} of {} records",
+            records.len()
+        );
+        let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let msg = msg.expect("consumer error (CRC?)");
+        let i = *at.get(&(msg.partition(), msg.offset())).unwrap_or_else(|| {
+            panic!(
+                "unexpected record at partition {} offset {}",
+                msg.partition(),
+                msg.offset()
+            )
+        });
+        assert!(!seen[i], "record {i} read twice");
+        seen[i] = true;
+        count += 1;
+        let rec = &records[i];
+        assert_eq!(msg.key(), rec.key.as_deref(), "key of record {i}");
+        assert_eq!(msg.payload(), rec.value.as_deref(), "value of record {i}");
+        let headers: Vec<(String, Option<Vec<u8>>)> = msg
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(|v| v.to_vec())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let expected: Vec<(String, Option<Vec<u8>>)> = rec
+            .headers
+            .iter()
+            .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
+            .collect();
+        assert_eq!(headers, expected, "headers of record {i}");
+        let Timestamp::CreateTime(ts) = msg.timestamp() else {
+            panic!("record {i} has {:?}", msg.timestamp())
+        };
+        match rec.timestamp {
+            Some(expected) => assert_eq!(ts, expected, "timestamp of record {i}"),
+            None => assert!(
+                (ts_window.0..=ts_window.1).contains(&ts),
+                "record {i}: timestamp {ts} filled by the driver is outside {ts_window:?}"
+            ),
+        }
+        if reports[i].timestamp != MOCK_LOG_APPEND_TIME {
+            assert_eq!(ts, reports[i].timestamp, "reported timestamp of record {i}");
+        }
+    }
+}
+
+/// Logs to the test output (shown for failing tests) when `RUST_LOG` is set.
+pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_test_writer()
+            .try_init();
+    }
+}

@@ -1,0 +1,338 @@
+//! Both drivers against librdkafka's mock cluster (3 brokers, 6 partitions), read back with
+//! an rdkafka consumer and compared record by record.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token};
+use producer_core::{Config, Delivery, ProduceError, Record, RecordMetadata, SendErrorReason};
+use producer_mio::{MioDriver, SendError, ThreadedProducer, TokenRange};
+
+use common::{now_ms, record, verify, Cluster};
+
+/// The embeddable driver inside a test-owned `mio::Poll` loop.
+#[test]
+fn embedded_driver_produces_10k_records() {
+    const N: usize = 10_000;
+    let topic = "embedded";
+    let cluster = Cluster::start(topic);
+    // The first bootstrap server is given as "localhost": resolved on the helper thread.
+    let config = Config::builder(cluster.servers(true))
+        .buffer_max_records(2_000)
+        .build()
+        .unwrap();
+    let records: Vec<Record> = (0..N).map(|i| record(topic, i)).collect();
+
+    let mut poll = Poll::new().unwrap();
+    let range = TokenRange::new(Token(100), 16);
+    let mut driver = MioDriver::<usize>::new(config, poll.registry(), range).unwrap();
+    let mut events = Events::with_capacity(256);
+    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
+    let (mut next, mut received, mut fulls) = (0, 0, 0);
+    let start_ms = now_ms();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received < N {
+        assert!(Instant::now() < deadline, "only {received} of {N} reports");
+        while next < N {
+            match driver.send(records[next].clone(), next) {
+                Ok(()) => next += 1,
+                Err(e) if e.reason == SendErrorReason::Full => {
+                    assert_eq!(e.record.value, records[next].value);
+                    assert_eq!(e.opaque, next);
+                    fulls += 1;
+                    break;
+                }
+                Err(e) => panic!("send refused record {next}: {:?}", e.reason),
+            }
+        }
+        poll.poll(&mut events, driver.next_timeout()).unwrap();
+        for event in events.iter() {
+            assert!(
+                driver.owns_token(event.token()),
+                "unexpected token {:?}",
+                event.token()
+            );
+            driver.handle_event(event);
+        }
+        driver.handle_timeout();
+        while let Some(Delivery { opaque, result }) = driver.poll_delivery() {
+            let meta = result.unwrap_or_else(|e| panic!("record {opaque} failed: {}", e.error));
+            assert!(
+                reports[opaque].replace(meta).is_none(),
+                "two reports for record {opaque}"
+            );
+            received += 1;
+        }
+    }
+    assert!(fulls > 0, "buffer_max_records should have pushed back");
+    driver.close();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !driver.is_closed() {
+        assert!(Instant::now() < deadline, "close did not complete");
+        poll.poll(&mut events, driver.next_timeout()).unwrap();
+        for event in events.iter() {
+            driver.handle_event(event);
+        }
+        driver.handle_timeout();
+    }
+    assert!(driver.poll_delivery().is_none());
+    let reports: Vec<RecordMetadata> = reports.into_iter().map(Option::unwrap).collect();
+    verify(
+        &cluster.bootstrap,
+        topic,
+        &records,
+        &reports,
+        (start_ms, now_ms()),
+    );
+}
+
+/// The threaded producer: 20,000 records with backpressure, flush, close.
+#[test]
+fn threaded_producer_produces_20k_records() {
+    const N: usize = 20_000;
+    let topic = "threaded";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false)).build().unwrap();
+    let records: Vec<Record> = (0..N).map(|i| record(topic, i)).collect();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    fn handle_is_shareable<H: Clone + Send + Sync + 'static>(_: &H) {}
+    let producer = ThreadedProducer::<usize>::spawn(config, 512, move |d| {
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+
+    handle_is_shareable(&producer);
+    let start_ms = now_ms();
+    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
+    let mut received = 0;
+    let mut take = |d: Delivery<usize>, received: &mut usize| {
+        let meta = d
+            .result
+            .unwrap_or_else(|e| panic!("record {} failed: {}", d.opaque, e.error));
+        assert!(
+            reports[d.opaque].replace(meta).is_none(),
+            "two reports for record {}",
+            d.opaque
+        );
+        *received += 1;
+    };
+    let mut next = 0;
+    while next < N {
+        match producer.send_with(records[next].clone(), next) {
+            Ok(()) => next += 1,
+            Err(SendError::Full(r, i)) => {
+                assert_eq!(
+                    (r.key, r.value, i),
+                    (records[next].key.clone(), records[next].value.clone(), next)
+                );
+                // Backpressure: wait for a report (queued records guarantee one comes).
+                let d = report_rx
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("a report while full");
+                take(d, &mut received);
+            }
+            Err(e) => panic!("send failed: {e}"),
+        }
+    }
+    producer.flush();
+    // Every report was handed to the callback before flush returned.
+    while let Ok(d) = report_rx.try_recv() {
+        take(d, &mut received);
+    }
+    assert_eq!(received, N, "flush returned before every report");
+    producer.close();
+    assert!(report_rx.try_recv().is_err(), "no report after close");
+    let reports: Vec<RecordMetadata> = reports.into_iter().map(Option::unwrap).collect();
+    verify(
+        &cluster.bootstrap,
+        topic,
+        &records,
+        &reports,
+        (start_ms, now_ms()),
+    );
+}
+
+/// A full queue hands the record back at once; after close, send hands it back too.
+#[test]
+fn threaded_producer_full_and_closed() {
+    let topic = "full";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false))
+        .linger(Duration::ZERO)
+        .build()
+        .unwrap();
+    let (blocked_tx, blocked_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    let mut first = true;
+    // The first report blocks the producer thread until the test says go: meanwhile nothing
+    // takes commands, so the tiny queue must fill.
+    let producer = ThreadedProducer::<usize>::spawn(config, 4, move |d| {
+        if first {
+            first = false;
+            let _ = blocked_tx.send(());
+            let _ = go_rx.recv();
+        }
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+    producer.send_with(record(topic, 0), 0).unwrap();
+    blocked_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("first report");
+    let mut sent = 1;
+    let full = loop {
+        let r = record(topic, sent);
+        match producer.send_with(r, sent) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            sent <= 5,
+            "a queue of 4 accepted more than 4 records while the thread was blocked"
+        );
+    };
+    let SendError::Full(r, i) = full else {
+        panic!("expected Full, got {full:?}")
+    };
+    assert_eq!(i, sent);
+    let expected = record(topic, sent);
+    assert_eq!(
+        (r.key, r.value, r.headers),
+        (expected.key, expected.value, expected.headers)
+    );
+    go_tx.send(()).unwrap();
+    producer.flush();
+    let reports: Vec<_> = report_rx.try_iter().collect();
+    assert_eq!(reports.len(), sent);
+    assert!(reports.iter().all(|d| d.result.is_ok()));
+
+    let clone = producer.clone();
+    producer.close();
+    assert!(clone.is_closed());
+    match clone.send_with(record(topic, 99), 99) {
+        Err(SendError::Closed(r, 99)) => assert_eq!(r.value, record(topic, 99).value),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+    clone.flush(); // returns at once
+    clone.close(); // idempotent
+}
+
+/// Nothing listens at the bootstrap address: the topic's metadata never arrives, so every
+/// record fails when `max_block` runs out (the core reports `UnknownTopic` for records still
+/// waiting for metadata; `DeliveryTimeout` is accepted too), and comes back in its report.
+fn unreachable(host: &str) {
+    common::init_tracing();
+    let config = Config::builder([(host, 1u16)])
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        .max_block(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    let producer = ThreadedProducer::<usize>::spawn(config, 64, move |d| {
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+    let records: Vec<Record> = (0..20)
+        .map(|i| record("nowhere", i).with_timestamp(i as i64))
+        .collect();
+    let start = Instant::now();
+    for (i, r) in records.iter().enumerate() {
+        producer.send_with(r.clone(), i).unwrap();
+    }
+    producer.close();
+    let elapsed = start.elapsed();
+    let reports: Vec<_> = report_rx.try_iter().collect();
+    assert_eq!(reports.len(), records.len());
+    for d in reports {
+        let failure = d.result.expect_err("nothing can be delivered");
+        assert!(
+            matches!(
+                failure.error,
+                ProduceError::DeliveryTimeout { .. } | ProduceError::UnknownTopic
+            ),
+            "unexpected error {:?}",
+            failure.error
+        );
+        eprintln!("{host}: {}", failure.error);
+        assert_eq!(
+            failure.record, records[d.opaque],
+            "the record comes back unchanged"
+        );
+    }
+    assert!(
+        elapsed >= Duration::from_millis(1_900) && elapsed < Duration::from_secs(10),
+        "took {elapsed:?}"
+    );
+}
+
+#[test]
+fn unreachable_refused() {
+    unreachable("127.0.0.1");
+}
+
+/// TEST-NET-1: connecting hangs (or fails at once where there is no route); the driver gives
+/// up after `request_timeout`.
+#[test]
+fn unreachable_blackhole() {
+    unreachable("192.0.2.1");
+}
+
+#[test]
+fn unresolvable_host() {
+    unreachable("no-such-host.invalid");
+}
+
+/// The cluster goes away after the metadata is known: records fail with the delivery timeout
+/// and come back in their reports.
+#[test]
+fn cluster_down_records_time_out() {
+    let topic = "down";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false))
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    let producer = ThreadedProducer::<usize>::spawn(config, 64, move |d| {
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+    producer.send_with(record(topic, 0), 0).unwrap();
+    producer.flush();
+    assert!(report_rx.try_recv().expect("first report").result.is_ok());
+    for broker in 1..=3 {
+        cluster.mock.broker_down(broker).unwrap();
+    }
+    let records: Vec<Record> = (1..21)
+        .map(|i| record(topic, i).with_timestamp(i as i64))
+        .collect();
+    let start = Instant::now();
+    for (i, r) in records.iter().enumerate() {
+        producer.send_with(r.clone(), i).unwrap();
+    }
+    producer.close();
+    let elapsed = start.elapsed();
+    let reports: Vec<_> = report_rx.try_iter().collect();
+    assert_eq!(reports.len(), records.len());
+    for d in reports {
+        let failure = d.result.expect_err("the cluster is down");
+        assert!(
+            matches!(failure.error, ProduceError::DeliveryTimeout { .. }),
+            "unexpected error {:?}",
+            failure.error
+        );
+        assert_eq!(
+            failure.record, records[d.opaque],
+            "the record comes back unchanged"
+        );
+    }
+    assert!(
+        elapsed >= Duration::from_millis(1_900) && elapsed < Duration::from_secs(10),
+        "took {elapsed:?}"
+    );
+}
