@@ -1,1 +1,893 @@
-//! producer-tokio (work in progress).
+//! A tokio driver for [`producer_core`]: one task owns the sans-IO state machine, and a
+//! cloneable [`ProducerHandle`] sends records to it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use producer_tokio::{Config, Producer, Record};
+//!
+//! let handle = Producer::start(Config::builder([("localhost", 9092)]).build()?)?;
+//! let delivery = handle.send(Record::new("events", "hello").with_key("k")).await?;
+//! let metadata = delivery.await?; // partition and offset
+//! println!("written at {}-{}", metadata.partition, metadata.offset);
+//! handle.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//! * **The actor.** [`Producer::start`] spawns one task that owns
+//!   [`producer_core::Producer`]. It reads commands from the handles through a *bounded* channel,
+//!   events from the connection tasks through another bounded channel, and sleeps until the
+//!   core's [`poll_timeout`](producer_core::Producer::poll_timeout). After every input it drains
+//!   the core's outputs. The deadline is compared against the clock (not only the sleep future)
+//!   before `handle_timeout` is called. The clock is [`tokio::time::Instant`], so tests may pause
+//!   time.
+//! * **Connections.** Each `Output::Connect` spawns one task. It connects with
+//!   [`tokio::net::TcpStream::connect`] (tokio resolves the host name off the event loop) under
+//!   a connect timeout (`request_timeout` by default; the core has none for the TCP handshake).
+//!   It then reads into a reusable buffer and forwards chunks to the actor, and writes the
+//!   frames the actor hands it whole and in order. `Output::Disconnect` aborts the task. Events
+//!   from a connection the core has since dropped are harmless: the core ignores stale ids.
+//! * **Backpressure.** When the core answers `Full`, the actor keeps that one record aside and
+//!   stops reading the command channel until deliveries free space. The bounded command channel
+//!   then fills, and [`ProducerHandle::send`] waits. Nothing in the driver grows without bound:
+//!   commands are bounded by the channel, records by the core's `buffer_memory` /
+//!   `buffer_max_records`, and read chunks by the event channel. A connection's write queue
+//!   holds what the core has transmitted and the socket has not yet taken: the core bounds it
+//!   with `max_in_flight` requests, and the driver stops reading commands while any connection's
+//!   backlog exceeds [`ProducerBuilder::write_backlog`] (this is what bounds it with
+//!   `acks=none`, where a batch is done as soon as it is handed over).
+//! * **Flush.** Records accepted before a flush carry an epoch number; the flush resolves when
+//!   no record of its epoch or an earlier one is unreported. Records that were waiting for
+//!   their topic's metadata are flushed again when it arrives.
+//! * **Reports.** Each record carries a oneshot sender. Its [`DeliveryFuture`] resolves when
+//!   the core reports the record. Dropping the future only discards the report: the record is
+//!   still delivered. The driver always asks the core for success reports
+//!   (`report_successes` is forced on) because every future must resolve.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+// The errors hand the record back by value, as the core's do; boxing would only move it.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use producer_core::{ConnId, Event, Output};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tracing::{debug, error, info, warn};
+
+pub use producer_core::{
+    Acks, Compression, Config, ConfigBuilder, ConfigError, DeliveryFailure, ErrorCode, Header,
+    ProduceError, Record, RecordMetadata, SendErrorReason,
+};
+
+/// What a [`DeliveryFuture`] resolves to.
+pub type DeliveryResult = Result<RecordMetadata, DeliveryError>;
+
+/// Commands that handles put in the actor's bounded channel.
+enum Cmd {
+    Send {
+        record: Record,
+        reply: oneshot::Sender<DeliveryResult>,
+    },
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<()>),
+}
+
+/// Events from the connection tasks.
+enum Net {
+    Connected(ConnId),
+    ConnectFailed(ConnId),
+    Data(ConnId, Bytes),
+    /// The connection's write backlog fell back under the limit.
+    Drained(ConnId),
+    Closed(ConnId),
+}
+
+/// The opaque value each record carries through the core.
+struct Reply {
+    tx: oneshot::Sender<DeliveryResult>,
+    /// The flush epoch the record was accepted in (see [`Actor::settle`]).
+    epoch: u64,
+}
+
+/// State the handles read without asking the actor.
+#[derive(Debug, Default)]
+struct Shared {
+    /// `close` was called: new sends are refused at once.
+    closing: AtomicBool,
+    /// The core refused a record as `Full` and the actor holds it aside: `try_send` answers
+    /// `Full` without queueing.
+    core_full: AtomicBool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// [`ProducerHandle::send`] refused a record; the record comes back.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The producer is closing or closed (or its task has stopped).
+    #[error("producer is closed")]
+    Closed(Record),
+}
+
+impl SendError {
+    /// The record that was not sent.
+    pub fn into_record(self) -> Record {
+        match self {
+            SendError::Closed(r) => r,
+        }
+    }
+}
+
+/// [`ProducerHandle::try_send`] refused a record; the record comes back.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrySendError {
+    /// The command channel or the producer's buffer is full; try again later, or use
+    /// [`ProducerHandle::send`] to wait for space.
+    #[error("producer buffer is full")]
+    Full(Record),
+    /// The producer is closing or closed (or its task has stopped).
+    #[error("producer is closed")]
+    Closed(Record),
+}
+
+impl TrySendError {
+    /// The record that was not sent.
+    pub fn into_record(self) -> Record {
+        match self {
+            TrySendError::Full(r) | TrySendError::Closed(r) => r,
+        }
+    }
+}
+
+/// Why a record accepted by the handle was not delivered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliveryError {
+    /// The core failed the record (broker error, delivery timeout, unknown topic, closed, ...).
+    /// The failure carries the record.
+    #[error("delivery failed: {}", .0.error)]
+    Failed(DeliveryFailure),
+    /// The core refused the record when the actor handed it over (too large, invalid
+    /// partition, producer closed or failed). The record comes back.
+    #[error("record rejected: {reason}")]
+    Rejected {
+        /// Why.
+        reason: SendErrorReason,
+        /// The record.
+        record: Record,
+    },
+    /// The producer task stopped without reporting the record. This happens only when the
+    /// runtime shut down under it (or a bug panicked it); the record is gone with the task.
+    #[error("producer task stopped before reporting the record")]
+    Lost,
+}
+
+impl DeliveryError {
+    /// The record handed back, if any (every variant but [`DeliveryError::Lost`]).
+    pub fn into_record(self) -> Option<Record> {
+        match self {
+            DeliveryError::Failed(f) => Some(f.record),
+            DeliveryError::Rejected { record, .. } => Some(record),
+            DeliveryError::Lost => None,
+        }
+    }
+
+    /// The record handed back, by reference.
+    pub fn record(&self) -> Option<&Record> {
+        match self {
+            DeliveryError::Failed(f) => Some(&f.record),
+            DeliveryError::Rejected { record, .. } => Some(record),
+            DeliveryError::Lost => None,
+        }
+    }
+}
+
+/// [`Producer::start`] could not start the producer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Not called from within a tokio runtime.
+    #[error("producer-tokio must be started from within a tokio runtime")]
+    NoRuntime,
+    /// A channel capacity or buffer size of zero was configured.
+    #[error("{0} must be positive")]
+    Zero(&'static str),
+}
+
+// ---------------------------------------------------------------------------------------------
+// The delivery future
+// ---------------------------------------------------------------------------------------------
+
+/// Resolves to one record's delivery report. Dropping it is harmless: the record is still
+/// delivered and its report discarded.
+#[derive(Debug)]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<DeliveryResult>,
+}
+
+impl Future for DeliveryFuture {
+    type Output = DeliveryResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<DeliveryResult> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(DeliveryError::Lost)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starting
+// ---------------------------------------------------------------------------------------------
+
+/// Entry point: [`Producer::start`] with defaults, or [`Producer::builder`] to tune the driver.
+#[derive(Debug)]
+pub struct Producer(());
+
+impl Producer {
+    /// Spawns the producer task on the current tokio runtime with the default driver settings
+    /// and returns a handle to it. Call it from within a runtime.
+    pub fn start(config: Config) -> Result<ProducerHandle, StartError> {
+        Producer::builder(config).start()
+    }
+
+    /// A builder for the driver's own settings (channel sizes, connect timeout).
+    pub fn builder(config: Config) -> ProducerBuilder {
+        ProducerBuilder {
+            config,
+            command_capacity: 1024,
+            event_capacity: 64,
+            read_buffer: 64 * 1024,
+            connect_timeout: None,
+            write_backlog: None,
+        }
+    }
+}
+
+/// Driver settings; [`ProducerBuilder::start`] spawns the producer.
+#[derive(Debug, Clone)]
+pub struct ProducerBuilder {
+    config: Config,
+    command_capacity: usize,
+    event_capacity: usize,
+    read_buffer: usize,
+    connect_timeout: Option<Duration>,
+    write_backlog: Option<usize>,
+}
+
+impl ProducerBuilder {
+    /// Capacity of the command channel between handles and the producer task (default 1024).
+    /// When the producer's buffer is full, at most this many sends queue before
+    /// [`ProducerHandle::send`] waits and [`ProducerHandle::try_send`] answers `Full`.
+    pub fn command_capacity(mut self, n: usize) -> Self {
+        self.command_capacity = n;
+        self
+    }
+
+    /// Capacity of the channel carrying network events to the producer task (default 64).
+    pub fn event_capacity(mut self, n: usize) -> Self {
+        self.event_capacity = n;
+        self
+    }
+
+    /// Bytes read from a socket at a time (default 64 KiB).
+    pub fn read_buffer(mut self, n: usize) -> Self {
+        self.read_buffer = n;
+        self
+    }
+
+    /// How long a TCP connection attempt (name resolution included) may take before it counts
+    /// as failed (default: the config's `request_timeout`).
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = Some(d);
+        self
+    }
+
+    /// Bytes handed to a connection and not yet written to its socket above which the
+    /// producer stops taking new records until the socket catches up (default:
+    /// `max_request_size * max_in_flight`). With `acks` other than none the core already bounds
+    /// this by `max_in_flight` requests; with `acks=none` a batch counts as done once handed over,
+    /// so only this limit keeps a slow socket from queueing without bound.
+    pub fn write_backlog(mut self, bytes: usize) -> Self {
+        self.write_backlog = Some(bytes);
+        self
+    }
+
+    /// Spawns the producer task on the current tokio runtime and returns a handle to it.
+    pub fn start(self) -> Result<ProducerHandle, StartError> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        for (name, v) in [
+            ("command_capacity", self.command_capacity),
+            ("event_capacity", self.event_capacity),
+            ("read_buffer", self.read_buffer),
+        ] {
+            if v == 0 {
+                return Err(StartError::Zero(name));
+            }
+        }
+        let mut config = self.config;
+        // Every DeliveryFuture must resolve, successes included.
+        config.report_successes = true;
+        let connect_timeout = self.connect_timeout.unwrap_or(config.request_timeout);
+        let write_backlog = self
+            .write_backlog
+            .unwrap_or(config.max_request_size.saturating_mul(config.max_in_flight))
+            .max(1);
+        let (cmd_tx, cmd_rx) = mpsc::channel(self.command_capacity);
+        let (net_tx, net_rx) = mpsc::channel(self.event_capacity);
+        let shared = Arc::new(Shared::default());
+        let actor = Actor {
+            core: producer_core::Producer::new(config, now()),
+            cmd_rx,
+            cmd_open: true,
+            net_tx,
+            net_rx,
+            conns: HashMap::new(),
+            stash: None,
+            shared: shared.clone(),
+            epoch: 0,
+            outstanding: BTreeMap::new(),
+            flush_waiters: Vec::new(),
+            close_waiters: Vec::new(),
+            reflush: false,
+            read_buffer: self.read_buffer,
+            connect_timeout,
+            write_backlog,
+            congested: 0,
+        };
+        rt.spawn(actor.run());
+        Ok(ProducerHandle { tx: cmd_tx, shared })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handle
+// ---------------------------------------------------------------------------------------------
+
+/// A cloneable handle to a running producer. When the last handle is dropped, the producer
+/// closes in the background: records already sent are still delivered.
+#[derive(Debug, Clone)]
+pub struct ProducerHandle {
+    tx: mpsc::Sender<Cmd>,
+    shared: Arc<Shared>,
+}
+
+fn fill_timestamp(record: &mut Record) {
+    if record.timestamp.is_none() {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        record.timestamp = Some(ms);
+    }
+}
+
+impl ProducerHandle {
+    /// Sends a record, waiting while the producer's buffer is full (backpressure). Returns a
+    /// future of the record's delivery report once the producer task has the record. Records
+    /// sent through one handle keep their order per partition.
+    ///
+    /// A record without a timestamp gets the wall clock. Returns [`SendError::Closed`] with
+    /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
+    /// before it completes drops the record unsent.
+    pub async fn send(&self, mut record: Record) -> Result<DeliveryFuture, SendError> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(SendError::Closed(record));
+        }
+        let Ok(permit) = self.tx.reserve().await else {
+            return Err(SendError::Closed(record));
+        };
+        fill_timestamp(&mut record);
+        let (reply, rx) = oneshot::channel();
+        permit.send(Cmd::Send { record, reply });
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
+    /// producer's buffer is full (the task holds a refused record aside) or the command channel
+    /// is full. The record is never queued in that case.
+    ///
+    /// Design: the handle never waits for the task's answer. It checks a flag that the task
+    /// sets while the core refuses records, then takes a channel slot with `try_reserve`. A
+    /// record that passes both checks is accepted: if the core fills up in the meantime, the
+    /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
+    /// "will be delivered or reported", and `Full` always returns the record.
+    pub fn try_send(&self, mut record: Record) -> Result<DeliveryFuture, TrySendError> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(TrySendError::Closed(record));
+        }
+        if self.shared.core_full.load(Ordering::Acquire) {
+            return Err(TrySendError::Full(record));
+        }
+        let permit = match self.tx.try_reserve() {
+            Ok(p) => p,
+            Err(mpsc::error::TrySendError::Full(())) => return Err(TrySendError::Full(record)),
+            Err(mpsc::error::TrySendError::Closed(())) => return Err(TrySendError::Closed(record)),
+        };
+        fill_timestamp(&mut record);
+        let (reply, rx) = oneshot::channel();
+        permit.send(Cmd::Send { record, reply });
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// Sends every buffered record now, ignoring `linger`. Resolves when every record sent
+    /// before the call (through any handle) has its report; records sent afterwards do not
+    /// delay it.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Flush(tx)).await.is_err() {
+            return; // The task has finished: every record was reported.
+        }
+        let _ = rx.await;
+    }
+
+    /// Closes the producer: refuses new records, delivers (or fails, at the latest after
+    /// `delivery_timeout`) every record already sent, closes the connections and stops the
+    /// task. Resolves when that is done. Any handle may call it, any number of times.
+    pub async fn close(&self) {
+        self.shared.closing.store(true, Ordering::Release);
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Close(tx)).await.is_err() {
+            return; // Already stopped.
+        }
+        let _ = rx.await;
+    }
+
+    /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closing.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The actor
+// ---------------------------------------------------------------------------------------------
+
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Commands or events handled per wake-up before the outputs are drained.
+const BATCH: usize = 128;
+
+struct ConnHandle {
+    writer: mpsc::UnboundedSender<Bytes>,
+    task: AbortHandle,
+    /// Bytes handed to the writer and not yet written (shared with the connection task).
+    backlog: Arc<AtomicUsize>,
+    /// The backlog is over the limit: counted in [`Actor::congested`].
+    over: bool,
+}
+
+struct Actor {
+    core: producer_core::Producer<Reply>,
+    cmd_rx: mpsc::Receiver<Cmd>,
+    /// False once every handle is gone.
+    cmd_open: bool,
+    net_tx: mpsc::Sender<Net>,
+    net_rx: mpsc::Receiver<Net>,
+    conns: HashMap<ConnId, ConnHandle>,
+    /// The one record the core refused as `Full`; while it is here no command is read.
+    stash: Option<(Record, Reply)>,
+    shared: Arc<Shared>,
+    /// Flush epoch: records accepted now carry it; each flush ends an epoch.
+    epoch: u64,
+    /// Records not yet reported, per epoch.
+    outstanding: BTreeMap<u64, usize>,
+    /// Flushes waiting for every record of their epoch and earlier ones.
+    flush_waiters: Vec<(u64, oneshot::Sender<()>)>,
+    close_waiters: Vec<oneshot::Sender<()>>,
+    /// Metadata arrived while a flush is pending: flush the core again.
+    reflush: bool,
+    read_buffer: usize,
+    connect_timeout: Duration,
+    write_backlog: usize,
+    /// Connections whose write backlog is over the limit; while any is, no command is read.
+    congested: usize,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let sleep = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        loop {
+            self.drain_outputs();
+            if std::mem::take(&mut self.reflush) {
+                // Records that waited for their topic's metadata were just appended to batches
+                // that linger as usual: a pending flush covers them too.
+                self.core.flush(now());
+                self.drain_outputs();
+            }
+            if self.core.is_closed() {
+                break;
+            }
+            let deadline = self.core.poll_timeout();
+            if let Some(d) = deadline {
+                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            let read_cmds = self.cmd_open && self.stash.is_none() && self.congested == 0;
+            tokio::select! {
+                biased;
+                Some(ev) = self.net_rx.recv() => {
+                    self.on_net(ev);
+                    for _ in 0..BATCH {
+                        match self.net_rx.try_recv() {
+                            Ok(ev) => self.on_net(ev),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                cmd = self.cmd_rx.recv(), if read_cmds => match cmd {
+                    Some(cmd) => {
+                        self.on_cmd(cmd);
+                        for _ in 0..BATCH {
+                            if self.stash.is_some() {
+                                break;
+                            }
+                            match self.cmd_rx.try_recv() {
+                                Ok(cmd) => self.on_cmd(cmd),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    None => {
+                        debug!("every producer handle dropped; closing");
+                        self.cmd_open = false;
+                        self.core.close(now());
+                    }
+                },
+                () = &mut sleep, if deadline.is_some() => {}
+            }
+            // Compare against the clock: the sleep may not be what woke us, and a woken sleep
+            // may race with the deadline moving.
+            let t = now();
+            if self.core.poll_timeout().is_some_and(|d| d <= t) {
+                self.core.handle_timeout(t);
+            }
+            self.retry_stash();
+        }
+        self.shutdown().await;
+    }
+
+    /// Everything is reported and the core has closed: stop the connections, refuse what is
+    /// still queued, and wake the waiters.
+    async fn shutdown(&mut self) {
+        for (_, c) in self.conns.drain() {
+            c.task.abort();
+        }
+        self.shared.closing.store(true, Ordering::Release);
+        self.cmd_rx.close();
+        if let Some((record, reply)) = self.stash.take() {
+            self.reject(reply, SendErrorReason::Closed, record);
+        }
+        // After `close`, `recv` returns what is queued, waits for the few permits handles hold
+        // (they never await while holding one), then returns `None`.
+        while let Some(cmd) = self.cmd_rx.recv().await {
+            match cmd {
+                Cmd::Send { record, reply } => {
+                    let _ = reply.send(Err(DeliveryError::Rejected {
+                        reason: SendErrorReason::Closed,
+                        record,
+                    }));
+                }
+                Cmd::Flush(tx) | Cmd::Close(tx) => {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        for (_, tx) in self.flush_waiters.drain(..) {
+            let _ = tx.send(());
+        }
+        for tx in self.close_waiters.drain(..) {
+            let _ = tx.send(());
+        }
+        info!("producer task stopped");
+    }
+
+    fn on_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Send { record, reply } => {
+                *self.outstanding.entry(self.epoch).or_insert(0) += 1;
+                self.submit(
+                    record,
+                    Reply {
+                        tx: reply,
+                        epoch: self.epoch,
+                    },
+                );
+            }
+            Cmd::Flush(tx) => {
+                self.flush_waiters.push((self.epoch, tx));
+                self.epoch += 1;
+                self.core.flush(now());
+                self.wake_flushes();
+            }
+            Cmd::Close(tx) => {
+                self.close_waiters.push(tx);
+                self.core.close(now());
+            }
+        }
+    }
+
+    /// Hands a record to the core; `Full` keeps it aside.
+    fn submit(&mut self, record: Record, reply: Reply) {
+        match self.core.send(now(), record, reply) {
+            Ok(()) => {}
+            Err(e) if e.reason == SendErrorReason::Full => {
+                self.stash = Some((e.record, e.opaque));
+                self.shared.core_full.store(true, Ordering::Release);
+            }
+            Err(e) => self.reject(e.opaque, e.reason, e.record),
+        }
+    }
+
+    fn retry_stash(&mut self) {
+        if let Some((record, reply)) = self.stash.take() {
+            self.shared.core_full.store(false, Ordering::Release);
+            self.submit(record, reply);
+        }
+    }
+
+    fn reject(&mut self, reply: Reply, reason: SendErrorReason, record: Record) {
+        self.settle(reply.epoch);
+        let _ = reply
+            .tx
+            .send(Err(DeliveryError::Rejected { reason, record }));
+    }
+
+    /// One record of `epoch` has its report.
+    fn settle(&mut self, epoch: u64) {
+        if let Some(n) = self.outstanding.get_mut(&epoch) {
+            *n -= 1;
+            if *n == 0 {
+                self.outstanding.remove(&epoch);
+                self.wake_flushes();
+            }
+        }
+    }
+
+    /// Completes the flushes whose records (and all earlier ones) are reported.
+    fn wake_flushes(&mut self) {
+        let oldest = self.outstanding.keys().next().copied().unwrap_or(u64::MAX);
+        let (done, waiting): (Vec<_>, Vec<_>) = self
+            .flush_waiters
+            .drain(..)
+            .partition(|(epoch, _)| *epoch < oldest);
+        self.flush_waiters = waiting;
+        for (_, tx) in done {
+            let _ = tx.send(());
+        }
+    }
+
+    fn on_net(&mut self, ev: Net) {
+        let t = now();
+        match ev {
+            Net::Connected(conn) => self.core.handle_connected(t, conn),
+            Net::ConnectFailed(conn) => {
+                self.remove_conn(conn);
+                self.core.handle_connect_failed(t, conn);
+            }
+            Net::Data(conn, bytes) => self.core.handle_read(t, conn, &bytes),
+            Net::Drained(conn) => {
+                let limit = self.write_backlog;
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if c.over && c.backlog.load(Ordering::Acquire) <= limit {
+                        c.over = false;
+                        self.congested -= 1;
+                    }
+                }
+            }
+            Net::Closed(conn) => {
+                self.remove_conn(conn);
+                self.core.handle_disconnected(t, conn);
+            }
+        }
+    }
+
+    fn drain_outputs(&mut self) {
+        while let Some(out) = self.core.poll_output() {
+            match out {
+                Output::Connect { conn, host, port } => self.connect(conn, host, port),
+                Output::Transmit { conn, bytes } => match self.conns.get_mut(&conn) {
+                    Some(c) => {
+                        let len = bytes.len();
+                        // Counted before the writer can see the frame, so its decrement never
+                        // comes first.
+                        let backlog = c.backlog.fetch_add(len, Ordering::AcqRel) + len;
+                        // A send error means the task ended; its Closed event is on the way.
+                        if c.writer.send(bytes).is_ok() && backlog > self.write_backlog && !c.over {
+                            c.over = true;
+                            self.congested += 1;
+                            debug!(
+                                conn = conn.as_u64(),
+                                backlog, "write backlog over the limit; pausing records"
+                            );
+                        }
+                    }
+                    None => debug!(
+                        conn = conn.as_u64(),
+                        "transmit for a connection that is gone"
+                    ),
+                },
+                Output::Disconnect { conn } => {
+                    let known = self.remove_conn(conn);
+                    if known {
+                        debug!(conn = conn.as_u64(), "connection closed by the producer");
+                    }
+                }
+                Output::Delivery(d) => {
+                    let Reply { tx, epoch } = d.opaque;
+                    // The receiver may be gone (future dropped): the report is discarded.
+                    let _ = tx.send(d.result.map_err(DeliveryError::Failed));
+                    self.settle(epoch);
+                }
+                Output::Event(e) => {
+                    if e == Event::MetadataUpdated && !self.flush_waiters.is_empty() {
+                        self.reflush = true;
+                    }
+                    log_event(&e);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
+        let (writer, frames) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let io = ConnIo {
+            conn,
+            frames,
+            net: self.net_tx.clone(),
+            backlog: backlog.clone(),
+            backlog_limit: self.write_backlog,
+            read_buffer: self.read_buffer,
+            connect_timeout: self.connect_timeout,
+        };
+        let task = tokio::spawn(io.run(host, port)).abort_handle();
+        self.conns.insert(
+            conn,
+            ConnHandle {
+                writer,
+                task,
+                backlog,
+                over: false,
+            },
+        );
+    }
+
+    /// Forgets a connection and stops its task; whether it was known.
+    fn remove_conn(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.remove(&conn) else {
+            return false;
+        };
+        c.task.abort();
+        if c.over {
+            self.congested -= 1;
+        }
+        true
+    }
+}
+
+fn log_event(e: &Event) {
+    match e {
+        Event::Retry {
+            topic,
+            partition,
+            error,
+        } => warn!(%topic, partition, %error, "retrying batch"),
+        Event::MetadataUpdated => debug!("metadata updated"),
+        Event::BrokerReady { node_id } => debug!(node_id, "broker ready"),
+        Event::ProducerId { producer_id, epoch } => {
+            info!(producer_id, epoch, "producer id assigned")
+        }
+        Event::Fatal(err) => error!(%err, "producer failed; every record fails"),
+        Event::Closed => info!("producer closed"),
+        other => debug!(event = ?other, "producer event"),
+    }
+}
+
+/// What a connection task owns.
+struct ConnIo {
+    conn: ConnId,
+    frames: mpsc::UnboundedReceiver<Bytes>,
+    net: mpsc::Sender<Net>,
+    backlog: Arc<AtomicUsize>,
+    backlog_limit: usize,
+    read_buffer: usize,
+    connect_timeout: Duration,
+}
+
+impl ConnIo {
+    /// Connects, then reads and writes until either side ends; reports each step to the actor.
+    async fn run(self, host: String, port: u16) {
+        let ConnIo {
+            conn,
+            mut frames,
+            net,
+            backlog,
+            backlog_limit,
+            read_buffer,
+            connect_timeout,
+        } = self;
+        let id = conn.as_u64();
+        debug!(conn = id, %host, port, "connecting");
+        let stream = match tokio::time::timeout(
+            connect_timeout,
+            TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                warn!(conn = id, %host, port, error = %e, "connection failed");
+                let _ = net.send(Net::ConnectFailed(conn)).await;
+                return;
+            }
+            Err(_) => {
+                warn!(conn = id, %host, port, timeout = ?connect_timeout, "connection timed out");
+                let _ = net.send(Net::ConnectFailed(conn)).await;
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        info!(conn = id, %host, port, "connected");
+        if net.send(Net::Connected(conn)).await.is_err() {
+            return;
+        }
+        let (mut rd, mut wr) = stream.into_split();
+        let reader = async {
+            let mut buf = BytesMut::with_capacity(read_buffer);
+            loop {
+                // Reclaims the space of chunks the actor has finished with.
+                buf.reserve(read_buffer);
+                match rd.read_buf(&mut buf).await {
+                    Ok(0) => return None,
+                    Ok(_) => {
+                        if net
+                            .send(Net::Data(conn, buf.split().freeze()))
+                            .await
+                            .is_err()
+                        {
+                            return None;
+                        }
+                    }
+                    Err(e) => return Some(e),
+                }
+            }
+        };
+        let writer = async {
+            while let Some(frame) = frames.recv().await {
+                wr.write_all(&frame).await?;
+                let before = backlog.fetch_sub(frame.len(), Ordering::AcqRel);
+                if before > backlog_limit && before - frame.len() <= backlog_limit {
+                    let _ = net.send(Net::Drained(conn)).await;
+                }
+            }
+            Ok::<(), io::Error>(())
+        };
+        let err = tokio::select! {
+            e = reader => e,
+            r = writer => r.err(),
+        };
+        match err {
+            Some(e) => info!(conn = id, %host, port, error = %e, "connection lost"),
+            None => info!(conn = id, %host, port, "connection closed by the peer"),
+        }
+        let _ = net.send(Net::Closed(conn)).await;
+    }
+}

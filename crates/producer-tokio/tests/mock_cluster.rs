@@ -1,0 +1,617 @@
+//! End-to-end tests against librdkafka's mock cluster: produce through the tokio driver, read
+//! back with an rdkafka consumer (CRCs checked) and compare record by record.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use producer_tokio::{
+    Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Producer, ProducerHandle,
+    Record, SendError, TrySendError,
+};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::{Offset, TopicPartitionList};
+
+const TOPIC: &str = "driver-test";
+const PARTITIONS: i32 = 6;
+const MOCK_LOG_APPEND_TIME: i64 = 1234;
+
+fn cluster() -> MockCluster<'static, DefaultProducerContext> {
+    init_tracing();
+    let c = MockCluster::new(3).expect("mock cluster");
+    c.create_topic(TOPIC, PARTITIONS, 3).expect("create topic");
+    c
+}
+
+/// `RUST_LOG=producer_tokio=debug cargo test -- --nocapture` shows the driver's events.
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+fn bootstrap(servers: &str) -> Vec<(String, u16)> {
+    servers
+        .split(',')
+        .map(|s| {
+            let (h, p) = s.rsplit_once(':').expect("host:port");
+            (h.to_owned(), p.parse().expect("port"))
+        })
+        .collect()
+}
+
+fn builder(servers: &str) -> ConfigBuilder {
+    Config::builder(bootstrap(servers))
+}
+
+/// A port on localhost with nothing listening (connections are refused).
+fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Polls a delivery future once: whether it has already resolved.
+fn ready_now(
+    f: &mut DeliveryFuture,
+) -> Option<Result<producer_tokio::RecordMetadata, DeliveryError>> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(f).poll(&mut cx) {
+        Poll::Ready(r) => Some(r),
+        Poll::Pending => None,
+    }
+}
+
+struct Consumed {
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    timestamp: Option<i64>,
+}
+
+/// Reads `expected` messages from every partition of the topic, from the beginning.
+fn consume_all(servers: String, expected: usize) -> Vec<Consumed> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .set("group.id", "producer-tokio-test")
+        .set("enable.auto.commit", "false")
+        .set("check.crcs", "true")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut out = Vec::with_capacity(expected);
+    while out.len() < expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "consumed only {} of {expected}",
+            out.len()
+        );
+        let Some(m) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let m = m.expect("consume");
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Consumed {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers,
+            timestamp: m.timestamp().to_millis(),
+        });
+    }
+    // Nothing more than expected.
+    if let Some(Ok(m)) = consumer.poll(Duration::from_millis(300)) {
+        panic!(
+            "unexpected extra message at {}-{}",
+            m.partition(),
+            m.offset()
+        );
+    }
+    out
+}
+
+fn test_record(i: usize, base_ts: i64) -> Record {
+    let mut r = Record::new(TOPIC, format!("value-{i}-{}", "x".repeat(i % 50)));
+    if i % 3 != 0 {
+        r = r.with_key(format!("key-{}", i % 97));
+    }
+    if i % 11 == 0 {
+        r = r.with_partition((i % PARTITIONS as usize) as i32);
+    }
+    if i % 2 == 0 {
+        r = r.with_timestamp(base_ts + i as i64);
+    }
+    r = r.with_header("index", Some(Bytes::from(i.to_string())));
+    if i % 5 == 0 {
+        r = r.with_header("null-header", None);
+        r = r.with_header("empty", Some(Bytes::new()));
+    }
+    r
+}
+
+fn index_of(value: &[u8]) -> usize {
+    let s = std::str::from_utf8(value).unwrap();
+    s.split('-').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roundtrip_20k_records_match_the_consumer() {
+    const N: usize = 20_000;
+    let mock = cluster();
+    let servers = mock.bootstrap_servers();
+    let handle = Producer::start(builder(&servers).build().unwrap()).unwrap();
+
+    let base_ts = now_ms() - 1_000_000;
+    let start_ms = now_ms();
+    let mut sent = Vec::with_capacity(N);
+    let mut futures = Vec::with_capacity(N);
+    for i in 0..N {
+        let r = test_record(i, base_ts);
+        sent.push(r.clone());
+        let f = handle.send(r).await.expect("send");
+        // Drop every 10th future: the record must still be delivered.
+        futures.push(if i % 10 == 7 { None } else { Some(f) });
+    }
+    let mut reported = HashMap::new();
+    for (i, f) in futures.into_iter().enumerate() {
+        if let Some(f) = f {
+            let m = f.await.unwrap_or_else(|e| panic!("record {i} failed: {e}"));
+            assert_eq!(&*m.topic, TOPIC);
+            assert!(m.offset >= 0);
+            reported.insert(i, m);
+        }
+    }
+    handle.flush().await;
+    let end_ms = now_ms();
+
+    let consumed = tokio::task::spawn_blocking(move || consume_all(servers, N))
+        .await
+        .unwrap();
+    let mut seen = HashSet::new();
+    let mut last_in_partition: HashMap<i32, (i64, usize)> = HashMap::new();
+    let mut by_partition: Vec<&Consumed> = consumed.iter().collect();
+    by_partition.sort_by_key(|c| (c.partition, c.offset));
+    for c in by_partition {
+        let i = index_of(c.value.as_deref().expect("value"));
+        assert!(seen.insert(i), "record {i} consumed twice");
+        let r = &sent[i];
+        assert_eq!(c.key.as_deref(), r.key.as_deref(), "key of {i}");
+        assert_eq!(c.value.as_deref(), r.value.as_deref(), "value of {i}");
+        let headers: Vec<(String, Option<Vec<u8>>)> = r
+            .headers
+            .iter()
+            .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
+            .collect();
+        assert_eq!(c.headers, headers, "headers of {i}");
+        if let Some(p) = r.partition {
+            assert_eq!(c.partition, p, "explicit partition of {i}");
+        }
+        let ts = c.timestamp.expect("timestamp");
+        match r.timestamp {
+            Some(t) => assert_eq!(ts, t, "timestamp of {i}"),
+            None => assert!(
+                (start_ms..=end_ms).contains(&ts),
+                "filled timestamp of {i}: {ts} not in {start_ms}..={end_ms}"
+            ),
+        }
+        if let Some(m) = reported.get(&i) {
+            assert_eq!(
+                (m.partition, m.offset),
+                (c.partition, c.offset),
+                "reported position of {i}"
+            );
+            // The mock answers every Produce with LogAppendTimeMs 1234 although its topics
+            // keep CreateTime (rdkafka_mock_handlers.c), so the core reports that.
+            assert!(
+                m.timestamp == ts || m.timestamp == MOCK_LOG_APPEND_TIME,
+                "reported timestamp of {i}: {}",
+                m.timestamp
+            );
+        }
+        // Per-partition order: offsets follow send order.
+        if let Some((off, prev)) = last_in_partition.insert(c.partition, (c.offset, i)) {
+            assert!(
+                off < c.offset && prev < i,
+                "partition {} order: {prev}@{off} before {i}@{}",
+                c.partition,
+                c.offset
+            );
+        }
+    }
+    assert_eq!(seen.len(), N);
+    assert!(
+        last_in_partition.len() > 1,
+        "records spread over partitions"
+    );
+    // Keyed records of one key share a partition.
+    let mut key_partition: HashMap<Vec<u8>, i32> = HashMap::new();
+    for c in &consumed {
+        let i = index_of(c.value.as_deref().unwrap());
+        if let (Some(k), None) = (&c.key, sent[i].partition) {
+            let p = *key_partition.entry(k.clone()).or_insert(c.partition);
+            assert_eq!(
+                p,
+                c.partition,
+                "key {:?} in two partitions",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn try_send_full_hands_the_record_back() {
+    // Nothing drains: the bootstrap refuses connections, so records wait for metadata.
+    let config = Config::builder([("127.0.0.1", dead_port())])
+        .buffer_max_records(4)
+        .max_block(Duration::from_millis(500))
+        .request_timeout(Duration::from_millis(500))
+        .delivery_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let handle = Producer::builder(config)
+        .command_capacity(2)
+        .start()
+        .unwrap();
+
+    // The command channel: two slots, and the task has not run yet.
+    let a = handle.try_send(Record::new(TOPIC, "a")).expect("slot 1");
+    let b = handle.try_send(Record::new(TOPIC, "b")).expect("slot 2");
+    match handle.try_send(Record::new(TOPIC, "c").with_key("k")) {
+        Err(TrySendError::Full(r)) => {
+            assert_eq!(r.value.as_deref(), Some(&b"c"[..]));
+            assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
+        }
+        other => panic!("expected Full, got {other:?}"),
+    }
+
+    // The core: four records, then the task holds one aside and try_send answers Full.
+    let mut accepted = vec![a, b];
+    let mut full = None;
+    for i in 0..1000 {
+        match handle.try_send(Record::new(TOPIC, format!("r{i}"))) {
+            Ok(f) => accepted.push(f),
+            Err(TrySendError::Full(r)) => {
+                if accepted.len() >= 5 {
+                    full = Some(r);
+                    break;
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+        tokio::task::yield_now().await;
+    }
+    let full = full.expect("try_send reported Full");
+    assert!(full.value.as_deref().unwrap().starts_with(b"r"));
+    assert!(
+        accepted.len() <= 4 + 1 + 2,
+        "at most the core's 4, one held aside, and the channel's 2: {}",
+        accepted.len()
+    );
+
+    // Every accepted record is reported (here: failed, with the record back), and space frees.
+    for f in accepted {
+        let e = f.await.expect_err("nothing can be delivered");
+        assert!(e.record().is_some());
+    }
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn send_waits_for_space_then_delivers() {
+    let mock = cluster();
+    let config = builder(&mock.bootstrap_servers())
+        .buffer_max_records(3)
+        .build()
+        .unwrap();
+    let handle = Producer::builder(config)
+        .command_capacity(1)
+        .start()
+        .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..50 {
+        futures.push(
+            handle
+                .send(Record::new(TOPIC, format!("v{i}")).with_partition(0))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut last = -1;
+    for f in futures {
+        let m = f.await.expect("delivered");
+        assert!(m.offset > last);
+        last = m.offset;
+    }
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn flush_resolves_after_every_earlier_record_is_reported() {
+    let mock = cluster();
+    // A long linger: without flush nothing would leave within the test.
+    let config = builder(&mock.bootstrap_servers())
+        .linger(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let handle = Producer::start(config).unwrap();
+    handle.flush().await; // nothing sent: resolves at once
+
+    let mut futures = Vec::new();
+    for i in 0..100 {
+        futures.push(
+            handle
+                .send(Record::new(TOPIC, format!("v{i}")).with_key(format!("k{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    handle.flush().await;
+    for f in &mut futures {
+        let r = ready_now(f).expect("reported before flush returned");
+        r.expect("delivered");
+    }
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn close_delivers_everything_then_refuses_records() {
+    let mock = cluster();
+    let config = builder(&mock.bootstrap_servers())
+        .linger(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let handle = Producer::start(config).unwrap();
+    let other = handle.clone();
+
+    let mut futures = Vec::new();
+    for i in 0..100 {
+        futures.push(
+            handle
+                .send(Record::new(TOPIC, format!("v{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    handle.close().await;
+    for f in &mut futures {
+        ready_now(f)
+            .expect("reported before close returned")
+            .expect("delivered");
+    }
+    assert!(other.is_closed());
+
+    let r = Record::new(TOPIC, "late").with_key("k");
+    match other.send(r.clone()).await {
+        Err(SendError::Closed(back)) => assert_eq!(back, r),
+        Err(e) => panic!("expected Closed, got {e:?}"),
+        Ok(_) => panic!("send after close succeeded"),
+    }
+    match handle.try_send(r.clone()) {
+        Err(TrySendError::Closed(back)) => assert_eq!(back, r),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+    // Idempotent, and flush on a closed producer returns.
+    other.close().await;
+    other.flush().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dropping_every_handle_still_delivers() {
+    let mock = cluster();
+    let config = builder(&mock.bootstrap_servers())
+        .linger(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let handle = Producer::start(config).unwrap();
+    let mut futures = Vec::new();
+    for i in 0..20 {
+        futures.push(
+            handle
+                .send(Record::new(TOPIC, format!("v{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    drop(handle);
+    for f in futures {
+        f.await.expect("delivered after the handles are gone");
+    }
+}
+
+/// Asserts a failure hands back the sent record (the driver filled its timestamp).
+fn assert_handed_back(e: DeliveryError, sent: &Record) -> ProduceError {
+    let DeliveryError::Failed(f) = e else {
+        panic!("expected a delivery failure, got {e:?}")
+    };
+    assert_eq!(f.record.value, sent.value);
+    assert_eq!(f.record.key, sent.key);
+    assert_eq!(f.record.headers, sent.headers);
+    assert_eq!(f.record.partition, sent.partition);
+    assert!(f.record.timestamp.is_some());
+    f.error
+}
+
+fn records(n: usize) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            let r = Record::new(TOPIC, format!("v{i}"))
+                .with_header("h", Some(Bytes::from_static(b"x")));
+            if i % 2 == 0 {
+                r.with_key(format!("k{i}"))
+            } else {
+                r
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unreachable_bootstrap_fails_records_with_the_record_back() {
+    let config = Config::builder([("127.0.0.1", dead_port())])
+        .linger(Duration::from_millis(5))
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        // Records of a topic whose metadata never arrives wait `max_block`.
+        .max_block(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let handle = Producer::start(config).unwrap();
+    let sent = records(30);
+    let mut futures = Vec::new();
+    for r in &sent {
+        futures.push(handle.send(r.clone()).await.unwrap());
+    }
+    let started = std::time::Instant::now();
+    for (f, r) in futures.into_iter().zip(&sent) {
+        let err = assert_handed_back(f.await.expect_err("cannot be delivered"), r);
+        assert!(
+            matches!(
+                err,
+                ProduceError::UnknownTopic | ProduceError::DeliveryTimeout { .. }
+            ),
+            "unexpected error {err:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn brokers_down_fail_records_with_delivery_timeout() {
+    let mock = cluster();
+    let config = builder(&mock.bootstrap_servers())
+        .linger(Duration::from_millis(5))
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        .reconnect_backoff(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let handle = Producer::start(config).unwrap();
+    // Learn the topic first.
+    handle
+        .send(Record::new(TOPIC, "first"))
+        .await
+        .unwrap()
+        .await
+        .expect("delivered");
+
+    mock.broker_down(-1).unwrap();
+    let sent = records(30);
+    let mut futures = Vec::new();
+    for r in &sent {
+        futures.push(handle.send(r.clone()).await.unwrap());
+    }
+    let started = std::time::Instant::now();
+    for (f, r) in futures.into_iter().zip(&sent) {
+        let err = assert_handed_back(f.await.expect_err("brokers are down"), r);
+        assert!(
+            matches!(err, ProduceError::DeliveryTimeout { .. }),
+            "unexpected error {err:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rejected_records_come_back() {
+    let config = Config::builder([("127.0.0.1", dead_port())])
+        .max_request_size(1024)
+        .buffer_memory(4096)
+        .build()
+        .unwrap();
+    let handle: ProducerHandle = Producer::start(config).unwrap();
+    let big = Record::new(TOPIC, vec![0u8; 4000]);
+    match handle.send(big.clone()).await.unwrap().await {
+        Err(DeliveryError::Rejected { record, .. }) => assert_eq!(record.value, big.value),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    handle.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_none_with_a_tiny_write_backlog_from_concurrent_handles() {
+    const TASKS: usize = 4;
+    const PER_TASK: usize = 500;
+    let mock = cluster();
+    let servers = mock.bootstrap_servers();
+    let config = builder(&servers)
+        .acks(producer_tokio::Acks::None)
+        .build()
+        .unwrap();
+    // Every Transmit goes over the backlog limit: records pause until the socket drains.
+    let handle = Producer::builder(config)
+        .write_backlog(1)
+        .command_capacity(8)
+        .start()
+        .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let h = handle.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut futures = Vec::new();
+            for i in 0..PER_TASK {
+                let r =
+                    Record::new(TOPIC, format!("v-{}", t * PER_TASK + i)).with_partition(t as i32);
+                futures.push(h.send(r).await.unwrap());
+            }
+            for f in futures {
+                let m = f.await.expect("handed to the socket");
+                assert_eq!(
+                    (m.partition, m.offset),
+                    (t as i32, -1),
+                    "acks=0 reports no offset"
+                );
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    handle.close().await;
+    let consumed = tokio::task::spawn_blocking(move || consume_all(servers, TASKS * PER_TASK))
+        .await
+        .unwrap();
+    let mut next = [0usize; TASKS];
+    let mut sorted: Vec<&Consumed> = consumed.iter().collect();
+    sorted.sort_by_key(|c| (c.partition, c.offset));
+    for c in sorted {
+        let i = index_of(c.value.as_deref().unwrap());
+        let t = c.partition as usize;
+        assert_eq!(i, t * PER_TASK + next[t], "partition {t} in send order");
+        next[t] += 1;
+    }
+    assert_eq!(next, [PER_TASK; TASKS]);
+}
