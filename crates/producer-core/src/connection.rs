@@ -70,17 +70,20 @@ pub(crate) struct Connection {
     pub(crate) decoder: FrameDecoder,
     pub(crate) inflight: VecDeque<InFlightRequest>,
     pub(crate) versions: Option<Versions>,
+    /// When `Connect` was emitted (the connection attempt's timeout counts from here).
+    pub(crate) opened_at: Instant,
     next_correlation_id: i32,
 }
 
 impl Connection {
-    pub(crate) fn new(id: ConnId, max_frame: usize) -> Self {
+    pub(crate) fn new(id: ConnId, max_frame: usize, opened_at: Instant) -> Self {
         Connection {
             id,
             state: ConnState::Connecting,
             decoder: FrameDecoder::new(max_frame),
             inflight: VecDeque::new(),
             versions: None,
+            opened_at,
             next_correlation_id: 0,
         }
     }

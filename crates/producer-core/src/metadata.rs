@@ -80,6 +80,8 @@ pub(crate) struct TopicState<T> {
     pub(crate) sticky: Option<u32>,
     /// A permanent error metadata reported for the topic (e.g. authorization).
     pub(crate) error: Option<ErrorCode>,
+    /// `flush` was called while records were held: close their batches once routed.
+    pub(crate) flush_held: bool,
 }
 
 impl<T> TopicState<T> {
@@ -92,6 +94,7 @@ impl<T> TopicState<T> {
             holding_timer: None,
             sticky: None,
             error: None,
+            flush_held: false,
         }
     }
 }

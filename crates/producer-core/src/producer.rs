@@ -292,9 +292,15 @@ impl<T> Producer<T> {
         id
     }
 
+    /// How long a record may wait for its topic's metadata: `max_block`, and never longer than
+    /// its delivery timeout.
+    fn holding_limit(&self) -> Duration {
+        self.config.max_block.min(self.config.delivery_timeout)
+    }
+
     fn hold(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
         let now = self.now;
-        let deadline = now + self.config.max_block;
+        let deadline = now + self.holding_limit();
         let t = &mut self.topics[topic as usize];
         t.holding.push_back(Held {
             pending,
@@ -481,6 +487,10 @@ impl<T> Producer<T> {
     /// [`Producer::buffered_records`] reach zero to know the flush completed.
     pub fn flush(&mut self, now: Instant) {
         self.touch(now);
+        for t in &mut self.topics {
+            // Records still waiting for metadata are flushed as soon as they are routed.
+            t.flush_held |= !t.holding.is_empty();
+        }
         for t in 0..self.topics.len() as u32 {
             for p in 0..self.topics[t as usize].partitions.len() as u32 {
                 if self.topics[t as usize].partitions[p as usize]
@@ -811,6 +821,17 @@ impl<T> Producer<T> {
         let Some(c) = self.brokers[slot as usize].conn.as_ref() else {
             return;
         };
+        if c.state == ConnState::Connecting {
+            // The connection attempt itself is bounded by the request timeout too.
+            if c.opened_at + timeout <= now {
+                let id = c.id;
+                self.connection_lost(id, true);
+            } else {
+                self.timers
+                    .arm(c.opened_at + timeout, TimerKind::Request { slot });
+            }
+            return;
+        }
         let Some(front) = c.inflight.front() else {
             return;
         };
@@ -825,7 +846,16 @@ impl<T> Producer<T> {
 
     fn expire_holding(&mut self, topic: u32) {
         let now = self.now;
-        let max_block = self.config.max_block;
+        let max_block = self.holding_limit();
+        // With metadata from the cluster the topic is known not to exist; without any, the
+        // cluster was never reached and the records simply ran out of time.
+        let error = if self.metadata.last_refresh.is_some() {
+            ProduceError::UnknownTopic
+        } else {
+            ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+            }
+        };
         let t = &mut self.topics[topic as usize];
         t.holding_timer = None;
         let mut expired = Vec::new();
@@ -842,12 +872,7 @@ impl<T> Producer<T> {
             self.timers.arm(at, TimerKind::Holding { topic });
         }
         for h in expired {
-            self.fail_pending(
-                topic,
-                h.partition.unwrap_or(-1),
-                h.pending,
-                ProduceError::UnknownTopic,
-            );
+            self.fail_pending(topic, h.partition.unwrap_or(-1), h.pending, error.clone());
         }
         self.check_closed();
     }

@@ -40,7 +40,11 @@ impl<T> Producer<T> {
             slot,
             generation: b.generation,
         };
-        b.conn = Some(Connection::new(id, max_frame));
+        b.conn = Some(Connection::new(id, max_frame, self.now));
+        self.timers.arm(
+            self.now + self.config.request_timeout,
+            TimerKind::Request { slot },
+        );
         self.outputs.push_back(Output::Connect {
             conn: id,
             host: b.host.clone(),

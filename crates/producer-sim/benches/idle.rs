@@ -15,10 +15,13 @@ fn settled(partitions: i32) -> Harness<u32> {
     let mut cluster = SimCluster::new(SimConfig::with_brokers(3, 1), std::time::Instant::now());
     cluster.create_topic("t", partitions).expect("topic");
     let now = cluster.now();
-    let config = Config::builder(cluster.bootstrap()).build().expect("config");
+    let config = Config::builder(cluster.bootstrap())
+        .build()
+        .expect("config");
     let mut h = Harness::new(Producer::new(config, now), cluster, now);
     for p in 0..partitions {
-        h.send(Record::new("t", "v").with_partition(p), p as u32).expect("send");
+        h.send(Record::new("t", "v").with_partition(p), p as u32)
+            .expect("send");
     }
     assert!(h.flush(Duration::from_secs(60)), "all delivered");
     assert_eq!(h.deliveries.len(), partitions as usize);

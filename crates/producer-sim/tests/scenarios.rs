@@ -219,7 +219,11 @@ fn leader_hint_moves_the_partition_at_once() {
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
-    let hinted = h.cluster.request_log().iter().any(|r| r.broker_id == old && r.produce.iter().any(|p| p.error_code == 6));
+    let hinted = h
+        .cluster
+        .request_log()
+        .iter()
+        .any(|r| r.broker_id == old && r.produce.iter().any(|p| p.error_code == 6));
     assert!(hinted, "the old leader answered NOT_LEADER_OR_FOLLOWER");
 }
 
@@ -587,4 +591,54 @@ fn random_connection_drops_never_duplicate_or_reorder() {
     assert!(h.flush(secs(120)));
     check_run(&h, &sent, TOPICS, true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn flush_covers_records_still_waiting_for_metadata() {
+    let mut h = harness(cluster(1, &[("t", 2)], 24), |b| {
+        b.linger(Duration::from_secs(60))
+    });
+    let sent = send_many(&mut h, &["t"], 0, 10, false);
+    // Flushed before the topic's metadata arrived: the records must not wait out the linger.
+    assert!(h.flush(secs(5)), "flush did not cover held records");
+    check_run(&h, &sent, &[("t", 2)], true);
+}
+
+#[test]
+fn a_connection_attempt_that_never_completes_times_out() {
+    let mut h = harness(cluster(1, &[("t", 1)], 25), |b| {
+        b.request_timeout(Duration::from_millis(500))
+    });
+    // The broker answers nothing, not even the connection, for 3 s.
+    let until = h.now + Duration::from_secs(3);
+    h.cluster.stall_connections_to(1, Some(until)).unwrap();
+    let sent = send_many(&mut h, &["t"], 0, 5, false);
+    h.run_for(Duration::from_secs(2));
+    assert!(
+        h.producer.stats().disconnects >= 2,
+        "stuck connection attempts were abandoned and retried"
+    );
+    assert!(h.flush(secs(20)));
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+#[test]
+fn records_for_an_unreachable_cluster_fail_with_the_delivery_timeout() {
+    let mut h = harness(cluster(1, &[("t", 1)], 26), |b| {
+        b.delivery_timeout(Duration::from_millis(1500))
+            .request_timeout(Duration::from_millis(1000))
+    });
+    h.cluster.stop_broker(1, h.now).unwrap();
+    let sent = send_many(&mut h, &["t"], 0, 5, false);
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    check_run(&h, &sent, &[("t", 1)], true);
+    for r in reports(&h).values() {
+        assert_eq!(
+            r,
+            &Err(ProduceError::DeliveryTimeout {
+                possibly_persisted: false
+            })
+        );
+    }
 }
