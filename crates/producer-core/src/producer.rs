@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use crate::accumulator::{Batch, BatchState, OpenBatch, Pending};
 use crate::config::Config;
-use crate::connection::{ConnState, Connection, InFlightRequest, RequestKind};
+use crate::connection::{ConnState, Connection, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
 use crate::partitioner::{partition_for_key, Rng};
 use crate::protocol::api_versions::ApiVersionsRequest;
-use crate::protocol::{encode_request, ApiKey, RequestHeader};
+use crate::protocol::ApiKey;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::{TimerKind, Timers};
 use crate::types::{
@@ -664,34 +664,17 @@ impl<T> Producer<T> {
     }
 
     pub(crate) fn send_api_versions(&mut self, conn: ConnId, version: i16) {
-        let now = self.now;
-        let client_id = self.config.client_id.clone();
-        let Some(c) = self.conn_mut(conn) else { return };
-        let correlation_id = c.take_correlation_id();
-        let mut buf = Vec::with_capacity(64);
-        let header = RequestHeader {
-            api_key: ApiKey::ApiVersions,
-            api_version: version,
-            correlation_id,
-            client_id: Some(&client_id),
-        };
         let body = ApiVersionsRequest {
             client_software_name: "producer-core",
             client_software_version: env!("CARGO_PKG_VERSION"),
         };
-        encode_request(&mut buf, &header, |b| body.encode(version, b));
-        c.inflight.push_back(InFlightRequest {
-            correlation_id,
-            api: ApiKey::ApiVersions,
-            version,
-            sent_at: now,
-            kind: RequestKind::ApiVersions,
-        });
-        self.arm_request_timer(conn.slot);
-        self.outputs.push_back(Output::Transmit {
+        self.send_control_request(
             conn,
-            bytes: buf.into(),
-        });
+            ApiKey::ApiVersions,
+            version,
+            RequestKind::ApiVersions,
+            |b| body.encode(version, b),
+        );
     }
 
     pub(crate) fn arm_request_timer(&mut self, slot: u32) {

@@ -117,46 +117,28 @@ impl<T> Producer<T> {
         let Some(conn) = self.control_connection(false) else {
             return;
         };
-        let client_id = self.config.client_id.clone();
         let names: Vec<std::sync::Arc<str>> = self.topics.iter().map(|t| t.name.clone()).collect();
         let name_refs: Vec<&str> = names.iter().map(|n| &**n).collect();
-        let c = self.brokers[conn.slot as usize]
+        let versions = self.brokers[conn.slot as usize]
             .conn
-            .as_mut()
-            .expect("control connection exists");
-        let version = c.versions.map(|v| v.metadata).unwrap_or(1);
-        let correlation_id = c.take_correlation_id();
-        let mut buf = Vec::with_capacity(64 + names.iter().map(|n| n.len() + 4).sum::<usize>());
-        let header = RequestHeader {
-            api_key: ApiKey::Metadata,
-            api_version: version,
-            correlation_id,
-            client_id: Some(&client_id),
-        };
+            .as_ref()
+            .and_then(|c| c.versions);
+        let version = versions.map_or(1, |v| v.metadata);
         let req = MetadataRequest {
             topics: Some(&name_refs),
             allow_auto_topic_creation: true,
             include_topic_authorized_operations: false,
         };
-        encode_request(&mut buf, &header, |b| req.encode(version, b));
-        let was_idle = c.inflight.is_empty();
-        c.inflight.push_back(InFlightRequest {
-            correlation_id,
-            api: ApiKey::Metadata,
+        self.send_control_request(
+            conn,
+            ApiKey::Metadata,
             version,
-            sent_at: now,
-            kind: RequestKind::Metadata,
-        });
-        if was_idle {
-            self.arm_request_timer(conn.slot);
-        }
+            RequestKind::Metadata,
+            |b| req.encode(version, b),
+        );
         self.metadata.in_flight = true;
         self.metadata.wanted = false;
         self.metadata.next_allowed = now + self.config.retry_backoff;
-        self.outputs.push_back(Output::Transmit {
-            conn,
-            bytes: buf.into(),
-        });
     }
 
     fn maybe_init_producer_id(&mut self) {
@@ -176,21 +158,12 @@ impl<T> Producer<T> {
         let Some(conn) = self.control_connection(true) else {
             return;
         };
-        let client_id = self.config.client_id.clone();
-        let c = self.brokers[conn.slot as usize]
+        let versions = self.brokers[conn.slot as usize]
             .conn
-            .as_mut()
-            .expect("control connection exists");
-        let Some(version) = c.versions.and_then(|v| v.init_producer_id) else {
+            .as_ref()
+            .and_then(|c| c.versions);
+        let Some(version) = versions.and_then(|v| v.init_producer_id) else {
             return;
-        };
-        let correlation_id = c.take_correlation_id();
-        let mut buf = Vec::with_capacity(64);
-        let header = RequestHeader {
-            api_key: ApiKey::InitProducerId,
-            api_version: version,
-            correlation_id,
-            client_id: Some(&client_id),
         };
         let req = InitProducerIdRequest {
             transactional_id: None,
@@ -198,19 +171,54 @@ impl<T> Producer<T> {
             producer_id: -1,
             producer_epoch: -1,
         };
-        encode_request(&mut buf, &header, |b| req.encode(version, b));
+        self.send_control_request(
+            conn,
+            ApiKey::InitProducerId,
+            version,
+            RequestKind::InitProducerId,
+            |b| req.encode(version, b),
+        );
+        self.pid = PidState::Requesting;
+    }
+
+    /// Sends one non-Produce request on `conn`: frames it, records it as in flight (arming the
+    /// connection's request timer if it was idle) and queues the bytes.
+    pub(crate) fn send_control_request(
+        &mut self,
+        conn: ConnId,
+        api: ApiKey,
+        version: i16,
+        kind: RequestKind,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let now = self.now;
+        let Some(c) = self.brokers[conn.slot as usize]
+            .conn
+            .as_mut()
+            .filter(|c| c.id == conn)
+        else {
+            return;
+        };
+        let correlation_id = c.take_correlation_id();
+        let mut buf = Vec::with_capacity(128);
+        let header = RequestHeader {
+            api_key: api,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&self.config.client_id),
+        };
+        encode_request(&mut buf, &header, body);
         let was_idle = c.inflight.is_empty();
         c.inflight.push_back(InFlightRequest {
             correlation_id,
-            api: ApiKey::InitProducerId,
+            api,
             version,
             sent_at: now,
-            kind: RequestKind::InitProducerId,
+            kind,
         });
         if was_idle {
             self.arm_request_timer(conn.slot);
         }
-        self.pid = PidState::Requesting;
         self.outputs.push_back(Output::Transmit {
             conn,
             bytes: buf.into(),
