@@ -32,15 +32,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let bootstrap = match (&mock, args.iter().position(|a| a == "--brokers")) {
         (Some(m), _) => m.bootstrap(),
-        (None, Some(i)) => producer_tests::parse_bootstrap(args.get(i + 1).map_or("", String::as_str)),
+        (None, Some(i)) => {
+            producer_tests::parse_bootstrap(args.get(i + 1).map_or("", String::as_str))
+        }
         (None, None) => unreachable!(),
     };
     let mut producer = Producer::<u64>::new(Config::builder(bootstrap).build()?, Instant::now());
     let total = 10_000u64;
     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
     for i in 0..total {
-        let record = Record::new("events", format!("event {i}")).with_key(format!("user-{}", i % 100)).with_timestamp(now_ms);
-        producer.send(Instant::now(), record, i).map_err(|e| e.reason)?;
+        let record = Record::new("events", format!("event {i}"))
+            .with_key(format!("user-{}", i % 100))
+            .with_timestamp(now_ms);
+        producer
+            .send(Instant::now(), record, i)
+            .map_err(|e| e.reason)?;
     }
     producer.flush(Instant::now());
 
@@ -57,12 +63,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             match output {
                 Output::Connect { conn, host, port } => {
                     // Resolution blocks here for brevity; a real driver resolves off the loop.
-                    let addr = (host.as_str(), port).to_socket_addrs().ok().and_then(|mut a| a.next());
+                    let addr = (host.as_str(), port)
+                        .to_socket_addrs()
+                        .ok()
+                        .and_then(|mut a| a.next());
                     match addr.map(TcpStream::connect) {
                         Some(Ok(mut stream)) => {
                             let token = Token(conn.as_u64() as usize);
-                            poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
-                            sockets.insert(token, Socket { stream, conn, connecting: true, out: Vec::new() });
+                            poll.registry().register(
+                                &mut stream,
+                                token,
+                                Interest::READABLE | Interest::WRITABLE,
+                            )?;
+                            sockets.insert(
+                                token,
+                                Socket {
+                                    stream,
+                                    conn,
+                                    connecting: true,
+                                    out: Vec::new(),
+                                },
+                            );
                             tokens.insert(conn, token);
                         }
                         _ => producer.handle_connect_failed(Instant::now(), conn),
@@ -90,7 +111,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         // 2. Write what is pending (a real driver waits for WRITABLE when the socket is full).
-        for s in sockets.values_mut().filter(|s| !s.connecting && !s.out.is_empty()) {
+        for s in sockets
+            .values_mut()
+            .filter(|s| !s.connecting && !s.out.is_empty())
+        {
             match s.stream.write(&s.out) {
                 Ok(n) => drop(s.out.drain(..n)),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -98,12 +122,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         // 3. Sleep until I/O or the producer's deadline.
-        let timeout = producer.poll_timeout().map(|t| t.saturating_duration_since(Instant::now()));
+        let timeout = producer
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(Instant::now()));
         poll.poll(&mut events, timeout.or(Some(Duration::from_millis(100))))?;
         let now = Instant::now();
         // 4. Feed what happened back.
         for event in events.iter() {
-            let Some(s) = sockets.get_mut(&event.token()) else { continue };
+            let Some(s) = sockets.get_mut(&event.token()) else {
+                continue;
+            };
             let conn = s.conn;
             if s.connecting && event.is_writable() {
                 if s.stream.take_error()?.is_none() && s.stream.peer_addr().is_ok() {

@@ -144,7 +144,10 @@ impl<T> Producer<T> {
     fn on_api_versions(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
         let parsed = match ApiVersionsResponse::parse(version, body) {
             Ok(parsed) => parsed,
-            Err(_) if version > 0 && body.starts_with(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes()) => {
+            Err(_)
+                if version > 0
+                    && body.starts_with(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes()) =>
+            {
                 // A refusal we cannot read further (librdkafka's mock answers a v3 request with
                 // a body that is neither v0 nor v3): the error code alone says to retry with v0.
                 self.send_api_versions(conn, 0);
