@@ -493,6 +493,11 @@ fn profile(spec: &str) {
         },
     };
     let iterations: usize = parts[3].parse().expect("iterations");
+    eprintln!(
+        "sizes: Output<u64> {} B, Record {} B",
+        std::mem::size_of::<Output<u64>>(),
+        std::mem::size_of::<Record>()
+    );
     let mut h = Harness::new(cell);
     let start = Instant::now();
     for _ in 0..iterations {

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::record::{BatchBuilder, Header, SealedBatch};
+use crate::record::{BatchBuilder, Header, SealedBatch, RECORD_BATCH_OVERHEAD};
 use crate::types::{ConnId, ProduceError};
 
 /// One accepted record waiting for its report. The topic and partition live in the partition
@@ -45,6 +45,24 @@ pub(crate) enum BatchState {
     InFlight { conn: ConnId, correlation_id: i32 },
     /// Finished: base offset and log-append time on success, or the error.
     Done(Result<(i64, i64), ProduceError>),
+}
+
+impl<T> OpenBatch<T> {
+    /// Most records a new batch reserves room for up front.
+    const MAX_RESERVED_RECORDS: usize = 1024;
+
+    /// An empty batch sized for `batch_size` bytes, so appending never regrows its buffer (a
+    /// batch closes before a record would take it past `batch_size`, unless that record is alone).
+    /// `record_size` (the first record's encoded size) estimates how many records fit.
+    pub(crate) fn new(id: u64, batch_size: usize, record_size: usize, created: Instant) -> Self {
+        let records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        OpenBatch {
+            id,
+            builder: BatchBuilder::with_capacity(batch_size.max(RECORD_BATCH_OVERHEAD)),
+            records: Vec::with_capacity(records),
+            created,
+        }
+    }
 }
 
 /// A closed batch: encoded once, resent byte for byte.

@@ -76,6 +76,9 @@ pub struct Producer<T> {
     pub(crate) outputs: VecDeque<Output<T>>,
     pub(crate) topics: Vec<TopicState<T>>,
     pub(crate) topic_index: HashMap<Arc<str>, u32>,
+    /// The topic of the last `send` and its id: callers sending many records to one topic share
+    /// one `Arc<str>`, so a pointer comparison usually saves hashing the name.
+    pub(crate) last_topic: Option<(Arc<str>, u32)>,
     pub(crate) brokers: Vec<BrokerSlot>,
     pub(crate) node_slots: HashMap<i32, u32>,
     pub(crate) dirty_brokers: Vec<u32>,
@@ -113,6 +116,7 @@ impl<T> Producer<T> {
             outputs: VecDeque::new(),
             topics: Vec::new(),
             topic_index: HashMap::new(),
+            last_topic: None,
             brokers,
             node_slots: HashMap::new(),
             dirty_brokers: Vec::new(),
@@ -281,10 +285,22 @@ impl<T> Producer<T> {
         Ok(())
     }
 
+    /// The id of a topic, registering it (and asking for its metadata) the first time.
     fn topic_id(&mut self, name: &Arc<str>) -> u32 {
-        if let Some(&id) = self.topic_index.get(name) {
-            return id;
+        if let Some((last, id)) = &self.last_topic {
+            if Arc::ptr_eq(last, name) {
+                return *id;
+            }
         }
+        let id = match self.topic_index.get(name) {
+            Some(&id) => id,
+            None => self.register_topic(name),
+        };
+        self.last_topic = Some((name.clone(), id));
+        id
+    }
+
+    fn register_topic(&mut self, name: &Arc<str>) -> u32 {
         let id = self.topics.len() as u32;
         self.topics.push(TopicState::new(name.clone()));
         self.topic_index.insert(name.clone(), id);
@@ -367,12 +383,8 @@ impl<T> Producer<T> {
         if pq.open.is_none() {
             let id = pq.next_batch_id;
             pq.next_batch_id += 1;
-            pq.open = Some(OpenBatch {
-                id,
-                builder: BatchBuilder::new(),
-                records: Vec::new(),
-                created: now,
-            });
+            let encoded = pending.size - std::mem::size_of::<Pending<T>>();
+            pq.open = Some(OpenBatch::new(id, batch_size, encoded, now));
             self.timers.arm(
                 now + self.config.linger,
                 TimerKind::Linger {
