@@ -27,6 +27,13 @@ pub(crate) struct Pending<T> {
     pub(crate) size: usize,
 }
 
+impl<T> Pending<T> {
+    /// The record's [`BatchBuilder::payload_size`].
+    pub(crate) fn payload_size(&self) -> usize {
+        BatchBuilder::payload_size(self.key.as_deref(), self.value.as_deref(), &self.headers)
+    }
+}
+
 /// The batch records are being appended to.
 #[derive(Debug)]
 pub(crate) struct OpenBatch<T> {

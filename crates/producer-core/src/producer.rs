@@ -206,13 +206,12 @@ impl<T> Producer<T> {
                 opaque,
             });
         }
-        let encoded = BatchBuilder::record_size(
-            0,
-            0,
+        let payload = BatchBuilder::payload_size(
             record.key.as_deref(),
             record.value.as_deref(),
             &record.headers,
         );
+        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );
@@ -281,7 +280,7 @@ impl<T> Producer<T> {
             self.hold(topic, pending, partition);
             return Ok(());
         }
-        self.route(topic, pending, partition);
+        self.route_sized(topic, pending, partition, payload);
         Ok(())
     }
 
@@ -325,6 +324,18 @@ impl<T> Producer<T> {
 
     /// Picks the partition of a record of a known topic and appends it.
     pub(crate) fn route(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+        let payload = pending.payload_size();
+        self.route_sized(topic, pending, partition, payload);
+    }
+
+    /// [`Producer::route`] with the record's [`BatchBuilder::payload_size`] already known.
+    fn route_sized(
+        &mut self,
+        topic: u32,
+        pending: Pending<T>,
+        partition: Option<i32>,
+        payload: usize,
+    ) {
         let count = self.topics[topic as usize].partitions.len() as i32;
         let p = match (partition, &pending.key) {
             (Some(p), _) if p < count => p as u32,
@@ -343,7 +354,7 @@ impl<T> Producer<T> {
             (None, Some(key)) => partition_for_key(key, count) as u32,
             (None, None) => self.sticky_partition(topic),
         };
-        self.append(topic, p, pending);
+        self.append(topic, p, pending, payload);
     }
 
     fn sticky_partition(&mut self, topic: u32) -> u32 {
@@ -363,46 +374,24 @@ impl<T> Producer<T> {
         p
     }
 
-    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>) {
-        let now = self.now;
+    /// Appends a record to the open batch of a partition, closing the batch first when the
+    /// record would take it past `batch_size` and after when it reached it.
+    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>, payload: usize) {
         let batch_size = self.config.batch_size;
-        let ts = pending.timestamp.unwrap_or(-1);
-        let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        if let Some(open) = &pq.open {
-            let grown = open.builder.estimated_size_with(
-                ts,
-                pending.key.as_deref(),
-                pending.value.as_deref(),
-                &pending.headers,
-            );
-            if grown > batch_size && !open.records.is_empty() {
+        if !self.try_append_open(topic, p, &pending, payload) {
+            if self.topics[topic as usize].partitions[p as usize]
+                .open
+                .is_some()
+            {
                 self.close_open_batch(topic, p);
             }
+            let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+            self.open_batch(topic, p, encoded);
+            let appended = self.try_append_open(topic, p, &pending, payload);
+            debug_assert!(appended, "a record always fits an empty batch");
         }
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        if pq.open.is_none() {
-            let id = pq.next_batch_id;
-            pq.next_batch_id += 1;
-            let encoded = pending.size - std::mem::size_of::<Pending<T>>();
-            pq.open = Some(OpenBatch::new(id, batch_size, encoded, now));
-            self.timers.arm(
-                now + self.config.linger,
-                TimerKind::Linger {
-                    topic,
-                    partition: p,
-                    batch: id,
-                },
-            );
-            self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
-        }
-        let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        let open = pq.open.as_mut().expect("open batch was just ensured");
-        open.builder.append(
-            ts,
-            pending.key.as_deref(),
-            pending.value.as_deref(),
-            &pending.headers,
-        );
+        let open = pq.open.as_mut().expect("the record was just appended");
         open.records.push(pending);
         if open.builder.size_in_bytes() >= batch_size {
             self.close_open_batch(topic, p);
@@ -414,6 +403,50 @@ impl<T> Producer<T> {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
         }
+    }
+
+    /// Encodes a record into the partition's open batch if there is one and the record fits
+    /// in `batch_size` (it always fits an empty batch). The caller pushes `pending` after.
+    fn try_append_open(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: &Pending<T>,
+        payload: usize,
+    ) -> bool {
+        let batch_size = self.config.batch_size;
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        let Some(open) = pq.open.as_mut() else {
+            return false;
+        };
+        open.builder.try_append_with_payload(
+            batch_size,
+            pending.timestamp.unwrap_or(-1),
+            pending.key.as_deref(),
+            pending.value.as_deref(),
+            &pending.headers,
+            payload,
+        )
+    }
+
+    /// Starts a new open batch for a partition and arms its linger and delivery timers.
+    /// `encoded` is the first record's size, to size the batch's record list.
+    fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) {
+        let now = self.now;
+        let batch_size = self.config.batch_size;
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        let id = pq.next_batch_id;
+        pq.next_batch_id += 1;
+        pq.open = Some(OpenBatch::new(id, batch_size, encoded, now));
+        self.timers.arm(
+            now + self.config.linger,
+            TimerKind::Linger {
+                topic,
+                partition: p,
+                batch: id,
+            },
+        );
+        self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
     }
 
     /// Seals the open batch of a partition and queues it; with a null-key sticky partition this
