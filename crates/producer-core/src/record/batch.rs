@@ -129,9 +129,14 @@ impl Scratch {
         self.uvarlong(((v << 1) ^ (v >> 63)) as u64);
     }
 
+    /// Moves the scratch bytes to `buf`. Copies the whole fixed-size scratch and truncates:
+    /// a fixed-size copy compiles to a few moves where a variable one calls `memcpy`. `buf` must
+    /// have room for [`SCRATCH_LEN`] more bytes (see [`BatchBuilder::write_record`]).
     #[inline(always)]
     fn flush(&mut self, buf: &mut Vec<u8>) {
-        buf.extend_from_slice(&self.bytes[..self.len]);
+        let end = buf.len() + self.len;
+        buf.extend_from_slice(&self.bytes);
+        buf.truncate(end);
         self.len = 0;
     }
 
@@ -218,7 +223,8 @@ impl BatchBuilder {
     /// An empty batch with room for `capacity` bytes (header included) before reallocating.
     /// Use the producer's `batch.size` to allocate once per batch.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_buffer(Vec::with_capacity(capacity))
+        // The encoder writes up to SCRATCH_LEN bytes past a record's end before truncating.
+        Self::with_buffer(Vec::with_capacity(capacity + SCRATCH_LEN))
     }
 
     /// An empty batch writing into `buf`, e.g. a buffer recycled with
@@ -338,7 +344,8 @@ impl BatchBuilder {
         true
     }
 
-    /// Writes one record whose body size is `body` (`total` with its Length prefix).
+    /// Writes one record whose body size is `body` (`total` with its Length prefix). Reserves
+    /// `total + SCRATCH_LEN` so that no write in between reallocates.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn write_record(
@@ -352,7 +359,8 @@ impl BatchBuilder {
         headers: &[Header],
     ) {
         let buf = &mut self.buf;
-        buf.reserve(total);
+        // Room for the record and for the scratch's fixed-size copy at its end.
+        buf.reserve(total + SCRATCH_LEN);
         // Varints go through a stack scratch flushed before each byte slice: a few
         // `extend_from_slice` per record instead of a capacity check per byte.
         let mut s = Scratch::new();
