@@ -27,6 +27,11 @@ pub(crate) struct Pending<T> {
     pub(crate) size: usize,
 }
 
+/// Bytes these records count against `buffer_memory`.
+pub(crate) fn buffered_bytes<T>(records: &[Pending<T>]) -> usize {
+    records.iter().map(|r| r.size).sum()
+}
+
 impl<T> Pending<T> {
     /// The record's [`BatchBuilder::payload_size`].
     pub(crate) fn payload_size(&self) -> usize {

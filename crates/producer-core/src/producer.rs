@@ -1,22 +1,23 @@
 //! The public state machine: records and network events in, bytes, connections and delivery
 //! reports out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulator::{Batch, BatchState, OpenBatch, Pending};
+use crate::accumulator::{buffered_bytes, Batch, BatchState, OpenBatch, Pending};
 use crate::config::Config;
 use crate::connection::{ConnState, Connection, InFlightRequest, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
+use crate::outputs::{OutputQueue, SuccessRun};
 use crate::partitioner::{partition_for_key, Rng};
 use crate::protocol::api_versions::ApiVersionsRequest;
 use crate::protocol::{encode_request, ApiKey, RequestHeader};
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::{TimerKind, Timers};
 use crate::types::{
-    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
-    SendError, SendErrorReason,
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, SendError,
+    SendErrorReason,
 };
 
 /// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
@@ -73,7 +74,7 @@ pub struct Producer<T> {
     pub(crate) now: Instant,
     pub(crate) rng: Rng,
     pub(crate) timers: Timers,
-    pub(crate) outputs: VecDeque<Output<T>>,
+    pub(crate) outputs: OutputQueue<T>,
     pub(crate) topics: Vec<TopicState<T>>,
     pub(crate) topic_index: HashMap<Arc<str>, u32>,
     /// The topic of the last `send` and its id: callers sending many records to one topic share
@@ -113,7 +114,7 @@ impl<T> Producer<T> {
             rng: Rng::new(config.seed),
             now,
             timers: Timers::default(),
-            outputs: VecDeque::new(),
+            outputs: OutputQueue::new(),
             topics: Vec::new(),
             topic_index: HashMap::new(),
             last_topic: None,
@@ -607,29 +608,15 @@ impl<T> Producer<T> {
             let BatchState::Done(result) = batch.state else {
                 continue;
             };
-            let name = self.topics[topic as usize].name.clone();
             match result {
                 Ok((base, append_time)) => {
-                    for (i, r) in batch.records.into_iter().enumerate() {
-                        self.release(r.size);
-                        if self.config.report_successes {
-                            let offset = if base >= 0 { base + i as i64 } else { -1 };
-                            let timestamp = if append_time >= 0 {
-                                append_time
-                            } else {
-                                r.timestamp.unwrap_or(-1)
-                            };
-                            let meta = RecordMetadata {
-                                topic: name.clone(),
-                                partition: p as i32,
-                                offset,
-                                timestamp,
-                            };
-                            self.outputs.push_back(Output::Delivery(Delivery {
-                                opaque: r.opaque,
-                                result: Ok(meta),
-                            }));
-                        }
+                    self.buffered_bytes -= buffered_bytes(&batch.records);
+                    self.buffered_records -= batch.records.len();
+                    if self.config.report_successes {
+                        let name = self.topics[topic as usize].name.clone();
+                        let base = if base >= 0 { base } else { -1 };
+                        let run = SuccessRun::new(batch.records, name, p as i32, base, append_time);
+                        self.outputs.push_successes(run);
                     }
                 }
                 Err(e) => {
