@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulator::{buffered_bytes, Batch, BatchState, OpenBatch, Pending};
+use crate::accumulator::{buffered_bytes, Batch, BatchState, BufferPool, OpenBatch, Pending};
 use crate::config::Config;
 use crate::connection::{ConnState, Connection, InFlightRequest, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
@@ -80,6 +80,8 @@ pub struct Producer<T> {
     /// The topic of the last `send` and its id: callers sending many records to one topic share
     /// one `Arc<str>`, so a pointer comparison usually saves hashing the name.
     pub(crate) last_topic: Option<(Arc<str>, u32)>,
+    /// Buffers of finished batches, reused by new ones.
+    pub(crate) buffers: BufferPool,
     pub(crate) brokers: Vec<BrokerSlot>,
     pub(crate) node_slots: HashMap<i32, u32>,
     pub(crate) dirty_brokers: Vec<u32>,
@@ -118,6 +120,7 @@ impl<T> Producer<T> {
             topics: Vec::new(),
             topic_index: HashMap::new(),
             last_topic: None,
+            buffers: BufferPool::default(),
             brokers,
             node_slots: HashMap::new(),
             dirty_brokers: Vec::new(),
@@ -435,10 +438,11 @@ impl<T> Producer<T> {
     fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) {
         let now = self.now;
         let batch_size = self.config.batch_size;
+        let buf = self.buffers.take(batch_size);
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
         let id = pq.next_batch_id;
         pq.next_batch_id += 1;
-        pq.open = Some(OpenBatch::new(id, batch_size, encoded, now));
+        pq.open = Some(OpenBatch::new(id, buf, batch_size, encoded, now));
         self.timers.arm(
             now + self.config.linger,
             TimerKind::Linger {
@@ -467,8 +471,12 @@ impl<T> Producer<T> {
             records,
             created,
         } = open;
-        match builder.seal(compression) {
-            Ok(sealed) => {
+        match builder.seal_recycling(compression) {
+            Ok((sealed, spare)) => {
+                if let Some(buf) = spare {
+                    self.buffers.give(buf, self.config.batch_size);
+                }
+                let t = &mut self.topics[topic as usize];
                 let pq = &mut t.partitions[p as usize];
                 pq.batches.push_back(Batch {
                     id,
@@ -608,6 +616,8 @@ impl<T> Producer<T> {
             let BatchState::Done(result) = batch.state else {
                 continue;
             };
+            self.buffers
+                .give(batch.sealed.into_buffer(), self.config.batch_size);
             match result {
                 Ok((base, append_time)) => {
                     self.buffered_bytes -= buffered_bytes(&batch.records);

@@ -90,6 +90,10 @@ fn nullable_len(b: Option<&[u8]>) -> usize {
 /// OffsetDelta (5) + KeyLength (5) + ValueLength (5) + HeadersCount (5) = 36 bytes.
 const SCRATCH_LEN: usize = 40;
 
+/// Capacity a builder buffer needs beyond the batch's size so that appending never regrows it
+/// (the encoder writes up to this many bytes past a record's end before truncating).
+pub(crate) const APPEND_SLACK: usize = SCRATCH_LEN;
+
 struct Scratch {
     bytes: [u8; SCRATCH_LEN],
     len: usize,
@@ -426,15 +430,25 @@ impl BatchBuilder {
     /// if the batch exceeds the int32 length field. An empty batch seals fine (count 0,
     /// timestamps -1) but brokers reject it: producers should not send one.
     pub fn seal(self, compression: Compression) -> Result<SealedBatch, CompressionError> {
+        self.seal_recycling(compression).map(|(sealed, _)| sealed)
+    }
+
+    /// [`BatchBuilder::seal`], also handing back the builder's buffer when the sealed batch
+    /// does not use it (with compression the records go to a new buffer), for reuse with
+    /// [`BatchBuilder::with_buffer`].
+    pub fn seal_recycling(
+        self,
+        compression: Compression,
+    ) -> Result<(SealedBatch, Option<Vec<u8>>), CompressionError> {
         let uncompressed_size = self.buf.len();
-        let mut buf = match compression {
-            Compression::None => self.buf,
+        let (mut buf, spare) = match compression {
+            Compression::None => (self.buf, None),
             codec => {
                 let records = &self.buf[RECORD_BATCH_OVERHEAD..];
                 let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2 + 64);
                 out.resize(RECORD_BATCH_OVERHEAD, 0);
                 compress_into(codec, records, &mut out)?;
-                out
+                (out, Some(self.buf))
             }
         };
         let size = buf.len();
@@ -478,7 +492,7 @@ impl BatchBuilder {
             stamped: false,
         };
         sealed.write_producer_fields(-1, -1, -1);
-        Ok(sealed)
+        Ok((sealed, spare))
     }
 }
 
