@@ -13,9 +13,9 @@
 //! CRC-32C over them. At the end the ratio of the core's cost per record to the floor's is
 //! printed for each cell (from criterion's median estimates of this run).
 //!
-//! Profiling mode (no criterion): `PRODUCE_PATH_PROFILE=<value bytes>,<keyed|null>,<none|lz4>,
-//! <iterations>` runs the measured loop a fixed number of times, e.g. under
-//! `valgrind --tool=callgrind`.
+//! Profiling mode (no criterion): `PRODUCE_PATH_PROFILE=<value bytes>,<keyed|null>,
+//! <none|lz4|floor>,<iterations>` runs the measured loop (or the floor) a fixed number of times,
+//! e.g. under `valgrind --tool=callgrind`.
 
 use std::time::{Duration, Instant};
 
@@ -480,7 +480,7 @@ fn summary() {
     }
 }
 
-/// `PRODUCE_PATH_PROFILE=<value bytes>,<keyed|null>,<none|lz4>,<iterations>`.
+/// `PRODUCE_PATH_PROFILE=<value bytes>,<keyed|null>,<none|lz4|floor>,<iterations>`.
 fn profile(spec: &str) {
     let parts: Vec<&str> = spec.split(',').collect();
     let cell = Cell {
@@ -493,11 +493,17 @@ fn profile(spec: &str) {
         },
     };
     let iterations: usize = parts[3].parse().expect("iterations");
-    eprintln!(
-        "sizes: Output<u64> {} B, Record {} B",
-        std::mem::size_of::<Output<u64>>(),
-        std::mem::size_of::<Record>()
-    );
+    if parts[2] == "floor" {
+        let h = Harness::new(Cell {
+            compression: Compression::None,
+            ..cell
+        });
+        let mut dst = Vec::with_capacity(RECORDS * (cell.value_len + 8));
+        for _ in 0..iterations {
+            black_box(floor(&mut dst, &h.keys, &h.value));
+        }
+        return;
+    }
     let mut h = Harness::new(cell);
     let start = Instant::now();
     for _ in 0..iterations {
