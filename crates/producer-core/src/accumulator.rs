@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::record::{BatchBuilder, Header, SealedBatch};
+use crate::record::{BatchBuilder, Header, SealedBatch, APPEND_SLACK, RECORD_BATCH_OVERHEAD};
 use crate::types::{ConnId, ProduceError};
 
 /// One accepted record waiting for its report. The topic and partition live in the partition
@@ -25,6 +25,18 @@ pub(crate) struct Pending<T> {
     pub(crate) explicit_partition: bool,
     /// Bytes this record counts against `buffer_memory`.
     pub(crate) size: usize,
+}
+
+/// Bytes these records count against `buffer_memory`.
+pub(crate) fn buffered_bytes<T>(records: &[Pending<T>]) -> usize {
+    records.iter().map(|r| r.size).sum()
+}
+
+impl<T> Pending<T> {
+    /// The record's [`BatchBuilder::payload_size`].
+    pub(crate) fn payload_size(&self) -> usize {
+        BatchBuilder::payload_size(self.key.as_deref(), self.value.as_deref(), &self.headers)
+    }
 }
 
 /// The batch records are being appended to.
@@ -45,6 +57,65 @@ pub(crate) enum BatchState {
     InFlight { conn: ConnId, correlation_id: i32 },
     /// Finished: base offset and log-append time on success, or the error.
     Done(Result<(i64, i64), ProduceError>),
+}
+
+impl<T> OpenBatch<T> {
+    /// Most records a new batch reserves room for up front.
+    const MAX_RESERVED_RECORDS: usize = 1024;
+
+    /// An empty batch writing into `buf` (from [`BufferPool::take`], sized for `batch_size`, so
+    /// appending never regrows it: a batch closes before a record would take it past
+    /// `batch_size`, unless that record is alone). `record_size` (the first record's encoded
+    /// size) estimates how many records fit.
+    pub(crate) fn new(
+        id: u64,
+        buf: Vec<u8>,
+        batch_size: usize,
+        record_size: usize,
+        created: Instant,
+    ) -> Self {
+        let records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        OpenBatch {
+            id,
+            builder: BatchBuilder::with_buffer(buf),
+            records: Vec::with_capacity(records),
+            created,
+        }
+    }
+}
+
+/// Batch buffers of finished batches, kept for new batches: a steady stream of batches then
+/// allocates (and page-faults) nothing. Holds at most [`BufferPool::MAX_BYTES`] of buffers.
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool {
+    free: Vec<Vec<u8>>,
+}
+
+impl BufferPool {
+    /// Most bytes of buffers kept.
+    const MAX_BYTES: usize = 4 << 20;
+
+    /// The capacity a batch buffer needs for batches of `batch_size` bytes.
+    fn capacity_for(batch_size: usize) -> usize {
+        batch_size.max(RECORD_BATCH_OVERHEAD) + APPEND_SLACK
+    }
+
+    /// A buffer for a new batch of `batch_size` bytes: a kept one, or a new one.
+    pub(crate) fn take(&mut self, batch_size: usize) -> Vec<u8> {
+        self.free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(Self::capacity_for(batch_size)))
+    }
+
+    /// Keeps a buffer no longer needed if it suits batches of `batch_size` bytes (not smaller,
+    /// nor much larger after an outsized record) and the pool has room.
+    pub(crate) fn give(&mut self, buf: Vec<u8>, batch_size: usize) {
+        let want = Self::capacity_for(batch_size);
+        let fits = buf.capacity() >= want && buf.capacity() <= 2 * want;
+        if fits && (self.free.len() + 1) * want <= Self::MAX_BYTES {
+            self.free.push(buf);
+        }
+    }
 }
 
 /// A closed batch: encoded once, resent byte for byte.

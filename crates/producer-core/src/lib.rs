@@ -10,6 +10,7 @@ pub mod config;
 mod connection;
 pub mod error_code;
 mod metadata;
+mod outputs;
 pub mod partitioner;
 mod producer;
 pub mod protocol;

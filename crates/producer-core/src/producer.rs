@@ -1,22 +1,23 @@
 //! The public state machine: records and network events in, bytes, connections and delivery
 //! reports out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulator::{Batch, BatchState, OpenBatch, Pending};
+use crate::accumulator::{buffered_bytes, Batch, BatchState, BufferPool, OpenBatch, Pending};
 use crate::config::Config;
 use crate::connection::{ConnState, Connection, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
+use crate::outputs::{OutputQueue, SuccessRun};
 use crate::partitioner::{partition_for_key, Rng};
 use crate::protocol::api_versions::ApiVersionsRequest;
 use crate::protocol::ApiKey;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::{TimerKind, Timers};
 use crate::types::{
-    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
-    SendError, SendErrorReason,
+    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, SendError,
+    SendErrorReason,
 };
 
 /// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
@@ -73,9 +74,14 @@ pub struct Producer<T> {
     pub(crate) now: Instant,
     pub(crate) rng: Rng,
     pub(crate) timers: Timers,
-    pub(crate) outputs: VecDeque<Output<T>>,
+    pub(crate) outputs: OutputQueue<T>,
     pub(crate) topics: Vec<TopicState<T>>,
     pub(crate) topic_index: HashMap<Arc<str>, u32>,
+    /// The topic of the last `send` and its id: callers sending many records to one topic share
+    /// one `Arc<str>`, so a pointer comparison usually saves hashing the name.
+    pub(crate) last_topic: Option<(Arc<str>, u32)>,
+    /// Buffers of finished batches, reused by new ones.
+    pub(crate) buffers: BufferPool,
     pub(crate) brokers: Vec<BrokerSlot>,
     pub(crate) node_slots: HashMap<i32, u32>,
     pub(crate) dirty_brokers: Vec<u32>,
@@ -110,9 +116,11 @@ impl<T> Producer<T> {
             rng: Rng::new(config.seed),
             now,
             timers: Timers::default(),
-            outputs: VecDeque::new(),
+            outputs: OutputQueue::new(),
             topics: Vec::new(),
             topic_index: HashMap::new(),
+            last_topic: None,
+            buffers: BufferPool::default(),
             brokers,
             node_slots: HashMap::new(),
             dirty_brokers: Vec::new(),
@@ -202,13 +210,12 @@ impl<T> Producer<T> {
                 opaque,
             });
         }
-        let encoded = BatchBuilder::record_size(
-            0,
-            0,
+        let payload = BatchBuilder::payload_size(
             record.key.as_deref(),
             record.value.as_deref(),
             &record.headers,
         );
+        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );
@@ -277,14 +284,26 @@ impl<T> Producer<T> {
             self.hold(topic, pending, partition);
             return Ok(());
         }
-        self.route(topic, pending, partition);
+        self.route_sized(topic, pending, partition, payload);
         Ok(())
     }
 
+    /// The id of a topic, registering it (and asking for its metadata) the first time.
     fn topic_id(&mut self, name: &Arc<str>) -> u32 {
-        if let Some(&id) = self.topic_index.get(name) {
-            return id;
+        if let Some((last, id)) = &self.last_topic {
+            if Arc::ptr_eq(last, name) {
+                return *id;
+            }
         }
+        let id = match self.topic_index.get(name) {
+            Some(&id) => id,
+            None => self.register_topic(name),
+        };
+        self.last_topic = Some((name.clone(), id));
+        id
+    }
+
+    fn register_topic(&mut self, name: &Arc<str>) -> u32 {
         let id = self.topics.len() as u32;
         self.topics.push(TopicState::new(name.clone()));
         self.topic_index.insert(name.clone(), id);
@@ -315,6 +334,18 @@ impl<T> Producer<T> {
 
     /// Picks the partition of a record of a known topic and appends it.
     pub(crate) fn route(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+        let payload = pending.payload_size();
+        self.route_sized(topic, pending, partition, payload);
+    }
+
+    /// [`Producer::route`] with the record's [`BatchBuilder::payload_size`] already known.
+    fn route_sized(
+        &mut self,
+        topic: u32,
+        pending: Pending<T>,
+        partition: Option<i32>,
+        payload: usize,
+    ) {
         let count = self.topics[topic as usize].partitions.len() as i32;
         let p = match (partition, &pending.key) {
             (Some(p), _) if p < count => p as u32,
@@ -333,7 +364,7 @@ impl<T> Producer<T> {
             (None, Some(key)) => partition_for_key(key, count) as u32,
             (None, None) => self.sticky_partition(topic),
         };
-        self.append(topic, p, pending);
+        self.append(topic, p, pending, payload);
     }
 
     fn sticky_partition(&mut self, topic: u32) -> u32 {
@@ -353,50 +384,24 @@ impl<T> Producer<T> {
         p
     }
 
-    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>) {
-        let now = self.now;
+    /// Appends a record to the open batch of a partition, closing the batch first when the
+    /// record would take it past `batch_size` and after when it reached it.
+    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>, payload: usize) {
         let batch_size = self.config.batch_size;
-        let ts = pending.timestamp.unwrap_or(-1);
-        let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        if let Some(open) = &pq.open {
-            let grown = open.builder.estimated_size_with(
-                ts,
-                pending.key.as_deref(),
-                pending.value.as_deref(),
-                &pending.headers,
-            );
-            if grown > batch_size && !open.records.is_empty() {
+        if !self.try_append_open(topic, p, &pending, payload) {
+            if self.topics[topic as usize].partitions[p as usize]
+                .open
+                .is_some()
+            {
                 self.close_open_batch(topic, p);
             }
+            let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+            self.open_batch(topic, p, encoded);
+            let appended = self.try_append_open(topic, p, &pending, payload);
+            debug_assert!(appended, "a record always fits an empty batch");
         }
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        if pq.open.is_none() {
-            let id = pq.next_batch_id;
-            pq.next_batch_id += 1;
-            pq.open = Some(OpenBatch {
-                id,
-                builder: BatchBuilder::new(),
-                records: Vec::new(),
-                created: now,
-            });
-            self.timers.arm(
-                now + self.config.linger,
-                TimerKind::Linger {
-                    topic,
-                    partition: p,
-                    batch: id,
-                },
-            );
-            self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
-        }
-        let pq = &mut self.topics[topic as usize].partitions[p as usize];
-        let open = pq.open.as_mut().expect("open batch was just ensured");
-        open.builder.append(
-            ts,
-            pending.key.as_deref(),
-            pending.value.as_deref(),
-            &pending.headers,
-        );
+        let open = pq.open.as_mut().expect("the record was just appended");
         open.records.push(pending);
         if open.builder.size_in_bytes() >= batch_size {
             self.close_open_batch(topic, p);
@@ -408,6 +413,51 @@ impl<T> Producer<T> {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
         }
+    }
+
+    /// Encodes a record into the partition's open batch if there is one and the record fits
+    /// in `batch_size` (it always fits an empty batch). The caller pushes `pending` after.
+    fn try_append_open(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: &Pending<T>,
+        payload: usize,
+    ) -> bool {
+        let batch_size = self.config.batch_size;
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        let Some(open) = pq.open.as_mut() else {
+            return false;
+        };
+        open.builder.try_append_with_payload(
+            batch_size,
+            pending.timestamp.unwrap_or(-1),
+            pending.key.as_deref(),
+            pending.value.as_deref(),
+            &pending.headers,
+            payload,
+        )
+    }
+
+    /// Starts a new open batch for a partition and arms its linger and delivery timers.
+    /// `encoded` is the first record's size, to size the batch's record list.
+    fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) {
+        let now = self.now;
+        let batch_size = self.config.batch_size;
+        let buf = self.buffers.take(batch_size);
+        let pq = &mut self.topics[topic as usize].partitions[p as usize];
+        let id = pq.next_batch_id;
+        pq.next_batch_id += 1;
+        pq.open = Some(OpenBatch::new(id, buf, batch_size, encoded, now));
+        self.timers.arm(
+            now + self.config.linger,
+            TimerKind::Linger {
+                topic,
+                partition: p,
+                batch: id,
+            },
+        );
+        self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
     }
 
     /// Seals the open batch of a partition and queues it; with a null-key sticky partition this
@@ -427,8 +477,12 @@ impl<T> Producer<T> {
             records,
             created,
         } = open;
-        match builder.seal(compression) {
-            Ok(sealed) => {
+        match builder.seal_recycling(compression) {
+            Ok((sealed, spare)) => {
+                if let Some(buf) = spare {
+                    self.buffers.give(buf, self.config.batch_size);
+                }
+                let t = &mut self.topics[topic as usize];
                 let pq = &mut t.partitions[p as usize];
                 pq.batches.push_back(Batch {
                     id,
@@ -572,29 +626,17 @@ impl<T> Producer<T> {
             let BatchState::Done(result) = batch.state else {
                 continue;
             };
-            let name = self.topics[topic as usize].name.clone();
+            self.buffers
+                .give(batch.sealed.into_buffer(), self.config.batch_size);
             match result {
                 Ok((base, append_time)) => {
-                    for (i, r) in batch.records.into_iter().enumerate() {
-                        self.release(r.size);
-                        if self.config.report_successes {
-                            let offset = if base >= 0 { base + i as i64 } else { -1 };
-                            let timestamp = if append_time >= 0 {
-                                append_time
-                            } else {
-                                r.timestamp.unwrap_or(-1)
-                            };
-                            let meta = RecordMetadata {
-                                topic: name.clone(),
-                                partition: p as i32,
-                                offset,
-                                timestamp,
-                            };
-                            self.outputs.push_back(Output::Delivery(Delivery {
-                                opaque: r.opaque,
-                                result: Ok(meta),
-                            }));
-                        }
+                    self.buffered_bytes -= buffered_bytes(&batch.records);
+                    self.buffered_records -= batch.records.len();
+                    if self.config.report_successes {
+                        let name = self.topics[topic as usize].name.clone();
+                        let base = if base >= 0 { base } else { -1 };
+                        let run = SuccessRun::new(batch.records, name, p as i32, base, append_time);
+                        self.outputs.push_successes(run);
                     }
                 }
                 Err(e) => {

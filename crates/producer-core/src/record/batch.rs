@@ -90,6 +90,10 @@ fn nullable_len(b: Option<&[u8]>) -> usize {
 /// OffsetDelta (5) + KeyLength (5) + ValueLength (5) + HeadersCount (5) = 36 bytes.
 const SCRATCH_LEN: usize = 40;
 
+/// Capacity a builder buffer needs beyond the batch's size so that appending never regrows it
+/// (the encoder writes up to this many bytes past a record's end before truncating).
+pub(crate) const APPEND_SLACK: usize = SCRATCH_LEN;
+
 struct Scratch {
     bytes: [u8; SCRATCH_LEN],
     len: usize,
@@ -129,9 +133,14 @@ impl Scratch {
         self.uvarlong(((v << 1) ^ (v >> 63)) as u64);
     }
 
+    /// Moves the scratch bytes to `buf`. Copies the whole fixed-size scratch and truncates:
+    /// a fixed-size copy compiles to a few moves where a variable one calls `memcpy`. `buf` must
+    /// have room for [`SCRATCH_LEN`] more bytes (see [`BatchBuilder::write_record`]).
     #[inline(always)]
     fn flush(&mut self, buf: &mut Vec<u8>) {
-        buf.extend_from_slice(&self.bytes[..self.len]);
+        let end = buf.len() + self.len;
+        buf.extend_from_slice(&self.bytes);
+        buf.truncate(end);
         self.len = 0;
     }
 
@@ -149,25 +158,30 @@ impl Scratch {
     }
 }
 
-/// Size of a record without its Length prefix.
+/// Size of the part of a record body that does not depend on its place in the batch: key,
+/// value and headers with their length prefixes. See [`BatchBuilder::payload_size`].
 #[inline(always)]
-fn record_body_size(
-    offset_delta: i32,
-    timestamp_delta: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header],
-) -> usize {
-    let mut size = 1 // attributes
-        + varlong_len(timestamp_delta)
-        + varint_len(offset_delta)
-        + nullable_len(key)
-        + nullable_len(value)
-        + varint_len(headers.len() as i32);
+fn payload_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
+    let mut size = nullable_len(key) + nullable_len(value) + varint_len(headers.len() as i32);
     for h in headers {
         size += varint_len(h.key.len() as i32) + h.key.len() + nullable_len(h.value.as_deref());
     }
     size
+}
+
+/// Size of a record without its Length prefix, from its payload size (see [`payload_size`]).
+#[inline(always)]
+fn body_size(offset_delta: i32, timestamp_delta: i64, payload: usize) -> usize {
+    1 // attributes
+        + varlong_len(timestamp_delta)
+        + varint_len(offset_delta)
+        + payload
+}
+
+/// Size of a record with its Length prefix, from its body size.
+#[inline(always)]
+fn framed_size(body: usize) -> usize {
+    varint_len(body as i32) + body
 }
 
 /// An open record batch: records are appended in their wire form into one buffer.
@@ -213,7 +227,8 @@ impl BatchBuilder {
     /// An empty batch with room for `capacity` bytes (header included) before reallocating.
     /// Use the producer's `batch.size` to allocate once per batch.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_buffer(Vec::with_capacity(capacity))
+        // The encoder writes up to SCRATCH_LEN bytes past a record's end before truncating.
+        Self::with_buffer(Vec::with_capacity(capacity + SCRATCH_LEN))
     }
 
     /// An empty batch writing into `buf`, e.g. a buffer recycled with
@@ -241,8 +256,29 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> usize {
-        let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
-        varint_len(body as i32) + body
+        let body = body_size(
+            offset_delta,
+            timestamp_delta,
+            payload_size(key, value, headers),
+        );
+        framed_size(body)
+    }
+
+    /// The size of a record's key, value and headers with their length prefixes: the part of
+    /// its encoded size that does not depend on where it goes. Compute it once per record and
+    /// hand it to [`BatchBuilder::record_size_with_payload`] and
+    /// [`BatchBuilder::try_append_with_payload`].
+    pub fn payload_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
+        payload_size(key, value, headers)
+    }
+
+    /// [`BatchBuilder::record_size`] from a [`BatchBuilder::payload_size`].
+    pub fn record_size_with_payload(
+        offset_delta: i32,
+        timestamp_delta: i64,
+        payload: usize,
+    ) -> usize {
+        framed_size(body_size(offset_delta, timestamp_delta, payload))
     }
 
     /// Appends a record with the given timestamp (milliseconds, CreateTime), key, value and
@@ -250,7 +286,8 @@ impl BatchBuilder {
     ///
     /// The record is written once, in wire form, with no temporary buffer. Sizes are not limited
     /// here: check [`BatchBuilder::estimated_size_with`] against the batch and request limits
-    /// first. (A batch over 2 GiB is refused by [`BatchBuilder::seal`].)
+    /// first (or use [`BatchBuilder::try_append_with_payload`], which does both at once). (A
+    /// batch over 2 GiB is refused by [`BatchBuilder::seal`].)
     pub fn append(
         &mut self,
         timestamp: i64,
@@ -258,18 +295,76 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) {
+        let payload = payload_size(key, value, headers);
+        let appended =
+            self.try_append_with_payload(usize::MAX, timestamp, key, value, headers, payload);
+        debug_assert!(appended);
+    }
+
+    /// Appends a record unless the batch already holds records and the record would take it
+    /// past `limit` bytes (uncompressed, header included); returns whether it was appended. A
+    /// record always goes into an empty batch. `payload` must be
+    /// [`BatchBuilder::payload_size`] of the same key, value and headers: the record's size is
+    /// computed once, for the check and the encoding both.
+    pub fn try_append_with_payload(
+        &mut self,
+        limit: usize,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        payload: usize,
+    ) -> bool {
+        debug_assert_eq!(payload, payload_size(key, value, headers));
+        let (offset_delta, timestamp_delta) = if self.count == 0 {
+            (0, 0)
+        } else {
+            (
+                self.count as i32,
+                timestamp.wrapping_sub(self.base_timestamp),
+            )
+        };
+        let body = body_size(offset_delta, timestamp_delta, payload);
+        let total = framed_size(body);
+        if self.count > 0 && self.buf.len().saturating_add(total) > limit {
+            return false;
+        }
         if self.count == 0 {
             self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
         } else if timestamp > self.max_timestamp {
             self.max_timestamp = timestamp;
         }
-        let offset_delta = self.count as i32;
-        let timestamp_delta = timestamp.wrapping_sub(self.base_timestamp);
-        let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
+        self.write_record(
+            body,
+            total,
+            timestamp_delta,
+            offset_delta,
+            key,
+            value,
+            headers,
+        );
+        self.count += 1;
+        true
+    }
 
+    /// Writes one record whose body size is `body` (`total` with its Length prefix). Reserves
+    /// `total + SCRATCH_LEN` so that no write in between reallocates.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write_record(
+        &mut self,
+        body: usize,
+        total: usize,
+        timestamp_delta: i64,
+        offset_delta: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) {
         let buf = &mut self.buf;
-        buf.reserve(varint_len(body as i32) + body);
+        // Room for the record and for the scratch's fixed-size copy at its end.
+        buf.reserve(total + SCRATCH_LEN);
         // Varints go through a stack scratch flushed before each byte slice: a few
         // `extend_from_slice` per record instead of a capacity check per byte.
         let mut s = Scratch::new();
@@ -287,7 +382,6 @@ impl BatchBuilder {
             s.nullable(buf, h.value.as_deref());
         }
         s.flush(buf);
-        self.count += 1;
     }
 
     /// Number of records appended so far.
@@ -336,15 +430,25 @@ impl BatchBuilder {
     /// if the batch exceeds the int32 length field. An empty batch seals fine (count 0,
     /// timestamps -1) but brokers reject it: producers should not send one.
     pub fn seal(self, compression: Compression) -> Result<SealedBatch, CompressionError> {
+        self.seal_recycling(compression).map(|(sealed, _)| sealed)
+    }
+
+    /// [`BatchBuilder::seal`], also handing back the builder's buffer when the sealed batch
+    /// does not use it (with compression the records go to a new buffer), for reuse with
+    /// [`BatchBuilder::with_buffer`].
+    pub fn seal_recycling(
+        self,
+        compression: Compression,
+    ) -> Result<(SealedBatch, Option<Vec<u8>>), CompressionError> {
         let uncompressed_size = self.buf.len();
-        let mut buf = match compression {
-            Compression::None => self.buf,
+        let (mut buf, spare) = match compression {
+            Compression::None => (self.buf, None),
             codec => {
                 let records = &self.buf[RECORD_BATCH_OVERHEAD..];
                 let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2 + 64);
                 out.resize(RECORD_BATCH_OVERHEAD, 0);
                 compress_into(codec, records, &mut out)?;
-                out
+                (out, Some(self.buf))
             }
         };
         let size = buf.len();
@@ -388,7 +492,7 @@ impl BatchBuilder {
             stamped: false,
         };
         sealed.write_producer_fields(-1, -1, -1);
-        Ok(sealed)
+        Ok((sealed, spare))
     }
 }
 

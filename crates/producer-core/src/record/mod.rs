@@ -7,6 +7,7 @@
 mod batch;
 mod compression;
 
+pub(crate) use batch::APPEND_SLACK;
 pub use batch::{BatchBuilder, Header, SealedBatch};
 pub use compression::{compress_into, Compression, CompressionError};
 

@@ -1,0 +1,115 @@
+//! The queue of outputs awaiting [`crate::Producer::poll_output`], in order.
+//!
+//! The successful reports of a batch are queued as one entry and each report is built only when
+//! it is polled: a report is written once, straight into the caller's hands, instead of being
+//! built, queued and moved out again (an `Output` is large, and a batch has many records).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::accumulator::Pending;
+use crate::types::{Delivery, Output, RecordMetadata};
+
+/// Outputs in the order they were produced.
+#[derive(Debug)]
+pub(crate) struct OutputQueue<T> {
+    queue: VecDeque<Entry<T>>,
+}
+
+#[derive(Debug)]
+enum Entry<T> {
+    One(Output<T>),
+    Successes(SuccessRun<T>),
+}
+
+/// The success reports of one acknowledged batch, built as they are polled.
+#[derive(Debug)]
+pub(crate) struct SuccessRun<T> {
+    records: std::vec::IntoIter<Pending<T>>,
+    topic: Arc<str>,
+    partition: i32,
+    /// The next record's offset, or -1 when unknown (acks=0, duplicate).
+    next_offset: i64,
+    /// The log-append time, or -1 when the topic uses create time.
+    append_time: i64,
+}
+
+impl<T> SuccessRun<T> {
+    /// The reports of `records`, acknowledged at `base_offset` (-1 unknown) and `append_time`
+    /// (-1 for create time).
+    pub(crate) fn new(
+        records: Vec<Pending<T>>,
+        topic: Arc<str>,
+        partition: i32,
+        base_offset: i64,
+        append_time: i64,
+    ) -> Self {
+        SuccessRun {
+            records: records.into_iter(),
+            topic,
+            partition,
+            next_offset: base_offset,
+            append_time,
+        }
+    }
+
+    /// The next report, if any record is left.
+    fn next_report(&mut self) -> Option<Output<T>> {
+        let r = self.records.next()?;
+        let offset = self.next_offset;
+        if offset >= 0 {
+            self.next_offset += 1;
+        }
+        let timestamp = if self.append_time >= 0 {
+            self.append_time
+        } else {
+            r.timestamp.unwrap_or(-1)
+        };
+        Some(Output::Delivery(Delivery {
+            opaque: r.opaque,
+            result: Ok(RecordMetadata {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                timestamp,
+            }),
+        }))
+    }
+}
+
+impl<T> OutputQueue<T> {
+    pub(crate) fn new() -> Self {
+        OutputQueue {
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Queues one output.
+    pub(crate) fn push_back(&mut self, output: Output<T>) {
+        self.queue.push_back(Entry::One(output));
+    }
+
+    /// Queues the success reports of a batch (nothing if it has no records).
+    pub(crate) fn push_successes(&mut self, run: SuccessRun<T>) {
+        if run.records.len() > 0 {
+            self.queue.push_back(Entry::Successes(run));
+        }
+    }
+
+    /// The oldest output.
+    pub(crate) fn pop_front(&mut self) -> Option<Output<T>> {
+        match self.queue.front_mut()? {
+            Entry::One(_) => match self.queue.pop_front() {
+                Some(Entry::One(output)) => Some(output),
+                _ => unreachable!("the front entry is a single output"),
+            },
+            Entry::Successes(run) => {
+                let report = run.next_report();
+                if run.records.len() == 0 {
+                    self.queue.pop_front();
+                }
+                report
+            }
+        }
+    }
+}
