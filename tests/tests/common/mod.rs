@@ -10,7 +10,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_core::{Config, Delivery, Record, RecordMetadata, SendErrorReason};
-use producer_tests::{read_back_all, Consumed, MockKafka};
+use producer_tests::rdkafka::config::ClientConfig;
+use producer_tests::rdkafka::consumer::{BaseConsumer, Consumer};
+use producer_tests::rdkafka::error::KafkaError;
+use producer_tests::rdkafka::message::{Headers, Message};
+use producer_tests::rdkafka::types::RDKafkaErrorCode;
+use producer_tests::rdkafka::{Offset, TopicPartitionList};
+use producer_tests::{Consumed, MockKafka};
 
 /// The timestamp librdkafka's mock puts in every Produce response (`LogAppendTimeMs` 1234),
 /// although its topics keep CreateTime: a report may carry it instead of the record's own.
@@ -140,8 +146,6 @@ pub fn workload(n: usize, topics: &[(&str, i32)], keys: Keys, value_len: usize) 
 pub struct Pacing {
     pub chunk: usize,
     pub pause: Duration,
-    /// Runs after every report arrived and before the producer is closed (tokio only).
-    pub before_close: Option<Box<dyn Fn()>>,
 }
 
 impl Pacing {
@@ -150,39 +154,13 @@ impl Pacing {
         Pacing {
             chunk: usize::MAX,
             pause: Duration::ZERO,
-            before_close: None,
         }
     }
 
     /// The hook runs before every `chunk` records, after a `pause`.
     pub fn chunks(chunk: usize, pause: Duration) -> Self {
-        Pacing {
-            chunk,
-            pause,
-            before_close: None,
-        }
+        Pacing { chunk, pause }
     }
-}
-
-/// Workaround for the tokio driver's loss of unwritten frames on close (see
-/// `e2e_matrix::tokio_acks_none_close_writes_every_frame`): waits until the broker holds
-/// `expected` records of `topics` before the producer is closed.
-pub fn wait_for_log(mock: &MockKafka, topics: &[(&str, i32)], expected: usize) -> Box<dyn Fn()> {
-    let bootstrap = mock.bootstrap_servers();
-    let topics: Vec<(String, i32)> = topics.iter().map(|&(t, p)| (t.to_owned(), p)).collect();
-    Box::new(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let n: usize = topics
-                .iter()
-                .map(|(t, p)| read_back_all(&bootstrap, t, *p, Duration::from_secs(10)).len())
-                .sum();
-            if n >= expected || Instant::now() > deadline {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    })
 }
 
 /// Every report each record got (exactly one is expected), as `Ok(metadata)` or the error
@@ -266,9 +244,6 @@ fn produce_tokio(
         for (i, f) in futures.into_iter().enumerate() {
             // After flush every future has resolved: awaiting cannot hang.
             reports[i].push(f.await.map_err(|e| format!("{e:?}")));
-        }
-        if let Some(wait) = &pacing.before_close {
-            wait();
         }
         handle.close().await;
         reports
@@ -373,11 +348,22 @@ fn produce_mio_embedded(
 /// What is expected of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// Every record exactly once.
+    /// Every record exactly once, in send order per partition.
     ExactlyOnce,
-    /// Every record at least once: the mock appended a retry again (it does not deduplicate
-    /// non-transactional producers). Duplicates are counted and printed, not failed.
+    /// Every record exactly once; send order may be broken by the mock, which does not check
+    /// idempotent sequence numbers: when a request fails with an injected error while a later
+    /// request on the same connection (carrying later batches of the same partition) succeeds,
+    /// a real broker refuses the later batch (OUT_OF_ORDER_SEQUENCE_NUMBER) and the producer
+    /// resends both in order; the mock appends it. Inversions are counted and printed.
+    ExactlyOnceMockReorders,
+    /// Every record at least once, first occurrences in send order: the mock appended a retry
+    /// again (it does not deduplicate non-transactional producers). Duplicates are counted and
+    /// printed, not failed.
     AtLeastOnce,
+    /// acks=0 against the mock, see `e2e_matrix::acks_none_every_reported_record_reaches_the_log`:
+    /// records may be missing (counted and printed); what arrives must be intact, once, in
+    /// order.
+    AtMostOnce,
 }
 
 /// What [`verify`] found.
@@ -386,6 +372,10 @@ pub struct Summary {
     pub consumed: usize,
     /// Extra copies in the log: `(id, copies)`.
     pub duplicates: Vec<(usize, usize)>,
+    /// Per-partition send-order inversions tolerated by [`Expect::ExactlyOnceMockReorders`].
+    pub inversions: usize,
+    /// Records missing from the log (only tolerated by [`Expect::AtMostOnce`]).
+    pub missing: usize,
 }
 
 fn id_of(c: &Consumed) -> usize {
@@ -460,11 +450,7 @@ pub fn verify(
         meta.push(m);
     }
 
-    let bootstrap = mock.bootstrap_servers();
-    let mut consumed = Vec::new();
-    for &(topic, n) in topics {
-        consumed.extend(read_back_all(&bootstrap, topic, n, Duration::from_secs(60)));
-    }
+    let consumed = read_back_topics(&mock.bootstrap_servers(), topics, Duration::from_secs(60));
     // (topic, partition) -> offset -> id
     let mut log: BTreeMap<(String, i32), BTreeMap<i64, usize>> = BTreeMap::new();
     let mut copies = vec![0usize; records.len()];
@@ -496,8 +482,15 @@ pub fn verify(
             .insert(c.offset, i);
     }
     let missing: Vec<usize> = (0..records.len()).filter(|&i| copies[i] == 0).collect();
+    if expect == Expect::AtMostOnce && !missing.is_empty() {
+        println!(
+            "LOST (acks=0 against the mock, known): {} records reported delivered are not in the log, first {:?}",
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        );
+    }
     assert!(
-        missing.is_empty(),
+        missing.is_empty() || expect == Expect::AtMostOnce,
         "{} records missing from the log, first {:?}",
         missing.len(),
         &missing[..missing.len().min(10)]
@@ -508,7 +501,7 @@ pub fn verify(
         .filter(|(_, &n)| n > 1)
         .map(|(i, &n)| (i, n))
         .collect();
-    if expect == Expect::ExactlyOnce {
+    if expect != Expect::AtLeastOnce {
         assert!(
             duplicates.is_empty(),
             "{} records duplicated, first {:?}",
@@ -517,6 +510,7 @@ pub fn verify(
         );
     }
     // Per-partition order: first occurrences in offset order follow send order (ids increase).
+    let mut inversions = 0;
     for ((topic, p), offsets) in &log {
         let mut seen = std::collections::HashSet::new();
         let mut last: Option<(i64, usize)> = None;
@@ -525,10 +519,19 @@ pub fn verify(
                 continue;
             }
             if let Some((prev_off, prev)) = last {
-                assert!(
-                    prev < i,
-                    "{topic}-{p}: record {prev}@{prev_off} before {i}@{off} (send order broken)"
-                );
+                if prev > i {
+                    assert_eq!(
+                        expect,
+                        Expect::ExactlyOnceMockReorders,
+                        "{topic}-{p}: record {prev}@{prev_off} before {i}@{off} (send order broken)"
+                    );
+                    if inversions < 5 {
+                        println!(
+                            "mock reorder: {topic}-{p}: record {prev}@{prev_off} before {i}@{off}"
+                        );
+                    }
+                    inversions += 1;
+                }
             }
             last = Some((off, i));
         }
@@ -557,9 +560,14 @@ pub fn verify(
             &duplicates[..duplicates.len().min(8)]
         );
     }
+    if inversions > 0 {
+        println!("mock reorders: {inversions} inversions of send order");
+    }
     Summary {
         consumed: consumed.len(),
         duplicates,
+        inversions,
+        missing: missing.len(),
     }
 }
 
@@ -583,4 +591,91 @@ pub fn rss_kib() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Like `producer_tests::read_back_all`, for several topics with one consumer (each consumer
+/// costs about a second to start against the mock): reads every partition of `topics` from
+/// its beginning up to its high watermark (asked first: nothing is being produced any more)
+/// with `check.crcs=true`, failing on corrupt data.
+pub fn read_back_topics(
+    bootstrap: &str,
+    topics: &[(&str, i32)],
+    timeout: Duration,
+) -> Vec<Consumed> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "producer-tests-e2e")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("check.crcs", "true")
+        .set("fetch.wait.max.ms", "20")
+        .create()
+        .expect("read-back consumer");
+    let mut tpl = TopicPartitionList::new();
+    // (topic, partition) -> the offset to reach.
+    let mut todo: HashMap<(String, i32), i64> = HashMap::new();
+    for &(t, n) in topics {
+        for p in 0..n {
+            tpl.add_partition_offset(t, p, Offset::Beginning).unwrap();
+            let (lo, hi) = c
+                .fetch_watermarks(t, p, Duration::from_secs(10))
+                .expect("watermarks");
+            if hi > lo {
+                todo.insert((t.to_owned(), p), hi);
+            }
+        }
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + timeout;
+    while !todo.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "read back timed out; partitions not at their end: {todo:?}"
+        );
+        match c.poll(left.min(Duration::from_millis(100))) {
+            Some(Ok(m)) => {
+                let key = (m.topic().to_owned(), m.partition());
+                if todo.get(&key).is_some_and(|&hi| m.offset() + 1 >= hi) {
+                    todo.remove(&key);
+                }
+                let headers = m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(Consumed {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers,
+                    timestamp: m.timestamp(),
+                });
+            }
+            Some(Err(KafkaError::MessageConsumption(code))) if is_data_error(code) => {
+                panic!("read back: broker data rejected by the consumer: {code:?}")
+            }
+            // Transient: librdkafka retries by itself.
+            Some(Err(_)) | None => {}
+        }
+    }
+    out.sort_by(|a, b| (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset)));
+    out
+}
+
+fn is_data_error(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::BadMessage
+            | RDKafkaErrorCode::BadCompression
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::UnsupportedForMessageFormat
+    )
 }
