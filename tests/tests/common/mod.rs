@@ -101,6 +101,18 @@ pub fn key_partition(key: &[u8], partitions: i32) -> i32 {
 /// null; headers include a null value, an empty value and a repeated key; most records carry
 /// an explicit timestamp, some are left for the driver to fill with the wall clock.
 pub fn make_record(i: usize, topics: &[(&str, i32)], keys: Keys, value_len: usize) -> Record {
+    make_record_at(i, topics, keys, value_len, now_ms() - 3_600_000)
+}
+
+/// [`make_record`] with explicit timestamps spread over `base_ms..base_ms + 1000 s`: the same
+/// arguments give the same record (the soak test regenerates records instead of keeping them).
+pub fn make_record_at(
+    i: usize,
+    topics: &[(&str, i32)],
+    keys: Keys,
+    value_len: usize,
+    base_ms: i64,
+) -> Record {
     let (topic, partitions) = topics[i % topics.len()];
     let fill = (i * 7919) % (value_len.max(1) * 2);
     let body: String =
@@ -122,7 +134,7 @@ pub fn make_record(i: usize, topics: &[(&str, i32)], keys: Keys, value_len: usiz
     }
     if i % 4 != 3 {
         // Spread over the past few hours, not monotonic within a partition.
-        r = r.with_timestamp(now_ms() - 3_600_000 + ((i * 104_729) % 1_000_000) as i64);
+        r = r.with_timestamp(base_ms + ((i * 104_729) % 1_000_000) as i64);
     }
     r = r.with_header(ID_HEADER, Some(Bytes::from(i.to_string())));
     if i % 5 == 0 {
@@ -378,7 +390,24 @@ pub struct Summary {
     pub missing: usize,
 }
 
-fn id_of(c: &Consumed) -> usize {
+/// Compares a consumed record with record `i` as sent: topic, key, value, headers, and the
+/// timestamp (the record's own, or for one the driver filled, within `filled`).
+pub fn check_consumed(c: &Consumed, i: usize, r: &Record, filled: (i64, i64)) {
+    assert_eq!(c.topic, &*r.topic, "topic of {i}");
+    assert_eq!(c.key.as_deref(), r.key.as_deref(), "key of {i}");
+    assert_eq!(c.value.as_deref(), r.value.as_deref(), "value of {i}");
+    assert_eq!(c.headers, headers_of(r), "headers of {i}");
+    let ts = c.timestamp.to_millis().expect("timestamp");
+    match r.timestamp {
+        Some(t) => assert_eq!(ts, t, "timestamp of {i}"),
+        None => assert!(
+            (filled.0..=filled.1).contains(&ts),
+            "filled timestamp of {i}: {ts} not in {filled:?}"
+        ),
+    }
+}
+
+pub fn id_of(c: &Consumed) -> usize {
     let (k, v) = c.headers.first().expect("a record without headers");
     assert_eq!(
         k, ID_HEADER,
@@ -457,25 +486,11 @@ pub fn verify(
     for c in &consumed {
         let i = id_of(c);
         assert!(i < records.len(), "unknown id {i}");
-        let r = &records[i];
-        assert_eq!(c.topic, &*r.topic, "topic of {i}");
-        assert_eq!(c.key.as_deref(), r.key.as_deref(), "key of {i}");
-        assert_eq!(c.value.as_deref(), r.value.as_deref(), "value of {i}");
-        assert_eq!(c.headers, headers_of(r), "headers of {i}");
+        check_consumed(c, i, &records[i], (run.start_ms, run.end_ms));
         assert_eq!(
             c.partition, meta[i].partition,
             "partition of {i} vs its report"
         );
-        let ts = c.timestamp.to_millis().expect("timestamp");
-        match r.timestamp {
-            Some(t) => assert_eq!(ts, t, "timestamp of {i}"),
-            None => assert!(
-                (run.start_ms..=run.end_ms).contains(&ts),
-                "filled timestamp of {i}: {ts} not in {}..={}",
-                run.start_ms,
-                run.end_ms
-            ),
-        }
         copies[i] += 1;
         log.entry((c.topic.clone(), c.partition))
             .or_default()
@@ -602,6 +617,20 @@ pub fn read_back_topics(
     topics: &[(&str, i32)],
     timeout: Duration,
 ) -> Vec<Consumed> {
+    let mut out = Vec::new();
+    read_back_each(bootstrap, topics, timeout, |c| out.push(c));
+    out.sort_by(|a, b| (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset)));
+    out
+}
+
+/// [`read_back_topics`] without keeping the records: hands each to `f`, in offset order per
+/// partition.
+pub fn read_back_each(
+    bootstrap: &str,
+    topics: &[(&str, i32)],
+    timeout: Duration,
+    mut f: impl FnMut(Consumed),
+) {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "producer-tests-e2e")
@@ -626,7 +655,6 @@ pub fn read_back_topics(
         }
     }
     c.assign(&tpl).unwrap();
-    let mut out = Vec::new();
     let deadline = Instant::now() + timeout;
     while !todo.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -648,7 +676,7 @@ pub fn read_back_topics(
                             .collect()
                     })
                     .unwrap_or_default();
-                out.push(Consumed {
+                f(Consumed {
                     topic: m.topic().to_owned(),
                     partition: m.partition(),
                     offset: m.offset(),
@@ -665,8 +693,6 @@ pub fn read_back_topics(
             Some(Err(_)) | None => {}
         }
     }
-    out.sort_by(|a, b| (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset)));
-    out
 }
 
 fn is_data_error(code: RDKafkaErrorCode) -> bool {
