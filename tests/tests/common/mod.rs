@@ -3,6 +3,8 @@
 //! chunks), and one function that reads everything back with librdkafka (CRCs checked) and
 //! compares it record by record with what was sent and what was reported.
 #![allow(dead_code)]
+// `is_multiple_of` is newer than the workspace MSRV (1.85).
+#![allow(unknown_lints, clippy::manual_is_multiple_of)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
