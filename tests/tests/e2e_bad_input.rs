@@ -1,0 +1,464 @@
+//! Bad input through both drivers against librdkafka's mock cluster: each case gets a clear,
+//! typed error with the record handed back, while good records around it are delivered and
+//! read back intact.
+//!
+//! * a topic the cluster says does not exist (the mock auto-creates topics on Metadata, so it
+//!   is made unknown with a topic-level UNKNOWN_TOPIC_OR_PARTITION), after `max_block`;
+//! * a record larger than `max_request_size`;
+//! * a partition the topic does not have;
+//! * an unreachable bootstrap address (the core fails held records with `DeliveryTimeout`
+//!   within `min(max_block, delivery_timeout)` when it never reached the cluster);
+//! * sending after close.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{dead_port, produce, runtime, verify, Driver, Expect, Pacing};
+use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
+use producer_tests::{errors, MockKafka};
+use producer_tokio::{DeliveryError, SendError, TrySendError};
+
+const GOOD: &str = "good";
+const GHOST: &str = "ghost";
+
+fn good(i: usize) -> Record {
+    Record::new(GOOD, format!("good-{i}"))
+        .with_key(format!("k{i}"))
+        .with_timestamp(1_700_000_000_000 + i as i64)
+        .with_header(common::ID_HEADER, Some(Bytes::from(i.to_string())))
+}
+
+fn bad(topic: &str, what: &str) -> Record {
+    Record::new(topic, format!("bad-{what}"))
+        .with_key("bad-key")
+        .with_timestamp(1_700_000_000_000)
+        .with_header("h", Some(Bytes::from_static(b"v")))
+}
+
+/// Runs `sends` (good records interleaved with one bad record each) through the tokio
+/// driver; returns the bad records' errors in order and checks the good ones end to end.
+fn tokio_case(
+    mock: &MockKafka,
+    config: Config,
+    bads: Vec<Record>,
+) -> (Vec<(DeliveryError, Record)>, Duration) {
+    let goods: Vec<Record> = (0..bads.len() * 10 + 10).map(good).collect();
+    let rt = runtime();
+    let started = Instant::now();
+    let (errs, good_reports, elapsed) = rt.block_on(async {
+        let h = producer_tokio::Producer::start(config).unwrap();
+        let mut good_f = Vec::new();
+        let mut bad_f = Vec::new();
+        for (i, g) in goods.iter().enumerate() {
+            good_f.push(h.send(g.clone()).await.unwrap());
+            if i % 10 == 5 && bad_f.len() < bads.len() {
+                let b = bads[bad_f.len()].clone();
+                bad_f.push((h.send(b.clone()).await.unwrap(), b));
+            }
+        }
+        let mut errs = Vec::new();
+        for (f, sent) in bad_f {
+            match f.await {
+                Ok(m) => panic!("bad record {sent:?} delivered at {m:?}"),
+                Err(e) => errs.push((e, sent)),
+            }
+        }
+        let elapsed = started.elapsed();
+        let mut reports = Vec::new();
+        for f in good_f {
+            reports.push(vec![f.await.map_err(|e| format!("{e:?}"))]);
+        }
+        h.close().await;
+        (errs, reports, elapsed)
+    });
+    check_goods(mock, &goods, good_reports);
+    (errs, elapsed)
+}
+
+/// The same through the threaded mio producer; returns the bad records' failures.
+fn mio_case(
+    mock: &MockKafka,
+    config: Config,
+    bads: Vec<Record>,
+) -> (Vec<(producer_core::DeliveryFailure, Record)>, Duration) {
+    let goods: Vec<Record> = (0..bads.len() * 10 + 10).map(good).collect();
+    let (tx, rx) = mpsc::channel::<Delivery<(bool, usize)>>();
+    let p = producer_mio::ThreadedProducer::<(bool, usize)>::spawn(config, 256, move |d| {
+        let _ = tx.send(d);
+    })
+    .unwrap();
+    let started = Instant::now();
+    let mut nbad = 0;
+    for (i, g) in goods.iter().enumerate() {
+        p.send_with(g.clone(), (true, i)).unwrap();
+        if i % 10 == 5 && nbad < bads.len() {
+            p.send_with(bads[nbad].clone(), (false, nbad)).unwrap();
+            nbad += 1;
+        }
+    }
+    let mut good_reports: Vec<Vec<Result<_, String>>> = vec![Vec::new(); goods.len()];
+    let mut errs: Vec<Option<producer_core::DeliveryFailure>> = vec![None; bads.len()];
+    let mut elapsed = Duration::ZERO;
+    let mut bad_left = bads.len();
+    while bad_left > 0 || good_reports.iter().any(Vec::is_empty) {
+        let d = rx.recv_timeout(Duration::from_secs(30)).expect("a report");
+        match d.opaque {
+            (true, i) => good_reports[i].push(d.result.map_err(|e| format!("{:?}", e.error))),
+            (false, i) => {
+                let e = d
+                    .result
+                    .err()
+                    .unwrap_or_else(|| panic!("bad record {i} delivered"));
+                assert!(
+                    errs[i].replace(e).is_none(),
+                    "two reports for bad record {i}"
+                );
+                bad_left -= 1;
+                if bad_left == 0 {
+                    elapsed = started.elapsed();
+                }
+            }
+        }
+    }
+    p.close();
+    assert!(
+        rx.try_recv().is_err(),
+        "a report after every record had one"
+    );
+    check_goods(mock, &goods, good_reports);
+    let errs = errs
+        .into_iter()
+        .zip(bads)
+        .map(|(e, b)| (e.unwrap(), b))
+        .collect();
+    (errs, elapsed)
+}
+
+fn check_goods(mock: &MockKafka, goods: &[Record], reports: common::Reports) {
+    let run = common::Run {
+        reports,
+        start_ms: 0,
+        end_ms: 0,
+        elapsed: Duration::ZERO,
+    };
+    verify(mock, &[(GOOD, 3)], goods, &run, Expect::ExactlyOnce, false);
+}
+
+fn mock() -> MockKafka {
+    MockKafka::new(3, &[(GOOD, 3), ("small", 2)]).unwrap()
+}
+
+// ---- unknown topic ----
+
+fn unknown_topic_config(mock: &MockKafka) -> Config {
+    common::config(mock)
+        .max_block(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn tokio_unknown_topic_fails_after_max_block_with_the_record() {
+    let mock = mock();
+    mock.topic_error(GHOST, errors::UNKNOWN_TOPIC_OR_PARTITION)
+        .unwrap();
+    let sent = bad(GHOST, "unknown-topic");
+    let (errs, elapsed) = tokio_case(&mock, unknown_topic_config(&mock), vec![sent]);
+    let (e, sent) = errs.into_iter().next().unwrap();
+    match e {
+        DeliveryError::Failed(f) => {
+            assert_eq!(f.error, ProduceError::UnknownTopic, "{f:?}");
+            assert_eq!(f.record, sent);
+        }
+        other => panic!("expected Failed(UnknownTopic), got {other:?}"),
+    }
+    assert!(
+        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_secs(5),
+        "failed after {elapsed:?}, max_block 500 ms"
+    );
+}
+
+#[test]
+fn mio_unknown_topic_fails_after_max_block_with_the_record() {
+    let mock = mock();
+    mock.topic_error(GHOST, errors::UNKNOWN_TOPIC_OR_PARTITION)
+        .unwrap();
+    let sent = bad(GHOST, "unknown-topic");
+    let (errs, elapsed) = mio_case(&mock, unknown_topic_config(&mock), vec![sent]);
+    let (f, sent) = errs.into_iter().next().unwrap();
+    assert_eq!(f.error, ProduceError::UnknownTopic, "{f:?}");
+    assert_eq!(f.record, sent);
+    assert!(
+        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_secs(5),
+        "failed after {elapsed:?}, max_block 500 ms"
+    );
+}
+
+// ---- too large, and a partition that does not exist ----
+
+fn too_large() -> Record {
+    let mut r = bad(GOOD, "too-large");
+    r.value = Some(Bytes::from(vec![b'x'; 20_000]));
+    r
+}
+
+fn no_such_partition() -> Record {
+    bad("small", "no-such-partition").with_partition(7)
+}
+
+fn small_requests(mock: &MockKafka) -> Config {
+    common::config(mock)
+        .max_request_size(10_000)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn tokio_too_large_and_missing_partition_come_back_typed() {
+    let mock = mock();
+    let (errs, _) = tokio_case(
+        &mock,
+        small_requests(&mock),
+        vec![too_large(), no_such_partition()],
+    );
+    let mut errs = errs.into_iter();
+    let (e, sent) = errs.next().unwrap();
+    match e {
+        DeliveryError::Rejected {
+            reason: SendErrorReason::RecordTooLarge { size, max },
+            record,
+        } => {
+            assert!(size > 20_000 && max == 10_000, "{size} {max}");
+            assert_eq!(record, sent);
+        }
+        other => panic!("expected Rejected(RecordTooLarge), got {other:?}"),
+    }
+    let (e, sent) = errs.next().unwrap();
+    match e {
+        DeliveryError::Failed(f) => {
+            assert_eq!(
+                f.error,
+                ProduceError::UnknownPartition {
+                    partition: 7,
+                    count: 2
+                }
+            );
+            assert_eq!(f.record, sent);
+        }
+        DeliveryError::Rejected {
+            reason: SendErrorReason::InvalidPartition(7),
+            record,
+        } => assert_eq!(record, sent),
+        other => panic!("expected UnknownPartition, got {other:?}"),
+    }
+}
+
+#[test]
+fn mio_too_large_and_missing_partition_come_back_typed() {
+    let mock = mock();
+    let (errs, _) = mio_case(
+        &mock,
+        small_requests(&mock),
+        vec![too_large(), no_such_partition()],
+    );
+    let mut errs = errs.into_iter();
+    let (f, sent) = errs.next().unwrap();
+    assert!(
+        matches!(f.error, ProduceError::RecordTooLarge { size } if size > 20_000),
+        "{:?}",
+        f.error
+    );
+    assert_eq!(f.record, sent);
+    let (f, sent) = errs.next().unwrap();
+    assert!(
+        matches!(f.error, ProduceError::UnknownPartition { partition: 7, .. }),
+        "{:?}",
+        f.error
+    );
+    assert_eq!(f.record, sent);
+}
+
+#[test]
+fn mio_embedded_too_large_is_refused_at_send() {
+    let mock = mock();
+    let mut poll = mio::Poll::new().unwrap();
+    let mut d = producer_mio::MioDriver::<u32>::new(
+        small_requests(&mock),
+        poll.registry(),
+        producer_mio::TokenRange::new(mio::Token(0), 8),
+    )
+    .unwrap();
+    let sent = too_large();
+    let e = d.send(sent.clone(), 7).unwrap_err();
+    assert!(
+        matches!(
+            e.reason,
+            SendErrorReason::RecordTooLarge { max: 10_000, .. }
+        ),
+        "{:?}",
+        e.reason
+    );
+    assert_eq!((e.record, e.opaque), (sent, 7));
+    d.close();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut events = mio::Events::with_capacity(16);
+    while !d.is_closed() {
+        assert!(Instant::now() < deadline);
+        poll.poll(&mut events, d.next_timeout()).unwrap();
+        for ev in events.iter() {
+            d.handle_event(ev);
+        }
+        d.handle_timeout();
+    }
+    // Sending after close: the record comes back.
+    let sent = good(0);
+    let e = d.send(sent.clone(), 8).unwrap_err();
+    assert_eq!(e.reason, SendErrorReason::Closed);
+    assert_eq!((e.record, e.opaque), (sent, 8));
+}
+
+// ---- unreachable bootstrap ----
+
+fn unreachable_config() -> Config {
+    Config::builder([("127.0.0.1", dead_port())])
+        .max_block(Duration::from_secs(1))
+        .request_timeout(Duration::from_millis(500))
+        .delivery_timeout(Duration::from_secs(3))
+        .reconnect_backoff(Duration::from_millis(20))
+        .build()
+        .unwrap()
+}
+
+fn assert_never_reached(error: &ProduceError, elapsed: Duration) {
+    assert_eq!(
+        error,
+        &ProduceError::DeliveryTimeout {
+            possibly_persisted: false
+        }
+    );
+    // min(max_block 1 s, delivery_timeout 3 s), plus slack for a loaded machine.
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2_500),
+        "failed after {elapsed:?}"
+    );
+}
+
+#[test]
+fn tokio_unreachable_bootstrap_fails_records_with_delivery_timeout() {
+    let rt = runtime();
+    rt.block_on(async {
+        let h = producer_tokio::Producer::start(unreachable_config()).unwrap();
+        let sent: Vec<Record> = (0..5).map(good).collect();
+        let started = Instant::now();
+        let mut fs = Vec::new();
+        for r in &sent {
+            fs.push(h.send(r.clone()).await.unwrap());
+        }
+        for (f, r) in fs.into_iter().zip(&sent) {
+            match f.await {
+                Err(DeliveryError::Failed(fail)) => {
+                    assert_never_reached(&fail.error, started.elapsed());
+                    assert_eq!(&fail.record, r);
+                }
+                other => panic!("expected Failed(DeliveryTimeout), got {other:?}"),
+            }
+        }
+        h.close().await;
+    });
+}
+
+#[test]
+fn mio_unreachable_bootstrap_fails_records_with_delivery_timeout() {
+    let (tx, rx) = mpsc::channel::<Delivery<usize>>();
+    let p = producer_mio::ThreadedProducer::<usize>::spawn(unreachable_config(), 16, move |d| {
+        let _ = tx.send(d);
+    })
+    .unwrap();
+    let sent: Vec<Record> = (0..5).map(good).collect();
+    let started = Instant::now();
+    for (i, r) in sent.iter().enumerate() {
+        p.send_with(r.clone(), i).unwrap();
+    }
+    for _ in 0..sent.len() {
+        let d = rx.recv_timeout(Duration::from_secs(10)).expect("a report");
+        let f = d.result.expect_err("delivered to nowhere");
+        assert_never_reached(&f.error, started.elapsed());
+        assert_eq!(f.record, sent[d.opaque]);
+    }
+    p.close();
+    assert!(rx.try_recv().is_err());
+}
+
+// ---- sending after close ----
+
+#[test]
+fn tokio_send_after_close_hands_the_record_back() {
+    let mock = mock();
+    let goods: Vec<Record> = (0..100).map(good).collect();
+    let rt = runtime();
+    let reports = rt.block_on(async {
+        let h = producer_tokio::Producer::start(common::config(&mock).build().unwrap()).unwrap();
+        let other = h.clone();
+        let mut fs = Vec::new();
+        for r in &goods {
+            fs.push(h.send(r.clone()).await.unwrap());
+        }
+        h.close().await;
+        assert!(other.is_closed());
+        let late = good(1000);
+        match other.send(late.clone()).await {
+            Err(SendError::Closed(r)) => assert_eq!(r, late),
+            Err(e) => panic!("send after close: {e:?}"),
+            Ok(_) => panic!("send after close accepted"),
+        }
+        match other.try_send(late.clone()) {
+            Err(TrySendError::Closed(r)) => assert_eq!(r, late),
+            other => panic!("try_send after close: {other:?}"),
+        }
+        let mut reports = Vec::new();
+        for f in fs {
+            reports.push(vec![f.await.map_err(|e| format!("{e:?}"))]);
+        }
+        reports
+    });
+    check_goods(&mock, &goods, reports);
+}
+
+#[test]
+fn mio_send_after_close_hands_the_record_back() {
+    let mock = mock();
+    let goods: Vec<Record> = (0..100).map(good).collect();
+    let run = produce(
+        Driver::MioThreaded,
+        common::config(&mock).build().unwrap(),
+        &goods,
+        &Pacing::burst(),
+        &mut |_| {},
+    );
+    verify(
+        &mock,
+        &[(GOOD, 3)],
+        &goods,
+        &run,
+        Expect::ExactlyOnce,
+        false,
+    );
+
+    let p = producer_mio::ThreadedProducer::<u8>::spawn(
+        common::config(&mock).build().unwrap(),
+        4,
+        |_| {},
+    )
+    .unwrap();
+    let other = p.clone();
+    p.close();
+    assert!(other.is_closed());
+    let late = good(1000);
+    match other.send_with(late.clone(), 9) {
+        Err(producer_mio::SendError::Closed(r, o)) => assert_eq!((r, o), (late, 9)),
+        other => panic!("send after close: {other:?}"),
+    }
+}
