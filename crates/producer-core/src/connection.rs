@@ -40,6 +40,9 @@ impl Versions {
     }
 }
 
+/// How many acks=0 correlation ids a connection remembers.
+const NO_RESPONSE_MEMORY: usize = 1024;
+
 /// What a request in flight was for.
 #[derive(Debug)]
 pub(crate) enum RequestKind {
@@ -72,6 +75,9 @@ pub(crate) struct Connection {
     pub(crate) versions: Option<Versions>,
     /// When `Connect` was emitted (the connection attempt's timeout counts from here).
     pub(crate) opened_at: Instant,
+    /// Correlation ids of recent acks=0 requests, which get no response (the newest
+    /// [`NO_RESPONSE_MEMORY`]).
+    no_response: VecDeque<i32>,
     next_correlation_id: i32,
 }
 
@@ -84,6 +90,7 @@ impl Connection {
             inflight: VecDeque::new(),
             versions: None,
             opened_at,
+            no_response: VecDeque::new(),
             next_correlation_id: 0,
         }
     }
@@ -93,6 +100,26 @@ impl Connection {
         let id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
         id
+    }
+
+    /// Remembers an acks=0 request: no response is expected, but one may come anyway.
+    pub(crate) fn expect_no_response(&mut self, correlation_id: i32) {
+        if self.no_response.len() == NO_RESPONSE_MEMORY {
+            self.no_response.pop_front();
+        }
+        self.no_response.push_back(correlation_id);
+    }
+
+    /// Whether `correlation_id` is that of a remembered acks=0 request (forgetting it, and
+    /// every older one: answers come in order).
+    pub(crate) fn take_unexpected_answer(&mut self, correlation_id: i32) -> bool {
+        match self.no_response.iter().position(|&id| id == correlation_id) {
+            Some(i) => {
+                self.no_response.drain(..=i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Produce requests awaiting a response on this connection.

@@ -57,6 +57,8 @@ pub struct Stats {
     pub disconnects: u64,
     /// Metadata responses applied.
     pub metadata_refreshes: u64,
+    /// Responses to acks=0 requests (which expect none), ignored.
+    pub ignored_responses: u64,
 }
 
 /// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's

@@ -465,7 +465,11 @@ impl<T> Producer<T> {
             bytes: buf.into(),
         });
         if acks == 0 {
-            // No response will come: the batches are done once handed to the connection.
+            // No response will come: the batches are done once handed to the connection. (A
+            // lenient broker may answer anyway; the id is kept so that answer is ignored.)
+            if let Some(c) = self.brokers[slot as usize].conn.as_mut() {
+                c.expect_no_response(correlation_id);
+            }
             for (t, p, id) in chosen {
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
                 if let Some(i) = pq.find(id) {

@@ -25,7 +25,7 @@
 //!   [`tokio::net::TcpStream::connect`] (tokio resolves the host name off the event loop) under
 //!   a connect timeout (`request_timeout` by default; the core has none for the TCP handshake).
 //!   It then reads into a reusable buffer and forwards chunks to the actor, and writes the
-//!   frames the actor hands it whole and in order. `Output::Disconnect` aborts the task. Events
+//!   frames the actor hands it whole and in order. `Output::Disconnect` lets the task write what is queued, then close. Events
 //!   from a connection the core has since dropped are harmless: the core ignores stale ids.
 //! * **Backpressure.** When the core answers `Full`, the actor keeps that one record aside and
 //!   stops reading the command channel until deliveries free space. The bounded command channel
@@ -62,7 +62,7 @@ use producer_core::{ConnId, Event, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 pub use producer_core::{
@@ -337,6 +337,7 @@ impl ProducerBuilder {
             net_tx,
             net_rx,
             conns: HashMap::new(),
+            closing: Vec::new(),
             stash: None,
             shared: shared.clone(),
             epoch: 0,
@@ -466,7 +467,7 @@ const BATCH: usize = 128;
 
 struct ConnHandle {
     writer: mpsc::UnboundedSender<Bytes>,
-    task: AbortHandle,
+    task: JoinHandle<()>,
     /// Bytes handed to the writer and not yet written (shared with the connection task).
     backlog: Arc<AtomicUsize>,
     /// The backlog is over the limit: counted in [`Actor::congested`].
@@ -481,6 +482,8 @@ struct Actor {
     net_tx: mpsc::Sender<Net>,
     net_rx: mpsc::Receiver<Net>,
     conns: HashMap<ConnId, ConnHandle>,
+    /// Tasks of connections the core closed, still writing their queued frames.
+    closing: Vec<JoinHandle<()>>,
     /// The one record the core refused as `Full`; while it is here no command is read.
     stash: Option<(Record, Reply)>,
     shared: Arc<Shared>,
@@ -568,6 +571,14 @@ impl Actor {
     async fn shutdown(&mut self) {
         for (_, c) in self.conns.drain() {
             c.task.abort();
+        }
+        // Connections the core closed write what was queued for them before `close` returns.
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        for task in self.closing.drain(..) {
+            let abort = task.abort_handle();
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                abort.abort();
+            }
         }
         self.shared.closing.store(true, Ordering::Release);
         self.cmd_rx.close();
@@ -758,7 +769,7 @@ impl Actor {
             read_buffer: self.read_buffer,
             connect_timeout: self.connect_timeout,
         };
-        let task = tokio::spawn(io.run(host, port)).abort_handle();
+        let task = tokio::spawn(io.run(host, port));
         self.conns.insert(
             conn,
             ConnHandle {
@@ -770,18 +781,29 @@ impl Actor {
         );
     }
 
-    /// Forgets a connection and stops its task; whether it was known.
+    /// Forgets a connection; whether it was known. Its task first writes the frames already
+    /// handed to it (the core counts them as sent: with acks=0 they are even reported
+    /// delivered), then closes; it is stopped outright if that takes longer than
+    /// [`CLOSE_GRACE`].
     fn remove_conn(&mut self, conn: ConnId) -> bool {
         let Some(c) = self.conns.remove(&conn) else {
             return false;
         };
-        c.task.abort();
-        if c.over {
+        let ConnHandle {
+            writer, task, over, ..
+        } = c;
+        drop(writer); // the writer loop ends once the queued frames are written
+        self.closing.retain(|t| !t.is_finished());
+        self.closing.push(task);
+        if over {
             self.congested -= 1;
         }
         true
     }
 }
+
+/// How long a connection the core closed may take to write the frames already queued for it.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 fn log_event(e: &Event) {
     match e {
@@ -882,7 +904,15 @@ impl ConnIo {
         };
         let err = tokio::select! {
             e = reader => e,
-            r = writer => r.err(),
+            r = writer => match r {
+                // The actor dropped its sender: every queued frame is written; close.
+                Ok(()) => {
+                    let _ = wr.shutdown().await;
+                    debug!(conn = id, "closed after writing every queued frame");
+                    return;
+                }
+                Err(e) => Some(e),
+            },
         };
         match err {
             Some(e) => info!(conn = id, %host, port, error = %e, "connection lost"),

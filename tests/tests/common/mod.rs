@@ -241,6 +241,10 @@ fn produce_tokio(
     pacing: &Pacing,
     hook: &mut dyn FnMut(usize),
 ) -> Reports {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let rt = runtime();
     rt.block_on(async {
         let handle = producer_tokio::Producer::start(config).unwrap();
@@ -481,6 +485,16 @@ pub fn verify(
         meta.push(m);
     }
 
+    if acks0 {
+        // With acks=0 "delivered" means handed to the socket: the broker may still be
+        // appending the last requests. Wait until the logs hold every record (or stop growing).
+        wait_for_log_size(
+            &mock.bootstrap_servers(),
+            topics,
+            records.len() as i64,
+            Duration::from_secs(10),
+        );
+    }
     let consumed = read_back_topics(&mock.bootstrap_servers(), topics, Duration::from_secs(60));
     // (topic, partition) -> offset -> id
     let mut log: BTreeMap<(String, i32), BTreeMap<i64, usize>> = BTreeMap::new();
@@ -706,4 +720,29 @@ fn is_data_error(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::InvalidRecord
             | RDKafkaErrorCode::UnsupportedForMessageFormat
     )
+}
+
+/// Polls the partitions' watermarks until they hold at least `expected` records in total, or
+/// `timeout` passes.
+fn wait_for_log_size(bootstrap: &str, topics: &[(&str, i32)], expected: i64, timeout: Duration) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "producer-tests-watermarks")
+        .create()
+        .expect("watermark consumer");
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let mut total = 0;
+        for &(t, n) in topics {
+            for p in 0..n {
+                if let Ok((lo, hi)) = c.fetch_watermarks(t, p, Duration::from_secs(5)) {
+                    total += hi - lo;
+                }
+            }
+        }
+        if total >= expected {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
