@@ -46,7 +46,7 @@ pub fn classify(code: ErrorCode) -> Action {
         31 => Fatal,
         32 => Fail,
         35 => Fatal,
-        42 | 43 | 44 => Fail,
+        42..=44 => Fail,
         45 => Reset,
         46 => OkDuplicate,
         47 => Reset,

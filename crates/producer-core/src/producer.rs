@@ -192,6 +192,8 @@ impl<T> Producer<T> {
     /// Accepts a record for sending. Never blocks. On success the record will get exactly one
     /// delivery report carrying `opaque`. On error the record and `opaque` come back: `Full`
     /// means try again once reports have drained.
+    // The error is large on purpose: it hands the record back by value, without an allocation.
+    #[allow(clippy::result_large_err)]
     pub fn send(&mut self, now: Instant, record: Record, opaque: T) -> Result<(), SendError<T>> {
         self.touch(now);
         let reason = if let Some(e) = &self.fatal {
