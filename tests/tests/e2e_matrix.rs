@@ -60,12 +60,7 @@ fn run(case: Case) {
     assert_eq!(config.idempotence, case.idempotence);
     let records = workload(case.records, TOPICS, case.keys, case.value_len);
     let run = produce(case.driver, config, &records, &Pacing::burst(), &mut |_| {});
-    let expect = if case.acks == Acks::None {
-        // See `acks_none_every_reported_record_reaches_the_log`.
-        Expect::AtMostOnce
-    } else {
-        Expect::ExactlyOnce
-    };
+    let expect = Expect::ExactlyOnce;
     let s = verify(
         &mock,
         TOPICS,
@@ -245,18 +240,15 @@ fn mio_embedded_zstd_mixed_keys_acks_all_idempotent() {
 }
 
 /// With acks=0 a batch is reported as delivered as soon as the core hands its request to the
-/// driver (`Output::Transmit`); those frames must still reach the broker. Two things used to
-/// lose them: librdkafka's mock answers Produce even with acks=0 (the core now ignores answers
-/// to its acks=0 requests instead of closing the connection), and the tokio driver dropped the
-/// frames still queued for a socket the core closed (it now writes them before closing, and
-/// `close().await` waits for that). Repeated because the loss was timing-dependent.
-///
-/// Still ignored: about one run in six of the tokio case loses a few hundred records of one
-/// partition (the log never reaches the count; not yet explained: the core logs no disconnect
-/// and the mock no error). The matrix's acks=0 cases therefore count missing records
-/// (`Expect::AtMostOnce`) and check everything else.
+/// driver (`Output::Transmit`); those frames must still reach the broker's log. Three things
+/// used to lose them: librdkafka's mock answers Produce even with acks=0 (the core now ignores
+/// answers to its acks=0 requests instead of closing the connection); the tokio driver dropped
+/// the frames still queued for a socket the core closed (it now writes them first, and
+/// `close().await` waits for that); and a broker drops requests it has read but not handled
+/// when the connection closes (on `close` with acks=0 the core now sends one answered request
+/// per connection and waits for its answer, which proves every earlier request was handled).
+/// Repeated because the losses were timing-dependent.
 #[test]
-#[ignore = "rare residual loss with acks=0 through the tokio driver against the mock; see the doc comment"]
 fn acks_none_every_reported_record_reaches_the_log() {
     for driver in [Driver::Tokio, Driver::MioThreaded] {
         for _ in 0..3 {

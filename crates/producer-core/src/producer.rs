@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::accumulator::{buffered_bytes, Batch, BatchState, BufferPool, OpenBatch, Pending};
-use crate::config::Config;
+use crate::config::{Acks, Config};
 use crate::connection::{ConnState, Connection, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
 use crate::outputs::{OutputQueue, SuccessRun};
@@ -93,6 +93,8 @@ pub struct Producer<T> {
     pub(crate) buffered_bytes: usize,
     pub(crate) buffered_records: usize,
     pub(crate) closing: bool,
+    /// With acks=0, `close` sent one answered request per connection to wait on.
+    pub(crate) close_barrier_sent: bool,
     pub(crate) closed: bool,
     pub(crate) fatal: Option<ProduceError>,
     pub(crate) stats: Stats,
@@ -137,6 +139,7 @@ impl<T> Producer<T> {
             buffered_bytes: 0,
             buffered_records: 0,
             closing: false,
+            close_barrier_sent: false,
             closed: false,
             fatal: None,
             stats: Stats::default(),
@@ -572,6 +575,29 @@ impl<T> Producer<T> {
 
     pub(crate) fn check_closed(&mut self) {
         if self.closing && !self.closed && self.buffered_records == 0 {
+            if self.fatal.is_none() && !self.close_barrier_sent && self.config.acks == Acks::None {
+                // acks=0 requests get no answer, and a broker may drop requests it has read but
+                // not yet handled when the connection closes. Answers come in order, so one
+                // answered request per connection proves every earlier one was handled.
+                self.close_barrier_sent = true;
+                for slot in 0..self.brokers.len() {
+                    let ready = self.brokers[slot]
+                        .conn
+                        .as_ref()
+                        .filter(|c| c.state == ConnState::Ready);
+                    if let Some(conn) = ready.map(|c| c.id) {
+                        self.send_api_versions(conn, 0);
+                    }
+                }
+            }
+            let waiting = self
+                .brokers
+                .iter()
+                .filter_map(|b| b.conn.as_ref())
+                .any(|c| !c.inflight.is_empty());
+            if waiting && self.fatal.is_none() {
+                return; // bounded by the request timeout
+            }
             self.closed = true;
             for slot in 0..self.brokers.len() {
                 if let Some(c) = self.brokers[slot].conn.take() {

@@ -65,16 +65,16 @@ impl<T> Producer<T> {
             self.connection_lost(conn, true);
             return false;
         }
-        if self.brokers[conn.slot as usize]
+        let alive = self.brokers[conn.slot as usize]
             .conn
             .as_ref()
-            .is_some_and(|c| c.id == conn)
-        {
+            .is_some_and(|c| c.id == conn);
+        if alive {
             self.arm_request_timer(conn.slot);
-            true
-        } else {
-            false
         }
+        // A close may have been waiting for this answer.
+        self.check_closed();
+        alive && self.brokers[conn.slot as usize].conn.is_some()
     }
 
     fn malformed(&mut self, conn: ConnId, req: InFlightRequest) -> bool {
@@ -145,6 +145,7 @@ impl<T> Producer<T> {
             self.request_metadata();
         }
         self.work_pending = true;
+        self.check_closed();
     }
 
     fn on_api_versions(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
