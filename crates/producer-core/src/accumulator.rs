@@ -178,7 +178,7 @@ pub(crate) struct PartitionQueue<T> {
     pub(crate) reset_barrier: Option<u64>,
     /// The delivery-timeout deadline currently armed for this partition.
     pub(crate) delivery_timer: Option<Instant>,
-    /// Bytes of the batches not yet done (for the request-size check).
+    /// Id of the next batch opened on this partition (ids identify batches in requests).
     pub(crate) next_batch_id: u64,
 }
 

@@ -449,7 +449,6 @@ impl<T> Producer<T> {
 
     /// Applies one partition's result to the batch at index `i`.
     fn resolve(&mut self, conn: ConnId, t: u32, p: u32, i: usize, r: &PartitionProduceResponse) {
-        let now = self.now;
         let idem = self.config.idempotence;
         let code = r.error_code;
         let possibly_persisted =
@@ -522,7 +521,6 @@ impl<T> Producer<T> {
             }
             Action::Fatal => self.go_fatal(broker_error()),
         }
-        let _ = now;
     }
 
     /// Fails a batch that was sent: with idempotence its sequence numbers are now a hole, so
