@@ -125,7 +125,6 @@ impl<T> Harness<T> {
                     self.producer.handle_disconnected(now, c);
                 }
             }
-            _ => {}
         }
     }
 
