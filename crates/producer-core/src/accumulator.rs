@@ -212,69 +212,58 @@ impl<T> PartitionQueue<T> {
 
     /// Index of the batch with this id, if it is still held.
     pub(crate) fn find(&self, id: u64) -> Option<usize> {
-        // Ids increase along the queue (splits reuse nearby ids), so a short scan from the front
-        // of the sent region finds in-flight batches at once.
+        // A split batch's halves get fresh ids, so ids are not ordered along the queue; but the
+        // batches looked up (in flight, or just answered) sit near its front.
         self.batches.iter().position(|b| b.id == id)
     }
 
     /// The index of the batch this partition would send next on `conn`, if the ordering rules
     /// allow one now. Open batches are not considered (the sink closes them first).
     pub(crate) fn next_sendable(&self, conn: ConnId, idempotent: bool) -> Option<usize> {
-        if self.needs_metadata || self.leader < 0 {
-            return None;
-        }
-        if self.inflight > 0 && self.inflight_conn != Some(conn) {
-            // Never overlap requests for one partition across connections (leader moves).
+        if self.blocked_on(conn) {
             return None;
         }
         // A batch waiting to be sent again comes first, and alone.
-        if let Some(i) = self
-            .batches
-            .iter()
-            .take(self.sent)
-            .position(|b| b.state == BatchState::Ready)
-        {
+        if let Some(i) = self.first_retry() {
             let before_barrier = self.barrier_position().is_some_and(|b| i < b);
-            return if self.inflight == 0 && (!self.needs_reset || before_barrier) {
-                Some(i)
-            } else {
-                None
-            };
+            let allowed = self.inflight == 0 && (!self.needs_reset || before_barrier);
+            return allowed.then_some(i);
         }
         if self.sent >= self.batches.len() {
             return None;
         }
-        if idempotent {
-            if self.needs_reset {
-                return None;
-            }
-            if self.inflight > 0 && self.ok_on_conn != Some(conn) {
-                return None;
-            }
-        } else if self.inflight > 0 {
-            // Without idempotence one batch in flight per partition keeps order under retries.
-            return None;
-        }
-        Some(self.sent)
+        self.fresh_allowed(conn, idempotent).then_some(self.sent)
     }
 
     /// Whether the partition could start a new batch from its open one on `conn` (the same
     /// rules as a fresh closed batch).
     pub(crate) fn may_send_fresh(&self, conn: ConnId, idempotent: bool) -> bool {
-        if self.needs_metadata || self.leader < 0 || self.sent < self.batches.len() {
-            return false;
-        }
-        if self
-            .batches
+        !self.blocked_on(conn)
+            && self.sent >= self.batches.len()
+            && self.first_retry().is_none()
+            && self.fresh_allowed(conn, idempotent)
+    }
+
+    /// Nothing may go to `conn` now: no leader known, waiting for metadata, or batches of this
+    /// partition in flight on another connection (never overlap across a leader move).
+    fn blocked_on(&self, conn: ConnId) -> bool {
+        self.needs_metadata
+            || self.leader < 0
+            || (self.inflight > 0 && self.inflight_conn != Some(conn))
+    }
+
+    /// The first sent batch waiting to be sent again.
+    fn first_retry(&self) -> Option<usize> {
+        self.batches
             .iter()
             .take(self.sent)
-            .any(|b| b.state == BatchState::Ready)
-        {
-            return false;
-        }
-        if self.inflight > 0 && self.inflight_conn != Some(conn) {
-            return false;
-        }
+            .position(|b| b.state == BatchState::Ready)
+    }
+
+    /// Whether a batch never sent may go out on `conn`: with idempotence, after a success on
+    /// that connection (pipelining) or with nothing in flight, and not before a pending reset;
+    /// without it, one batch in flight per partition keeps order under retries.
+    fn fresh_allowed(&self, conn: ConnId, idempotent: bool) -> bool {
         if idempotent {
             !self.needs_reset && (self.inflight == 0 || self.ok_on_conn == Some(conn))
         } else {
