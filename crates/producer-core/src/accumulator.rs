@@ -13,30 +13,44 @@ use bytes::Bytes;
 use crate::record::{BatchBuilder, Header, SealedBatch, APPEND_SLACK, RECORD_BATCH_OVERHEAD};
 use crate::types::{ConnId, ProduceError};
 
-/// One accepted record waiting for its report. The topic and partition live in the partition
-/// that holds it.
+/// A record accepted by `send` that is not in a batch yet: waiting for its topic's metadata,
+/// or on its way to a partition. Carries the record's parts until they are encoded.
 #[derive(Debug)]
-pub(crate) struct Pending<T> {
+pub(crate) struct Unrouted<T> {
     pub(crate) opaque: T,
     pub(crate) key: Option<Bytes>,
     pub(crate) value: Option<Bytes>,
     pub(crate) headers: Vec<Header>,
     pub(crate) timestamp: Option<i64>,
     pub(crate) explicit_partition: bool,
-    /// Bytes this record counts against `buffer_memory`.
+    /// Bytes this record counts against `buffer_memory` (see [`charged_size`]).
     pub(crate) size: usize,
 }
 
-/// Bytes these records count against `buffer_memory`.
-pub(crate) fn buffered_bytes<T>(records: &[Pending<T>]) -> usize {
-    records.iter().map(|r| r.size).sum()
-}
-
-impl<T> Pending<T> {
+impl<T> Unrouted<T> {
     /// The record's [`BatchBuilder::payload_size`].
     pub(crate) fn payload_size(&self) -> usize {
         BatchBuilder::payload_size(self.key.as_deref(), self.value.as_deref(), &self.headers)
     }
+}
+
+/// One record in a batch, waiting for its report: only what the report needs beyond the batch.
+/// The key, value and headers live in the batch bytes alone; a failure decodes them back out
+/// (see [`SealedBatch::into_records`]), so a buffered record costs its encoded size plus this.
+#[derive(Debug)]
+pub(crate) struct Pending<T> {
+    pub(crate) opaque: T,
+    /// The record's timestamp as written (-1: none), for the success report.
+    pub(crate) timestamp: i64,
+    /// The caller chose the partition (the failure report hands it back as chosen).
+    pub(crate) explicit_partition: bool,
+}
+
+/// Bytes a record counts against `buffer_memory`, from its [`BatchBuilder::payload_size`]: its
+/// encoded size plus its [`Pending`] entry. A pure function of key, value and headers, so a
+/// record decoded back out of a batch is released for exactly what it was charged.
+pub(crate) fn charged_size<T>(payload: usize) -> usize {
+    BatchBuilder::record_size_with_payload(0, 0, payload) + std::mem::size_of::<Pending<T>>()
 }
 
 /// The batch records are being appended to.
@@ -45,6 +59,8 @@ pub(crate) struct OpenBatch<T> {
     pub(crate) id: u64,
     pub(crate) builder: BatchBuilder,
     pub(crate) records: Vec<Pending<T>>,
+    /// Bytes its records count against `buffer_memory`.
+    pub(crate) charged: usize,
     pub(crate) created: Instant,
 }
 
@@ -79,6 +95,7 @@ impl<T> OpenBatch<T> {
             id,
             builder: BatchBuilder::with_buffer(buf),
             records: Vec::with_capacity(records),
+            charged: 0,
             created,
         }
     }
@@ -124,6 +141,8 @@ pub(crate) struct Batch<T> {
     pub(crate) id: u64,
     pub(crate) sealed: SealedBatch,
     pub(crate) records: Vec<Pending<T>>,
+    /// Bytes its records count against `buffer_memory`.
+    pub(crate) charged: usize,
     pub(crate) created: Instant,
     pub(crate) state: BatchState,
     /// Attempts made (requests that carried it).

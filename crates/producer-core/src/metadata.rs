@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::accumulator::{PartitionQueue, Pending};
+use crate::accumulator::{PartitionQueue, Unrouted};
 use crate::connection::Connection;
 use crate::ErrorCode;
 
@@ -61,7 +61,7 @@ impl BrokerSlot {
 /// A record held because its topic's metadata is not known yet.
 #[derive(Debug)]
 pub(crate) struct Held<T> {
-    pub(crate) pending: Pending<T>,
+    pub(crate) pending: Unrouted<T>,
     pub(crate) partition: Option<i32>,
     pub(crate) since: Instant,
 }

@@ -63,7 +63,7 @@ impl<T> SuccessRun<T> {
         let timestamp = if self.append_time >= 0 {
             self.append_time
         } else {
-            r.timestamp.unwrap_or(-1)
+            r.timestamp
         };
         Some(Output::Delivery(Delivery {
             opaque: r.opaque,

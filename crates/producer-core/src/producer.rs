@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::accumulator::{buffered_bytes, Batch, BatchState, BufferPool, OpenBatch, Pending};
+use crate::accumulator::{
+    charged_size, Batch, BatchState, BufferPool, OpenBatch, Pending, Unrouted,
+};
 use crate::config::{Acks, Config};
 use crate::connection::{ConnState, Connection, RequestKind};
 use crate::metadata::{BrokerSlot, Held, MetadataPolicy, TopicState};
@@ -13,7 +15,7 @@ use crate::outputs::{OutputQueue, SuccessRun};
 use crate::partitioner::{partition_for_key, Rng};
 use crate::protocol::api_versions::ApiVersionsRequest;
 use crate::protocol::ApiKey;
-use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
+use crate::record::{BatchBuilder, DecodedRecord, RECORD_BATCH_OVERHEAD};
 use crate::timer::{TimerKind, Timers};
 use crate::types::{
     ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, SendError,
@@ -223,6 +225,7 @@ impl<T> Producer<T> {
             &record.headers,
         );
         let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+        let size = charged_size::<T>(payload);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );
@@ -236,7 +239,6 @@ impl<T> Producer<T> {
                 opaque,
             });
         }
-        let size = encoded + std::mem::size_of::<Pending<T>>();
         if self.buffered_bytes + size > self.config.buffer_memory
             || self.buffered_records >= self.config.buffer_max_records
         {
@@ -267,7 +269,7 @@ impl<T> Producer<T> {
             timestamp,
             ..
         } = record;
-        let pending = Pending {
+        let pending = Unrouted {
             opaque,
             key,
             value,
@@ -284,7 +286,7 @@ impl<T> Producer<T> {
                 message: None,
                 possibly_persisted: false,
             };
-            self.fail_pending(topic, partition.unwrap_or(-1), pending, err);
+            self.fail_unrouted(topic, partition.unwrap_or(-1), pending, err);
             return Ok(());
         }
         if !self.topics[topic as usize].known {
@@ -324,7 +326,7 @@ impl<T> Producer<T> {
         self.config.max_block.min(self.config.delivery_timeout)
     }
 
-    fn hold(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+    fn hold(&mut self, topic: u32, pending: Unrouted<T>, partition: Option<i32>) {
         let now = self.now;
         let deadline = now + self.holding_limit();
         let t = &mut self.topics[topic as usize];
@@ -340,7 +342,7 @@ impl<T> Producer<T> {
     }
 
     /// Picks the partition of a record of a known topic and appends it.
-    pub(crate) fn route(&mut self, topic: u32, pending: Pending<T>, partition: Option<i32>) {
+    pub(crate) fn route(&mut self, topic: u32, pending: Unrouted<T>, partition: Option<i32>) {
         let payload = pending.payload_size();
         self.route_sized(topic, pending, partition, payload);
     }
@@ -349,7 +351,7 @@ impl<T> Producer<T> {
     fn route_sized(
         &mut self,
         topic: u32,
-        pending: Pending<T>,
+        pending: Unrouted<T>,
         partition: Option<i32>,
         payload: usize,
     ) {
@@ -357,7 +359,7 @@ impl<T> Producer<T> {
         let p = match (partition, &pending.key) {
             (Some(p), _) if p < count => p as u32,
             (Some(p), _) => {
-                self.fail_pending(
+                self.fail_unrouted(
                     topic,
                     p,
                     pending,
@@ -393,7 +395,7 @@ impl<T> Producer<T> {
 
     /// Appends a record to the open batch of a partition, closing the batch first when the
     /// record would take it past `batch_size` and after when it reached it.
-    fn append(&mut self, topic: u32, p: u32, pending: Pending<T>, payload: usize) {
+    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) {
         let batch_size = self.config.batch_size;
         if !self.try_append_open(topic, p, &pending, payload) {
             if self.topics[topic as usize].partitions[p as usize]
@@ -409,7 +411,13 @@ impl<T> Producer<T> {
         }
         let pq = &mut self.topics[topic as usize].partitions[p as usize];
         let open = pq.open.as_mut().expect("the record was just appended");
-        open.records.push(pending);
+        // Key, value and headers now live in the batch bytes; they are dropped here.
+        open.records.push(Pending {
+            opaque: pending.opaque,
+            timestamp: pending.timestamp.unwrap_or(-1),
+            explicit_partition: pending.explicit_partition,
+        });
+        open.charged += pending.size;
         if open.builder.size_in_bytes() >= batch_size {
             self.close_open_batch(topic, p);
         }
@@ -428,7 +436,7 @@ impl<T> Producer<T> {
         &mut self,
         topic: u32,
         p: u32,
-        pending: &Pending<T>,
+        pending: &Unrouted<T>,
         payload: usize,
     ) -> bool {
         let batch_size = self.config.batch_size;
@@ -482,9 +490,10 @@ impl<T> Producer<T> {
             id,
             builder,
             records,
+            charged,
             created,
         } = open;
-        match builder.seal_recycling(compression) {
+        match builder.seal_or_keep(compression) {
             Ok((sealed, spare)) => {
                 if let Some(buf) = spare {
                     self.buffers.give(buf, self.config.batch_size);
@@ -495,6 +504,7 @@ impl<T> Producer<T> {
                     id,
                     sealed,
                     records,
+                    charged,
                     created,
                     state: BatchState::Ready,
                     attempts: 0,
@@ -503,11 +513,10 @@ impl<T> Producer<T> {
                 });
                 self.mark_partition_dirty(topic, p);
             }
-            Err(e) => {
+            Err((e, builder)) => {
                 let err = ProduceError::Compression(e.to_string());
-                for r in records {
-                    self.fail_pending(topic, p as i32, r, err.clone());
-                }
+                let decoded = builder.into_records().map_err(|e| e.to_string());
+                self.fail_records(topic, p as i32, records, decoded, charged, err);
             }
         }
     }
@@ -612,8 +621,8 @@ impl<T> Producer<T> {
     // Reports out
     // -----------------------------------------------------------------------------------------
 
-    /// Rebuilds the record of a pending entry, to hand it back with a failure.
-    pub(crate) fn rebuild(&self, topic: u32, partition: i32, p: Pending<T>) -> (Record, T, usize) {
+    /// Rebuilds the record of an unrouted entry, to hand it back with a failure.
+    pub(crate) fn rebuild(&self, topic: u32, partition: i32, p: Unrouted<T>) -> (Record, T, usize) {
         let record = Record {
             topic: self.topics[topic as usize].name.clone(),
             partition: if p.explicit_partition {
@@ -629,12 +638,12 @@ impl<T> Producer<T> {
         (record, p.opaque, p.size)
     }
 
-    /// Reports one record as failed and releases its buffer space.
-    pub(crate) fn fail_pending(
+    /// Reports one record that never reached a batch as failed and releases its buffer space.
+    pub(crate) fn fail_unrouted(
         &mut self,
         topic: u32,
         partition: i32,
-        p: Pending<T>,
+        p: Unrouted<T>,
         error: ProduceError,
     ) {
         let (record, opaque, size) = self.rebuild(topic, partition, p);
@@ -643,6 +652,52 @@ impl<T> Producer<T> {
             opaque,
             result: Err(DeliveryFailure { error, record }),
         }));
+    }
+
+    /// Reports the records of a batch as failed, each with its record decoded back out of the
+    /// batch (`decoded`, in the same order as `records`), and releases the batch's `charged`
+    /// buffer space. Decoding a batch this producer wrote does not fail; if it ever did, each
+    /// record is still reported (its opaque value comes back) with the record's topic and
+    /// partition only, so nothing is lost silently.
+    pub(crate) fn fail_records(
+        &mut self,
+        topic: u32,
+        partition: i32,
+        records: Vec<Pending<T>>,
+        decoded: Result<Vec<DecodedRecord>, String>,
+        charged: usize,
+        error: ProduceError,
+    ) {
+        debug_assert!(
+            decoded.is_ok(),
+            "records of a batch did not decode: {decoded:?}"
+        );
+        self.buffered_bytes -= charged;
+        self.buffered_records -= records.len();
+        let mut decoded = decoded.unwrap_or_default().into_iter();
+        let name = self.topics[topic as usize].name.clone();
+        for p in records {
+            let d = decoded.next();
+            let (key, value, headers, timestamp) = match d {
+                Some(d) => (d.key, d.value, d.headers, d.timestamp),
+                None => (None, None, Vec::new(), p.timestamp),
+            };
+            let record = Record {
+                topic: name.clone(),
+                partition: p.explicit_partition.then_some(partition),
+                key,
+                value,
+                headers,
+                timestamp: (timestamp != -1).then_some(timestamp),
+            };
+            self.outputs.push_back(Output::Delivery(Delivery {
+                opaque: p.opaque,
+                result: Err(DeliveryFailure {
+                    error: error.clone(),
+                    record,
+                }),
+            }));
+        }
     }
 
     fn release(&mut self, size: usize) {
@@ -656,11 +711,11 @@ impl<T> Producer<T> {
             let BatchState::Done(result) = batch.state else {
                 continue;
             };
-            self.buffers
-                .give(batch.sealed.into_buffer(), self.config.batch_size);
             match result {
                 Ok((base, append_time)) => {
-                    self.buffered_bytes -= buffered_bytes(&batch.records);
+                    self.buffers
+                        .give(batch.sealed.into_buffer(), self.config.batch_size);
+                    self.buffered_bytes -= batch.charged;
                     self.buffered_records -= batch.records.len();
                     if self.config.report_successes {
                         let name = self.topics[topic as usize].name.clone();
@@ -670,9 +725,8 @@ impl<T> Producer<T> {
                     }
                 }
                 Err(e) => {
-                    for r in batch.records {
-                        self.fail_pending(topic, p as i32, r, e.clone());
-                    }
+                    let decoded = batch.sealed.into_records().map_err(|e| e.to_string());
+                    self.fail_records(topic, p as i32, batch.records, decoded, batch.charged, e);
                 }
             }
         }
@@ -690,20 +744,22 @@ impl<T> Producer<T> {
         for t in 0..self.topics.len() as u32 {
             let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
             for h in held {
-                self.fail_pending(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
             }
             for p in 0..self.topics[t as usize].partitions.len() as u32 {
                 let pq = &mut self.topics[t as usize].partitions[p as usize];
-                let mut records: Vec<Pending<T>> =
-                    pq.open.take().map(|o| o.records).unwrap_or_default();
-                for b in pq.batches.drain(..) {
-                    records.extend(b.records);
-                }
+                let batches: Vec<_> = pq.batches.drain(..).collect();
+                let open = pq.open.take();
                 pq.sent = 0;
                 pq.inflight = 0;
                 pq.inflight_conn = None;
-                for r in records {
-                    self.fail_pending(t, p as i32, r, error.clone());
+                for b in batches {
+                    let decoded = b.sealed.into_records().map_err(|e| e.to_string());
+                    self.fail_records(t, p as i32, b.records, decoded, b.charged, error.clone());
+                }
+                if let Some(o) = open {
+                    let decoded = o.builder.into_records().map_err(|e| e.to_string());
+                    self.fail_records(t, p as i32, o.records, decoded, o.charged, error.clone());
                 }
             }
         }
@@ -927,7 +983,7 @@ impl<T> Producer<T> {
             self.timers.arm(at, TimerKind::Holding { topic });
         }
         for h in expired {
-            self.fail_pending(topic, h.partition.unwrap_or(-1), h.pending, error.clone());
+            self.fail_unrouted(topic, h.partition.unwrap_or(-1), h.pending, error.clone());
         }
         self.check_closed();
     }
@@ -981,16 +1037,11 @@ impl<T> Producer<T> {
                 .open
                 .take();
             if let Some(open) = open {
-                for r in open.records {
-                    self.fail_pending(
-                        topic,
-                        p as i32,
-                        r,
-                        ProduceError::DeliveryTimeout {
-                            possibly_persisted: false,
-                        },
-                    );
-                }
+                let decoded = open.builder.into_records().map_err(|e| e.to_string());
+                let error = ProduceError::DeliveryTimeout {
+                    possibly_persisted: false,
+                };
+                self.fail_records(topic, p as i32, open.records, decoded, open.charged, error);
             }
         }
         if let Some(at) = next_deadline {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::accumulator::{Batch, BatchState};
+use crate::accumulator::{charged_size, Batch, BatchState};
 use crate::classify::{classify, Action};
 use crate::connection::{ConnState, InFlightRequest, RequestKind, Versions};
 use crate::metadata::BrokerSlot;
@@ -14,7 +14,7 @@ use crate::protocol::init_producer_id::InitProducerIdResponse;
 use crate::protocol::metadata::MetadataResponse;
 use crate::protocol::produce::{PartitionProduceResponse, ProduceResponse};
 use crate::protocol::{parse_response_header, ApiKey};
-use crate::record::BatchBuilder;
+use crate::record::{BatchBuilder, Compression, DecodedRecord, SealedBatch};
 use crate::timer::TimerKind;
 use crate::types::{ConnId, Event, Output, ProduceError};
 use crate::ErrorCode;
@@ -327,7 +327,7 @@ impl<T> Producer<T> {
                     self.topics[t as usize].error = Some(code);
                     let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
                     for h in held {
-                        self.fail_pending(
+                        self.fail_unrouted(
                             t,
                             h.partition.unwrap_or(-1),
                             h.pending,
@@ -578,50 +578,79 @@ impl<T> Producer<T> {
     }
 
     /// Splits a batch the broker found too large into two, keeping order and sequence range.
+    /// The records are decoded back out of the batch and re-encoded as two halves.
     fn split(&mut self, t: u32, p: u32, i: usize) {
         let compression = self.config.compression;
         let pq = &mut self.topics[t as usize].partitions[p as usize];
-        let Some(mut old) = pq.batches.remove(i) else {
+        let Some(old) = pq.batches.remove(i) else {
             return;
         };
-        let second = old.records.split_off(old.records.len() / 2);
-        let halves = [std::mem::take(&mut old.records), second];
-        let sealed: Result<Vec<_>, _> = halves
-            .iter()
-            .map(|records| {
-                let mut builder = BatchBuilder::new();
-                for r in records {
-                    builder.append(
-                        r.timestamp.unwrap_or(-1),
-                        r.key.as_deref(),
-                        r.value.as_deref(),
-                        &r.headers,
-                    );
+        let Batch {
+            sealed,
+            records: mut first_pending,
+            charged,
+            created,
+            attempts,
+            base_sequence,
+            possibly_persisted,
+            ..
+        } = old;
+        let mid = first_pending.len() / 2;
+        let encoded = sealed
+            .into_records()
+            .map_err(|e| e.to_string())
+            .and_then(|decoded| {
+                if decoded.len() != first_pending.len() {
+                    return Err(format!(
+                        "{} records decoded for {}",
+                        decoded.len(),
+                        first_pending.len()
+                    ));
                 }
-                builder.seal(compression)
-            })
-            .collect();
+                let mut first = decoded;
+                let second = first.split_off(mid);
+                let halves = [
+                    encode_half::<T>(&first, compression),
+                    encode_half::<T>(&second, compression),
+                ];
+                first.extend(second);
+                Ok((halves, first))
+            });
+        let second_pending = first_pending.split_off(mid);
         let pq = &mut self.topics[t as usize].partitions[p as usize];
-        let Ok(sealed) = sealed else {
+        let (halves, all_decoded) = match encoded {
+            Ok(([Ok(a), Ok(b)], _)) => ([a, b], None),
+            Ok((_, decoded)) => ([(None, 0), (None, 0)], Some(Ok(decoded))),
+            Err(e) => ([(None, 0), (None, 0)], Some(Err(e))),
+        };
+        if let Some(decoded) = all_decoded {
             // The codec sealed the original batch, so this is not expected; fail the records
             // rather than lose them. The batch had been sent: its sequence range is now a hole.
             pq.sent -= 1;
             if self.config.idempotence {
                 pq.request_reset(None);
             }
-            for r in halves.into_iter().flatten() {
-                self.fail_pending(
-                    t,
-                    p as i32,
-                    r,
-                    ProduceError::Compression("re-encoding a split batch failed".into()),
-                );
-            }
+            first_pending.extend(second_pending);
+            self.fail_records(
+                t,
+                p as i32,
+                first_pending,
+                decoded,
+                charged,
+                ProduceError::Compression("re-encoding a split batch failed".into()),
+            );
             return;
-        };
-        let mut seq = old.base_sequence;
+        }
+        debug_assert_eq!(
+            halves[0].1 + halves[1].1,
+            charged,
+            "a split re-charges its records"
+        );
+        let mut seq = base_sequence;
         let (pid, epoch) = (pq.producer_id, pq.epoch);
-        for (k, (mut sealed, records)) in sealed.into_iter().zip(halves).enumerate() {
+        let pendings = [first_pending, second_pending];
+        for (k, ((sealed, charged), records)) in halves.into_iter().zip(pendings).enumerate() {
+            let Some(mut sealed) = sealed else { continue };
             let id = pq.next_batch_id;
             pq.next_batch_id += 1;
             let mut base_sequence = None;
@@ -637,15 +666,32 @@ impl<T> Producer<T> {
                 id,
                 sealed,
                 records,
-                created: old.created,
+                charged,
+                created,
                 state: BatchState::Ready,
-                attempts: old.attempts,
+                attempts,
                 base_sequence,
-                possibly_persisted: old.possibly_persisted,
+                possibly_persisted,
             };
             pq.batches.insert(i + k, batch);
         }
         // The original occupied one place of the sent region; the halves occupy two.
         pq.sent += 1;
     }
+}
+
+/// Encodes decoded records as a new batch; returns it with the buffer space its records count.
+fn encode_half<T>(
+    records: &[DecodedRecord],
+    compression: Compression,
+) -> Result<(Option<SealedBatch>, usize), String> {
+    let mut builder = BatchBuilder::new();
+    let mut charged = 0;
+    for r in records {
+        let (k, v) = (r.key.as_deref(), r.value.as_deref());
+        charged += charged_size::<T>(BatchBuilder::payload_size(k, v, &r.headers));
+        builder.append(r.timestamp, k, v, &r.headers);
+    }
+    let sealed = builder.seal(compression).map_err(|e| e.to_string())?;
+    Ok((Some(sealed), charged))
 }

@@ -35,7 +35,8 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::compression::{compress_into, Compression, CompressionError};
+use super::compression::{compress_into, decompress, Compression, CompressionError};
+use super::decode::{decode_records, DecodedRecord, MalformedRecords};
 use super::RECORD_BATCH_OVERHEAD;
 use crate::protocol::primitives::{varint_len, varlong_len};
 
@@ -440,22 +441,42 @@ impl BatchBuilder {
         self,
         compression: Compression,
     ) -> Result<(SealedBatch, Option<Vec<u8>>), CompressionError> {
+        self.seal_or_keep(compression).map_err(|(e, _)| e)
+    }
+
+    /// [`BatchBuilder::seal_recycling`], handing the builder back (records intact) when sealing
+    /// fails, so its records can still be recovered with [`BatchBuilder::into_records`].
+    pub(crate) fn seal_or_keep(
+        self,
+        compression: Compression,
+    ) -> Result<Sealed, (CompressionError, BatchBuilder)> {
         let uncompressed_size = self.buf.len();
+        let too_large = |size| CompressionError::BatchTooLarge { size };
+        if i32::try_from(self.count).is_err() {
+            return Err((too_large(uncompressed_size), self));
+        }
+        let count = self.count as i32;
         let (mut buf, spare) = match compression {
-            Compression::None => (self.buf, None),
+            Compression::None => {
+                if i32::try_from(uncompressed_size - LOG_OVERHEAD).is_err() {
+                    return Err((too_large(uncompressed_size), self));
+                }
+                (self.buf, None)
+            }
             codec => {
                 let records = &self.buf[RECORD_BATCH_OVERHEAD..];
                 let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2 + 64);
                 out.resize(RECORD_BATCH_OVERHEAD, 0);
-                compress_into(codec, records, &mut out)?;
+                if let Err(e) = compress_into(codec, records, &mut out) {
+                    return Err((e, self));
+                }
+                if i32::try_from(out.len() - LOG_OVERHEAD).is_err() {
+                    return Err((too_large(out.len()), self));
+                }
                 (out, Some(self.buf))
             }
         };
-        let size = buf.len();
-        let length = i32::try_from(size - LOG_OVERHEAD)
-            .map_err(|_| CompressionError::BatchTooLarge { size })?;
-        let count =
-            i32::try_from(self.count).map_err(|_| CompressionError::BatchTooLarge { size })?;
+        let length = (buf.len() - LOG_OVERHEAD) as i32;
 
         let header = &mut buf[..RECORD_BATCH_OVERHEAD];
         put_at(header, 0, &0i64.to_be_bytes()); // base offset
@@ -500,6 +521,9 @@ impl BatchBuilder {
 fn put_at(buf: &mut [u8], offset: usize, bytes: &[u8]) {
     buf[offset..offset + bytes.len()].copy_from_slice(bytes);
 }
+
+/// A sealed batch and, when it no longer uses it, the builder's buffer for reuse.
+type Sealed = (SealedBatch, Option<Vec<u8>>);
 
 /// A closed record batch: final bytes except the producer fields and CRC, set by
 /// [`SealedBatch::stamp`].
@@ -630,6 +654,42 @@ impl SealedBatch {
     pub fn into_buffer(self) -> Vec<u8> {
         self.buf
     }
+
+    /// The batch's records, decoded (decompressed first if needed), for handing them back to
+    /// the caller or re-encoding them. Consumes the batch: its buffer becomes the records'.
+    pub(crate) fn into_records(self) -> Result<Vec<DecodedRecord>, UnpackError> {
+        let base = self.base_timestamp();
+        let count = self.record_count.max(0) as usize;
+        let records = match self.compression {
+            Compression::None => Bytes::from(self.buf).slice(RECORD_BATCH_OVERHEAD..),
+            codec => Bytes::from(decompress(
+                codec,
+                &self.buf[RECORD_BATCH_OVERHEAD..],
+                self.uncompressed_size - RECORD_BATCH_OVERHEAD,
+            )?),
+        };
+        Ok(decode_records(records, count, base)?)
+    }
+}
+
+impl BatchBuilder {
+    /// The records appended so far, decoded, for handing them back to the caller when the
+    /// batch cannot be sent. Consumes the builder.
+    pub(crate) fn into_records(self) -> Result<Vec<DecodedRecord>, MalformedRecords> {
+        let records = Bytes::from(self.buf).slice(RECORD_BATCH_OVERHEAD..);
+        decode_records(records, self.count, self.base_timestamp)
+    }
+}
+
+/// The records of a sealed batch could not be recovered (not expected: this crate wrote them).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UnpackError {
+    /// Decompressing the records failed.
+    #[error(transparent)]
+    Decompress(#[from] CompressionError),
+    /// The decompressed records did not decode.
+    #[error(transparent)]
+    Malformed(#[from] MalformedRecords),
 }
 
 #[cfg(test)]

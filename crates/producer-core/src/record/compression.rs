@@ -229,6 +229,108 @@ fn zstd(_input: &[u8], _out: &mut Vec<u8>) -> Result<(), CompressionError> {
     Err(CompressionError::Unsupported(Compression::Zstd))
 }
 
+/// Decompresses the records section of a batch this crate compressed with `codec`, expecting
+/// exactly `expected` bytes out (the batch's uncompressed records size, known from sealing).
+/// Used only when a batch's records must come back out: to hand them to the caller with a
+/// failure, or to re-encode them in smaller batches. Never produces more than `expected` bytes.
+pub(crate) fn decompress(
+    codec: Compression,
+    input: &[u8],
+    expected: usize,
+) -> Result<Vec<u8>, CompressionError> {
+    let out = match codec {
+        Compression::None => input.to_vec(),
+        Compression::Gzip => gunzip(input, expected)?,
+        Compression::Snappy => unsnappy(input, expected)?,
+        Compression::Lz4 => unlz4(input, expected)?,
+        Compression::Zstd => unzstd(input, expected)?,
+    };
+    if out.len() != expected {
+        return Err(CompressionError::Codec {
+            codec,
+            source: std::io::Error::other(format!(
+                "decompressed {} bytes, expected {expected}",
+                out.len()
+            )),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads at most `expected + 1` bytes from a decoder (one more than expected shows a mismatch
+/// without reading an unbounded stream).
+#[cfg(any(feature = "gzip", feature = "lz4"))]
+fn read_bounded(
+    codec: Compression,
+    decoder: impl std::io::Read,
+    expected: usize,
+) -> Result<Vec<u8>, CompressionError> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(expected);
+    decoder
+        .take(expected as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| codec_error(codec, e))?;
+    Ok(out)
+}
+
+#[cfg(feature = "gzip")]
+fn gunzip(input: &[u8], expected: usize) -> Result<Vec<u8>, CompressionError> {
+    read_bounded(
+        Compression::Gzip,
+        flate2::read::GzDecoder::new(input),
+        expected,
+    )
+}
+
+#[cfg(not(feature = "gzip"))]
+fn gunzip(_input: &[u8], _expected: usize) -> Result<Vec<u8>, CompressionError> {
+    Err(CompressionError::Unsupported(Compression::Gzip))
+}
+
+#[cfg(feature = "snappy")]
+fn unsnappy(input: &[u8], expected: usize) -> Result<Vec<u8>, CompressionError> {
+    let len = snap::raw::decompress_len(input).map_err(|e| codec_error(Compression::Snappy, e))?;
+    if len != expected {
+        return Err(codec_error(
+            Compression::Snappy,
+            format!("block of {len} bytes, expected {expected}"),
+        ));
+    }
+    snap::raw::Decoder::new()
+        .decompress_vec(input)
+        .map_err(|e| codec_error(Compression::Snappy, e))
+}
+
+#[cfg(not(feature = "snappy"))]
+fn unsnappy(_input: &[u8], _expected: usize) -> Result<Vec<u8>, CompressionError> {
+    Err(CompressionError::Unsupported(Compression::Snappy))
+}
+
+#[cfg(feature = "lz4")]
+fn unlz4(input: &[u8], expected: usize) -> Result<Vec<u8>, CompressionError> {
+    read_bounded(
+        Compression::Lz4,
+        lz4_flex::frame::FrameDecoder::new(input),
+        expected,
+    )
+}
+
+#[cfg(not(feature = "lz4"))]
+fn unlz4(_input: &[u8], _expected: usize) -> Result<Vec<u8>, CompressionError> {
+    Err(CompressionError::Unsupported(Compression::Lz4))
+}
+
+#[cfg(feature = "zstd")]
+fn unzstd(input: &[u8], expected: usize) -> Result<Vec<u8>, CompressionError> {
+    zstd::bulk::decompress(input, expected).map_err(|e| codec_error(Compression::Zstd, e))
+}
+
+#[cfg(not(feature = "zstd"))]
+fn unzstd(_input: &[u8], _expected: usize) -> Result<Vec<u8>, CompressionError> {
+    Err(CompressionError::Unsupported(Compression::Zstd))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +416,21 @@ mod tests {
         let mut out = Vec::new();
         compress_into(Compression::Zstd, b"zstd zstd zstd", &mut out).unwrap();
         assert_eq!(&out[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
+    }
+
+    #[test]
+    fn decompress_inverts_every_supported_codec() {
+        let input = b"abcdefgh abcdefgh 0123456789 records records".repeat(300);
+        for c in Compression::ALL.into_iter().filter(|c| c.is_supported()) {
+            let mut out = Vec::new();
+            compress_into(c, &input, &mut out).unwrap();
+            assert_eq!(decompress(c, &out, input.len()).unwrap(), input, "{c}");
+            // A wrong expected size is an error, never a longer output.
+            assert!(
+                decompress(c, &out, input.len() - 1).is_err(),
+                "{c}: shorter"
+            );
+            assert!(decompress(c, &out, input.len() + 1).is_err(), "{c}: longer");
+        }
     }
 }

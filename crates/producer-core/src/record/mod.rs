@@ -6,10 +6,12 @@
 
 mod batch;
 mod compression;
+mod decode;
 
 pub(crate) use batch::APPEND_SLACK;
 pub use batch::{BatchBuilder, Header, SealedBatch};
 pub use compression::{compress_into, Compression, CompressionError};
+pub(crate) use decode::DecodedRecord;
 
 /// Size of the record batch header (magic v2): records start at this offset.
 pub const RECORD_BATCH_OVERHEAD: usize = 61;
