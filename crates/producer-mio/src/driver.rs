@@ -264,7 +264,21 @@ impl<T> MioDriver<T> {
     /// Accepts a record; its report comes out of [`MioDriver::poll_delivery`]. A record without
     /// a timestamp gets the wall clock. Never blocks. On error the record and `opaque` come
     /// back: `Full` means retry after draining reports (and letting the loop run).
-    pub fn send(&mut self, mut record: Record, opaque: T) -> Result<(), SendError<T>> {
+    pub fn send(&mut self, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        self.send_at(Instant::now(), record, opaque)
+    }
+
+    /// [`MioDriver::send`] with the monotonic clock read by the caller: for loops that send
+    /// many records in a row and read the clock once for several of them. `now` must be a
+    /// recent reading of [`Instant::now`] (a few milliseconds old at most: the core times
+    /// linger and delivery timeouts from it) and never earlier than the `now` of a previous
+    /// call. The wall-clock timestamp of a record without one is still read here.
+    pub fn send_at(
+        &mut self,
+        now: Instant,
+        mut record: Record,
+        opaque: T,
+    ) -> Result<(), SendError<T>> {
         if record.timestamp.is_none() {
             record.timestamp = Some(wall_clock_ms());
         }
@@ -276,7 +290,6 @@ impl<T> MioDriver<T> {
                 opaque,
             });
         }
-        let now = Instant::now();
         let r = self.core.send(now, record, opaque);
         self.drive(now);
         r
@@ -737,8 +750,9 @@ fn check_range(tokens: TokenRange) -> io::Result<()> {
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        // Seconds and milliseconds separately: `as_millis` goes through a u128.
+        Ok(d) => d.as_secs() as i64 * 1000 + i64::from(d.subsec_millis()),
+        Err(_) => 0,
+    }
 }
