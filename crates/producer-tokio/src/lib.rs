@@ -43,12 +43,16 @@
 //!   the core reports the record. Dropping the future only discards the report: the record is
 //!   still delivered. The driver always asks the core for success reports
 //!   (`report_successes` is forced on) because every future must resolve.
+//! * **Detached records.** [`ProducerHandle::send_detached`] skips the per-record future: the
+//!   record carries a caller's `u64` tag, and its [`Report`] goes to the
+//!   [`ProducerBuilder::on_delivery`] callback, run on the producer task (as the Java client
+//!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // The errors hand the record back by value, as the core's do; boxing would only move it.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -73,12 +77,17 @@ pub use producer_core::{
 /// What a [`DeliveryFuture`] resolves to.
 pub type DeliveryResult = Result<RecordMetadata, DeliveryError>;
 
+/// Where one record's report goes.
+enum ReplyTo {
+    /// To its [`DeliveryFuture`].
+    Future(oneshot::Sender<DeliveryResult>),
+    /// To the [`ProducerBuilder::on_delivery`] callback, with the caller's tag.
+    Detached(u64),
+}
+
 /// Commands that handles put in the actor's bounded channel.
 enum Cmd {
-    Send {
-        record: Record,
-        reply: oneshot::Sender<DeliveryResult>,
-    },
+    Send { record: Record, reply: ReplyTo },
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
 }
@@ -95,7 +104,7 @@ enum Net {
 
 /// The opaque value each record carries through the core.
 struct Reply {
-    tx: oneshot::Sender<DeliveryResult>,
+    to: ReplyTo,
     /// The flush epoch the record was accepted in (see [`Actor::settle`]).
     epoch: u64,
 }
@@ -231,6 +240,31 @@ impl Future for DeliveryFuture {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Detached reports
+// ---------------------------------------------------------------------------------------------
+
+/// The report of a record sent with [`ProducerHandle::send_detached`] (or
+/// [`ProducerHandle::try_send_detached`]), handed to the [`ProducerBuilder::on_delivery`]
+/// callback.
+#[derive(Debug)]
+pub struct Report {
+    /// The tag the record was sent with.
+    pub tag: u64,
+    /// Where the record landed, or why it was not delivered (with the record).
+    pub result: DeliveryResult,
+}
+
+/// The callback of [`ProducerBuilder::on_delivery`].
+#[derive(Clone)]
+struct OnDelivery(Arc<dyn Fn(Report) + Send + Sync>);
+
+impl std::fmt::Debug for OnDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDelivery(..)")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Starting
 // ---------------------------------------------------------------------------------------------
 
@@ -254,6 +288,7 @@ impl Producer {
             read_buffer: 64 * 1024,
             connect_timeout: None,
             write_backlog: None,
+            on_delivery: None,
         }
     }
 }
@@ -267,9 +302,28 @@ pub struct ProducerBuilder {
     read_buffer: usize,
     connect_timeout: Option<Duration>,
     write_backlog: Option<usize>,
+    on_delivery: Option<OnDelivery>,
 }
 
 impl ProducerBuilder {
+    /// The callback that receives the [`Report`] of every record sent with
+    /// [`ProducerHandle::send_detached`] or [`ProducerHandle::try_send_detached`] (records sent
+    /// with [`ProducerHandle::send`] report through their [`DeliveryFuture`] instead). Use it
+    /// for high rates: a detached record costs no channel or future of its own, as with the
+    /// callbacks of the Java client and librdkafka.
+    ///
+    /// It runs **on the producer task**, once per record, in the order the core reports them
+    /// (per partition, in send order). Keep it short and non-blocking (count, or forward to a
+    /// channel): the producer waits for it. Without a callback, detached reports are discarded
+    /// (failures are logged at `warn`).
+    pub fn on_delivery<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Report) + Send + Sync + 'static,
+    {
+        self.on_delivery = Some(OnDelivery(Arc::new(f)));
+        self
+    }
+
     /// Capacity of the command channel between handles and the producer task (default 1024).
     /// When the producer's buffer is full, at most this many sends queue before
     /// [`ProducerHandle::send`] waits and [`ProducerHandle::try_send`] answers `Full`.
@@ -340,9 +394,9 @@ impl ProducerBuilder {
             closing: Vec::new(),
             stash: None,
             shared: shared.clone(),
-            epoch: 0,
-            outstanding: BTreeMap::new(),
+            epochs: Epochs::default(),
             flush_waiters: Vec::new(),
+            on_delivery: self.on_delivery,
             close_waiters: Vec::new(),
             reflush: false,
             read_buffer: self.read_buffer,
@@ -369,11 +423,27 @@ pub struct ProducerHandle {
 
 fn fill_timestamp(record: &mut Record) {
     if record.timestamp.is_none() {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let ms = match SystemTime::now().duration_since(UNIX_EPOCH) {
+            // Seconds and milliseconds separately: `as_millis` goes through a u128.
+            Ok(d) => d.as_secs() as i64 * 1000 + i64::from(d.subsec_millis()),
+            Err(_) => 0,
+        };
         record.timestamp = Some(ms);
+    }
+}
+
+/// A reserved slot of the command channel and the record that goes in it.
+struct Slot<'a> {
+    permit: mpsc::Permit<'a, Cmd>,
+    record: Record,
+}
+
+impl Slot<'_> {
+    fn send(self, reply: ReplyTo) {
+        self.permit.send(Cmd::Send {
+            record: self.record,
+            reply,
+        });
     }
 }
 
@@ -385,7 +455,35 @@ impl ProducerHandle {
     /// A record without a timestamp gets the wall clock. Returns [`SendError::Closed`] with
     /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
     /// before it completes drops the record unsent.
-    pub async fn send(&self, mut record: Record) -> Result<DeliveryFuture, SendError> {
+    pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
+        let permit = self.reserve(record).await?;
+        let (tx, rx) = oneshot::channel();
+        permit.send(ReplyTo::Future(tx));
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// Like [`ProducerHandle::send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback as a [`Report`] carrying `tag` (for instance
+    /// an index into the caller's own table), instead of a future per record. The cheapest way
+    /// to send many records. Waits while the producer's buffer is full; resolves once the
+    /// producer task has the record. Returns [`SendError::Closed`] with the record once
+    /// [`ProducerHandle::close`] has been called.
+    pub async fn send_detached(&self, record: Record, tag: u64) -> Result<(), SendError> {
+        self.reserve(record).await?.send(ReplyTo::Detached(tag));
+        Ok(())
+    }
+
+    /// Like [`ProducerHandle::try_send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback with `tag` (see
+    /// [`ProducerHandle::send_detached`]). Never waits: [`TrySendError::Full`] hands the
+    /// record back when the producer's buffer or the command channel is full.
+    pub fn try_send_detached(&self, record: Record, tag: u64) -> Result<(), TrySendError> {
+        self.try_reserve(record)?.send(ReplyTo::Detached(tag));
+        Ok(())
+    }
+
+    /// A channel slot holding `record` (its timestamp filled in), waiting for space.
+    async fn reserve(&self, mut record: Record) -> Result<Slot<'_>, SendError> {
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(SendError::Closed(record));
         }
@@ -393,21 +491,11 @@ impl ProducerHandle {
             return Err(SendError::Closed(record));
         };
         fill_timestamp(&mut record);
-        let (reply, rx) = oneshot::channel();
-        permit.send(Cmd::Send { record, reply });
-        Ok(DeliveryFuture { rx })
+        Ok(Slot { permit, record })
     }
 
-    /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
-    /// producer's buffer is full (the task holds a refused record aside) or the command channel
-    /// is full. The record is never queued in that case.
-    ///
-    /// Design: the handle never waits for the task's answer. It checks a flag that the task
-    /// sets while the core refuses records, then takes a channel slot with `try_reserve`. A
-    /// record that passes both checks is accepted: if the core fills up in the meantime, the
-    /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
-    /// "will be delivered or reported", and `Full` always returns the record.
-    pub fn try_send(&self, mut record: Record) -> Result<DeliveryFuture, TrySendError> {
+    /// A channel slot holding `record`, without waiting (see [`ProducerHandle::try_send`]).
+    fn try_reserve(&self, mut record: Record) -> Result<Slot<'_>, TrySendError> {
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(TrySendError::Closed(record));
         }
@@ -420,8 +508,22 @@ impl ProducerHandle {
             Err(mpsc::error::TrySendError::Closed(())) => return Err(TrySendError::Closed(record)),
         };
         fill_timestamp(&mut record);
-        let (reply, rx) = oneshot::channel();
-        permit.send(Cmd::Send { record, reply });
+        Ok(Slot { permit, record })
+    }
+
+    /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
+    /// producer's buffer is full (the task holds a refused record aside) or the command channel
+    /// is full. The record is never queued in that case.
+    ///
+    /// Design: the handle never waits for the task's answer. It checks a flag that the task
+    /// sets while the core refuses records, then takes a channel slot with `try_reserve`. A
+    /// record that passes both checks is accepted: if the core fills up in the meantime, the
+    /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
+    /// "will be delivered or reported", and `Full` always returns the record.
+    pub fn try_send(&self, record: Record) -> Result<DeliveryFuture, TrySendError> {
+        let permit = self.try_reserve(record)?;
+        let (tx, rx) = oneshot::channel();
+        permit.send(ReplyTo::Future(tx));
         Ok(DeliveryFuture { rx })
     }
 
@@ -487,12 +589,12 @@ struct Actor {
     /// The one record the core refused as `Full`; while it is here no command is read.
     stash: Option<(Record, Reply)>,
     shared: Arc<Shared>,
-    /// Flush epoch: records accepted now carry it; each flush ends an epoch.
-    epoch: u64,
-    /// Records not yet reported, per epoch.
-    outstanding: BTreeMap<u64, usize>,
+    /// Records not yet reported, per flush epoch.
+    epochs: Epochs,
     /// Flushes waiting for every record of their epoch and earlier ones.
     flush_waiters: Vec<(u64, oneshot::Sender<()>)>,
+    /// Receives the reports of detached records.
+    on_delivery: Option<OnDelivery>,
     close_waiters: Vec<oneshot::Sender<()>>,
     /// Metadata arrived while a flush is pending: flush the core again.
     reflush: bool,
@@ -501,6 +603,72 @@ struct Actor {
     write_backlog: usize,
     /// Connections whose write backlog is over the limit; while any is, no command is read.
     congested: usize,
+}
+
+/// Unreported records per flush epoch: records accepted now carry the current epoch, and each
+/// flush ends one. O(1) per record: the counts of the open epochs sit in a deque starting at
+/// `base`.
+struct Epochs {
+    /// The epoch of `counts[0]`; every older epoch is fully reported.
+    base: u64,
+    /// From `base` to the current epoch (the last entry, always present).
+    counts: VecDeque<usize>,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs {
+            base: 0,
+            counts: VecDeque::from([0]),
+        }
+    }
+}
+
+impl Epochs {
+    fn current(&self) -> u64 {
+        self.base + self.counts.len() as u64 - 1
+    }
+
+    /// Counts one record in the current epoch, which it returns.
+    fn accept(&mut self) -> u64 {
+        if let Some(n) = self.counts.back_mut() {
+            *n += 1;
+        }
+        self.current()
+    }
+
+    /// One record of `epoch` has its report; true when the oldest open epoch just emptied.
+    fn settle(&mut self, epoch: u64) -> bool {
+        let Some(i) = epoch.checked_sub(self.base) else {
+            return false;
+        };
+        let Some(n) = self.counts.get_mut(i as usize) else {
+            return false;
+        };
+        *n = n.saturating_sub(1);
+        i == 0 && *n == 0
+    }
+
+    /// Ends the current epoch (a flush), returning it.
+    fn end(&mut self) -> u64 {
+        let ended = self.current();
+        self.counts.push_back(0);
+        ended
+    }
+
+    /// The oldest epoch with unreported records (`u64::MAX`: none), after dropping the
+    /// fully reported ones.
+    fn oldest_open(&mut self) -> u64 {
+        while self.counts.len() > 1 && self.counts.front() == Some(&0) {
+            self.counts.pop_front();
+            self.base += 1;
+        }
+        if self.counts.front().is_some_and(|n| *n > 0) {
+            self.base
+        } else {
+            u64::MAX
+        }
+    }
 }
 
 impl Actor {
@@ -526,23 +694,27 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(ev) = self.net_rx.recv() => {
-                    self.on_net(ev);
+                    // A clock reading per event: handling a chunk of responses takes a while.
+                    self.on_net(now(), ev);
                     for _ in 0..BATCH {
                         match self.net_rx.try_recv() {
-                            Ok(ev) => self.on_net(ev),
+                            Ok(ev) => self.on_net(now(), ev),
                             Err(_) => break,
                         }
                     }
                 }
                 cmd = self.cmd_rx.recv(), if read_cmds => match cmd {
                     Some(cmd) => {
-                        self.on_cmd(cmd);
+                        // One clock reading for the whole batch: it is handled within
+                        // microseconds.
+                        let t = now();
+                        self.on_cmd(t, cmd);
                         for _ in 0..BATCH {
                             if self.stash.is_some() {
                                 break;
                             }
                             match self.cmd_rx.try_recv() {
-                                Ok(cmd) => self.on_cmd(cmd),
+                                Ok(cmd) => self.on_cmd(t, cmd),
                                 Err(_) => break,
                             }
                         }
@@ -589,12 +761,13 @@ impl Actor {
         // (they never await while holding one), then returns `None`.
         while let Some(cmd) = self.cmd_rx.recv().await {
             match cmd {
-                Cmd::Send { record, reply } => {
-                    let _ = reply.send(Err(DeliveryError::Rejected {
+                Cmd::Send { record, reply } => self.report(
+                    reply,
+                    Err(DeliveryError::Rejected {
                         reason: SendErrorReason::Closed,
                         record,
-                    }));
-                }
+                    }),
+                ),
                 Cmd::Flush(tx) | Cmd::Close(tx) => {
                     let _ = tx.send(());
                 }
@@ -609,34 +782,29 @@ impl Actor {
         info!("producer task stopped");
     }
 
-    fn on_cmd(&mut self, cmd: Cmd) {
+    /// Handles one command; `t` is a recent clock reading.
+    fn on_cmd(&mut self, t: std::time::Instant, cmd: Cmd) {
         match cmd {
             Cmd::Send { record, reply } => {
-                *self.outstanding.entry(self.epoch).or_insert(0) += 1;
-                self.submit(
-                    record,
-                    Reply {
-                        tx: reply,
-                        epoch: self.epoch,
-                    },
-                );
+                let epoch = self.epochs.accept();
+                self.submit(t, record, Reply { to: reply, epoch });
             }
             Cmd::Flush(tx) => {
-                self.flush_waiters.push((self.epoch, tx));
-                self.epoch += 1;
-                self.core.flush(now());
+                let epoch = self.epochs.end();
+                self.flush_waiters.push((epoch, tx));
+                self.core.flush(t);
                 self.wake_flushes();
             }
             Cmd::Close(tx) => {
                 self.close_waiters.push(tx);
-                self.core.close(now());
+                self.core.close(t);
             }
         }
     }
 
     /// Hands a record to the core; `Full` keeps it aside.
-    fn submit(&mut self, record: Record, reply: Reply) {
-        match self.core.send(now(), record, reply) {
+    fn submit(&mut self, t: std::time::Instant, record: Record, reply: Reply) {
+        match self.core.send(t, record, reply) {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
                 self.stash = Some((e.record, e.opaque));
@@ -649,31 +817,43 @@ impl Actor {
     fn retry_stash(&mut self) {
         if let Some((record, reply)) = self.stash.take() {
             self.shared.core_full.store(false, Ordering::Release);
-            self.submit(record, reply);
+            self.submit(now(), record, reply);
         }
     }
 
     fn reject(&mut self, reply: Reply, reason: SendErrorReason, record: Record) {
         self.settle(reply.epoch);
-        let _ = reply
-            .tx
-            .send(Err(DeliveryError::Rejected { reason, record }));
+        self.report(reply.to, Err(DeliveryError::Rejected { reason, record }));
+    }
+
+    /// Hands one record's report to its future or to the callback.
+    fn report(&self, to: ReplyTo, result: DeliveryResult) {
+        match to {
+            // The receiver may be gone (future dropped): the report is discarded.
+            ReplyTo::Future(tx) => {
+                let _ = tx.send(result);
+            }
+            ReplyTo::Detached(tag) => match &self.on_delivery {
+                Some(f) => (f.0)(Report { tag, result }),
+                None => {
+                    if let Err(e) = result {
+                        warn!(tag, error = %e, "detached record not delivered (no on_delivery callback)");
+                    }
+                }
+            },
+        }
     }
 
     /// One record of `epoch` has its report.
     fn settle(&mut self, epoch: u64) {
-        if let Some(n) = self.outstanding.get_mut(&epoch) {
-            *n -= 1;
-            if *n == 0 {
-                self.outstanding.remove(&epoch);
-                self.wake_flushes();
-            }
+        if self.epochs.settle(epoch) && !self.flush_waiters.is_empty() {
+            self.wake_flushes();
         }
     }
 
     /// Completes the flushes whose records (and all earlier ones) are reported.
     fn wake_flushes(&mut self) {
-        let oldest = self.outstanding.keys().next().copied().unwrap_or(u64::MAX);
+        let oldest = self.epochs.oldest_open();
         let (done, waiting): (Vec<_>, Vec<_>) = self
             .flush_waiters
             .drain(..)
@@ -684,8 +864,8 @@ impl Actor {
         }
     }
 
-    fn on_net(&mut self, ev: Net) {
-        let t = now();
+    /// Handles one network event; `t` is a recent clock reading.
+    fn on_net(&mut self, t: std::time::Instant, ev: Net) {
         match ev {
             Net::Connected(conn) => self.core.handle_connected(t, conn),
             Net::ConnectFailed(conn) => {
@@ -741,9 +921,8 @@ impl Actor {
                     }
                 }
                 Output::Delivery(d) => {
-                    let Reply { tx, epoch } = d.opaque;
-                    // The receiver may be gone (future dropped): the report is discarded.
-                    let _ = tx.send(d.result.map_err(DeliveryError::Failed));
+                    let Reply { to, epoch } = d.opaque;
+                    self.report(to, d.result.map_err(DeliveryError::Failed));
                     self.settle(epoch);
                 }
                 Output::Event(e) => {
@@ -919,5 +1098,32 @@ impl ConnIo {
             None => info!(conn = id, %host, port, "connection closed by the peer"),
         }
         let _ = net.send(Net::Closed(conn)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Epochs;
+
+    #[test]
+    fn epochs_track_the_oldest_open_one() {
+        let mut e = Epochs::default();
+        assert_eq!(e.oldest_open(), u64::MAX, "nothing outstanding");
+        let a = e.accept();
+        let b = e.accept();
+        assert_eq!((a, b), (0, 0));
+        assert_eq!(e.end(), 0);
+        let c = e.accept();
+        assert_eq!(c, 1);
+        assert_eq!(e.end(), 1);
+        assert!(!e.settle(c), "epoch 1 is not the oldest");
+        assert_eq!(e.oldest_open(), 0);
+        assert!(!e.settle(a));
+        assert!(e.settle(b), "the oldest epoch just emptied");
+        assert_eq!(e.oldest_open(), u64::MAX);
+        assert_eq!(e.counts.len(), 1, "only the current epoch is kept");
+        assert_eq!(e.current(), 2);
+        // Reports for epochs already dropped are ignored.
+        assert!(!e.settle(0));
     }
 }
