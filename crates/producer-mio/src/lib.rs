@@ -27,7 +27,7 @@ mod driver;
 mod resolver;
 mod threaded;
 
-pub use driver::{MioDriver, TokenRange};
+pub use driver::{DeliveryQueue, DeliverySink, MioDriver, TokenRange};
 pub use threaded::{SendError, ThreadedProducer};
 
 pub use producer_core::{

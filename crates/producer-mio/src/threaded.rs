@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Waker};
 use producer_core::{Config, Delivery, DeliveryFailure, ProduceError, Record, SendErrorReason};
 
-use crate::driver::{wall_clock_ms, MioDriver, TokenRange};
+use crate::driver::{wall_clock_ms, DeliverySink, MioDriver, TokenRange};
 
 /// [`ThreadedProducer::send`] refused a record; it comes back with its opaque value.
 #[derive(Debug, thiserror::Error)]
@@ -169,10 +169,15 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         F: FnMut(Delivery<T>) + Send + 'static,
     {
         let poll = Poll::new()?;
-        let driver = MioDriver::<Tracked<T>>::new(
+        let driver = MioDriver::with_sink(
             config,
             poll.registry(),
             TokenRange::new(mio::Token(0), 1024),
+            None,
+            Reports {
+                on_delivery,
+                flushes: FlushTracker::default(),
+            },
         )?;
         let capacity = queue_capacity.max(1);
         let shared = Arc::new(Shared {
@@ -195,11 +200,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                     driver,
                     poll,
                     shared: loop_shared,
-                    on_delivery,
                     taken: VecDeque::new(),
                     unreleased: 0,
                     stash: None,
-                    flushes: FlushTracker::default(),
                     closing: false,
                 };
                 state.run();
@@ -384,16 +387,33 @@ impl FlushTracker {
     }
 }
 
+/// The thread's [`DeliverySink`]: each report goes straight from the core to the callback.
+struct Reports<F> {
+    on_delivery: F,
+    flushes: FlushTracker,
+}
+
+impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
+    fn deliver(&mut self, d: Delivery<Tracked<T>>) {
+        let Delivery {
+            opaque: Tracked { generation, opaque },
+            result,
+        } = d;
+        (self.on_delivery)(Delivery { opaque, result });
+        self.flushes.reported(generation);
+    }
+}
+
 /// Most commands handled per loop iteration; then the loop polls its sockets (without
 /// sleeping) before handling more.
 const CHUNK: usize = 4096;
 
 /// The producer thread's state.
-struct Loop<T, F> {
-    driver: MioDriver<Tracked<T>>,
+struct Loop<T, F: FnMut(Delivery<T>)> {
+    /// The driver; its sink holds the callback and the flush tracker.
+    driver: MioDriver<Tracked<T>, Reports<F>>,
     poll: Poll,
     shared: Arc<Shared<T>>,
-    on_delivery: F,
     /// Commands taken from the queue in one go and not handled yet (counted in
     /// [`Shared::held`]).
     taken: VecDeque<Command<T>>,
@@ -401,7 +421,6 @@ struct Loop<T, F> {
     unreleased: usize,
     /// One record the core refused as `Full`, retried before handling more commands.
     stash: Option<(Record, T)>,
-    flushes: FlushTracker,
     closing: bool,
 }
 
@@ -415,7 +434,6 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 self.submit(Instant::now(), record, opaque);
             }
             let more = self.take_commands();
-            self.deliver();
             if self.driver.is_closed() {
                 break;
             }
@@ -436,7 +454,6 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
             self.driver.handle_timeout();
-            self.deliver();
         }
         self.shutdown();
         tracing::debug!("producer thread stopped");
@@ -484,7 +501,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 Command::Send(record, opaque) => self.submit(now, record, opaque),
                 Command::Flush(done) => {
                     self.driver.flush();
-                    self.flushes.flush(done);
+                    self.driver.sink_mut().flushes.flush(done);
                     now = Instant::now();
                 }
             }
@@ -508,18 +525,18 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     }
 
     fn submit(&mut self, now: Instant, record: Record, opaque: T) {
-        let generation = self.flushes.accepted();
+        let generation = self.driver.sink_mut().flushes.accepted();
         match self
             .driver
             .send_at(now, record, Tracked { generation, opaque })
         {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
-                self.flushes.reported(generation);
+                self.driver.sink_mut().flushes.reported(generation);
                 self.stash = Some((e.record, e.opaque.opaque));
             }
             Err(e) => {
-                self.flushes.reported(generation);
+                self.driver.sink_mut().flushes.reported(generation);
                 let error = match e.reason {
                     SendErrorReason::RecordTooLarge { size, .. } => {
                         ProduceError::RecordTooLarge { size }
@@ -533,7 +550,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                     }
                     _ => ProduceError::Closed,
                 };
-                (self.on_delivery)(Delivery {
+                (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque: e.opaque.opaque,
                     result: Err(DeliveryFailure {
                         error,
@@ -541,17 +558,6 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                     }),
                 });
             }
-        }
-    }
-
-    fn deliver(&mut self) {
-        while let Some(d) = self.driver.poll_delivery() {
-            let Delivery {
-                opaque: Tracked { generation, opaque },
-                result,
-            } = d;
-            (self.on_delivery)(Delivery { opaque, result });
-            self.flushes.reported(generation);
         }
     }
 
@@ -563,7 +569,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             std::mem::take(&mut queue.cmds)
         };
         if let Some((record, opaque)) = self.stash.take() {
-            (self.on_delivery)(Delivery {
+            (self.driver.sink_mut().on_delivery)(Delivery {
                 opaque,
                 result: Err(DeliveryFailure {
                     error: ProduceError::Closed,
@@ -574,7 +580,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let taken = std::mem::take(&mut self.taken);
         for cmd in taken.into_iter().chain(queued) {
             match cmd {
-                Command::Send(record, opaque) => (self.on_delivery)(Delivery {
+                Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque,
                     result: Err(DeliveryFailure {
                         error: ProduceError::Closed,
@@ -586,7 +592,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
         }
-        self.flushes.release_all();
+        self.driver.sink_mut().flushes.release_all();
     }
 }
 
