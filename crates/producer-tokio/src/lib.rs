@@ -15,8 +15,10 @@
 //!
 //! # How it works
 //! * **The actor.** [`Producer::start`] spawns one task that owns
-//!   [`producer_core::Producer`]. It reads commands from the handles through a *bounded* channel,
-//!   events from the connection tasks through another bounded channel, and sleeps until the
+//!   [`producer_core::Producer`]. It reads commands from the handles through a *bounded* queue
+//!   (a mutex-guarded deque the actor empties in one go, then handles in batches, reading the
+//!   clock once per batch), events from the connection tasks through a bounded channel, and
+//!   sleeps until the
 //!   core's [`poll_timeout`](producer_core::Producer::poll_timeout). After every input it drains
 //!   the core's outputs. The deadline is compared against the clock (not only the sleep future)
 //!   before `handle_timeout` is called. The clock is [`tokio::time::Instant`], so tests may pause
@@ -28,9 +30,9 @@
 //!   frames the actor hands it whole and in order. `Output::Disconnect` lets the task write what is queued, then close. Events
 //!   from a connection the core has since dropped are harmless: the core ignores stale ids.
 //! * **Backpressure.** When the core answers `Full`, the actor keeps that one record aside and
-//!   stops reading the command channel until deliveries free space. The bounded command channel
+//!   stops reading the command queue until deliveries free space. The bounded command queue
 //!   then fills, and [`ProducerHandle::send`] waits. Nothing in the driver grows without bound:
-//!   commands are bounded by the channel, records by the core's `buffer_memory` /
+//!   commands are bounded by the queue's capacity, records by the core's `buffer_memory` /
 //!   `buffer_max_records`, and read chunks by the event channel. A connection's write queue
 //!   holds what the core has transmitted and the socket has not yet taken: the core bounds it
 //!   with `max_in_flight` requests, and the driver stops reading commands while any connection's
@@ -57,7 +59,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -65,7 +67,7 @@ use bytes::{Bytes, BytesMut};
 use producer_core::{ConnId, Event, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
@@ -85,7 +87,7 @@ enum ReplyTo {
     Detached(u64),
 }
 
-/// Commands that handles put in the actor's bounded channel.
+/// Commands that handles put in the actor's bounded queue.
 enum Cmd {
     Send { record: Record, reply: ReplyTo },
     Flush(oneshot::Sender<()>),
@@ -109,14 +111,69 @@ struct Reply {
     epoch: u64,
 }
 
-/// State the handles read without asking the actor.
-#[derive(Debug, Default)]
+/// The command queue: handles push, the actor takes everything queued in one go.
+#[derive(Default)]
+struct Queue {
+    cmds: VecDeque<Cmd>,
+    /// Commands the actor took and has not handled yet: they count against the capacity.
+    held: usize,
+    /// Senders waiting for space since the actor last woke them.
+    space_waiters: usize,
+    /// Every handle is gone.
+    handles_gone: bool,
+    /// The actor stopped: nothing is taken any more.
+    stopped: bool,
+}
+
+/// State shared by the handles and the actor.
 struct Shared {
     /// `close` was called: new sends are refused at once.
     closing: AtomicBool,
     /// The core refused a record as `Full` and the actor holds it aside: `try_send` answers
     /// `Full` without queueing.
     core_full: AtomicBool,
+    queue: Mutex<Queue>,
+    /// Most `Send` commands queued or held by the actor.
+    capacity: usize,
+    /// Wakes the actor: notified when a command lands in an empty queue (the actor looks at
+    /// the queue again before sleeping whenever it took something).
+    cmd_ready: Notify,
+    /// Wakes senders waiting for space.
+    space: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a command that does not count against the capacity (flush, close): false when
+    /// the actor has stopped.
+    fn push_control(&self, cmd: Cmd) -> bool {
+        let mut q = self.lock();
+        if q.stopped {
+            return false;
+        }
+        let first = q.cmds.is_empty();
+        q.cmds.push_back(cmd);
+        drop(q);
+        if first {
+            self.cmd_ready.notify_one();
+        }
+        true
+    }
+}
+
+/// What the handles hold: when the last one is dropped, the actor is told.
+struct HandleInner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        self.shared.lock().handles_gone = true;
+        self.shared.cmd_ready.notify_one();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,7 +202,7 @@ impl SendError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TrySendError {
-    /// The command channel or the producer's buffer is full; try again later, or use
+    /// The command queue or the producer's buffer is full; try again later, or use
     /// [`ProducerHandle::send`] to wait for space.
     #[error("producer buffer is full")]
     Full(Record),
@@ -324,8 +381,9 @@ impl ProducerBuilder {
         self
     }
 
-    /// Capacity of the command channel between handles and the producer task (default 1024).
-    /// When the producer's buffer is full, at most this many sends queue before
+    /// Capacity of the command queue between handles and the producer task (default 1024):
+    /// records queued plus those the task took and has not handed to the core yet. When the
+    /// producer's buffer is full, at most this many sends queue before
     /// [`ProducerHandle::send`] waits and [`ProducerHandle::try_send`] answers `Full`.
     pub fn command_capacity(mut self, n: usize) -> Self {
         self.command_capacity = n;
@@ -381,12 +439,18 @@ impl ProducerBuilder {
             .write_backlog
             .unwrap_or(config.max_request_size.saturating_mul(config.max_in_flight))
             .max(1);
-        let (cmd_tx, cmd_rx) = mpsc::channel(self.command_capacity);
         let (net_tx, net_rx) = mpsc::channel(self.event_capacity);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            closing: AtomicBool::new(false),
+            core_full: AtomicBool::new(false),
+            queue: Mutex::new(Queue::default()),
+            capacity: self.command_capacity,
+            cmd_ready: Notify::new(),
+            space: Notify::new(),
+        });
         let actor = Actor {
             core: producer_core::Producer::new(config, now()),
-            cmd_rx,
+            taken: VecDeque::new(),
             cmd_open: true,
             net_tx,
             net_rx,
@@ -405,7 +469,9 @@ impl ProducerBuilder {
             congested: 0,
         };
         rt.spawn(actor.run());
-        Ok(ProducerHandle { tx: cmd_tx, shared })
+        Ok(ProducerHandle {
+            inner: Arc::new(HandleInner { shared }),
+        })
     }
 }
 
@@ -415,10 +481,17 @@ impl ProducerBuilder {
 
 /// A cloneable handle to a running producer. When the last handle is dropped, the producer
 /// closes in the background: records already sent are still delivered.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProducerHandle {
-    tx: mpsc::Sender<Cmd>,
-    shared: Arc<Shared>,
+    inner: Arc<HandleInner>,
+}
+
+impl std::fmt::Debug for ProducerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerHandle")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
 }
 
 fn fill_timestamp(record: &mut Record) {
@@ -432,19 +505,10 @@ fn fill_timestamp(record: &mut Record) {
     }
 }
 
-/// A reserved slot of the command channel and the record that goes in it.
-struct Slot<'a> {
-    permit: mpsc::Permit<'a, Cmd>,
-    record: Record,
-}
-
-impl Slot<'_> {
-    fn send(self, reply: ReplyTo) {
-        self.permit.send(Cmd::Send {
-            record: self.record,
-            reply,
-        });
-    }
+/// Why a record could not be queued.
+enum Refused {
+    Full,
+    Closed,
 }
 
 impl ProducerHandle {
@@ -456,9 +520,8 @@ impl ProducerHandle {
     /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
     /// before it completes drops the record unsent.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
-        let permit = self.reserve(record).await?;
         let (tx, rx) = oneshot::channel();
-        permit.send(ReplyTo::Future(tx));
+        self.enqueue(record, ReplyTo::Future(tx)).await?;
         Ok(DeliveryFuture { rx })
     }
 
@@ -466,64 +529,113 @@ impl ProducerHandle {
     /// [`ProducerBuilder::on_delivery`] callback as a [`Report`] carrying `tag` (for instance
     /// an index into the caller's own table), instead of a future per record. The cheapest way
     /// to send many records. Waits while the producer's buffer is full; resolves once the
-    /// producer task has the record. Returns [`SendError::Closed`] with the record once
-    /// [`ProducerHandle::close`] has been called.
+    /// record is queued for the producer task. Returns [`SendError::Closed`] with the record
+    /// once [`ProducerHandle::close`] has been called.
     pub async fn send_detached(&self, record: Record, tag: u64) -> Result<(), SendError> {
-        self.reserve(record).await?.send(ReplyTo::Detached(tag));
-        Ok(())
+        self.enqueue(record, ReplyTo::Detached(tag)).await
     }
 
     /// Like [`ProducerHandle::try_send`], but the report goes to the
     /// [`ProducerBuilder::on_delivery`] callback with `tag` (see
     /// [`ProducerHandle::send_detached`]). Never waits: [`TrySendError::Full`] hands the
-    /// record back when the producer's buffer or the command channel is full.
+    /// record back when the producer's buffer or the command queue is full.
     pub fn try_send_detached(&self, record: Record, tag: u64) -> Result<(), TrySendError> {
-        self.try_reserve(record)?.send(ReplyTo::Detached(tag));
-        Ok(())
+        self.try_enqueue(record, ReplyTo::Detached(tag))
     }
 
-    /// A channel slot holding `record` (its timestamp filled in), waiting for space.
-    async fn reserve(&self, mut record: Record) -> Result<Slot<'_>, SendError> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(SendError::Closed(record));
-        }
-        let Ok(permit) = self.tx.reserve().await else {
-            return Err(SendError::Closed(record));
-        };
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// Queues `record` (its timestamp filled in) if there is room. `waiting`: the caller
+    /// registered for a wake-up and waits when refused as full.
+    fn push(
+        &self,
+        mut record: Record,
+        reply: ReplyTo,
+        waiting: bool,
+    ) -> Result<(), (Refused, Record, ReplyTo)> {
+        let shared = self.shared();
+        let filled = record.timestamp.is_none();
         fill_timestamp(&mut record);
-        Ok(Slot { permit, record })
+        let mut q = shared.lock();
+        let refused = if q.stopped {
+            Refused::Closed
+        } else if q.cmds.len() + q.held >= shared.capacity {
+            q.space_waiters += usize::from(waiting);
+            Refused::Full
+        } else {
+            let first = q.cmds.is_empty();
+            q.cmds.push_back(Cmd::Send { record, reply });
+            drop(q);
+            if first {
+                shared.cmd_ready.notify_one();
+            }
+            return Ok(());
+        };
+        drop(q);
+        if filled {
+            record.timestamp = None;
+        }
+        Err((refused, record, reply))
     }
 
-    /// A channel slot holding `record`, without waiting (see [`ProducerHandle::try_send`]).
-    fn try_reserve(&self, mut record: Record) -> Result<Slot<'_>, TrySendError> {
-        if self.shared.closing.load(Ordering::Acquire) {
+    /// Queues a record, waiting for room.
+    async fn enqueue(&self, mut record: Record, mut reply: ReplyTo) -> Result<(), SendError> {
+        let shared = self.shared();
+        loop {
+            if shared.closing.load(Ordering::Acquire) {
+                return Err(SendError::Closed(record));
+            }
+            match self.push(record, reply, false) {
+                Ok(()) => return Ok(()),
+                Err((Refused::Closed, r, _)) => return Err(SendError::Closed(r)),
+                Err((Refused::Full, r, back)) => (record, reply) = (r, back),
+            }
+            // Full: register for a wake-up, then look again (a wake-up between the look and
+            // the wait is kept).
+            let space = shared.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            match self.push(record, reply, true) {
+                Ok(()) => return Ok(()),
+                Err((Refused::Closed, r, _)) => return Err(SendError::Closed(r)),
+                Err((Refused::Full, r, back)) => {
+                    (record, reply) = (r, back);
+                    space.await;
+                }
+            }
+        }
+    }
+
+    /// Queues a record without waiting (see [`ProducerHandle::try_send`]).
+    fn try_enqueue(&self, record: Record, reply: ReplyTo) -> Result<(), TrySendError> {
+        let shared = self.shared();
+        if shared.closing.load(Ordering::Acquire) {
             return Err(TrySendError::Closed(record));
         }
-        if self.shared.core_full.load(Ordering::Acquire) {
+        if shared.core_full.load(Ordering::Acquire) {
             return Err(TrySendError::Full(record));
         }
-        let permit = match self.tx.try_reserve() {
-            Ok(p) => p,
-            Err(mpsc::error::TrySendError::Full(())) => return Err(TrySendError::Full(record)),
-            Err(mpsc::error::TrySendError::Closed(())) => return Err(TrySendError::Closed(record)),
-        };
-        fill_timestamp(&mut record);
-        Ok(Slot { permit, record })
+        self.push(record, reply, false)
+            .map_err(|(why, r, _)| match why {
+                Refused::Full => TrySendError::Full(r),
+                Refused::Closed => TrySendError::Closed(r),
+            })
     }
 
     /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
-    /// producer's buffer is full (the task holds a refused record aside) or the command channel
+    /// producer's buffer is full (the task holds a refused record aside) or the command queue
     /// is full. The record is never queued in that case.
     ///
     /// Design: the handle never waits for the task's answer. It checks a flag that the task
-    /// sets while the core refuses records, then takes a channel slot with `try_reserve`. A
+    /// sets while the core refuses records, then queues the record if the queue has room. A
     /// record that passes both checks is accepted: if the core fills up in the meantime, the
     /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
     /// "will be delivered or reported", and `Full` always returns the record.
     pub fn try_send(&self, record: Record) -> Result<DeliveryFuture, TrySendError> {
-        let permit = self.try_reserve(record)?;
         let (tx, rx) = oneshot::channel();
-        permit.send(ReplyTo::Future(tx));
+        self.try_enqueue(record, ReplyTo::Future(tx))?;
         Ok(DeliveryFuture { rx })
     }
 
@@ -532,7 +644,7 @@ impl ProducerHandle {
     /// delay it.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Flush(tx)).await.is_err() {
+        if !self.shared().push_control(Cmd::Flush(tx)) {
             return; // The task has finished: every record was reported.
         }
         let _ = rx.await;
@@ -542,9 +654,9 @@ impl ProducerHandle {
     /// `delivery_timeout`) every record already sent, closes the connections and stops the
     /// task. Resolves when that is done. Any handle may call it, any number of times.
     pub async fn close(&self) {
-        self.shared.closing.store(true, Ordering::Release);
+        self.shared().closing.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Close(tx)).await.is_err() {
+        if !self.shared().push_control(Cmd::Close(tx)) {
             return; // Already stopped.
         }
         let _ = rx.await;
@@ -552,13 +664,21 @@ impl ProducerHandle {
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
     pub fn is_closed(&self) -> bool {
-        self.shared.closing.load(Ordering::Acquire) || self.tx.is_closed()
+        self.shared().closing.load(Ordering::Acquire) || self.shared().lock().stopped
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The actor
 // ---------------------------------------------------------------------------------------------
+
+/// Resolves when the actor has commands to handle: at once when it still holds some, else
+/// when a handle queues one.
+async fn commands(ready: &Notify, holding: bool) {
+    if !holding {
+        ready.notified().await;
+    }
+}
 
 fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
@@ -578,7 +698,8 @@ struct ConnHandle {
 
 struct Actor {
     core: producer_core::Producer<Reply>,
-    cmd_rx: mpsc::Receiver<Cmd>,
+    /// Commands taken from the queue and not handled yet (counted in [`Queue::held`]).
+    taken: VecDeque<Cmd>,
     /// False once every handle is gone.
     cmd_open: bool,
     net_tx: mpsc::Sender<Net>,
@@ -703,28 +824,23 @@ impl Actor {
                         }
                     }
                 }
-                cmd = self.cmd_rx.recv(), if read_cmds => match cmd {
-                    Some(cmd) => {
-                        // One clock reading for the whole batch: it is handled within
-                        // microseconds.
-                        let t = now();
+                () = commands(&self.shared.cmd_ready, !self.taken.is_empty()), if read_cmds => {
+                    if self.taken.is_empty() {
+                        self.sync_queue(0);
+                    }
+                    // One clock reading for the whole batch: it is handled within
+                    // microseconds.
+                    let t = now();
+                    let mut handled = 0;
+                    while handled < BATCH && self.stash.is_none() {
+                        let Some(cmd) = self.taken.pop_front() else {
+                            break;
+                        };
+                        handled += 1;
                         self.on_cmd(t, cmd);
-                        for _ in 0..BATCH {
-                            if self.stash.is_some() {
-                                break;
-                            }
-                            match self.cmd_rx.try_recv() {
-                                Ok(cmd) => self.on_cmd(t, cmd),
-                                Err(_) => break,
-                            }
-                        }
                     }
-                    None => {
-                        debug!("every producer handle dropped; closing");
-                        self.cmd_open = false;
-                        self.core.close(now());
-                    }
-                },
+                    self.sync_queue(handled);
+                }
                 () = &mut sleep, if deadline.is_some() => {}
             }
             // Compare against the clock: the sleep may not be what woke us, and a woken sleep
@@ -753,13 +869,18 @@ impl Actor {
             }
         }
         self.shared.closing.store(true, Ordering::Release);
-        self.cmd_rx.close();
+        let queued = {
+            let mut q = self.shared.lock();
+            q.stopped = true;
+            std::mem::take(&mut q.cmds)
+        };
+        // Senders waiting for space see `stopped` and give up.
+        self.shared.space.notify_waiters();
         if let Some((record, reply)) = self.stash.take() {
             self.reject(reply, SendErrorReason::Closed, record);
         }
-        // After `close`, `recv` returns what is queued, waits for the few permits handles hold
-        // (they never await while holding one), then returns `None`.
-        while let Some(cmd) = self.cmd_rx.recv().await {
+        let taken = std::mem::take(&mut self.taken);
+        for cmd in taken.into_iter().chain(queued) {
             match cmd {
                 Cmd::Send { record, reply } => self.report(
                     reply,
@@ -780,6 +901,30 @@ impl Actor {
             let _ = tx.send(());
         }
         info!("producer task stopped");
+    }
+
+    /// Settles with the queue after handling `handled` commands: they no longer count against
+    /// the capacity; takes everything queued when the taken commands are used up; wakes the
+    /// senders waiting for space; starts closing when every handle is gone and nothing is
+    /// left.
+    fn sync_queue(&mut self, handled: usize) {
+        let mut q = self.shared.lock();
+        q.held = q.held.saturating_sub(handled);
+        if self.taken.is_empty() {
+            std::mem::swap(&mut q.cmds, &mut self.taken);
+            q.held = self.taken.len();
+        }
+        let wake = std::mem::take(&mut q.space_waiters) > 0;
+        let gone = q.handles_gone && self.taken.is_empty();
+        drop(q);
+        if wake {
+            self.shared.space.notify_waiters();
+        }
+        if gone && self.cmd_open {
+            debug!("every producer handle dropped; closing");
+            self.cmd_open = false;
+            self.core.close(now());
+        }
     }
 
     /// Handles one command; `t` is a recent clock reading.
