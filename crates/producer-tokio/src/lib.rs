@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use producer_core::{ConnId, Event, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -1126,6 +1126,9 @@ impl Actor {
     }
 }
 
+/// Most frames handed to one vectored write.
+const MAX_IOV: usize = 64;
+
 /// How long a connection the core closed may take to write the frames already queued for it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
@@ -1217,10 +1220,48 @@ impl ConnIo {
             }
         };
         let writer = async {
-            while let Some(frame) = frames.recv().await {
-                wr.write_all(&frame).await?;
-                let before = backlog.fetch_sub(frame.len(), Ordering::AcqRel);
-                if before > backlog_limit && before - frame.len() <= backlog_limit {
+            // Frames handed over and not fully written; the front one may be partly written.
+            let mut pending: VecDeque<Bytes> = VecDeque::new();
+            loop {
+                if pending.is_empty() {
+                    match frames.recv().await {
+                        Some(frame) => pending.push_back(frame),
+                        None => break,
+                    }
+                }
+                // Everything queued goes out in one vectored write (one syscall for many
+                // frames when the actor produced several at once).
+                while pending.len() < MAX_IOV {
+                    match frames.try_recv() {
+                        Ok(frame) => pending.push_back(frame),
+                        Err(_) => break,
+                    }
+                }
+                let mut iov = [io::IoSlice::new(&[]); MAX_IOV];
+                let mut count = 0;
+                for (slot, frame) in iov.iter_mut().zip(pending.iter()) {
+                    *slot = io::IoSlice::new(frame);
+                    count += 1;
+                }
+                let n = wr.write_vectored(&iov[..count]).await?;
+                if n == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                let mut left = n;
+                while left > 0 {
+                    let Some(front) = pending.front_mut() else {
+                        break;
+                    };
+                    if front.len() <= left {
+                        left -= front.len();
+                        pending.pop_front();
+                    } else {
+                        front.advance(left);
+                        left = 0;
+                    }
+                }
+                let before = backlog.fetch_sub(n, Ordering::AcqRel);
+                if before > backlog_limit && before - n <= backlog_limit {
                     let _ = net.send(Net::Drained(conn)).await;
                 }
             }
