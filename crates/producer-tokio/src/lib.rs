@@ -905,7 +905,7 @@ impl Actor {
 
     /// Settles with the queue after handling `handled` commands: they no longer count against
     /// the capacity; takes everything queued when the taken commands are used up; wakes the
-    /// senders waiting for space; starts closing when every handle is gone and nothing is
+    /// senders waiting for space once half the capacity is free; starts closing when every handle is gone and nothing is
     /// left.
     fn sync_queue(&mut self, handled: usize) {
         let mut q = self.shared.lock();
@@ -914,7 +914,12 @@ impl Actor {
             std::mem::swap(&mut q.cmds, &mut self.taken);
             q.held = self.taken.len();
         }
-        let wake = std::mem::take(&mut q.space_waiters) > 0;
+        // Waiting senders are woken once half the capacity is free, not for every batch: a
+        // sender that outpaces the actor then sleeps once per half queue, not per batch.
+        let wake = q.space_waiters > 0 && q.cmds.len() + q.held <= self.shared.capacity / 2;
+        if wake {
+            q.space_waiters = 0;
+        }
         let gone = q.handles_gone && self.taken.is_empty();
         drop(q);
         if wake {
