@@ -200,7 +200,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                     driver,
                     poll,
                     shared: loop_shared,
-                    taken: VecDeque::new(),
+                    taken: VecDeque::with_capacity(CHUNK),
                     unreleased: 0,
                     stash: None,
                     closing: false,
@@ -414,7 +414,7 @@ struct Loop<T, F: FnMut(Delivery<T>)> {
     driver: MioDriver<Tracked<T>, Reports<F>>,
     poll: Poll,
     shared: Arc<Shared<T>>,
-    /// Commands taken from the queue in one go and not handled yet (counted in
+    /// Commands taken from the queue a chunk at a time and not handled yet (counted in
     /// [`Shared::held`]).
     taken: VecDeque<Command<T>>,
     /// Commands handled since [`Shared::held`] was last lowered.
@@ -459,7 +459,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         tracing::debug!("producer thread stopped");
     }
 
-    /// Handles up to [`CHUNK`] commands, taking the whole queue at once when the previous
+    /// Handles up to [`CHUNK`] commands, taking the next chunk of the queue (one lock) when the previous
     /// take is used up. Returns true when more may be waiting (the chunk was used up). Stops
     /// at a stashed record. Starts closing once the queue is found empty after `close` was
     /// requested, or when every handle is gone. The clock is read once per
@@ -470,7 +470,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
         if self.taken.is_empty() {
             let mut queue = self.shared.lock();
-            std::mem::swap(&mut queue.cmds, &mut self.taken);
+            // A chunk at a time rather than swapping the whole queue: the take buffer stays
+            // small (and warm), instead of a second queue-sized buffer of fresh pages.
+            let n = queue.cmds.len().min(CHUNK);
+            self.taken.extend(queue.cmds.drain(..n));
             // Every command taken before was handled: the count starts afresh.
             self.shared.held.store(self.taken.len(), Ordering::Relaxed);
             self.unreleased = 0;
