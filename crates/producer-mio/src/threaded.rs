@@ -459,9 +459,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         tracing::debug!("producer thread stopped");
     }
 
-    /// Handles up to [`CHUNK`] commands, taking the next chunk of the queue (one lock) when the previous
-    /// take is used up. Returns true when more may be waiting (the chunk was used up). Stops
-    /// at a stashed record. Starts closing once the queue is found empty after `close` was
+    /// Handles up to [`CHUNK`] commands, taking the next chunk of the queue (one lock) when
+    /// the previous take is used up. Returns true when more may be waiting (the chunk was used
+    /// up). Stops at a stashed record. Starts closing once the queue is found empty after `close` was
     /// requested, or when every handle is gone. The clock is read once per
     /// [`RELEASE_EVERY`] records.
     fn take_commands(&mut self) -> bool {
