@@ -41,6 +41,9 @@
 //! * `tokio`, `tokio-idem`: `producer_tokio::Producer` on a multi-thread runtime (default
 //!   worker count). `send(record).await` per record; the delivery futures go in chunks of
 //!   1024 to a collector task that awaits them (counting successes and failures).
+//! * `tokio-cb`, `tokio-cb-idem`: the same producer, but records go through
+//!   `ProducerHandle::send_detached(record, tag).await` and their reports to an
+//!   `on_delivery` callback that counts (no future per record); `flush` at the end.
 //! * `mio`, `mio-idem`: `producer_mio::ThreadedProducer` with a 65,536-command queue; the
 //!   sending thread sleeps 200 µs whenever the queue is full; the delivery callback counts.
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
@@ -80,6 +83,8 @@ const ALL_PRODUCERS: &[&str] = &[
     "rdkafka-idem",
     "tokio",
     "tokio-idem",
+    "tokio-cb",
+    "tokio-cb-idem",
     "mio",
     "mio-idem",
 ];
@@ -324,6 +329,8 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let outcome = match w.producer.as_str() {
         "tokio" => run_tokio(&w, &payloads, false)?,
         "tokio-idem" => run_tokio(&w, &payloads, true)?,
+        "tokio-cb" => run_tokio_detached(&w, &payloads, false)?,
+        "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true)?,
         "mio" => run_mio(&w, &payloads, false)?,
         "mio-idem" => run_mio(&w, &payloads, true)?,
         "rdkafka" => run_rdkafka(&w, &payloads, false)?,
@@ -416,6 +423,50 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
         let secs = started.elapsed().as_secs_f64();
         handle.close().await;
         Ok(Outcome { ok, failed, secs })
+    })
+}
+
+fn run_tokio_detached(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+    use producer_tokio::Producer;
+    let config = our_config(w, idempotence)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let records = w.records;
+    let ok = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    rt.block_on(async move {
+        let started = Instant::now();
+        let handle = {
+            let (ok, failed) = (ok.clone(), failed.clone());
+            Producer::builder(config)
+                .on_delivery(move |report| match report.result {
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("worker: delivery failed: {e}");
+                        }
+                    }
+                })
+                .start()?
+        };
+        let topic: Arc<str> = Arc::from(TOPIC);
+        for i in 0..records {
+            handle
+                .send_detached(p.record(&topic, i), i)
+                .await
+                .map_err(|e| format!("send refused: {e}"))?;
+        }
+        handle.flush().await;
+        let secs = started.elapsed().as_secs_f64();
+        handle.close().await;
+        Ok(Outcome {
+            ok: ok.load(Ordering::Relaxed),
+            failed: failed.load(Ordering::Relaxed),
+            secs,
+        })
     })
 }
 

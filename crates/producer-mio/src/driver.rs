@@ -70,6 +70,44 @@ impl Default for TokenRange {
     }
 }
 
+/// Where a [`MioDriver`] puts the delivery reports the core produces.
+///
+/// The default, [`DeliveryQueue`], keeps them for [`MioDriver::poll_delivery`]. A sink of your
+/// own (see [`MioDriver::with_sink`]) receives each report the moment the core produces it,
+/// inside whichever driver method produced it, without the copy into and out of a queue: for
+/// loops that handle reports with a callback anyway.
+pub trait DeliverySink<T> {
+    /// Takes one report.
+    fn deliver(&mut self, delivery: Delivery<T>);
+
+    /// Reports the sink holds and has not handed on yet. [`MioDriver::send`] answers `Full`
+    /// while these plus the records in flight reach `buffer_max_records`, so a sink that
+    /// queues must count them here; a sink that hands reports on at once keeps the default 0.
+    fn pending(&self) -> usize {
+        0
+    }
+}
+
+/// The default [`DeliverySink`]: a queue drained with [`MioDriver::poll_delivery`].
+#[derive(Debug)]
+pub struct DeliveryQueue<T>(VecDeque<Delivery<T>>);
+
+impl<T> Default for DeliveryQueue<T> {
+    fn default() -> Self {
+        DeliveryQueue(VecDeque::new())
+    }
+}
+
+impl<T> DeliverySink<T> for DeliveryQueue<T> {
+    fn deliver(&mut self, delivery: Delivery<T>) {
+        self.0.push_back(delivery);
+    }
+
+    fn pending(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// Where one connection stands.
 enum SockState {
     /// Waiting for the resolver thread.
@@ -101,7 +139,9 @@ struct Sock {
 /// Drives a [`producer_core::Producer`] with sockets registered in the caller's
 /// [`mio::Poll`]: the building block to embed a Kafka producer into an existing mio event loop.
 ///
-/// `T` is the caller's value handed back with each record's [`Delivery`] report.
+/// `T` is the caller's value handed back with each record's [`Delivery`] report; `S` is
+/// where the reports go (by default a queue drained with [`MioDriver::poll_delivery`]; see
+/// [`DeliverySink`]).
 ///
 /// # Embedding
 /// ```no_run
@@ -151,7 +191,7 @@ struct Sock {
 /// A connection attempt (resolution included) that has not completed after the configured
 /// `request_timeout` is abandoned and reported as failed (the core has no connect deadline of
 /// its own).
-pub struct MioDriver<T> {
+pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     core: Producer<T>,
     registry: Registry,
     tokens: TokenRange,
@@ -165,19 +205,19 @@ pub struct MioDriver<T> {
     /// a new connection; when it does, it is harmless).
     free_tokens: VecDeque<usize>,
     read_buf: Vec<u8>,
-    deliveries: VecDeque<Delivery<T>>,
+    sink: S,
     events: VecDeque<Event>,
     /// Most bytes queued for writing on one connection.
     max_queued_bytes: usize,
 }
 
-impl<T> std::fmt::Debug for MioDriver<T> {
+impl<T, S: DeliverySink<T>> std::fmt::Debug for MioDriver<T, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MioDriver")
             .field("tokens", &self.tokens)
             .field("connections", &self.socks.len())
             .field("buffered_records", &self.core.buffered_records())
-            .field("queued_deliveries", &self.deliveries.len())
+            .field("pending_deliveries", &self.sink.pending())
             .finish_non_exhaustive()
     }
 }
@@ -192,9 +232,7 @@ impl<T> MioDriver<T> {
     /// The core starts connecting at once. Fails if the registry cannot be cloned, the waker
     /// cannot be registered, or `tokens` has fewer than 2 tokens.
     pub fn new(config: Config, registry: &Registry, tokens: TokenRange) -> io::Result<Self> {
-        check_range(tokens)?;
-        let waker = Arc::new(Waker::new(registry, tokens.waker_token())?);
-        Self::build(config, registry, tokens, waker)
+        Self::with_sink(config, registry, tokens, None, DeliveryQueue::default())
     }
 
     /// Like [`MioDriver::new`], but with the application's own [`Waker`] (registered in the
@@ -207,16 +245,37 @@ impl<T> MioDriver<T> {
         tokens: TokenRange,
         waker: Arc<Waker>,
     ) -> io::Result<Self> {
-        check_range(tokens)?;
-        Self::build(config, registry, tokens, waker)
+        Self::with_sink(
+            config,
+            registry,
+            tokens,
+            Some(waker),
+            DeliveryQueue::default(),
+        )
     }
 
-    fn build(
+    /// The next delivery report, if any. Call it after each loop iteration until `None`.
+    pub fn poll_delivery(&mut self) -> Option<Delivery<T>> {
+        self.sink.0.pop_front()
+    }
+}
+
+impl<T, S: DeliverySink<T>> MioDriver<T, S> {
+    /// Like [`MioDriver::new`] (with `waker: None`) or [`MioDriver::with_waker`], but the
+    /// reports go to `sink` as the core produces them (see [`DeliverySink`]); reach it with
+    /// [`MioDriver::sink_mut`].
+    pub fn with_sink(
         config: Config,
         registry: &Registry,
         tokens: TokenRange,
-        waker: Arc<Waker>,
+        waker: Option<Arc<Waker>>,
+        sink: S,
     ) -> io::Result<Self> {
+        check_range(tokens)?;
+        let waker = match waker {
+            Some(w) => w,
+            None => Arc::new(Waker::new(registry, tokens.waker_token())?),
+        };
         let registry = registry.try_clone()?;
         let max_queued_bytes = (config.max_in_flight + 4)
             .saturating_mul(config.max_request_size)
@@ -232,7 +291,7 @@ impl<T> MioDriver<T> {
             by_token: vec![None; conn_tokens],
             free_tokens: (0..conn_tokens).collect(),
             read_buf: vec![0; READ_BUF],
-            deliveries: VecDeque::new(),
+            sink,
             events: VecDeque::new(),
             max_queued_bytes,
         };
@@ -264,19 +323,32 @@ impl<T> MioDriver<T> {
     /// Accepts a record; its report comes out of [`MioDriver::poll_delivery`]. A record without
     /// a timestamp gets the wall clock. Never blocks. On error the record and `opaque` come
     /// back: `Full` means retry after draining reports (and letting the loop run).
-    pub fn send(&mut self, mut record: Record, opaque: T) -> Result<(), SendError<T>> {
+    pub fn send(&mut self, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        self.send_at(Instant::now(), record, opaque)
+    }
+
+    /// [`MioDriver::send`] with the monotonic clock read by the caller: for loops that send
+    /// many records in a row and read the clock once for several of them. `now` must be a
+    /// recent reading of [`Instant::now`] (a few milliseconds old at most: the core times
+    /// linger and delivery timeouts from it) and never earlier than the `now` of a previous
+    /// call. The wall-clock timestamp of a record without one is still read here.
+    pub fn send_at(
+        &mut self,
+        now: Instant,
+        mut record: Record,
+        opaque: T,
+    ) -> Result<(), SendError<T>> {
         if record.timestamp.is_none() {
             record.timestamp = Some(wall_clock_ms());
         }
         let limit = self.core.config().buffer_max_records;
-        if self.deliveries.len() + self.core.buffered_records() >= limit && !self.core.is_closed() {
+        if self.sink.pending() + self.core.buffered_records() >= limit && !self.core.is_closed() {
             return Err(SendError {
                 reason: SendErrorReason::Full,
                 record,
                 opaque,
             });
         }
-        let now = Instant::now();
         let r = self.core.send(now, record, opaque);
         self.drive(now);
         r
@@ -309,9 +381,14 @@ impl<T> MioDriver<T> {
         self.core.buffered_records()
     }
 
-    /// The next delivery report, if any. Call it after each loop iteration until `None`.
-    pub fn poll_delivery(&mut self) -> Option<Delivery<T>> {
-        self.deliveries.pop_front()
+    /// The delivery sink.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// The delivery sink, to change its state between driver calls.
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
     }
 
     /// The next producer event (also logged with `tracing`), if any. Optional: at most the
@@ -426,7 +503,7 @@ impl<T> MioDriver<T> {
                         tracing::info!(host = %s.host, port = s.port, conn = conn.as_u64(), "connection closed by the producer");
                     }
                 }
-                Output::Delivery(d) => self.deliveries.push_back(d),
+                Output::Delivery(d) => self.sink.deliver(d),
                 Output::Event(e) => self.on_core_event(e),
                 _ => {}
             }
@@ -716,7 +793,7 @@ impl<T> MioDriver<T> {
     }
 }
 
-impl<T> Drop for MioDriver<T> {
+impl<T, S: DeliverySink<T>> Drop for MioDriver<T, S> {
     fn drop(&mut self) {
         let keys: Vec<u64> = self.socks.keys().copied().collect();
         for key in keys {
@@ -737,8 +814,9 @@ fn check_range(tokens: TokenRange) -> io::Result<()> {
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        // Seconds and milliseconds separately: `as_millis` goes through a u128.
+        Ok(d) => d.as_secs() as i64 * 1000 + i64::from(d.subsec_millis()),
+        Err(_) => 0,
+    }
 }

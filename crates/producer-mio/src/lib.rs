@@ -5,7 +5,10 @@
 //! - [`MioDriver`]: embeddable. It owns a [`producer_core::Producer`] and its sockets, and
 //!   registers them in **your** `mio::Poll` under a [`TokenRange`] you choose. Your loop passes
 //!   it the events of its tokens, polls with its [`MioDriver::next_timeout`], calls
-//!   [`MioDriver::handle_timeout`] and drains [`MioDriver::poll_delivery`].
+//!   [`MioDriver::handle_timeout`] and drains [`MioDriver::poll_delivery`] (or gives the
+//!   driver a [`DeliverySink`] of its own with [`MioDriver::with_sink`] to receive each report
+//!   as it is produced; a loop sending many records may read the clock once for several
+//!   with [`MioDriver::send_at`]).
 //! - [`ThreadedProducer`]: ready-made. A thread runs its own `mio::Poll` with a `MioDriver`;
 //!   the cloneable handle has a non-blocking, bounded [`ThreadedProducer::send`],
 //!   [`ThreadedProducer::flush`] and [`ThreadedProducer::close`]; reports go to a callback run
@@ -27,7 +30,7 @@ mod driver;
 mod resolver;
 mod threaded;
 
-pub use driver::{MioDriver, TokenRange};
+pub use driver::{DeliveryQueue, DeliverySink, MioDriver, TokenRange};
 pub use threaded::{SendError, ThreadedProducer};
 
 pub use producer_core::{

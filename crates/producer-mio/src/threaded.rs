@@ -1,18 +1,18 @@
 //! The ready-made threaded producer: a thread running its own `mio::Poll` with a
 //! [`MioDriver`], fed through a bounded command queue.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{Config, Delivery, DeliveryFailure, ProduceError, Record, SendErrorReason};
 
-use crate::driver::{wall_clock_ms, MioDriver, TokenRange};
+use crate::driver::{wall_clock_ms, DeliverySink, MioDriver, TokenRange};
 
 /// [`ThreadedProducer::send`] refused a record; it comes back with its opaque value.
 #[derive(Debug, thiserror::Error)]
@@ -48,34 +48,74 @@ enum Command<T> {
     Flush(SyncSender<()>),
 }
 
+/// The command queue proper: what the handles push and the thread takes in bulk.
+struct Queue<T> {
+    cmds: VecDeque<Command<T>>,
+    /// Set by the thread once it stopped taking commands: sends are refused from then on.
+    /// Checked and set under the same lock as `cmds`, so no record can slip into the queue
+    /// after the thread's final drain.
+    stopped: bool,
+}
+
 /// What the handles and the thread share.
-struct Shared {
+struct Shared<T> {
+    queue: Mutex<Queue<T>>,
+    /// Most records queued or taken by the thread and not yet handed to the driver.
+    capacity: usize,
+    /// Records the thread took from `queue` and has not handed to the driver yet (it lowers
+    /// the count every [`RELEASE_EVERY`] records, so a sender may see it a little high).
+    held: AtomicUsize,
     waker: Arc<Waker>,
-    /// Set by the thread once it stopped taking commands: sends are refused from then on. The
-    /// lock makes "check, then enqueue" atomic against the thread's final drain, so no record
-    /// can slip into the queue after it.
-    stopped: RwLock<bool>,
     /// `close` was called.
     close_requested: AtomicBool,
+    /// Every handle is gone: the thread closes the producer.
+    handles_gone: AtomicBool,
     /// A wake-up is pending: senders skip the (syscall) wake while it is set.
     wake_pending: AtomicBool,
 }
 
-impl Shared {
+/// How many records the thread hands to the driver between two updates of [`Shared::held`]
+/// (and two readings of the clock).
+const RELEASE_EVERY: usize = 256;
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, Queue<T>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn wake(&self) {
+        // A plain load first: the flag is usually set while the thread is busy, and a load
+        // does not take the cache line away from the thread the way a swap does.
+        if self.wake_pending.load(Ordering::Relaxed) {
+            return;
+        }
         if !self.wake_pending.swap(true, Ordering::SeqCst) {
             if let Err(e) = self.waker.wake() {
                 tracing::warn!(error = %e, "cannot wake the producer thread");
             }
         }
     }
+
+    fn is_stopped(&self) -> bool {
+        self.lock().stopped
+    }
 }
 
 struct Inner<T> {
-    tx: SyncSender<Command<T>>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<T>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     thread_id: ThreadId,
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // The last handle is gone: let the thread close the producer in the background.
+        self.shared.handles_gone.store(true, Ordering::SeqCst);
+        self.shared.wake_pending.store(true, Ordering::SeqCst);
+        if let Err(e) = self.shared.waker.wake() {
+            tracing::warn!(error = %e, "cannot wake the producer thread");
+        }
+    }
 }
 
 /// A Kafka producer running on its own thread (an event loop on a private `mio::Poll` with a
@@ -121,26 +161,37 @@ impl<T> std::fmt::Debug for ThreadedProducer<T> {
 
 impl<T: Send + 'static> ThreadedProducer<T> {
     /// Starts the producer thread. `queue_capacity` (at least 1) bounds the commands waiting
-    /// for the thread; `on_delivery` receives every report on the producer thread. Fails if the
+    /// for the thread (those in the queue plus those the thread took in its last bulk take and
+    /// has not handed to the core yet); `on_delivery` receives every report on the producer thread. Fails if the
     /// `Poll`, its waker or the thread cannot be created.
     pub fn spawn<F>(config: Config, queue_capacity: usize, on_delivery: F) -> io::Result<Self>
     where
         F: FnMut(Delivery<T>) + Send + 'static,
     {
         let poll = Poll::new()?;
-        let driver = MioDriver::<Tracked<T>>::new(
+        let driver = MioDriver::with_sink(
             config,
             poll.registry(),
             TokenRange::new(mio::Token(0), 1024),
+            None,
+            Reports {
+                on_delivery,
+                flushes: FlushTracker::default(),
+            },
         )?;
+        let capacity = queue_capacity.max(1);
         let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                cmds: VecDeque::new(),
+                stopped: false,
+            }),
+            capacity,
+            held: AtomicUsize::new(0),
             waker: driver.waker().clone(),
-            stopped: RwLock::new(false),
             close_requested: AtomicBool::new(false),
+            handles_gone: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
         });
-        let capacity = queue_capacity.max(1);
-        let (tx, rx) = mpsc::sync_channel(capacity);
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()
             .name("producer-mio".into())
@@ -148,20 +199,17 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                 let mut state = Loop {
                     driver,
                     poll,
-                    rx,
                     shared: loop_shared,
-                    on_delivery,
+                    taken: VecDeque::with_capacity(CHUNK),
+                    unreleased: 0,
                     stash: None,
-                    flushes: FlushTracker::default(),
                     closing: false,
-                    batch: capacity,
                 };
                 state.run();
             })?;
         let thread_id = handle.thread().id();
         Ok(ThreadedProducer {
             inner: Arc::new(Inner {
-                tx,
                 shared,
                 thread: Mutex::new(Some(handle)),
                 thread_id,
@@ -177,27 +225,21 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             record.timestamp = Some(wall_clock_ms());
         }
         let shared = &self.inner.shared;
-        let stopped = shared.stopped.read().unwrap_or_else(|e| e.into_inner());
-        if *stopped || shared.close_requested.load(Ordering::SeqCst) {
+        if shared.close_requested.load(Ordering::Relaxed) {
             return Err(SendError::Closed(record, opaque));
         }
-        let result = self.inner.tx.try_send(Command::Send(record, opaque));
-        drop(stopped);
-        match result {
-            Ok(()) => {
-                shared.wake();
-                Ok(())
+        {
+            let mut queue = shared.lock();
+            if queue.stopped {
+                return Err(SendError::Closed(record, opaque));
             }
-            Err(TrySendError::Full(Command::Send(r, o))) => Err(SendError::Full(r, o)),
-            Err(TrySendError::Disconnected(Command::Send(r, o))) => Err(SendError::Closed(r, o)),
-            Err(
-                TrySendError::Full(Command::Flush(_))
-                | TrySendError::Disconnected(Command::Flush(_)),
-            ) => {
-                // try_send hands back what it was given: a Send.
-                Ok(())
+            if queue.cmds.len() + shared.held.load(Ordering::Relaxed) >= shared.capacity {
+                return Err(SendError::Full(record, opaque));
             }
+            queue.cmds.push_back(Command::Send(record, opaque));
         }
+        shared.wake();
+        Ok(())
     }
 
     /// Queues a record (see [`ThreadedProducer::send_with`]); its report carries
@@ -217,19 +259,15 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if thread::current().id() == self.inner.thread_id {
             return;
         }
-        if *self
-            .inner
-            .shared
-            .stopped
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-        {
-            return;
-        }
         let (done_tx, done_rx) = mpsc::sync_channel(1);
-        // Blocking send: a full queue only delays the flush. Fails once the thread is gone.
-        if self.inner.tx.send(Command::Flush(done_tx)).is_err() {
-            return;
+        {
+            let mut queue = self.inner.shared.lock();
+            if queue.stopped {
+                return;
+            }
+            // Flushes are not counted against the capacity: each one blocks its caller, so
+            // there are never more of them than threads.
+            queue.cmds.push_back(Command::Flush(done_tx));
         }
         self.inner.shared.wake();
         // An error means the thread ended, after reporting everything.
@@ -260,13 +298,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
 
     /// Whether `close` was called or the producer thread ended.
     pub fn is_closed(&self) -> bool {
-        self.inner.shared.close_requested.load(Ordering::SeqCst)
-            || *self
-                .inner
-                .shared
-                .stopped
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
+        self.inner.shared.close_requested.load(Ordering::SeqCst) || self.inner.shared.is_stopped()
     }
 }
 
@@ -278,37 +310,69 @@ struct Tracked<T> {
 
 /// Knows when every record sent before a flush has its report: records are counted per
 /// generation; each flush closes a generation and waits until it and the older ones are empty.
-#[derive(Default)]
+/// O(1) per record: the counts of the open generations sit in a deque that starts at `base`.
 struct FlushTracker {
-    generation: u64,
-    outstanding: BTreeMap<u64, usize>,
+    /// The generation of `counts[0]`; every older generation is fully reported.
+    base: u64,
+    /// Unreported records per generation, from `base` to the current one (the last entry,
+    /// always present).
+    counts: VecDeque<usize>,
     waiters: VecDeque<(u64, SyncSender<()>)>,
 }
 
+impl Default for FlushTracker {
+    fn default() -> Self {
+        FlushTracker {
+            base: 0,
+            counts: VecDeque::from([0]),
+            waiters: VecDeque::new(),
+        }
+    }
+}
+
 impl FlushTracker {
+    /// The current generation.
+    fn generation(&self) -> u64 {
+        self.base + self.counts.len() as u64 - 1
+    }
+
     fn accepted(&mut self) -> u64 {
-        *self.outstanding.entry(self.generation).or_insert(0) += 1;
-        self.generation
+        if let Some(n) = self.counts.back_mut() {
+            *n += 1;
+        }
+        self.generation()
     }
 
     fn reported(&mut self, generation: u64) {
-        if let Some(n) = self.outstanding.get_mut(&generation) {
-            *n -= 1;
-            if *n == 0 {
-                self.outstanding.remove(&generation);
-                self.release();
-            }
+        let Some(index) = generation.checked_sub(self.base) else {
+            return;
+        };
+        let Some(n) = self.counts.get_mut(index as usize) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if index == 0 && *n == 0 && !self.waiters.is_empty() {
+            self.release();
         }
     }
 
     fn flush(&mut self, done: SyncSender<()>) {
-        self.waiters.push_back((self.generation, done));
-        self.generation += 1;
+        self.waiters.push_back((self.generation(), done));
+        self.counts.push_back(0);
         self.release();
     }
 
+    /// Drops the fully reported generations at the front and answers the flushes they end.
     fn release(&mut self) {
-        let oldest = self.outstanding.keys().next().copied().unwrap_or(u64::MAX);
+        while self.counts.len() > 1 && self.counts.front() == Some(&0) {
+            self.counts.pop_front();
+            self.base += 1;
+        }
+        let oldest = if self.counts.front().is_some_and(|n| *n > 0) {
+            self.base
+        } else {
+            u64::MAX
+        };
         while self.waiters.front().is_some_and(|(g, _)| *g < oldest) {
             if let Some((_, done)) = self.waiters.pop_front() {
                 let _ = done.try_send(());
@@ -323,19 +387,41 @@ impl FlushTracker {
     }
 }
 
-/// The producer thread's state.
-struct Loop<T, F> {
-    driver: MioDriver<Tracked<T>>,
-    poll: Poll,
-    rx: Receiver<Command<T>>,
-    shared: Arc<Shared>,
+/// The thread's [`DeliverySink`]: each report goes straight from the core to the callback.
+struct Reports<F> {
     on_delivery: F,
-    /// One record the core refused as `Full`, retried before reading more commands.
-    stash: Option<(Record, T)>,
     flushes: FlushTracker,
+}
+
+impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
+    fn deliver(&mut self, d: Delivery<Tracked<T>>) {
+        let Delivery {
+            opaque: Tracked { generation, opaque },
+            result,
+        } = d;
+        (self.on_delivery)(Delivery { opaque, result });
+        self.flushes.reported(generation);
+    }
+}
+
+/// Most commands handled per loop iteration; then the loop polls its sockets (without
+/// sleeping) before handling more.
+const CHUNK: usize = 4096;
+
+/// The producer thread's state.
+struct Loop<T, F: FnMut(Delivery<T>)> {
+    /// The driver; its sink holds the callback and the flush tracker.
+    driver: MioDriver<Tracked<T>, Reports<F>>,
+    poll: Poll,
+    shared: Arc<Shared<T>>,
+    /// Commands taken from the queue a chunk at a time and not handled yet (counted in
+    /// [`Shared::held`]).
+    taken: VecDeque<Command<T>>,
+    /// Commands handled since [`Shared::held`] was last lowered.
+    unreleased: usize,
+    /// One record the core refused as `Full`, retried before handling more commands.
+    stash: Option<(Record, T)>,
     closing: bool,
-    /// Most commands taken per loop iteration (then the loop polls I/O before taking more).
-    batch: usize,
 }
 
 impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
@@ -345,10 +431,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         loop {
             self.shared.wake_pending.store(false, Ordering::SeqCst);
             if let Some((record, opaque)) = self.stash.take() {
-                self.submit(record, opaque);
+                self.submit(Instant::now(), record, opaque);
             }
             let more = self.take_commands();
-            self.deliver();
             if self.driver.is_closed() {
                 break;
             }
@@ -369,43 +454,69 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
             self.driver.handle_timeout();
-            self.deliver();
         }
         self.shutdown();
         tracing::debug!("producer thread stopped");
     }
 
-    /// Takes commands until the queue is empty, a record is stashed, or `batch` were taken
-    /// (returns true then: more may be waiting). Starts closing once the queue is found empty
-    /// after `close` was requested, or when every handle is gone.
+    /// Handles up to [`CHUNK`] commands, taking the next chunk of the queue (one lock) when
+    /// the previous take is used up. Returns true when more may be waiting (the chunk was used
+    /// up). Stops at a stashed record. Starts closing once the queue is found empty after `close` was
+    /// requested, or when every handle is gone. The clock is read once per
+    /// [`RELEASE_EVERY`] records.
     fn take_commands(&mut self) -> bool {
-        let mut taken = 0;
-        while self.stash.is_none() {
-            if taken == self.batch {
-                return true;
-            }
-            match self.rx.try_recv() {
-                Ok(Command::Send(record, opaque)) => {
-                    taken += 1;
-                    self.submit(record, opaque);
-                }
-                Ok(Command::Flush(done)) => {
-                    self.driver.flush();
-                    self.flushes.flush(done);
-                }
-                Err(TryRecvError::Empty) => {
-                    if self.shared.close_requested.load(Ordering::SeqCst) {
-                        self.begin_close();
-                    }
-                    break;
-                }
-                Err(TryRecvError::Disconnected) => {
+        if self.stash.is_some() {
+            return false;
+        }
+        if self.taken.is_empty() {
+            let mut queue = self.shared.lock();
+            // A chunk at a time rather than swapping the whole queue: the take buffer stays
+            // small (and warm), instead of a second queue-sized buffer of fresh pages.
+            let n = queue.cmds.len().min(CHUNK);
+            self.taken.extend(queue.cmds.drain(..n));
+            // Every command taken before was handled: the count starts afresh.
+            self.shared.held.store(self.taken.len(), Ordering::Relaxed);
+            self.unreleased = 0;
+            drop(queue);
+            if self.taken.is_empty() {
+                if self.shared.close_requested.load(Ordering::SeqCst)
+                    || self.shared.handles_gone.load(Ordering::SeqCst)
+                {
                     self.begin_close();
-                    break;
+                }
+                return false;
+            }
+        }
+        let mut now = Instant::now();
+        let mut handled = 0;
+        while self.stash.is_none() && handled < CHUNK {
+            let Some(cmd) = self.taken.pop_front() else {
+                break;
+            };
+            handled += 1;
+            self.unreleased += 1;
+            if self.unreleased == RELEASE_EVERY {
+                self.shared.held.fetch_sub(RELEASE_EVERY, Ordering::Relaxed);
+                self.unreleased = 0;
+                now = Instant::now();
+            }
+            match cmd {
+                Command::Send(record, opaque) => self.submit(now, record, opaque),
+                Command::Flush(done) => {
+                    self.driver.flush();
+                    self.driver.sink_mut().flushes.flush(done);
+                    now = Instant::now();
                 }
             }
         }
-        false
+        if self.taken.is_empty() && self.unreleased > 0 {
+            // All taken commands are handled: senders see the exact count again.
+            self.shared
+                .held
+                .fetch_sub(self.unreleased, Ordering::Relaxed);
+            self.unreleased = 0;
+        }
+        handled == CHUNK
     }
 
     fn begin_close(&mut self) {
@@ -416,16 +527,19 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
     }
 
-    fn submit(&mut self, record: Record, opaque: T) {
-        let generation = self.flushes.accepted();
-        match self.driver.send(record, Tracked { generation, opaque }) {
+    fn submit(&mut self, now: Instant, record: Record, opaque: T) {
+        let generation = self.driver.sink_mut().flushes.accepted();
+        match self
+            .driver
+            .send_at(now, record, Tracked { generation, opaque })
+        {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
-                self.flushes.reported(generation);
+                self.driver.sink_mut().flushes.reported(generation);
                 self.stash = Some((e.record, e.opaque.opaque));
             }
             Err(e) => {
-                self.flushes.reported(generation);
+                self.driver.sink_mut().flushes.reported(generation);
                 let error = match e.reason {
                     SendErrorReason::RecordTooLarge { size, .. } => {
                         ProduceError::RecordTooLarge { size }
@@ -439,7 +553,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                     }
                     _ => ProduceError::Closed,
                 };
-                (self.on_delivery)(Delivery {
+                (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque: e.opaque.opaque,
                     result: Err(DeliveryFailure {
                         error,
@@ -450,26 +564,15 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
     }
 
-    fn deliver(&mut self) {
-        while let Some(d) = self.driver.poll_delivery() {
-            let Delivery {
-                opaque: Tracked { generation, opaque },
-                result,
-            } = d;
-            (self.on_delivery)(Delivery { opaque, result });
-            self.flushes.reported(generation);
-        }
-    }
-
     /// After the core closed: refuse new sends, fail what is still queued, answer flushes.
     fn shutdown(&mut self) {
-        *self
-            .shared
-            .stopped
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = true;
+        let queued = {
+            let mut queue = self.shared.lock();
+            queue.stopped = true;
+            std::mem::take(&mut queue.cmds)
+        };
         if let Some((record, opaque)) = self.stash.take() {
-            (self.on_delivery)(Delivery {
+            (self.driver.sink_mut().on_delivery)(Delivery {
                 opaque,
                 result: Err(DeliveryFailure {
                     error: ProduceError::Closed,
@@ -477,9 +580,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }),
             });
         }
-        while let Ok(cmd) = self.rx.try_recv() {
+        let taken = std::mem::take(&mut self.taken);
+        for cmd in taken.into_iter().chain(queued) {
             match cmd {
-                Command::Send(record, opaque) => (self.on_delivery)(Delivery {
+                Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque,
                     result: Err(DeliveryFailure {
                         error: ProduceError::Closed,
@@ -491,6 +595,73 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
         }
-        self.flushes.release_all();
+        self.driver.sink_mut().flushes.release_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(rx: &mpsc::Receiver<()>) -> bool {
+        rx.try_recv().is_ok()
+    }
+
+    #[test]
+    fn flush_waits_for_its_generation_and_older_ones() {
+        let mut t = FlushTracker::default();
+        let a = t.accepted();
+        let b = t.accepted();
+        assert_eq!((a, b), (0, 0));
+        let (tx1, rx1) = mpsc::sync_channel(1);
+        t.flush(tx1);
+        let c = t.accepted();
+        assert_eq!(c, 1);
+        let (tx2, rx2) = mpsc::sync_channel(1);
+        t.flush(tx2);
+        // Generation 1 completes first: the second flush still waits for generation 0.
+        t.reported(c);
+        assert!(!answered(&rx1) && !answered(&rx2));
+        t.reported(a);
+        assert!(!answered(&rx1));
+        t.reported(b);
+        assert!(
+            answered(&rx1),
+            "first flush answered once generation 0 is reported"
+        );
+        assert!(
+            answered(&rx2),
+            "second flush answered: generation 1 was already empty"
+        );
+        assert_eq!(t.counts.len(), 1, "only the current generation is kept");
+        assert_eq!(t.generation(), 2);
+    }
+
+    #[test]
+    fn flush_with_nothing_outstanding_answers_at_once() {
+        let mut t = FlushTracker::default();
+        let (tx, rx) = mpsc::sync_channel(1);
+        t.flush(tx);
+        assert!(answered(&rx));
+        // A later record does not count against the answered flush, and a stray report for
+        // an old generation is ignored.
+        let g = t.accepted();
+        t.reported(0);
+        let (tx, rx) = mpsc::sync_channel(1);
+        t.flush(tx);
+        assert!(!answered(&rx));
+        t.reported(g);
+        assert!(answered(&rx));
+    }
+
+    #[test]
+    fn release_all_answers_every_waiter() {
+        let mut t = FlushTracker::default();
+        t.accepted();
+        let (tx, rx) = mpsc::sync_channel(1);
+        t.flush(tx);
+        assert!(!answered(&rx));
+        t.release_all();
+        assert!(answered(&rx));
     }
 }

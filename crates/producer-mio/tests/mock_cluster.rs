@@ -220,6 +220,44 @@ fn threaded_producer_full_and_closed() {
     clone.close(); // idempotent
 }
 
+/// Dropping every handle without `close` closes the producer in the background: every
+/// record sent before is still delivered, then the thread ends (dropping the callback).
+#[test]
+fn threaded_producer_closes_when_handles_drop() {
+    const N: usize = 3_000;
+    let topic = "dropped";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false)).build().unwrap();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    let producer = ThreadedProducer::<usize>::spawn(config, 8192, move |d| {
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+    let clone = producer.clone();
+    for i in 0..N {
+        clone.send_with(record(topic, i), i).unwrap();
+    }
+    drop(clone);
+    drop(producer);
+    let mut seen = vec![false; N];
+    // The sender side of the channel lives in the callback: `recv` fails once the thread has
+    // ended, which must happen after the last report.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Ok(d) = report_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        assert!(d.result.is_ok(), "record {} failed", d.opaque);
+        assert!(
+            !std::mem::replace(&mut seen[d.opaque], true),
+            "two reports for {}",
+            d.opaque
+        );
+    }
+    assert!(
+        matches!(report_rx.try_recv(), Err(mpsc::TryRecvError::Disconnected)),
+        "the producer thread did not end"
+    );
+    assert!(seen.iter().all(|s| *s), "a record got no report");
+}
+
 /// Nothing listens at the bootstrap address: the topic's metadata never arrives, so every
 /// record fails when `max_block` runs out (the core reports `UnknownTopic` for records still
 /// waiting for metadata; `DeliveryTimeout` is accepted too), and comes back in its report.

@@ -15,8 +15,10 @@
 //!
 //! # How it works
 //! * **The actor.** [`Producer::start`] spawns one task that owns
-//!   [`producer_core::Producer`]. It reads commands from the handles through a *bounded* channel,
-//!   events from the connection tasks through another bounded channel, and sleeps until the
+//!   [`producer_core::Producer`]. It reads commands from the handles through a *bounded* queue
+//!   (a mutex-guarded deque the actor empties in one go, then handles in batches, reading the
+//!   clock once per batch), events from the connection tasks through a bounded channel, and
+//!   sleeps until the
 //!   core's [`poll_timeout`](producer_core::Producer::poll_timeout). After every input it drains
 //!   the core's outputs. The deadline is compared against the clock (not only the sleep future)
 //!   before `handle_timeout` is called. The clock is [`tokio::time::Instant`], so tests may pause
@@ -28,9 +30,9 @@
 //!   frames the actor hands it whole and in order. `Output::Disconnect` lets the task write what is queued, then close. Events
 //!   from a connection the core has since dropped are harmless: the core ignores stale ids.
 //! * **Backpressure.** When the core answers `Full`, the actor keeps that one record aside and
-//!   stops reading the command channel until deliveries free space. The bounded command channel
+//!   stops reading the command queue until deliveries free space. The bounded command queue
 //!   then fills, and [`ProducerHandle::send`] waits. Nothing in the driver grows without bound:
-//!   commands are bounded by the channel, records by the core's `buffer_memory` /
+//!   commands are bounded by the queue's capacity, records by the core's `buffer_memory` /
 //!   `buffer_max_records`, and read chunks by the event channel. A connection's write queue
 //!   holds what the core has transmitted and the socket has not yet taken: the core bounds it
 //!   with `max_in_flight` requests, and the driver stops reading commands while any connection's
@@ -43,25 +45,29 @@
 //!   the core reports the record. Dropping the future only discards the report: the record is
 //!   still delivered. The driver always asks the core for success reports
 //!   (`report_successes` is forced on) because every future must resolve.
+//! * **Detached records.** [`ProducerHandle::send_detached`] skips the per-record future: the
+//!   record carries a caller's `u64` tag, and its [`Report`] goes to the
+//!   [`ProducerBuilder::on_delivery`] callback, run on the producer task (as the Java client
+//!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // The errors hand the record back by value, as the core's do; boxing would only move it.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use producer_core::{ConnId, Event, Output};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
@@ -73,12 +79,17 @@ pub use producer_core::{
 /// What a [`DeliveryFuture`] resolves to.
 pub type DeliveryResult = Result<RecordMetadata, DeliveryError>;
 
-/// Commands that handles put in the actor's bounded channel.
+/// Where one record's report goes.
+enum ReplyTo {
+    /// To its [`DeliveryFuture`].
+    Future(oneshot::Sender<DeliveryResult>),
+    /// To the [`ProducerBuilder::on_delivery`] callback, with the caller's tag.
+    Detached(u64),
+}
+
+/// Commands that handles put in the actor's bounded queue.
 enum Cmd {
-    Send {
-        record: Record,
-        reply: oneshot::Sender<DeliveryResult>,
-    },
+    Send { record: Record, reply: ReplyTo },
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
 }
@@ -95,19 +106,74 @@ enum Net {
 
 /// The opaque value each record carries through the core.
 struct Reply {
-    tx: oneshot::Sender<DeliveryResult>,
+    to: ReplyTo,
     /// The flush epoch the record was accepted in (see [`Actor::settle`]).
     epoch: u64,
 }
 
-/// State the handles read without asking the actor.
-#[derive(Debug, Default)]
+/// The command queue: handles push, the actor takes everything queued in one go.
+#[derive(Default)]
+struct Queue {
+    cmds: VecDeque<Cmd>,
+    /// Commands the actor took and has not handled yet: they count against the capacity.
+    held: usize,
+    /// Senders waiting for space since the actor last woke them.
+    space_waiters: usize,
+    /// Every handle is gone.
+    handles_gone: bool,
+    /// The actor stopped: nothing is taken any more.
+    stopped: bool,
+}
+
+/// State shared by the handles and the actor.
 struct Shared {
     /// `close` was called: new sends are refused at once.
     closing: AtomicBool,
     /// The core refused a record as `Full` and the actor holds it aside: `try_send` answers
     /// `Full` without queueing.
     core_full: AtomicBool,
+    queue: Mutex<Queue>,
+    /// Most `Send` commands queued or held by the actor.
+    capacity: usize,
+    /// Wakes the actor: notified when a command lands in an empty queue (the actor looks at
+    /// the queue again before sleeping whenever it took something).
+    cmd_ready: Notify,
+    /// Wakes senders waiting for space.
+    space: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a command that does not count against the capacity (flush, close): false when
+    /// the actor has stopped.
+    fn push_control(&self, cmd: Cmd) -> bool {
+        let mut q = self.lock();
+        if q.stopped {
+            return false;
+        }
+        let first = q.cmds.is_empty();
+        q.cmds.push_back(cmd);
+        drop(q);
+        if first {
+            self.cmd_ready.notify_one();
+        }
+        true
+    }
+}
+
+/// What the handles hold: when the last one is dropped, the actor is told.
+struct HandleInner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        self.shared.lock().handles_gone = true;
+        self.shared.cmd_ready.notify_one();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -136,7 +202,7 @@ impl SendError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TrySendError {
-    /// The command channel or the producer's buffer is full; try again later, or use
+    /// The command queue or the producer's buffer is full; try again later, or use
     /// [`ProducerHandle::send`] to wait for space.
     #[error("producer buffer is full")]
     Full(Record),
@@ -231,6 +297,31 @@ impl Future for DeliveryFuture {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Detached reports
+// ---------------------------------------------------------------------------------------------
+
+/// The report of a record sent with [`ProducerHandle::send_detached`] (or
+/// [`ProducerHandle::try_send_detached`]), handed to the [`ProducerBuilder::on_delivery`]
+/// callback.
+#[derive(Debug)]
+pub struct Report {
+    /// The tag the record was sent with.
+    pub tag: u64,
+    /// Where the record landed, or why it was not delivered (with the record).
+    pub result: DeliveryResult,
+}
+
+/// The callback of [`ProducerBuilder::on_delivery`].
+#[derive(Clone)]
+struct OnDelivery(Arc<dyn Fn(Report) + Send + Sync>);
+
+impl std::fmt::Debug for OnDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDelivery(..)")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Starting
 // ---------------------------------------------------------------------------------------------
 
@@ -254,6 +345,7 @@ impl Producer {
             read_buffer: 64 * 1024,
             connect_timeout: None,
             write_backlog: None,
+            on_delivery: None,
         }
     }
 }
@@ -267,11 +359,31 @@ pub struct ProducerBuilder {
     read_buffer: usize,
     connect_timeout: Option<Duration>,
     write_backlog: Option<usize>,
+    on_delivery: Option<OnDelivery>,
 }
 
 impl ProducerBuilder {
-    /// Capacity of the command channel between handles and the producer task (default 1024).
-    /// When the producer's buffer is full, at most this many sends queue before
+    /// The callback that receives the [`Report`] of every record sent with
+    /// [`ProducerHandle::send_detached`] or [`ProducerHandle::try_send_detached`] (records sent
+    /// with [`ProducerHandle::send`] report through their [`DeliveryFuture`] instead). Use it
+    /// for high rates: a detached record costs no channel or future of its own, as with the
+    /// callbacks of the Java client and librdkafka.
+    ///
+    /// It runs **on the producer task**, once per record, in the order the core reports them
+    /// (per partition, in send order). Keep it short and non-blocking (count, or forward to a
+    /// channel): the producer waits for it. Without a callback, detached reports are discarded
+    /// (failures are logged at `warn`).
+    pub fn on_delivery<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Report) + Send + Sync + 'static,
+    {
+        self.on_delivery = Some(OnDelivery(Arc::new(f)));
+        self
+    }
+
+    /// Capacity of the command queue between handles and the producer task (default 1024):
+    /// records queued plus those the task took and has not handed to the core yet. When the
+    /// producer's buffer is full, at most this many sends queue before
     /// [`ProducerHandle::send`] waits and [`ProducerHandle::try_send`] answers `Full`.
     pub fn command_capacity(mut self, n: usize) -> Self {
         self.command_capacity = n;
@@ -327,12 +439,18 @@ impl ProducerBuilder {
             .write_backlog
             .unwrap_or(config.max_request_size.saturating_mul(config.max_in_flight))
             .max(1);
-        let (cmd_tx, cmd_rx) = mpsc::channel(self.command_capacity);
         let (net_tx, net_rx) = mpsc::channel(self.event_capacity);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            closing: AtomicBool::new(false),
+            core_full: AtomicBool::new(false),
+            queue: Mutex::new(Queue::default()),
+            capacity: self.command_capacity,
+            cmd_ready: Notify::new(),
+            space: Notify::new(),
+        });
         let actor = Actor {
             core: producer_core::Producer::new(config, now()),
-            cmd_rx,
+            taken: VecDeque::new(),
             cmd_open: true,
             net_tx,
             net_rx,
@@ -340,9 +458,9 @@ impl ProducerBuilder {
             closing: Vec::new(),
             stash: None,
             shared: shared.clone(),
-            epoch: 0,
-            outstanding: BTreeMap::new(),
+            epochs: Epochs::default(),
             flush_waiters: Vec::new(),
+            on_delivery: self.on_delivery,
             close_waiters: Vec::new(),
             reflush: false,
             read_buffer: self.read_buffer,
@@ -351,7 +469,9 @@ impl ProducerBuilder {
             congested: 0,
         };
         rt.spawn(actor.run());
-        Ok(ProducerHandle { tx: cmd_tx, shared })
+        Ok(ProducerHandle {
+            inner: Arc::new(HandleInner { shared }),
+        })
     }
 }
 
@@ -361,20 +481,34 @@ impl ProducerBuilder {
 
 /// A cloneable handle to a running producer. When the last handle is dropped, the producer
 /// closes in the background: records already sent are still delivered.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProducerHandle {
-    tx: mpsc::Sender<Cmd>,
-    shared: Arc<Shared>,
+    inner: Arc<HandleInner>,
+}
+
+impl std::fmt::Debug for ProducerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerHandle")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
 }
 
 fn fill_timestamp(record: &mut Record) {
     if record.timestamp.is_none() {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let ms = match SystemTime::now().duration_since(UNIX_EPOCH) {
+            // Seconds and milliseconds separately: `as_millis` goes through a u128.
+            Ok(d) => d.as_secs() as i64 * 1000 + i64::from(d.subsec_millis()),
+            Err(_) => 0,
+        };
         record.timestamp = Some(ms);
     }
+}
+
+/// Why a record could not be queued.
+enum Refused {
+    Full,
+    Closed,
 }
 
 impl ProducerHandle {
@@ -385,43 +519,123 @@ impl ProducerHandle {
     /// A record without a timestamp gets the wall clock. Returns [`SendError::Closed`] with
     /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
     /// before it completes drops the record unsent.
-    pub async fn send(&self, mut record: Record) -> Result<DeliveryFuture, SendError> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(SendError::Closed(record));
-        }
-        let Ok(permit) = self.tx.reserve().await else {
-            return Err(SendError::Closed(record));
-        };
-        fill_timestamp(&mut record);
-        let (reply, rx) = oneshot::channel();
-        permit.send(Cmd::Send { record, reply });
+    pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(record, ReplyTo::Future(tx)).await?;
         Ok(DeliveryFuture { rx })
     }
 
+    /// Like [`ProducerHandle::send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback as a [`Report`] carrying `tag` (for instance
+    /// an index into the caller's own table), instead of a future per record. The cheapest way
+    /// to send many records. Waits while the producer's buffer is full; resolves once the
+    /// record is queued for the producer task. Returns [`SendError::Closed`] with the record
+    /// once [`ProducerHandle::close`] has been called.
+    pub async fn send_detached(&self, record: Record, tag: u64) -> Result<(), SendError> {
+        self.enqueue(record, ReplyTo::Detached(tag)).await
+    }
+
+    /// Like [`ProducerHandle::try_send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback with `tag` (see
+    /// [`ProducerHandle::send_detached`]). Never waits: [`TrySendError::Full`] hands the
+    /// record back when the producer's buffer or the command queue is full.
+    pub fn try_send_detached(&self, record: Record, tag: u64) -> Result<(), TrySendError> {
+        self.try_enqueue(record, ReplyTo::Detached(tag))
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// Queues `record` (its timestamp filled in) if there is room. `waiting`: the caller
+    /// registered for a wake-up and waits when refused as full.
+    fn push(
+        &self,
+        mut record: Record,
+        reply: ReplyTo,
+        waiting: bool,
+    ) -> Result<(), (Refused, Record, ReplyTo)> {
+        let shared = self.shared();
+        let filled = record.timestamp.is_none();
+        fill_timestamp(&mut record);
+        let mut q = shared.lock();
+        let refused = if q.stopped {
+            Refused::Closed
+        } else if q.cmds.len() + q.held >= shared.capacity {
+            q.space_waiters += usize::from(waiting);
+            Refused::Full
+        } else {
+            let first = q.cmds.is_empty();
+            q.cmds.push_back(Cmd::Send { record, reply });
+            drop(q);
+            if first {
+                shared.cmd_ready.notify_one();
+            }
+            return Ok(());
+        };
+        drop(q);
+        if filled {
+            record.timestamp = None;
+        }
+        Err((refused, record, reply))
+    }
+
+    /// Queues a record, waiting for room.
+    async fn enqueue(&self, mut record: Record, mut reply: ReplyTo) -> Result<(), SendError> {
+        let shared = self.shared();
+        loop {
+            if shared.closing.load(Ordering::Acquire) {
+                return Err(SendError::Closed(record));
+            }
+            match self.push(record, reply, false) {
+                Ok(()) => return Ok(()),
+                Err((Refused::Closed, r, _)) => return Err(SendError::Closed(r)),
+                Err((Refused::Full, r, back)) => (record, reply) = (r, back),
+            }
+            // Full: register for a wake-up, then look again (a wake-up between the look and
+            // the wait is kept).
+            let space = shared.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            match self.push(record, reply, true) {
+                Ok(()) => return Ok(()),
+                Err((Refused::Closed, r, _)) => return Err(SendError::Closed(r)),
+                Err((Refused::Full, r, back)) => {
+                    (record, reply) = (r, back);
+                    space.await;
+                }
+            }
+        }
+    }
+
+    /// Queues a record without waiting (see [`ProducerHandle::try_send`]).
+    fn try_enqueue(&self, record: Record, reply: ReplyTo) -> Result<(), TrySendError> {
+        let shared = self.shared();
+        if shared.closing.load(Ordering::Acquire) {
+            return Err(TrySendError::Closed(record));
+        }
+        if shared.core_full.load(Ordering::Acquire) {
+            return Err(TrySendError::Full(record));
+        }
+        self.push(record, reply, false)
+            .map_err(|(why, r, _)| match why {
+                Refused::Full => TrySendError::Full(r),
+                Refused::Closed => TrySendError::Closed(r),
+            })
+    }
+
     /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
-    /// producer's buffer is full (the task holds a refused record aside) or the command channel
+    /// producer's buffer is full (the task holds a refused record aside) or the command queue
     /// is full. The record is never queued in that case.
     ///
     /// Design: the handle never waits for the task's answer. It checks a flag that the task
-    /// sets while the core refuses records, then takes a channel slot with `try_reserve`. A
+    /// sets while the core refuses records, then queues the record if the queue has room. A
     /// record that passes both checks is accepted: if the core fills up in the meantime, the
     /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
     /// "will be delivered or reported", and `Full` always returns the record.
-    pub fn try_send(&self, mut record: Record) -> Result<DeliveryFuture, TrySendError> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(TrySendError::Closed(record));
-        }
-        if self.shared.core_full.load(Ordering::Acquire) {
-            return Err(TrySendError::Full(record));
-        }
-        let permit = match self.tx.try_reserve() {
-            Ok(p) => p,
-            Err(mpsc::error::TrySendError::Full(())) => return Err(TrySendError::Full(record)),
-            Err(mpsc::error::TrySendError::Closed(())) => return Err(TrySendError::Closed(record)),
-        };
-        fill_timestamp(&mut record);
-        let (reply, rx) = oneshot::channel();
-        permit.send(Cmd::Send { record, reply });
+    pub fn try_send(&self, record: Record) -> Result<DeliveryFuture, TrySendError> {
+        let (tx, rx) = oneshot::channel();
+        self.try_enqueue(record, ReplyTo::Future(tx))?;
         Ok(DeliveryFuture { rx })
     }
 
@@ -430,7 +644,7 @@ impl ProducerHandle {
     /// delay it.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Flush(tx)).await.is_err() {
+        if !self.shared().push_control(Cmd::Flush(tx)) {
             return; // The task has finished: every record was reported.
         }
         let _ = rx.await;
@@ -440,9 +654,9 @@ impl ProducerHandle {
     /// `delivery_timeout`) every record already sent, closes the connections and stops the
     /// task. Resolves when that is done. Any handle may call it, any number of times.
     pub async fn close(&self) {
-        self.shared.closing.store(true, Ordering::Release);
+        self.shared().closing.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Close(tx)).await.is_err() {
+        if !self.shared().push_control(Cmd::Close(tx)) {
             return; // Already stopped.
         }
         let _ = rx.await;
@@ -450,13 +664,21 @@ impl ProducerHandle {
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
     pub fn is_closed(&self) -> bool {
-        self.shared.closing.load(Ordering::Acquire) || self.tx.is_closed()
+        self.shared().closing.load(Ordering::Acquire) || self.shared().lock().stopped
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The actor
 // ---------------------------------------------------------------------------------------------
+
+/// Resolves when the actor has commands to handle: at once when it still holds some, else
+/// when a handle queues one.
+async fn commands(ready: &Notify, holding: bool) {
+    if !holding {
+        ready.notified().await;
+    }
+}
 
 fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
@@ -476,7 +698,8 @@ struct ConnHandle {
 
 struct Actor {
     core: producer_core::Producer<Reply>,
-    cmd_rx: mpsc::Receiver<Cmd>,
+    /// Commands taken from the queue and not handled yet (counted in [`Queue::held`]).
+    taken: VecDeque<Cmd>,
     /// False once every handle is gone.
     cmd_open: bool,
     net_tx: mpsc::Sender<Net>,
@@ -487,12 +710,12 @@ struct Actor {
     /// The one record the core refused as `Full`; while it is here no command is read.
     stash: Option<(Record, Reply)>,
     shared: Arc<Shared>,
-    /// Flush epoch: records accepted now carry it; each flush ends an epoch.
-    epoch: u64,
-    /// Records not yet reported, per epoch.
-    outstanding: BTreeMap<u64, usize>,
+    /// Records not yet reported, per flush epoch.
+    epochs: Epochs,
     /// Flushes waiting for every record of their epoch and earlier ones.
     flush_waiters: Vec<(u64, oneshot::Sender<()>)>,
+    /// Receives the reports of detached records.
+    on_delivery: Option<OnDelivery>,
     close_waiters: Vec<oneshot::Sender<()>>,
     /// Metadata arrived while a flush is pending: flush the core again.
     reflush: bool,
@@ -501,6 +724,72 @@ struct Actor {
     write_backlog: usize,
     /// Connections whose write backlog is over the limit; while any is, no command is read.
     congested: usize,
+}
+
+/// Unreported records per flush epoch: records accepted now carry the current epoch, and each
+/// flush ends one. O(1) per record: the counts of the open epochs sit in a deque starting at
+/// `base`.
+struct Epochs {
+    /// The epoch of `counts[0]`; every older epoch is fully reported.
+    base: u64,
+    /// From `base` to the current epoch (the last entry, always present).
+    counts: VecDeque<usize>,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs {
+            base: 0,
+            counts: VecDeque::from([0]),
+        }
+    }
+}
+
+impl Epochs {
+    fn current(&self) -> u64 {
+        self.base + self.counts.len() as u64 - 1
+    }
+
+    /// Counts one record in the current epoch, which it returns.
+    fn accept(&mut self) -> u64 {
+        if let Some(n) = self.counts.back_mut() {
+            *n += 1;
+        }
+        self.current()
+    }
+
+    /// One record of `epoch` has its report; true when the oldest open epoch just emptied.
+    fn settle(&mut self, epoch: u64) -> bool {
+        let Some(i) = epoch.checked_sub(self.base) else {
+            return false;
+        };
+        let Some(n) = self.counts.get_mut(i as usize) else {
+            return false;
+        };
+        *n = n.saturating_sub(1);
+        i == 0 && *n == 0
+    }
+
+    /// Ends the current epoch (a flush), returning it.
+    fn end(&mut self) -> u64 {
+        let ended = self.current();
+        self.counts.push_back(0);
+        ended
+    }
+
+    /// The oldest epoch with unreported records (`u64::MAX`: none), after dropping the
+    /// fully reported ones.
+    fn oldest_open(&mut self) -> u64 {
+        while self.counts.len() > 1 && self.counts.front() == Some(&0) {
+            self.counts.pop_front();
+            self.base += 1;
+        }
+        if self.counts.front().is_some_and(|n| *n > 0) {
+            self.base
+        } else {
+            u64::MAX
+        }
+    }
 }
 
 impl Actor {
@@ -526,33 +815,32 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(ev) = self.net_rx.recv() => {
-                    self.on_net(ev);
+                    // A clock reading per event: handling a chunk of responses takes a while.
+                    self.on_net(now(), ev);
                     for _ in 0..BATCH {
                         match self.net_rx.try_recv() {
-                            Ok(ev) => self.on_net(ev),
+                            Ok(ev) => self.on_net(now(), ev),
                             Err(_) => break,
                         }
                     }
                 }
-                cmd = self.cmd_rx.recv(), if read_cmds => match cmd {
-                    Some(cmd) => {
-                        self.on_cmd(cmd);
-                        for _ in 0..BATCH {
-                            if self.stash.is_some() {
-                                break;
-                            }
-                            match self.cmd_rx.try_recv() {
-                                Ok(cmd) => self.on_cmd(cmd),
-                                Err(_) => break,
-                            }
-                        }
+                () = commands(&self.shared.cmd_ready, !self.taken.is_empty()), if read_cmds => {
+                    if self.taken.is_empty() {
+                        self.sync_queue(0);
                     }
-                    None => {
-                        debug!("every producer handle dropped; closing");
-                        self.cmd_open = false;
-                        self.core.close(now());
+                    // One clock reading for the whole batch: it is handled within
+                    // microseconds.
+                    let t = now();
+                    let mut handled = 0;
+                    while handled < BATCH && self.stash.is_none() {
+                        let Some(cmd) = self.taken.pop_front() else {
+                            break;
+                        };
+                        handled += 1;
+                        self.on_cmd(t, cmd);
                     }
-                },
+                    self.sync_queue(handled);
+                }
                 () = &mut sleep, if deadline.is_some() => {}
             }
             // Compare against the clock: the sleep may not be what woke us, and a woken sleep
@@ -581,20 +869,26 @@ impl Actor {
             }
         }
         self.shared.closing.store(true, Ordering::Release);
-        self.cmd_rx.close();
+        let queued = {
+            let mut q = self.shared.lock();
+            q.stopped = true;
+            std::mem::take(&mut q.cmds)
+        };
+        // Senders waiting for space see `stopped` and give up.
+        self.shared.space.notify_waiters();
         if let Some((record, reply)) = self.stash.take() {
             self.reject(reply, SendErrorReason::Closed, record);
         }
-        // After `close`, `recv` returns what is queued, waits for the few permits handles hold
-        // (they never await while holding one), then returns `None`.
-        while let Some(cmd) = self.cmd_rx.recv().await {
+        let taken = std::mem::take(&mut self.taken);
+        for cmd in taken.into_iter().chain(queued) {
             match cmd {
-                Cmd::Send { record, reply } => {
-                    let _ = reply.send(Err(DeliveryError::Rejected {
+                Cmd::Send { record, reply } => self.report(
+                    reply,
+                    Err(DeliveryError::Rejected {
                         reason: SendErrorReason::Closed,
                         record,
-                    }));
-                }
+                    }),
+                ),
                 Cmd::Flush(tx) | Cmd::Close(tx) => {
                     let _ = tx.send(());
                 }
@@ -609,34 +903,58 @@ impl Actor {
         info!("producer task stopped");
     }
 
-    fn on_cmd(&mut self, cmd: Cmd) {
+    /// Settles with the queue after handling `handled` commands: they no longer count against
+    /// the capacity; takes everything queued when the taken commands are used up; wakes the
+    /// senders waiting for space once half the capacity is free; starts closing when every handle is gone and nothing is
+    /// left.
+    fn sync_queue(&mut self, handled: usize) {
+        let mut q = self.shared.lock();
+        q.held = q.held.saturating_sub(handled);
+        if self.taken.is_empty() {
+            std::mem::swap(&mut q.cmds, &mut self.taken);
+            q.held = self.taken.len();
+        }
+        // Waiting senders are woken once half the capacity is free, not for every batch: a
+        // sender that outpaces the actor then sleeps once per half queue, not per batch.
+        let wake = q.space_waiters > 0 && q.cmds.len() + q.held <= self.shared.capacity / 2;
+        if wake {
+            q.space_waiters = 0;
+        }
+        let gone = q.handles_gone && self.taken.is_empty();
+        drop(q);
+        if wake {
+            self.shared.space.notify_waiters();
+        }
+        if gone && self.cmd_open {
+            debug!("every producer handle dropped; closing");
+            self.cmd_open = false;
+            self.core.close(now());
+        }
+    }
+
+    /// Handles one command; `t` is a recent clock reading.
+    fn on_cmd(&mut self, t: std::time::Instant, cmd: Cmd) {
         match cmd {
             Cmd::Send { record, reply } => {
-                *self.outstanding.entry(self.epoch).or_insert(0) += 1;
-                self.submit(
-                    record,
-                    Reply {
-                        tx: reply,
-                        epoch: self.epoch,
-                    },
-                );
+                let epoch = self.epochs.accept();
+                self.submit(t, record, Reply { to: reply, epoch });
             }
             Cmd::Flush(tx) => {
-                self.flush_waiters.push((self.epoch, tx));
-                self.epoch += 1;
-                self.core.flush(now());
+                let epoch = self.epochs.end();
+                self.flush_waiters.push((epoch, tx));
+                self.core.flush(t);
                 self.wake_flushes();
             }
             Cmd::Close(tx) => {
                 self.close_waiters.push(tx);
-                self.core.close(now());
+                self.core.close(t);
             }
         }
     }
 
     /// Hands a record to the core; `Full` keeps it aside.
-    fn submit(&mut self, record: Record, reply: Reply) {
-        match self.core.send(now(), record, reply) {
+    fn submit(&mut self, t: std::time::Instant, record: Record, reply: Reply) {
+        match self.core.send(t, record, reply) {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
                 self.stash = Some((e.record, e.opaque));
@@ -649,31 +967,43 @@ impl Actor {
     fn retry_stash(&mut self) {
         if let Some((record, reply)) = self.stash.take() {
             self.shared.core_full.store(false, Ordering::Release);
-            self.submit(record, reply);
+            self.submit(now(), record, reply);
         }
     }
 
     fn reject(&mut self, reply: Reply, reason: SendErrorReason, record: Record) {
         self.settle(reply.epoch);
-        let _ = reply
-            .tx
-            .send(Err(DeliveryError::Rejected { reason, record }));
+        self.report(reply.to, Err(DeliveryError::Rejected { reason, record }));
+    }
+
+    /// Hands one record's report to its future or to the callback.
+    fn report(&self, to: ReplyTo, result: DeliveryResult) {
+        match to {
+            // The receiver may be gone (future dropped): the report is discarded.
+            ReplyTo::Future(tx) => {
+                let _ = tx.send(result);
+            }
+            ReplyTo::Detached(tag) => match &self.on_delivery {
+                Some(f) => (f.0)(Report { tag, result }),
+                None => {
+                    if let Err(e) = result {
+                        warn!(tag, error = %e, "detached record not delivered (no on_delivery callback)");
+                    }
+                }
+            },
+        }
     }
 
     /// One record of `epoch` has its report.
     fn settle(&mut self, epoch: u64) {
-        if let Some(n) = self.outstanding.get_mut(&epoch) {
-            *n -= 1;
-            if *n == 0 {
-                self.outstanding.remove(&epoch);
-                self.wake_flushes();
-            }
+        if self.epochs.settle(epoch) && !self.flush_waiters.is_empty() {
+            self.wake_flushes();
         }
     }
 
     /// Completes the flushes whose records (and all earlier ones) are reported.
     fn wake_flushes(&mut self) {
-        let oldest = self.outstanding.keys().next().copied().unwrap_or(u64::MAX);
+        let oldest = self.epochs.oldest_open();
         let (done, waiting): (Vec<_>, Vec<_>) = self
             .flush_waiters
             .drain(..)
@@ -684,8 +1014,8 @@ impl Actor {
         }
     }
 
-    fn on_net(&mut self, ev: Net) {
-        let t = now();
+    /// Handles one network event; `t` is a recent clock reading.
+    fn on_net(&mut self, t: std::time::Instant, ev: Net) {
         match ev {
             Net::Connected(conn) => self.core.handle_connected(t, conn),
             Net::ConnectFailed(conn) => {
@@ -741,9 +1071,8 @@ impl Actor {
                     }
                 }
                 Output::Delivery(d) => {
-                    let Reply { tx, epoch } = d.opaque;
-                    // The receiver may be gone (future dropped): the report is discarded.
-                    let _ = tx.send(d.result.map_err(DeliveryError::Failed));
+                    let Reply { to, epoch } = d.opaque;
+                    self.report(to, d.result.map_err(DeliveryError::Failed));
                     self.settle(epoch);
                 }
                 Output::Event(e) => {
@@ -801,6 +1130,9 @@ impl Actor {
         true
     }
 }
+
+/// Most frames handed to one vectored write.
+const MAX_IOV: usize = 64;
 
 /// How long a connection the core closed may take to write the frames already queued for it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -893,10 +1225,48 @@ impl ConnIo {
             }
         };
         let writer = async {
-            while let Some(frame) = frames.recv().await {
-                wr.write_all(&frame).await?;
-                let before = backlog.fetch_sub(frame.len(), Ordering::AcqRel);
-                if before > backlog_limit && before - frame.len() <= backlog_limit {
+            // Frames handed over and not fully written; the front one may be partly written.
+            let mut pending: VecDeque<Bytes> = VecDeque::new();
+            loop {
+                if pending.is_empty() {
+                    match frames.recv().await {
+                        Some(frame) => pending.push_back(frame),
+                        None => break,
+                    }
+                }
+                // Everything queued goes out in one vectored write (one syscall for many
+                // frames when the actor produced several at once).
+                while pending.len() < MAX_IOV {
+                    match frames.try_recv() {
+                        Ok(frame) => pending.push_back(frame),
+                        Err(_) => break,
+                    }
+                }
+                let mut iov = [io::IoSlice::new(&[]); MAX_IOV];
+                let mut count = 0;
+                for (slot, frame) in iov.iter_mut().zip(pending.iter()) {
+                    *slot = io::IoSlice::new(frame);
+                    count += 1;
+                }
+                let n = wr.write_vectored(&iov[..count]).await?;
+                if n == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                let mut left = n;
+                while left > 0 {
+                    let Some(front) = pending.front_mut() else {
+                        break;
+                    };
+                    if front.len() <= left {
+                        left -= front.len();
+                        pending.pop_front();
+                    } else {
+                        front.advance(left);
+                        left = 0;
+                    }
+                }
+                let before = backlog.fetch_sub(n, Ordering::AcqRel);
+                if before > backlog_limit && before - n <= backlog_limit {
                     let _ = net.send(Net::Drained(conn)).await;
                 }
             }
@@ -919,5 +1289,32 @@ impl ConnIo {
             None => info!(conn = id, %host, port, "connection closed by the peer"),
         }
         let _ = net.send(Net::Closed(conn)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Epochs;
+
+    #[test]
+    fn epochs_track_the_oldest_open_one() {
+        let mut e = Epochs::default();
+        assert_eq!(e.oldest_open(), u64::MAX, "nothing outstanding");
+        let a = e.accept();
+        let b = e.accept();
+        assert_eq!((a, b), (0, 0));
+        assert_eq!(e.end(), 0);
+        let c = e.accept();
+        assert_eq!(c, 1);
+        assert_eq!(e.end(), 1);
+        assert!(!e.settle(c), "epoch 1 is not the oldest");
+        assert_eq!(e.oldest_open(), 0);
+        assert!(!e.settle(a));
+        assert!(e.settle(b), "the oldest epoch just emptied");
+        assert_eq!(e.oldest_open(), u64::MAX);
+        assert_eq!(e.counts.len(), 1, "only the current epoch is kept");
+        assert_eq!(e.current(), 2);
+        // Reports for epochs already dropped are ignored.
+        assert!(!e.settle(0));
     }
 }

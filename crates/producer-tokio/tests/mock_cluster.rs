@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use producer_tokio::{
     Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Producer, ProducerHandle,
-    Record, SendError, TrySendError,
+    Record, Report, SendError, TrySendError,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -614,4 +614,129 @@ async fn acks_none_with_a_tiny_write_backlog_from_concurrent_handles() {
         next[t] += 1;
     }
     assert_eq!(next, [PER_TASK; TASKS]);
+}
+
+/// Detached records report through the callback, flush covers them, and a record the core
+/// refuses comes back in its report; `send` futures work alongside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detached_records_report_through_the_callback() {
+    const N: u64 = 3_000;
+    let mock = cluster();
+    let config = builder(&mock.bootstrap_servers())
+        .linger(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Report>();
+    let handle = Producer::builder(config)
+        .on_delivery(move |r| {
+            let _ = tx.send(r);
+        })
+        .start()
+        .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..N {
+        let r = Record::new(TOPIC, format!("value-{i}")).with_key(format!("k{}", i % 7));
+        if i % 100 == 0 {
+            futures.push(handle.send(r).await.unwrap());
+        } else {
+            handle.send_detached(r, i).await.unwrap();
+        }
+    }
+    let big = Record::new(TOPIC, vec![0u8; 2 << 20]);
+    handle.send_detached(big.clone(), N).await.unwrap();
+    handle.flush().await;
+    // Every detached report was handed to the callback before flush resolved.
+    let reports: Vec<Report> = rx.try_iter().collect();
+    assert_eq!(reports.len() as u64, N - N / 100 + 1);
+    let mut seen = HashSet::new();
+    let mut last: HashMap<i32, (i64, u64)> = HashMap::new();
+    for r in reports {
+        assert!(seen.insert(r.tag), "two reports for tag {}", r.tag);
+        if r.tag == N {
+            match r.result {
+                Err(DeliveryError::Rejected { record, .. }) => assert_eq!(record.value, big.value),
+                other => panic!("expected Rejected for the large record, got {other:?}"),
+            }
+            continue;
+        }
+        assert!(
+            r.tag % 100 != 0,
+            "a send() record reported through the callback"
+        );
+        let m = r
+            .result
+            .unwrap_or_else(|e| panic!("tag {} failed: {e}", r.tag));
+        assert_eq!(&*m.topic, TOPIC);
+        // Per partition, reports come in send order with growing offsets.
+        if let Some((off, tag)) = last.insert(m.partition, (m.offset, r.tag)) {
+            assert!(
+                off < m.offset && tag < r.tag,
+                "partition {} order",
+                m.partition
+            );
+        }
+    }
+    for f in &mut futures {
+        ready_now(f)
+            .expect("future resolved before flush returned")
+            .expect("delivered");
+    }
+    handle.close().await;
+}
+
+/// `try_send_detached` hands the record back when full and after close; accepted records are
+/// reported (here: failed, with the record) before `close` resolves. Without a callback,
+/// detached records are still sent and flush still waits for them.
+#[tokio::test(flavor = "current_thread")]
+async fn try_send_detached_full_and_closed() {
+    let config = Config::builder([("127.0.0.1", dead_port())])
+        .max_block(Duration::from_millis(300))
+        .request_timeout(Duration::from_millis(300))
+        .delivery_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Report>();
+    let handle = Producer::builder(config.clone())
+        .command_capacity(2)
+        .on_delivery(move |r| {
+            let _ = tx.send(r);
+        })
+        .start()
+        .unwrap();
+    // Two channel slots, and the task has not run yet.
+    handle
+        .try_send_detached(Record::new(TOPIC, "a"), 1)
+        .unwrap();
+    handle
+        .try_send_detached(Record::new(TOPIC, "b"), 2)
+        .unwrap();
+    match handle.try_send_detached(Record::new(TOPIC, "c"), 3) {
+        Err(TrySendError::Full(r)) => assert_eq!(r.value.as_deref(), Some(&b"c"[..])),
+        other => panic!("expected Full, got {other:?}"),
+    }
+    handle.close().await;
+    let mut reports: Vec<Report> = rx.try_iter().collect();
+    reports.sort_by_key(|r| r.tag);
+    assert_eq!(reports.iter().map(|r| r.tag).collect::<Vec<_>>(), [1, 2]);
+    for r in reports {
+        let e = r.result.expect_err("nothing can be delivered");
+        assert!(e.record().is_some(), "the record comes back");
+    }
+    match handle.try_send_detached(Record::new(TOPIC, "late"), 4) {
+        Err(TrySendError::Closed(r)) => assert_eq!(r.value.as_deref(), Some(&b"late"[..])),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+    match handle.send_detached(Record::new(TOPIC, "late"), 5).await {
+        Err(SendError::Closed(r)) => assert_eq!(r.value.as_deref(), Some(&b"late"[..])),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+
+    // No callback: the reports are dropped, flush still waits for the record's fate.
+    let handle = Producer::start(config).unwrap();
+    handle
+        .send_detached(Record::new(TOPIC, "x"), 9)
+        .await
+        .unwrap();
+    handle.flush().await;
+    handle.close().await;
 }
