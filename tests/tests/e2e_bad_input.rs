@@ -113,7 +113,7 @@ fn mio_case(
                     .err()
                     .unwrap_or_else(|| panic!("bad record {i} delivered"));
                 assert!(
-                    errs[i].replace(e).is_none(),
+                    errs[i].replace(*e).is_none(),
                     "two reports for bad record {i}"
                 );
                 bad_left -= 1;

@@ -650,7 +650,7 @@ impl<T> Producer<T> {
         self.release(size);
         self.outputs.push_back(Output::Delivery(Delivery {
             opaque,
-            result: Err(DeliveryFailure { error, record }),
+            result: Err(Box::new(DeliveryFailure { error, record })),
         }));
     }
 
@@ -692,10 +692,10 @@ impl<T> Producer<T> {
             };
             self.outputs.push_back(Output::Delivery(Delivery {
                 opaque: p.opaque,
-                result: Err(DeliveryFailure {
+                result: Err(Box::new(DeliveryFailure {
                     error: error.clone(),
                     record,
-                }),
+                })),
             }));
         }
     }

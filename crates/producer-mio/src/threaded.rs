@@ -555,10 +555,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 };
                 (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque: e.opaque.opaque,
-                    result: Err(DeliveryFailure {
+                    result: Err(Box::new(DeliveryFailure {
                         error,
                         record: e.record,
-                    }),
+                    })),
                 });
             }
         }
@@ -574,10 +574,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         if let Some((record, opaque)) = self.stash.take() {
             (self.driver.sink_mut().on_delivery)(Delivery {
                 opaque,
-                result: Err(DeliveryFailure {
+                result: Err(Box::new(DeliveryFailure {
                     error: ProduceError::Closed,
                     record,
-                }),
+                })),
             });
         }
         let taken = std::mem::take(&mut self.taken);
@@ -585,10 +585,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             match cmd {
                 Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(Delivery {
                     opaque,
-                    result: Err(DeliveryFailure {
+                    result: Err(Box::new(DeliveryFailure {
                         error: ProduceError::Closed,
                         record,
-                    }),
+                    })),
                 }),
                 Command::Flush(done) => {
                     let _ = done.try_send(());

@@ -227,7 +227,7 @@ pub enum DeliveryError {
     /// The core failed the record (broker error, delivery timeout, unknown topic, closed, ...).
     /// The failure carries the record.
     #[error("delivery failed: {}", .0.error)]
-    Failed(DeliveryFailure),
+    Failed(Box<DeliveryFailure>),
     /// The core refused the record when the actor handed it over (too large, invalid
     /// partition, producer closed or failed). The record comes back.
     #[error("record rejected: {reason}")]
