@@ -46,6 +46,9 @@
 //!   `on_delivery` callback that counts (no future per record); `flush` at the end.
 //! * `mio`, `mio-idem`: `producer_mio::ThreadedProducer` with a 65,536-command queue; the
 //!   sending thread sleeps 200 µs whenever the queue is full; the delivery callback counts.
+//! * `mio-batch`, `mio-batch-idem`: the same, but records go in with
+//!   `ThreadedProducer::send_batch` in bursts of 1024 (one queue lock and one wall-clock
+//!   reading per burst, as librdkafka's `rd_kafka_produce_batch` offers).
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
 //!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full, `flush` at the end.
 //!
@@ -87,6 +90,8 @@ const ALL_PRODUCERS: &[&str] = &[
     "tokio-cb-idem",
     "mio",
     "mio-idem",
+    "mio-batch",
+    "mio-batch-idem",
 ];
 /// The baseline of the ratio columns.
 const BASELINE: &str = "rdkafka";
@@ -333,6 +338,8 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
         "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true)?,
         "mio" => run_mio(&w, &payloads, false)?,
         "mio-idem" => run_mio(&w, &payloads, true)?,
+        "mio-batch" => run_mio_batched(&w, &payloads, false)?,
+        "mio-batch-idem" => run_mio_batched(&w, &payloads, true)?,
         "rdkafka" => run_rdkafka(&w, &payloads, false)?,
         "rdkafka-idem" => run_rdkafka(&w, &payloads, true)?,
         other => return Err(format!("unknown producer {other:?}").into()),
@@ -502,6 +509,54 @@ fn run_mio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, E
                 Err(e) => return Err(format!("send refused: {e}").into()),
             }
         }
+    }
+    producer.flush();
+    let secs = started.elapsed().as_secs_f64();
+    producer.close();
+    Ok(Outcome {
+        ok: ok.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        secs,
+    })
+}
+
+/// `run_mio`, but records go in with `send_batch` in bursts of [`BURST`]: one queue lock and
+/// one clock reading per burst.
+fn run_mio_batched(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+    use producer_mio::ThreadedProducer;
+    const BURST: u64 = 1024;
+    let config = our_config(w, idempotence)?;
+    let ok = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let producer = {
+        let (ok, failed) = (ok.clone(), failed.clone());
+        ThreadedProducer::<()>::spawn(config, 65_536, move |d| match d.result {
+            Ok(_) => {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(f) => {
+                if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                    eprintln!("worker: delivery failed: {}", f.error);
+                }
+            }
+        })?
+    };
+    let topic: Arc<str> = Arc::from(TOPIC);
+    let mut burst = Vec::with_capacity(BURST as usize);
+    let mut i = 0;
+    while i < w.records {
+        let end = (i + BURST).min(w.records);
+        burst.extend((i..end).map(|j| (p.record(&topic, j), ())));
+        while !burst.is_empty() {
+            let taken = producer
+                .send_batch(&mut burst)
+                .map_err(|e| format!("send refused: {e}"))?;
+            if taken == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        i = end;
     }
     producer.flush();
     let secs = started.elapsed().as_secs_f64();

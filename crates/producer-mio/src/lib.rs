@@ -31,7 +31,7 @@ mod resolver;
 mod threaded;
 
 pub use driver::{DeliveryQueue, DeliverySink, MioDriver, TokenRange};
-pub use threaded::{SendError, ThreadedProducer};
+pub use threaded::{BatchClosed, SendError, ThreadedProducer};
 
 pub use producer_core::{
     Config, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,

@@ -14,6 +14,12 @@ use producer_core::{Config, Delivery, DeliveryFailure, ProduceError, Record, Sen
 
 use crate::driver::{wall_clock_ms, DeliverySink, MioDriver, TokenRange};
 
+/// [`ThreadedProducer::send_batch`] was called after [`ThreadedProducer::close`]: nothing was
+/// taken, the records are still the caller's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("producer closed")]
+pub struct BatchClosed;
+
 /// [`ThreadedProducer::send`] refused a record; it comes back with its opaque value.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -240,6 +246,46 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         }
         shared.wake();
         Ok(())
+    }
+
+    /// Queues many records at once: one lock and one wall-clock reading for the whole call
+    /// (records without a timestamp all get the time of this call), instead of one each as
+    /// with [`ThreadedProducer::send_with`]. Use it when records arrive in bursts (a consumer's
+    /// poll, a file read) and the per-record overhead matters.
+    ///
+    /// Records are taken from the front of `records`, in order, while the queue has room;
+    /// returns how many were taken. Those left in `records` were not queued (the queue is
+    /// full, as [`SendError::Full`] means for `send`): call again later with what is left.
+    /// Never blocks. After [`ThreadedProducer::close`] it takes nothing and returns
+    /// [`BatchClosed`], leaving every record in `records`.
+    pub fn send_batch(&self, records: &mut Vec<(Record, T)>) -> Result<usize, BatchClosed> {
+        let shared = &self.inner.shared;
+        if shared.close_requested.load(Ordering::Relaxed) {
+            return Err(BatchClosed);
+        }
+        let now = wall_clock_ms();
+        let taken = {
+            let mut queue = shared.lock();
+            if queue.stopped {
+                return Err(BatchClosed);
+            }
+            let used = queue.cmds.len() + shared.held.load(Ordering::Relaxed);
+            let room = shared.capacity.saturating_sub(used);
+            let n = room.min(records.len());
+            queue
+                .cmds
+                .extend(records.drain(..n).map(|(mut record, opaque)| {
+                    if record.timestamp.is_none() {
+                        record.timestamp = Some(now);
+                    }
+                    Command::Send(record, opaque)
+                }));
+            n
+        };
+        if taken > 0 {
+            shared.wake();
+        }
+        Ok(taken)
     }
 
     /// Queues a record (see [`ThreadedProducer::send_with`]); its report carries

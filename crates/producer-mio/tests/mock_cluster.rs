@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 use producer_core::{Config, Delivery, ProduceError, Record, RecordMetadata, SendErrorReason};
-use producer_mio::{MioDriver, SendError, ThreadedProducer, TokenRange};
+use producer_mio::{BatchClosed, MioDriver, SendError, ThreadedProducer, TokenRange};
 
 use common::{now_ms, record, verify, Cluster};
 
@@ -152,6 +152,89 @@ fn threaded_producer_produces_20k_records() {
         &reports,
         (start_ms, now_ms()),
     );
+}
+
+/// `send_batch` takes records from the front while the queue has room (never more than its
+/// capacity), leaves the rest with the caller, and every record arrives once, in order per
+/// partition, with its content; after close it takes nothing and the records stay.
+#[test]
+fn threaded_producer_send_batch() {
+    const N: usize = 6_000;
+    const CAPACITY: usize = 64;
+    let topic = "batched";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false)).build().unwrap();
+    let records: Vec<Record> = (0..N).map(|i| record(topic, i)).collect();
+    let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
+    let producer = ThreadedProducer::<usize>::spawn(config, CAPACITY, move |d| {
+        let _ = report_tx.send(d);
+    })
+    .unwrap();
+    let start_ms = now_ms();
+    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
+    let mut take = |d: Delivery<usize>| {
+        let meta = d
+            .result
+            .unwrap_or_else(|e| panic!("record {} failed: {}", d.opaque, e.error));
+        assert!(reports[d.opaque].replace(meta).is_none(), "two reports");
+    };
+    let mut next = 0;
+    let mut partial_takes = 0;
+    while next < N {
+        let end = (next + 500).min(N);
+        let mut burst: Vec<(Record, usize)> =
+            (next..end).map(|i| (records[i].clone(), i)).collect();
+        while !burst.is_empty() {
+            let before = burst.len();
+            let first = burst[0].1;
+            let taken = producer.send_batch(&mut burst).expect("open");
+            assert!(taken <= CAPACITY, "took {taken} into a queue of {CAPACITY}");
+            assert_eq!(burst.len(), before - taken, "taken records leave the vec");
+            if let Some((_, i)) = burst.first() {
+                assert_eq!(
+                    *i,
+                    first + taken,
+                    "records are taken from the front, in order"
+                );
+            }
+            if taken == 0 {
+                // Full: wait for a report (queued records guarantee one comes).
+                take(
+                    report_rx
+                        .recv_timeout(Duration::from_secs(30))
+                        .expect("a report"),
+                );
+            } else if !burst.is_empty() {
+                partial_takes += 1;
+            }
+        }
+        next = end;
+    }
+    assert!(
+        partial_takes > 0,
+        "bursts larger than the queue were taken in parts"
+    );
+    producer.flush();
+    for d in report_rx.try_iter() {
+        take(d);
+    }
+    let reports: Vec<RecordMetadata> = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.unwrap_or_else(|| panic!("record {i} got no report")))
+        .collect();
+    verify(
+        &cluster.bootstrap,
+        topic,
+        &records,
+        &reports,
+        (start_ms, now_ms()),
+    );
+
+    producer.close();
+    let mut late = vec![(record(topic, 1), 1)];
+    assert_eq!(producer.send_batch(&mut late), Err(BatchClosed));
+    assert_eq!(late.len(), 1, "nothing is taken after close");
 }
 
 /// A full queue hands the record back at once; after close, send hands it back too.
