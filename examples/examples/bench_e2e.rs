@@ -44,7 +44,7 @@
 //! * `tokio-cb`, `tokio-cb-idem`: the same producer, but records go through
 //!   `ProducerHandle::send_detached(record, tag).await` and their reports to an
 //!   `on_delivery` callback that counts (no future per record); `flush` at the end.
-//! * `mio`, `mio-idem`: `producer_mio::ThreadedProducer` with a 65,536-command queue; the
+//! * `mio`, `mio-idem`: `producer_mio::ThreadedProducer` with a 16,384-command queue; the
 //!   sending thread sleeps 200 µs whenever the queue is full; the delivery callback counts.
 //! * `mio-batch`, `mio-batch-idem`: the same, but records go in with
 //!   `ThreadedProducer::send_batch` in bursts of 1024 (one queue lock and one wall-clock
@@ -78,6 +78,8 @@ const PARTITIONS: i32 = 12;
 const BROKERS: i32 = 3;
 const VALUE_ARENA: usize = 1 << 20;
 const KEYS: usize = 65_536;
+/// Command queue capacity of the threaded mio producer.
+const MIO_QUEUE: usize = 16_384;
 const WORKER_TIMEOUT: Duration = Duration::from_secs(600);
 
 const ALL_WORKLOADS: &[&str] = &["null100", "key8", "val1000", "lz4"];
@@ -485,7 +487,7 @@ fn run_mio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, E
     let started = Instant::now();
     let producer = {
         let (ok, failed) = (ok.clone(), failed.clone());
-        ThreadedProducer::<()>::spawn(config, 65_536, move |d| match d.result {
+        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| match d.result {
             Ok(_) => {
                 ok.fetch_add(1, Ordering::Relaxed);
             }
@@ -531,7 +533,7 @@ fn run_mio_batched(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Ou
     let started = Instant::now();
     let producer = {
         let (ok, failed) = (ok.clone(), failed.clone());
-        ThreadedProducer::<()>::spawn(config, 65_536, move |d| match d.result {
+        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| match d.result {
             Ok(_) => {
                 ok.fetch_add(1, Ordering::Relaxed);
             }
