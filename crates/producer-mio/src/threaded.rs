@@ -505,7 +505,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         tracing::debug!("producer thread stopped");
     }
 
-    /// Handles up to [`CHUNK`] commands, taking the next chunk of the queue (one lock) when
+    /// Handles up to [`CHUNK`] commands, taking the whole queue (one lock, a swap) when
     /// the previous take is used up. Returns true when more may be waiting (the chunk was used
     /// up). Stops at a stashed record. Starts closing once the queue is found empty after `close` was
     /// requested, or when every handle is gone. The clock is read once per
@@ -516,10 +516,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
         if self.taken.is_empty() {
             let mut queue = self.shared.lock();
-            // A chunk at a time rather than swapping the whole queue: the take buffer stays
-            // small (and warm), instead of a second queue-sized buffer of fresh pages.
-            let n = queue.cmds.len().min(CHUNK);
-            self.taken.extend(queue.cmds.drain(..n));
+            // The whole queue at once, by swapping it with the (empty) take buffer: no command
+            // is moved, and the two buffers trade places, so both stay allocated and warm.
+            std::mem::swap(&mut self.taken, &mut queue.cmds);
             // Every command taken before was handled: the count starts afresh.
             self.shared.held.store(self.taken.len(), Ordering::Relaxed);
             self.unreleased = 0;
