@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::record::{BatchBuilder, Header, SealedBatch, APPEND_SLACK, RECORD_BATCH_OVERHEAD};
+use crate::record::{BatchBuilder, Header, SealedBatch, RECORD_BATCH_OVERHEAD};
 use crate::types::{ConnId, ProduceError};
 
 /// A record accepted by `send` that is not in a batch yet: waiting for its topic's metadata,
@@ -114,7 +114,7 @@ impl BufferPool {
 
     /// The capacity a batch buffer needs for batches of `batch_size` bytes.
     fn capacity_for(batch_size: usize) -> usize {
-        batch_size.max(RECORD_BATCH_OVERHEAD) + APPEND_SLACK
+        batch_size.max(RECORD_BATCH_OVERHEAD)
     }
 
     /// A buffer for a new batch of `batch_size` bytes: a kept one, or a new one.

@@ -85,34 +85,17 @@ fn nullable_len(b: Option<&[u8]>) -> usize {
     }
 }
 
-/// Stack buffer for the varints of a record, flushed into the batch before each byte slice.
-///
-/// Between two flushes it holds at most: Length (5) + Attributes (1) + TimestampDelta (10) +
-/// OffsetDelta (5) + KeyLength (5) + ValueLength (5) + HeadersCount (5) = 36 bytes.
-const SCRATCH_LEN: usize = 40;
-
-/// Capacity a builder buffer needs beyond the batch's size so that appending never regrows it
-/// (the encoder writes up to this many bytes past a record's end before truncating).
-pub(crate) const APPEND_SLACK: usize = SCRATCH_LEN;
-
-struct Scratch {
-    bytes: [u8; SCRATCH_LEN],
-    len: usize,
+/// Writes a record's fields into the exact-size slice reserved for it.
+struct Out<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
 }
 
-impl Scratch {
-    #[inline(always)]
-    fn new() -> Self {
-        Scratch {
-            bytes: [0; SCRATCH_LEN],
-            len: 0,
-        }
-    }
-
+impl Out<'_> {
     #[inline(always)]
     fn byte(&mut self, b: u8) {
-        self.bytes[self.len] = b;
-        self.len += 1;
+        self.buf[self.pos] = b;
+        self.pos += 1;
     }
 
     #[inline(always)]
@@ -134,26 +117,19 @@ impl Scratch {
         self.uvarlong(((v << 1) ^ (v >> 63)) as u64);
     }
 
-    /// Moves the scratch bytes to `buf`. Copies the whole fixed-size scratch and truncates:
-    /// a fixed-size copy compiles to a few moves where a variable one calls `memcpy`. `buf` must
-    /// have room for [`SCRATCH_LEN`] more bytes (see [`BatchBuilder::write_record`]).
     #[inline(always)]
-    fn flush(&mut self, buf: &mut Vec<u8>) {
-        let end = buf.len() + self.len;
-        buf.extend_from_slice(&self.bytes);
-        buf.truncate(end);
-        self.len = 0;
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
     }
 
-    /// A nullable byte field: its length goes in the scratch, its bytes straight to `buf`.
     #[inline(always)]
-    fn nullable(&mut self, buf: &mut Vec<u8>, b: Option<&[u8]>) {
+    fn nullable(&mut self, b: Option<&[u8]>) {
         match b {
             None => self.byte(1), // zigzag(-1)
             Some(b) => {
                 self.varint(b.len() as i32);
-                self.flush(buf);
-                buf.extend_from_slice(b);
+                self.bytes(b);
             }
         }
     }
@@ -228,8 +204,7 @@ impl BatchBuilder {
     /// An empty batch with room for `capacity` bytes (header included) before reallocating.
     /// Use the producer's `batch.size` to allocate once per batch.
     pub fn with_capacity(capacity: usize) -> Self {
-        // The encoder writes up to SCRATCH_LEN bytes past a record's end before truncating.
-        Self::with_buffer(Vec::with_capacity(capacity + SCRATCH_LEN))
+        Self::with_buffer(Vec::with_capacity(capacity))
     }
 
     /// An empty batch writing into `buf`, e.g. a buffer recycled with
@@ -349,8 +324,8 @@ impl BatchBuilder {
         true
     }
 
-    /// Writes one record whose body size is `body` (`total` with its Length prefix). Reserves
-    /// `total + SCRATCH_LEN` so that no write in between reallocates.
+    /// Writes one record whose body size is `body` (`total` with its Length prefix), growing
+    /// the buffer once by exactly `total`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn write_record(
@@ -363,26 +338,27 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) {
-        let buf = &mut self.buf;
-        // Room for the record and for the scratch's fixed-size copy at its end.
-        buf.reserve(total + SCRATCH_LEN);
-        // Varints go through a stack scratch flushed before each byte slice: a few
-        // `extend_from_slice` per record instead of a capacity check per byte.
-        let mut s = Scratch::new();
-        s.varint(body as i32);
-        s.byte(0); // attributes (unused)
-        s.varlong(timestamp_delta);
-        s.varint(offset_delta);
-        s.nullable(buf, key);
-        s.nullable(buf, value);
-        s.varint(headers.len() as i32);
+        // The record's exact size is known: grow the buffer once (zero-filled, a few vector
+        // stores) and write every field in place, with no capacity check per field.
+        let start = self.buf.len();
+        self.buf.resize(start + total, 0);
+        let mut out = Out {
+            buf: &mut self.buf[start..],
+            pos: 0,
+        };
+        out.varint(body as i32);
+        out.byte(0); // attributes (unused)
+        out.varlong(timestamp_delta);
+        out.varint(offset_delta);
+        out.nullable(key);
+        out.nullable(value);
+        out.varint(headers.len() as i32);
         for h in headers {
-            s.varint(h.key.len() as i32);
-            s.flush(buf);
-            buf.extend_from_slice(h.key.as_bytes());
-            s.nullable(buf, h.value.as_deref());
+            out.varint(h.key.len() as i32);
+            out.bytes(h.key.as_bytes());
+            out.nullable(h.value.as_deref());
         }
-        s.flush(buf);
+        debug_assert_eq!(out.pos, total, "record size computed and written differ");
     }
 
     /// Number of records appended so far.

@@ -8,7 +8,6 @@ mod batch;
 mod compression;
 mod decode;
 
-pub(crate) use batch::APPEND_SLACK;
 pub use batch::{BatchBuilder, Header, SealedBatch};
 pub use compression::{compress_into, Compression, CompressionError};
 pub(crate) use decode::DecodedRecord;
