@@ -901,7 +901,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], f: &BTreeMap<&str,
         if w.lz4 { ", lz4" } else { "" }
     );
     println!(
-        "{:<13} {:>10} {:>8} {:>11} {:>9} {:>7} {:>6} | {:>7} {:>7} {:>7} {:>7}",
+        "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7} {:>6} | {:>7} {:>7} {:>7} {:>7}",
         "producer",
         "records/s",
         "MB/s",
@@ -921,7 +921,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], f: &BTreeMap<&str,
             base.map_or("-".to_string(), |b| format!("{:.2}", get(x) / get(b)))
         };
         println!(
-            "{:<13} {:>10.0} {:>8.1} {:>11.3} {:>9.1} {:>7.0} {:>6.0} | {:>7} {:>7} {:>7} {:>7}",
+            "{:<16} {:>10.0} {:>8.1} {:>11.3} {:>9.1} {:>7.0} {:>6.0} | {:>7} {:>7} {:>7} {:>7}",
             p,
             x.rate,
             x.mbps,
