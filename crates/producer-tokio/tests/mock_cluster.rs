@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_tokio::{
-    Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Producer, ProducerHandle,
-    Record, Report, SendError, TrySendError,
+    BatchClosed, Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Producer,
+    ProducerHandle, Record, Report, SendError, TrySendError,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -739,4 +739,244 @@ async fn try_send_detached_full_and_closed() {
         .unwrap();
     handle.flush().await;
     handle.close().await;
+}
+
+/// Checks the reports against what a consumer reads back: every record is at the partition
+/// and offset of its report, once, with the same key, value, headers and timestamp (a filled
+/// one within `ts_window`); per partition, offsets follow the send order.
+fn verify(
+    servers: String,
+    sent: &[Record],
+    reports: &[producer_tokio::RecordMetadata],
+    ts_window: (i64, i64),
+) {
+    assert_eq!(sent.len(), reports.len());
+    let mut at: HashMap<(i32, i64), usize> = HashMap::new();
+    let mut last_offset: HashMap<i32, i64> = HashMap::new();
+    for (i, (r, m)) in sent.iter().zip(reports).enumerate() {
+        assert_eq!(&*m.topic, TOPIC);
+        if let Some(p) = r.partition {
+            assert_eq!(m.partition, p, "explicit partition of {i}");
+        }
+        assert!(m.offset >= 0, "record {i} has no offset");
+        if let Some(prev) = last_offset.insert(m.partition, m.offset) {
+            assert!(
+                m.offset > prev,
+                "record {i} at {} after {prev} in partition {}",
+                m.offset,
+                m.partition
+            );
+        }
+        assert!(
+            at.insert((m.partition, m.offset), i).is_none(),
+            "two reports at {}-{}",
+            m.partition,
+            m.offset
+        );
+    }
+    let mut seen = vec![false; sent.len()];
+    for c in consume_all(servers, sent.len()) {
+        let i = *at
+            .get(&(c.partition, c.offset))
+            .unwrap_or_else(|| panic!("unexpected record at {}-{}", c.partition, c.offset));
+        assert!(
+            !std::mem::replace(&mut seen[i], true),
+            "record {i} read twice"
+        );
+        let r = &sent[i];
+        assert_eq!(c.key.as_deref(), r.key.as_deref(), "key of {i}");
+        assert_eq!(c.value.as_deref(), r.value.as_deref(), "value of {i}");
+        let headers: Vec<(String, Option<Vec<u8>>)> = r
+            .headers
+            .iter()
+            .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
+            .collect();
+        assert_eq!(c.headers, headers, "headers of {i}");
+        let ts = c.timestamp.expect("timestamp");
+        match r.timestamp {
+            Some(t) => assert_eq!(ts, t, "timestamp of {i}"),
+            None => assert!(
+                (ts_window.0..=ts_window.1).contains(&ts),
+                "filled timestamp of {i}: {ts} not in {ts_window:?}"
+            ),
+        }
+        let reported = reports[i].timestamp;
+        assert!(
+            reported == ts || reported == MOCK_LOG_APPEND_TIME,
+            "reported timestamp of {i}: {reported}"
+        );
+    }
+}
+
+/// Bursts larger than the command queue go in through both batch calls: `send_batch_detached`
+/// waits for room, `try_send_batch_detached` takes what fits (partial takes) and leaves the
+/// rest in order. Every record is reported once, through the callback, and read back intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_detached_records_roundtrip() {
+    const N: usize = 6_000;
+    const BURST: usize = 500;
+    const CAPACITY: usize = 64;
+    let mock = cluster();
+    let servers = mock.bootstrap_servers();
+    let config = builder(&servers).build().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Report>();
+    let handle = Producer::builder(config)
+        .command_capacity(CAPACITY)
+        .on_delivery(move |r| {
+            let _ = tx.send(r);
+        })
+        .start()
+        .unwrap();
+    let base_ts = now_ms() - 1_000_000;
+    let sent: Vec<Record> = (0..N).map(|i| test_record(i, base_ts)).collect();
+    let mut reports: Vec<Option<producer_tokio::RecordMetadata>> = vec![None; N];
+    let mut take = |r: Report| {
+        let i = r.tag as usize;
+        let m = r
+            .result
+            .unwrap_or_else(|e| panic!("record {i} failed: {e}"));
+        assert!(reports[i].replace(m).is_none(), "two reports for {i}");
+    };
+    let start_ms = now_ms();
+    let mut partial_takes = 0;
+    for (b, start) in (0..N).step_by(BURST).enumerate() {
+        let end = (start + BURST).min(N);
+        let mut burst: Vec<(Record, u64)> =
+            (start..end).map(|i| (sent[i].clone(), i as u64)).collect();
+        if b % 2 == 0 {
+            handle.send_batch_detached(&mut burst).await.expect("open");
+            assert!(burst.is_empty(), "every record was taken");
+            continue;
+        }
+        while !burst.is_empty() {
+            let before = burst.len();
+            let first = burst[0].1;
+            let taken = handle.try_send_batch_detached(&mut burst).expect("open");
+            assert!(taken <= CAPACITY, "took {taken} into a queue of {CAPACITY}");
+            assert_eq!(burst.len(), before - taken, "taken records leave the vec");
+            if let Some((_, tag)) = burst.first() {
+                assert_eq!(*tag, first + taken as u64, "taken from the front, in order");
+            }
+            if taken == 0 {
+                // Full: wait for a report (the queued records guarantee one comes).
+                take(rx.recv().await.expect("a report"));
+            } else if !burst.is_empty() {
+                partial_takes += 1;
+            }
+        }
+    }
+    assert!(
+        partial_takes > 0,
+        "bursts larger than the queue went in parts"
+    );
+    handle.flush().await;
+    let end_ms = now_ms();
+    // Every report was handed to the callback before flush resolved.
+    while let Ok(r) = rx.try_recv() {
+        take(r);
+    }
+    let reports: Vec<producer_tokio::RecordMetadata> = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.unwrap_or_else(|| panic!("record {i} got no report")))
+        .collect();
+    tokio::task::spawn_blocking(move || verify(servers, &sent, &reports, (start_ms, end_ms)))
+        .await
+        .unwrap();
+    handle.close().await;
+}
+
+/// `try_send_batch_detached` takes what fits from the front and leaves the rest; records
+/// without a timestamp get one clock reading per call. `send_batch_detached` waiting for
+/// room returns `BatchClosed` when the producer closes, leaving what it had not taken. After
+/// close, both take nothing. Every record taken is reported exactly once.
+#[tokio::test(flavor = "current_thread")]
+async fn batch_partial_takes_and_closed() {
+    const CAPACITY: usize = 4;
+    let config = Config::builder([("127.0.0.1", dead_port())])
+        .max_block(Duration::from_millis(300))
+        .request_timeout(Duration::from_millis(300))
+        .delivery_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Report>();
+    let handle = Producer::builder(config)
+        .command_capacity(CAPACITY)
+        .on_delivery(move |r| {
+            let _ = tx.send(r);
+        })
+        .start()
+        .unwrap();
+    let batch = |tags: std::ops::Range<u64>| -> Vec<(Record, u64)> {
+        tags.map(|t| {
+            let r = Record::new(TOPIC, format!("v{t}"));
+            // Odd tags carry their own timestamp.
+            let r = if t % 2 == 1 {
+                r.with_timestamp(t as i64)
+            } else {
+                r
+            };
+            (r, t)
+        })
+        .collect()
+    };
+    let mut empty = Vec::new();
+    assert_eq!(handle.try_send_batch_detached(&mut empty), Ok(0));
+    handle.send_batch_detached(&mut empty).await.unwrap();
+
+    // The task has not run yet: the queue takes CAPACITY records, then none.
+    let mut v = batch(0..10);
+    let before_ms = now_ms();
+    assert_eq!(handle.try_send_batch_detached(&mut v), Ok(CAPACITY));
+    let after_ms = now_ms();
+    let left: Vec<u64> = v.iter().map(|(_, t)| *t).collect();
+    assert_eq!(left, (4..10).collect::<Vec<_>>(), "the rest, in order");
+    assert_eq!(handle.try_send_batch_detached(&mut v), Ok(0), "queue full");
+    assert_eq!(v.len(), 6);
+
+    // Waiting for room while the producer closes: BatchClosed, and nothing more is taken
+    // (close marks the producer closed before the task frees any room).
+    let (waited, ()) = tokio::join!(handle.send_batch_detached(&mut v), handle.close());
+    assert_eq!(waited, Err(BatchClosed));
+    let left: Vec<u64> = v.iter().map(|(_, t)| *t).collect();
+    assert_eq!(
+        left,
+        (4..10).collect::<Vec<_>>(),
+        "records stay with the caller"
+    );
+
+    // The taken records were reported once each (failed: nothing is reachable), with the
+    // record back: the ones without a timestamp all got the same clock reading.
+    let mut reports: Vec<Report> = rx.try_iter().collect();
+    reports.sort_by_key(|r| r.tag);
+    assert_eq!(
+        reports.iter().map(|r| r.tag).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    let mut filled = HashSet::new();
+    for r in reports {
+        let e = r.result.expect_err("nothing can be delivered");
+        let record = e.record().expect("the record comes back");
+        assert_eq!(
+            record.value.as_deref(),
+            Some(format!("v{}", r.tag).as_bytes())
+        );
+        let ts = record.timestamp.expect("a timestamp");
+        if r.tag % 2 == 1 {
+            assert_eq!(ts, r.tag as i64, "an explicit timestamp is kept");
+        } else {
+            assert!((before_ms..=after_ms).contains(&ts), "filled at the call");
+            filled.insert(ts);
+        }
+    }
+    assert_eq!(filled.len(), 1, "one clock reading per call");
+
+    // After close: nothing is taken.
+    assert_eq!(handle.try_send_batch_detached(&mut v), Err(BatchClosed));
+    assert_eq!(handle.send_batch_detached(&mut v).await, Err(BatchClosed));
+    assert_eq!(v.len(), 6);
+    assert!(
+        v.iter().all(|(r, t)| r.timestamp.is_none() == (t % 2 == 0)),
+        "records not taken are untouched"
+    );
 }
