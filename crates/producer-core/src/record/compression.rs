@@ -195,19 +195,43 @@ fn snappy(_input: &[u8], _out: &mut Vec<u8>) -> Result<(), CompressionError> {
     Err(CompressionError::Unsupported(Compression::Snappy))
 }
 
+/// LZ4 frame header for Kafka batches: magic, FLG (version 01, independent blocks, no
+/// checksums, no content size), BD (64 KiB blocks), HC (second byte of xxh32 over FLG and BD;
+/// a constant since both are; the tests check it against lz4_flex's own frame encoder).
+#[cfg(feature = "lz4")]
+const LZ4_FRAME_HEADER: [u8; 7] = [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82];
+
+/// Largest LZ4 block of the frame (BD 64 KiB).
+#[cfg(feature = "lz4")]
+const LZ4_BLOCK: usize = 64 << 10;
+
+/// Writes the LZ4 frame straight into `out` with the block compressor: no intermediate
+/// buffers (the frame encoder would copy the input in and the output out). Blocks that do not
+/// shrink are stored raw (size with the high bit set), as the frame format allows.
 #[cfg(feature = "lz4")]
 fn lz4(input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressionError> {
-    use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
-    use std::io::Write;
-    let info = FrameInfo::new()
-        .block_size(BlockSize::Max64KB)
-        .block_mode(BlockMode::Independent);
-    let mut enc = FrameEncoder::with_frame_info(info, out);
-    enc.write_all(input)
-        .map_err(|e| codec_error(Compression::Lz4, e))?;
-    enc.finish()
-        .map(|_| ())
-        .map_err(|e| codec_error(Compression::Lz4, e))
+    out.extend_from_slice(&LZ4_FRAME_HEADER);
+    for block in input.chunks(LZ4_BLOCK) {
+        let size_at = out.len();
+        let data_at = size_at + 4;
+        out.resize(
+            data_at + lz4_flex::block::get_maximum_output_size(block.len()),
+            0,
+        );
+        let n = lz4_flex::block::compress_into(block, &mut out[data_at..])
+            .map_err(|e| codec_error(Compression::Lz4, e))?;
+        let size = if n < block.len() {
+            out.truncate(data_at + n);
+            n as u32
+        } else {
+            out.truncate(data_at);
+            out.extend_from_slice(block);
+            block.len() as u32 | 0x8000_0000
+        };
+        out[size_at..data_at].copy_from_slice(&size.to_le_bytes());
+    }
+    out.extend_from_slice(&[0; 4]); // EndMark
+    Ok(())
 }
 
 #[cfg(not(feature = "lz4"))]
@@ -431,6 +455,37 @@ mod tests {
                 "{c}: shorter"
             );
             assert!(decompress(c, &out, input.len() + 1).is_err(), "{c}: longer");
+        }
+    }
+
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn lz4_frame_matches_the_frame_encoder_and_decodes() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
+        use std::io::{Read, Write};
+        // Incompressible and compressible blocks, an exact 64 KiB block, and empty input.
+        let mut noise = vec![0u8; 70_000];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for b in noise.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let text = b"record record value key header ".repeat(5000);
+        for input in [noise, text, vec![7u8; 65_536], Vec::new()] {
+            let mut ours = Vec::new();
+            compress_into(Compression::Lz4, &input, &mut ours).unwrap();
+            let info = FrameInfo::new()
+                .block_size(BlockSize::Max64KB)
+                .block_mode(BlockMode::Independent);
+            let mut enc = FrameEncoder::with_frame_info(info, Vec::new());
+            enc.write_all(&input).unwrap();
+            let theirs = enc.finish().unwrap();
+            assert_eq!(&ours[..7], &theirs[..7], "frame header");
+            let mut back = Vec::new();
+            FrameDecoder::new(&ours[..]).read_to_end(&mut back).unwrap();
+            assert_eq!(back, input);
         }
     }
 }
