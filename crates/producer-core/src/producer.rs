@@ -80,7 +80,7 @@ pub struct Producer<T> {
     pub(crate) timers: Timers,
     pub(crate) outputs: OutputQueue<T>,
     pub(crate) topics: Vec<TopicState<T>>,
-    pub(crate) topic_index: HashMap<Arc<str>, u32>,
+    pub(crate) topic_index: crate::metadata::TopicIndex,
     /// The topic of the last `send` and its id: callers sending many records to one topic share
     /// one `Arc<str>`, so a pointer comparison usually saves hashing the name.
     pub(crate) last_topic: Option<(Arc<str>, u32)>,
@@ -124,7 +124,7 @@ impl<T> Producer<T> {
             timers: Timers::default(),
             outputs: OutputQueue::new(),
             topics: Vec::new(),
-            topic_index: HashMap::new(),
+            topic_index: Default::default(),
             last_topic: None,
             buffers: BufferPool::default(),
             brokers,
