@@ -24,6 +24,12 @@ use crate::types::{
 
 /// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
 /// partition framing), used to refuse records that could never fit in a request.
+/// What a record held for its topic's metadata costs beyond its batch charge: its `Held`
+/// entry (the whole record's parts, queued) minus the `Pending` entry the charge includes.
+fn held_extra<T>() -> usize {
+    std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
+}
+
 pub(crate) fn request_overhead(client_id: &str, topic: &str) -> usize {
     64 + client_id.len() + topic.len()
 }
@@ -239,6 +245,14 @@ impl<T> Producer<T> {
                 opaque,
             });
         }
+        let topic = self.topic_id(&record.topic);
+        let t = &self.topics[topic as usize];
+        // A record held for its topic's metadata also costs its whole `Held` entry.
+        let size = if t.known {
+            size
+        } else {
+            size + held_extra::<T>()
+        };
         if self.buffered_bytes + size > self.config.buffer_memory
             || self.buffered_records >= self.config.buffer_max_records
         {
@@ -248,8 +262,6 @@ impl<T> Producer<T> {
                 opaque,
             });
         }
-        let topic = self.topic_id(&record.topic);
-        let t = &self.topics[topic as usize];
         if t.known {
             if let Some(p) = record.partition {
                 if p >= t.partitions.len() as i32 {
@@ -293,6 +305,7 @@ impl<T> Producer<T> {
             self.hold(topic, pending, partition);
             return Ok(());
         }
+        debug_assert_eq!(pending.size, charged_size::<T>(payload));
         self.route_sized(topic, pending, partition, payload);
         Ok(())
     }
@@ -338,6 +351,19 @@ impl<T> Producer<T> {
         if t.holding_timer.is_none() {
             t.holding_timer = Some(deadline);
             self.timers.arm(deadline, TimerKind::Holding { topic });
+        }
+    }
+
+    /// Routes the records held for a topic whose metadata just arrived (in the order they
+    /// were sent), releasing what their `Held` entries cost beyond their batch charge. The
+    /// holding queue is taken whole: no copy of it is made.
+    pub(crate) fn route_held(&mut self, topic: u32) {
+        let held = std::mem::take(&mut self.topics[topic as usize].holding);
+        let extra = held_extra::<T>();
+        for mut h in held {
+            h.pending.size -= extra;
+            self.buffered_bytes -= extra;
+            self.route(topic, h.pending, h.partition);
         }
     }
 
@@ -742,7 +768,7 @@ impl<T> Producer<T> {
         self.outputs
             .push_back(Output::Event(Event::Fatal(error.clone())));
         for t in 0..self.topics.len() as u32 {
-            let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
+            let held = std::mem::take(&mut self.topics[t as usize].holding);
             for h in held {
                 self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
             }

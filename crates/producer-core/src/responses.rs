@@ -325,7 +325,7 @@ impl<T> Producer<T> {
                         continue;
                     }
                     self.topics[t as usize].error = Some(code);
-                    let held: Vec<_> = self.topics[t as usize].holding.drain(..).collect();
+                    let held = std::mem::take(&mut self.topics[t as usize].holding);
                     for h in held {
                         self.fail_unrouted(
                             t,
@@ -370,10 +370,7 @@ impl<T> Producer<T> {
             let ts = &mut self.topics[t as usize];
             if !ts.known && !ts.partitions.is_empty() {
                 ts.known = true;
-                let held: Vec<_> = ts.holding.drain(..).collect();
-                for h in held {
-                    self.route(t, h.pending, h.partition);
-                }
+                self.route_held(t);
                 if std::mem::take(&mut self.topics[t as usize].flush_held) {
                     for p in 0..self.topics[t as usize].partitions.len() as u32 {
                         self.close_open_batch(t, p);

@@ -722,3 +722,36 @@ fn failed_and_split_batches_hand_back_records_exactly_every_compression() {
         );
     }
 }
+
+/// Records sent before their topic's metadata arrives wait whole (every part of the record) in
+/// a holding queue: they count that cost against `buffer_memory`, not only their encoded size,
+/// so a fast sender at start-up gets `Full` instead of queueing several times the buffer. When
+/// the metadata arrives the extra is released, and every record is delivered.
+#[test]
+fn records_held_for_metadata_count_their_whole_cost() {
+    const BUFFER: usize = 1 << 20;
+    let mut h = harness(cluster(1, &[("t", 3)], 61), |b| b.buffer_memory(BUFFER));
+    // 100-byte values, no key: about 110 bytes encoded, 126 charged once in a batch.
+    let value = bytes::Bytes::from(vec![b'v'; 100]);
+    let mut accepted = 0u64;
+    loop {
+        match h.send(Record::new("t", value.clone()), accepted) {
+            Ok(()) => accepted += 1,
+            Err(e) => {
+                assert_eq!(e.reason, SendErrorReason::Full);
+                break;
+            }
+        }
+    }
+    let held_bytes = h.producer.buffered_bytes();
+    assert!(held_bytes <= BUFFER, "{held_bytes} bytes held");
+    // Each held record keeps its whole `Record` (128 bytes) besides its encoded size.
+    assert!(
+        accepted as usize * (110 + 128) <= BUFFER,
+        "{accepted} records held in a {BUFFER}-byte buffer: counted below their real cost"
+    );
+    assert!(h.flush(secs(10)));
+    assert_eq!(h.deliveries.len() as u64, accepted);
+    assert!(h.deliveries.iter().all(|d| d.result.is_ok()));
+    assert_eq!(h.producer.buffered_bytes(), 0);
+}
