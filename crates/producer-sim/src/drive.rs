@@ -56,6 +56,8 @@ impl<T> Harness<T> {
     }
 
     /// Sends a record at the current virtual time.
+    // The error hands the record back by value, as the core's does.
+    #[allow(clippy::result_large_err)]
     pub fn send(&mut self, record: Record, opaque: T) -> Result<(), SendError<T>> {
         self.producer.send(self.now, record, opaque)
     }

@@ -550,7 +550,7 @@ fn throttle_time_holds_the_broker() {
         .request_log()
         .iter()
         .filter(|r| r.api_key == API_PRODUCE)
-        .last()
+        .next_back()
         .unwrap();
     assert!(
         last.at >= throttled_at + Duration::from_millis(250),
