@@ -549,8 +549,7 @@ fn throttle_time_holds_the_broker() {
         .cluster
         .request_log()
         .iter()
-        .filter(|r| r.api_key == API_PRODUCE)
-        .next_back()
+        .rfind(|r| r.api_key == API_PRODUCE)
         .unwrap();
     assert!(
         last.at >= throttled_at + Duration::from_millis(250),
