@@ -342,14 +342,14 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let outcome = match w.producer.as_str() {
         "tokio" => run_tokio(&w, &payloads, false)?,
         "tokio-idem" => run_tokio(&w, &payloads, true)?,
-        "tokio-cb" => run_tokio_detached(&w, &payloads, false)?,
-        "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true)?,
-        "tokio-batch" => run_tokio_batched(&w, &payloads, false)?,
-        "tokio-batch-idem" => run_tokio_batched(&w, &payloads, true)?,
-        "mio" => run_mio(&w, &payloads, false)?,
-        "mio-idem" => run_mio(&w, &payloads, true)?,
-        "mio-batch" => run_mio_batched(&w, &payloads, false)?,
-        "mio-batch-idem" => run_mio_batched(&w, &payloads, true)?,
+        "tokio-cb" => run_tokio_detached(&w, &payloads, false, false)?,
+        "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true, false)?,
+        "tokio-batch" => run_tokio_detached(&w, &payloads, false, true)?,
+        "tokio-batch-idem" => run_tokio_detached(&w, &payloads, true, true)?,
+        "mio" => run_mio(&w, &payloads, false, false)?,
+        "mio-idem" => run_mio(&w, &payloads, true, false)?,
+        "mio-batch" => run_mio(&w, &payloads, false, true)?,
+        "mio-batch-idem" => run_mio(&w, &payloads, true, true)?,
         "rdkafka" => run_rdkafka(&w, &payloads, false)?,
         "rdkafka-idem" => run_rdkafka(&w, &payloads, true)?,
         other => return Err(format!("unknown producer {other:?}").into()),
@@ -405,21 +405,13 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
         let handle = Producer::start(config)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<DeliveryFuture>>(4096);
         let collector = tokio::spawn(async move {
-            let (mut ok, mut failed) = (0u64, 0u64);
+            let counts = Counting::default();
             while let Some(chunk) = rx.recv().await {
                 for f in chunk {
-                    match f.await {
-                        Ok(_) => ok += 1,
-                        Err(e) => {
-                            if failed < 3 {
-                                eprintln!("worker: delivery failed: {e}");
-                            }
-                            failed += 1
-                        }
-                    }
+                    counts.count(f.await);
                 }
             }
-            (ok, failed)
+            counts
         });
         let topic: Arc<str> = Arc::from(TOPIC);
         let mut chunk = Vec::with_capacity(1024);
@@ -436,203 +428,156 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
         }
         tx.send(chunk).await.map_err(|_| "collector gone")?;
         drop(tx);
-        let (ok, failed) = collector.await?;
+        let counts = collector.await?;
         let secs = started.elapsed().as_secs_f64();
         handle.close().await;
-        Ok(Outcome { ok, failed, secs })
+        Ok(counts.outcome(secs))
     })
 }
 
-fn run_tokio_detached(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+/// `tokio-cb` (`send_detached` per record) or, with `batched`, `tokio-batch`
+/// (`send_batch_detached` in bursts of [`BURST`]); reports go to a counting callback.
+fn run_tokio_detached(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    batched: bool,
+) -> Result<Outcome, Error> {
     use producer_tokio::Producer;
     let config = our_config(w, idempotence)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let records = w.records;
-    let ok = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(Counting::default());
     rt.block_on(async move {
         let started = Instant::now();
         let handle = {
-            let (ok, failed) = (ok.clone(), failed.clone());
+            let counts = counts.clone();
             Producer::builder(config)
-                .on_delivery(move |report| match report.result {
-                    Ok(_) => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                            eprintln!("worker: delivery failed: {e}");
-                        }
-                    }
-                })
-                .start()?
-        };
-        let topic: Arc<str> = Arc::from(TOPIC);
-        for i in 0..records {
-            handle
-                .send_detached(p.record(&topic, i), i)
-                .await
-                .map_err(|e| format!("send refused: {e}"))?;
-        }
-        handle.flush().await;
-        let secs = started.elapsed().as_secs_f64();
-        handle.close().await;
-        Ok(Outcome {
-            ok: ok.load(Ordering::Relaxed),
-            failed: failed.load(Ordering::Relaxed),
-            secs,
-        })
-    })
-}
-
-/// `run_tokio_detached`, but records go in with `send_batch_detached` in bursts of 1024: one
-/// queue lock and one clock reading per chunk that fits.
-fn run_tokio_batched(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
-    use producer_tokio::Producer;
-    const BURST: u64 = 1024;
-    let config = our_config(w, idempotence)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let records = w.records;
-    let ok = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    rt.block_on(async move {
-        let started = Instant::now();
-        let handle = {
-            let (ok, failed) = (ok.clone(), failed.clone());
-            Producer::builder(config)
-                .on_delivery(move |report| match report.result {
-                    Ok(_) => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                            eprintln!("worker: delivery failed: {e}");
-                        }
-                    }
-                })
+                .on_delivery(move |report| counts.count(report.result))
                 .start()?
         };
         let topic: Arc<str> = Arc::from(TOPIC);
         let mut burst = Vec::with_capacity(BURST as usize);
-        let mut i = 0;
-        while i < records {
-            let end = (i + BURST).min(records);
-            burst.extend((i..end).map(|j| (p.record(&topic, j), j)));
-            handle
-                .send_batch_detached(&mut burst)
-                .await
-                .map_err(|e| format!("send refused: {e}"))?;
-            i = end;
+        for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
+            let sent = if batched {
+                burst.extend((start..end).map(|i| (p.record(&topic, i), i)));
+                handle
+                    .send_batch_detached(&mut burst)
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                let record = p.record(&topic, start);
+                handle
+                    .send_detached(record, start)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            sent.map_err(|e| format!("send refused: {e}"))?;
         }
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
         handle.close().await;
-        Ok(Outcome {
-            ok: ok.load(Ordering::Relaxed),
-            failed: failed.load(Ordering::Relaxed),
-            secs,
-        })
+        Ok(counts.outcome(secs))
     })
 }
 
-fn run_mio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+/// `mio` (`ThreadedProducer::send` per record) or, with `batched`, `mio-batch` (`send_batch`
+/// in bursts of [`BURST`]); the sender sleeps 200 µs whenever the queue is full.
+fn run_mio(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    batched: bool,
+) -> Result<Outcome, Error> {
     use producer_mio::{SendError, ThreadedProducer};
     let config = our_config(w, idempotence)?;
-    let ok = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(Counting::default());
     let started = Instant::now();
     let producer = {
-        let (ok, failed) = (ok.clone(), failed.clone());
-        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| match d.result {
-            Ok(_) => {
-                ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(f) => {
-                if failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                    eprintln!("worker: delivery failed: {}", f.error);
-                }
-            }
+        let counts = counts.clone();
+        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| {
+            counts.count(d.result.map_err(|f| f.error))
         })?
     };
-    let topic: Arc<str> = Arc::from(TOPIC);
-    for i in 0..w.records {
-        let mut record = p.record(&topic, i);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err(SendError::Full(r, ())) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                Err(e) => return Err(format!("send refused: {e}").into()),
-            }
-        }
-    }
-    producer.flush();
-    let secs = started.elapsed().as_secs_f64();
-    producer.close();
-    Ok(Outcome {
-        ok: ok.load(Ordering::Relaxed),
-        failed: failed.load(Ordering::Relaxed),
-        secs,
-    })
-}
-
-/// `run_mio`, but records go in with `send_batch` in bursts of [`BURST`]: one queue lock and
-/// one clock reading per burst.
-fn run_mio_batched(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
-    use producer_mio::ThreadedProducer;
-    const BURST: u64 = 1024;
-    let config = our_config(w, idempotence)?;
-    let ok = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let producer = {
-        let (ok, failed) = (ok.clone(), failed.clone());
-        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| match d.result {
-            Ok(_) => {
-                ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(f) => {
-                if failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                    eprintln!("worker: delivery failed: {}", f.error);
-                }
-            }
-        })?
-    };
+    let full = || std::thread::sleep(Duration::from_micros(200));
     let topic: Arc<str> = Arc::from(TOPIC);
     let mut burst = Vec::with_capacity(BURST as usize);
-    let mut i = 0;
-    while i < w.records {
-        let end = (i + BURST).min(w.records);
-        burst.extend((i..end).map(|j| (p.record(&topic, j), ())));
-        while !burst.is_empty() {
-            let taken = producer
-                .send_batch(&mut burst)
-                .map_err(|e| format!("send refused: {e}"))?;
-            if taken == 0 {
-                std::thread::sleep(Duration::from_micros(200));
+    for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
+        if batched {
+            burst.extend((start..end).map(|i| (p.record(&topic, i), ())));
+            while !burst.is_empty() {
+                let taken = producer
+                    .send_batch(&mut burst)
+                    .map_err(|e| format!("send refused: {e}"))?;
+                if taken == 0 {
+                    full();
+                }
+            }
+        } else {
+            let mut record = p.record(&topic, start);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err(SendError::Full(r, ())) => {
+                        record = r;
+                        full();
+                    }
+                    Err(e) => return Err(format!("send refused: {e}").into()),
+                }
             }
         }
-        i = end;
     }
     producer.flush();
     let secs = started.elapsed().as_secs_f64();
     producer.close();
-    Ok(Outcome {
-        ok: ok.load(Ordering::Relaxed),
-        failed: failed.load(Ordering::Relaxed),
-        secs,
-    })
+    Ok(counts.outcome(secs))
 }
 
+/// Records per burst for the batched producers.
+const BURST: u64 = 1024;
+
+/// `[start, end)` ranges of `size` records covering `0..records`.
+fn bursts(records: u64, size: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..records)
+        .step_by(size as usize)
+        .map(move |start| (start, (start + size).min(records)))
+}
+
+/// Delivery counts of one producer under test (also librdkafka's delivery context).
+#[derive(Default)]
 struct Counting {
     ok: AtomicU64,
     failed: AtomicU64,
+}
+
+impl Counting {
+    /// Counts one report; the first few failures are printed.
+    fn count<T, E: std::fmt::Display>(&self, result: Result<T, E>) {
+        match result {
+            Ok(_) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if self.failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                    eprintln!("worker: delivery failed: {e}");
+                }
+            }
+        }
+    }
+
+    fn reported(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
+    }
+
+    fn outcome(&self, secs: f64) -> Outcome {
+        Outcome {
+            ok: self.ok.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            secs,
+        }
+    }
 }
 
 impl rdkafka::ClientContext for Counting {}
@@ -641,16 +586,7 @@ impl rdkafka::producer::ProducerContext for Counting {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
-        match result {
-            Ok(_) => {
-                self.ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Err((e, _)) => {
-                if self.failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                    eprintln!("worker: delivery failed: {e}");
-                }
-            }
-        }
+        self.count(result.as_ref().map_err(|(e, _)| e));
     }
 }
 
@@ -678,10 +614,7 @@ fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcom
     if let Some(n) = w.batch_size {
         cfg.set("batch.size", n.to_string());
     }
-    let producer: BaseProducer<Counting> = cfg.create_with_context(Counting {
-        ok: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-    })?;
+    let producer: BaseProducer<Counting> = cfg.create_with_context(Counting::default())?;
     for i in 0..w.records {
         let value = &p.values[p.value_range(i)];
         let key = p.key_range(i).map(|k| &p.keys[k]);
@@ -705,18 +638,14 @@ fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcom
     }
     producer.flush(Duration::from_secs(300))?;
     let ctx = producer.context();
-    while ctx.ok.load(Ordering::Relaxed) + ctx.failed.load(Ordering::Relaxed) < w.records {
+    while ctx.reported() < w.records {
         producer.poll(Duration::from_millis(10));
         if started.elapsed() > WORKER_TIMEOUT {
             break;
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let outcome = Outcome {
-        ok: ctx.ok.load(Ordering::Relaxed),
-        failed: ctx.failed.load(Ordering::Relaxed),
-        secs,
-    };
+    let outcome = ctx.outcome(secs);
     drop(producer);
     Ok(outcome)
 }
