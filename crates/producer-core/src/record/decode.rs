@@ -13,6 +13,7 @@
 use bytes::Bytes;
 
 use super::Header;
+use crate::protocol::primitives::{varint, varlong, PResult};
 
 /// One record decoded from a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,25 +107,19 @@ impl Cursor<'_> {
         Some(b)
     }
 
-    fn uvarlong(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+    /// Runs one of the protocol's varint parsers at the cursor.
+    fn parse<O>(&mut self, parser: impl Fn(&[u8]) -> PResult<'_, O>) -> Option<O> {
+        let (rest, v) = parser(self.bytes.get(self.pos..)?).ok()?;
+        self.pos = self.bytes.len() - rest.len();
+        Some(v)
     }
 
     fn varlong(&mut self) -> Option<i64> {
-        let v = self.uvarlong()?;
-        Some((v >> 1) as i64 ^ -((v & 1) as i64))
+        self.parse(varlong)
     }
 
     fn varint(&mut self) -> Option<i32> {
-        i32::try_from(self.varlong()?).ok()
+        self.parse(varint)
     }
 
     /// A varint length (-1 = null) and that many bytes, sliced from `all` (the buffer this
