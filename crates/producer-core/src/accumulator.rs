@@ -46,11 +46,13 @@ pub(crate) struct Pending<T> {
     pub(crate) explicit_partition: bool,
 }
 
-/// Bytes a record counts against `buffer_memory`, from its [`BatchBuilder::payload_size`]: its
-/// encoded size plus its [`Pending`] entry. A pure function of key, value and headers, so a
-/// record decoded back out of a batch is released for exactly what it was charged.
-pub(crate) fn charged_size<T>(payload: usize) -> usize {
-    BatchBuilder::record_size_with_payload(0, 0, payload) + std::mem::size_of::<Pending<T>>()
+/// Bytes a record counts against `buffer_memory`, from its encoded size as the first record of
+/// a batch (`BatchBuilder::record_size_with_payload(0, 0, payload)`, which `send` computes
+/// anyway for its size limit): that plus its [`Pending`] entry. A pure function of key, value
+/// and headers, so a record decoded back out of a batch is released for exactly what it was
+/// charged.
+pub(crate) fn charged_size<T>(encoded: usize) -> usize {
+    encoded + std::mem::size_of::<Pending<T>>()
 }
 
 /// The batch records are being appended to.

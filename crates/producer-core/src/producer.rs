@@ -231,7 +231,7 @@ impl<T> Producer<T> {
             &record.headers,
         );
         let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
-        let size = charged_size::<T>(payload);
+        let size = charged_size::<T>(encoded);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );
@@ -305,7 +305,7 @@ impl<T> Producer<T> {
             self.hold(topic, pending, partition);
             return Ok(());
         }
-        debug_assert_eq!(pending.size, charged_size::<T>(payload));
+        debug_assert_eq!(pending.size, charged_size::<T>(encoded));
         self.route_sized(topic, pending, partition, payload);
         Ok(())
     }
@@ -694,6 +694,11 @@ impl<T> Producer<T> {
         charged: usize,
         error: ProduceError,
     ) {
+        // Decoded records pair with the pending entries one to one, or not at all.
+        let decoded = decoded.and_then(|d| match d.len() == records.len() {
+            true => Ok(d),
+            false => Err(format!("{} records decoded for {}", d.len(), records.len())),
+        });
         debug_assert!(
             decoded.is_ok(),
             "records of a batch did not decode: {decoded:?}"

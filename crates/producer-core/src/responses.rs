@@ -593,34 +593,17 @@ impl<T> Producer<T> {
             ..
         } = old;
         let mid = first_pending.len() / 2;
-        let encoded = sealed
-            .into_records()
-            .map_err(|e| e.to_string())
-            .and_then(|decoded| {
-                if decoded.len() != first_pending.len() {
-                    return Err(format!(
-                        "{} records decoded for {}",
-                        decoded.len(),
-                        first_pending.len()
-                    ));
-                }
-                let mut first = decoded;
-                let second = first.split_off(mid);
-                let halves = [
-                    encode_half::<T>(&first, compression),
-                    encode_half::<T>(&second, compression),
-                ];
-                first.extend(second);
-                Ok((halves, first))
-            });
+        let decoded = sealed.into_records().map_err(|e| e.to_string());
+        // Both halves re-encoded, or `None` (then every record fails with what was decoded).
+        let halves = match &decoded {
+            Ok(d) if d.len() == first_pending.len() => encode_half::<T>(&d[..mid], compression)
+                .zip(encode_half::<T>(&d[mid..], compression))
+                .map(|(a, b)| [a, b]),
+            _ => None,
+        };
         let second_pending = first_pending.split_off(mid);
         let pq = &mut self.topics[t as usize].partitions[p as usize];
-        let (halves, all_decoded) = match encoded {
-            Ok(([Ok(a), Ok(b)], _)) => ([a, b], None),
-            Ok((_, decoded)) => ([(None, 0), (None, 0)], Some(Ok(decoded))),
-            Err(e) => ([(None, 0), (None, 0)], Some(Err(e))),
-        };
-        if let Some(decoded) = all_decoded {
+        let Some(halves) = halves else {
             // The codec sealed the original batch, so this is not expected; fail the records
             // rather than lose them. The batch had been sent: its sequence range is now a hole.
             pq.sent -= 1;
@@ -637,7 +620,7 @@ impl<T> Producer<T> {
                 ProduceError::Compression("re-encoding a split batch failed".into()),
             );
             return;
-        }
+        };
         debug_assert_eq!(
             halves[0].1 + halves[1].1,
             charged,
@@ -646,8 +629,7 @@ impl<T> Producer<T> {
         let mut seq = base_sequence;
         let (pid, epoch) = (pq.producer_id, pq.epoch);
         let pendings = [first_pending, second_pending];
-        for (k, ((sealed, charged), records)) in halves.into_iter().zip(pendings).enumerate() {
-            let Some(mut sealed) = sealed else { continue };
+        for (k, ((mut sealed, charged), records)) in halves.into_iter().zip(pendings).enumerate() {
             let id = pq.next_batch_id;
             pq.next_batch_id += 1;
             let mut base_sequence = None;
@@ -677,18 +659,19 @@ impl<T> Producer<T> {
     }
 }
 
-/// Encodes decoded records as a new batch; returns it with the buffer space its records count.
+/// Encodes decoded records as a new batch; returns it with the buffer space its records count,
+/// or `None` if sealing failed.
 fn encode_half<T>(
     records: &[DecodedRecord],
     compression: Compression,
-) -> Result<(Option<SealedBatch>, usize), String> {
+) -> Option<(SealedBatch, usize)> {
     let mut builder = BatchBuilder::new();
     let mut charged = 0;
     for r in records {
         let (k, v) = (r.key.as_deref(), r.value.as_deref());
-        charged += charged_size::<T>(BatchBuilder::payload_size(k, v, &r.headers));
+        let payload = BatchBuilder::payload_size(k, v, &r.headers);
+        charged += charged_size::<T>(BatchBuilder::record_size_with_payload(0, 0, payload));
         builder.append(r.timestamp, k, v, &r.headers);
     }
-    let sealed = builder.seal(compression).map_err(|e| e.to_string())?;
-    Ok((Some(sealed), charged))
+    Some((builder.seal(compression).ok()?, charged))
 }
