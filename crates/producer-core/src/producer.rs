@@ -647,24 +647,8 @@ impl<T> Producer<T> {
     // Reports out
     // -----------------------------------------------------------------------------------------
 
-    /// Rebuilds the record of an unrouted entry, to hand it back with a failure.
-    pub(crate) fn rebuild(&self, topic: u32, partition: i32, p: Unrouted<T>) -> (Record, T, usize) {
-        let record = Record {
-            topic: self.topics[topic as usize].name.clone(),
-            partition: if p.explicit_partition {
-                Some(partition)
-            } else {
-                None
-            },
-            key: p.key,
-            value: p.value,
-            headers: p.headers,
-            timestamp: p.timestamp,
-        };
-        (record, p.opaque, p.size)
-    }
-
-    /// Reports one record that never reached a batch as failed and releases its buffer space.
+    /// Reports one record that never reached a batch as failed, handing back its parts, and
+    /// releases its buffer space.
     pub(crate) fn fail_unrouted(
         &mut self,
         topic: u32,
@@ -672,8 +656,20 @@ impl<T> Producer<T> {
         p: Unrouted<T>,
         error: ProduceError,
     ) {
-        let (record, opaque, size) = self.rebuild(topic, partition, p);
-        self.release(size);
+        self.release(p.size);
+        let record = Record {
+            topic: self.topics[topic as usize].name.clone(),
+            partition: p.explicit_partition.then_some(partition),
+            key: p.key,
+            value: p.value,
+            headers: p.headers,
+            timestamp: p.timestamp,
+        };
+        self.report_failure(p.opaque, error, record);
+    }
+
+    /// Queues the failure report of one record.
+    fn report_failure(&mut self, opaque: T, error: ProduceError, record: Record) {
         self.outputs.push_back(Output::Delivery(Delivery {
             opaque,
             result: Err(Box::new(DeliveryFailure { error, record })),
@@ -721,13 +717,7 @@ impl<T> Producer<T> {
                 headers,
                 timestamp: (timestamp != -1).then_some(timestamp),
             };
-            self.outputs.push_back(Output::Delivery(Delivery {
-                opaque: p.opaque,
-                result: Err(Box::new(DeliveryFailure {
-                    error: error.clone(),
-                    record,
-                })),
-            }));
+            self.report_failure(p.opaque, error.clone(), record);
         }
     }
 
