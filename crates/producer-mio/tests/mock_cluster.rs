@@ -7,10 +7,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
-use producer_core::{Config, Delivery, ProduceError, Record, RecordMetadata, SendErrorReason};
+use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_mio::{BatchClosed, MioDriver, SendError, ThreadedProducer, TokenRange};
 
-use common::{now_ms, record, verify, Cluster};
+use common::{now_ms, record, verify, Cluster, Reports};
 
 /// The embeddable driver inside a test-owned `mio::Poll` loop.
 #[test]
@@ -29,12 +29,16 @@ fn embedded_driver_produces_10k_records() {
     let range = TokenRange::new(Token(100), 16);
     let mut driver = MioDriver::<usize>::new(config, poll.registry(), range).unwrap();
     let mut events = Events::with_capacity(256);
-    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
-    let (mut next, mut received, mut fulls) = (0, 0, 0);
+    let mut reports = Reports::new(N);
+    let (mut next, mut fulls) = (0, 0);
     let start_ms = now_ms();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while received < N {
-        assert!(Instant::now() < deadline, "only {received} of {N} reports");
+    while reports.received < N {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {N} reports",
+            reports.received
+        );
         while next < N {
             match driver.send(records[next].clone(), next) {
                 Ok(()) => next += 1,
@@ -57,13 +61,8 @@ fn embedded_driver_produces_10k_records() {
             driver.handle_event(event);
         }
         driver.handle_timeout();
-        while let Some(Delivery { opaque, result }) = driver.poll_delivery() {
-            let meta = result.unwrap_or_else(|e| panic!("record {opaque} failed: {}", e.error));
-            assert!(
-                reports[opaque].replace(meta).is_none(),
-                "two reports for record {opaque}"
-            );
-            received += 1;
+        while let Some(d) = driver.poll_delivery() {
+            reports.take(d);
         }
     }
     assert!(fulls > 0, "buffer_max_records should have pushed back");
@@ -78,7 +77,7 @@ fn embedded_driver_produces_10k_records() {
         driver.handle_timeout();
     }
     assert!(driver.poll_delivery().is_none());
-    let reports: Vec<RecordMetadata> = reports.into_iter().map(Option::unwrap).collect();
+    let reports = reports.all();
     verify(
         &cluster.bootstrap,
         topic,
@@ -105,19 +104,7 @@ fn threaded_producer_produces_20k_records() {
 
     handle_is_shareable(&producer);
     let start_ms = now_ms();
-    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
-    let mut received = 0;
-    let mut take = |d: Delivery<usize>, received: &mut usize| {
-        let meta = d
-            .result
-            .unwrap_or_else(|e| panic!("record {} failed: {}", d.opaque, e.error));
-        assert!(
-            reports[d.opaque].replace(meta).is_none(),
-            "two reports for record {}",
-            d.opaque
-        );
-        *received += 1;
-    };
+    let mut reports = Reports::new(N);
     let mut next = 0;
     while next < N {
         match producer.send_with(records[next].clone(), next) {
@@ -131,7 +118,7 @@ fn threaded_producer_produces_20k_records() {
                 let d = report_rx
                     .recv_timeout(Duration::from_secs(30))
                     .expect("a report while full");
-                take(d, &mut received);
+                reports.take(d);
             }
             Err(e) => panic!("send failed: {e}"),
         }
@@ -139,12 +126,12 @@ fn threaded_producer_produces_20k_records() {
     producer.flush();
     // Every report was handed to the callback before flush returned.
     while let Ok(d) = report_rx.try_recv() {
-        take(d, &mut received);
+        reports.take(d);
     }
-    assert_eq!(received, N, "flush returned before every report");
+    assert_eq!(reports.received, N, "flush returned before every report");
     producer.close();
     assert!(report_rx.try_recv().is_err(), "no report after close");
-    let reports: Vec<RecordMetadata> = reports.into_iter().map(Option::unwrap).collect();
+    let reports = reports.all();
     verify(
         &cluster.bootstrap,
         topic,
@@ -171,13 +158,7 @@ fn threaded_producer_send_batch() {
     })
     .unwrap();
     let start_ms = now_ms();
-    let mut reports: Vec<Option<RecordMetadata>> = vec![None; N];
-    let mut take = |d: Delivery<usize>| {
-        let meta = d
-            .result
-            .unwrap_or_else(|e| panic!("record {} failed: {}", d.opaque, e.error));
-        assert!(reports[d.opaque].replace(meta).is_none(), "two reports");
-    };
+    let mut reports = Reports::new(N);
     let mut next = 0;
     let mut partial_takes = 0;
     while next < N {
@@ -199,7 +180,7 @@ fn threaded_producer_send_batch() {
             }
             if taken == 0 {
                 // Full: wait for a report (queued records guarantee one comes).
-                take(
+                reports.take(
                     report_rx
                         .recv_timeout(Duration::from_secs(30))
                         .expect("a report"),
@@ -216,13 +197,9 @@ fn threaded_producer_send_batch() {
     );
     producer.flush();
     for d in report_rx.try_iter() {
-        take(d);
+        reports.take(d);
     }
-    let reports: Vec<RecordMetadata> = reports
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| r.unwrap_or_else(|| panic!("record {i} got no report")))
-        .collect();
+    let reports = reports.all();
     verify(
         &cluster.bootstrap,
         topic,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use producer_core::{Record, RecordMetadata};
+use producer_core::{Delivery, Record, RecordMetadata};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -87,6 +87,45 @@ pub fn record(topic: &str, i: usize) -> Record {
         r = r.with_timestamp(1_700_000_000_000 + i as i64);
     }
     r
+}
+
+/// The reports of `n` records sent with their index as opaque: each must be a success and
+/// come once.
+pub struct Reports {
+    slots: Vec<Option<RecordMetadata>>,
+    /// Reports taken so far.
+    pub received: usize,
+}
+
+impl Reports {
+    pub fn new(n: usize) -> Self {
+        Reports {
+            slots: vec![None; n],
+            received: 0,
+        }
+    }
+
+    /// Takes one report: panics on a failure or a second report for the same record.
+    pub fn take(&mut self, d: Delivery<usize>) {
+        let meta = d
+            .result
+            .unwrap_or_else(|e| panic!("record {} failed: {}", d.opaque, e.error));
+        assert!(
+            self.slots[d.opaque].replace(meta).is_none(),
+            "two reports for record {}",
+            d.opaque
+        );
+        self.received += 1;
+    }
+
+    /// Every record's report, in record order; panics if one is missing.
+    pub fn all(self) -> Vec<RecordMetadata> {
+        self.slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.unwrap_or_else(|| panic!("record {i} got no report")))
+            .collect()
+    }
 }
 
 /// Checks the reports against each other and against what a consumer reads back: every
