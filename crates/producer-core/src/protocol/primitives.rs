@@ -48,12 +48,12 @@ pub fn varlong_len(v: i64) -> usize {
 }
 
 #[inline]
-fn zigzag32(v: i32) -> u32 {
+pub(crate) fn zigzag32(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
 
 #[inline]
-fn zigzag64(v: i64) -> u64 {
+pub(crate) fn zigzag64(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 

@@ -38,7 +38,7 @@ use bytes::Bytes;
 use super::compression::{compress_into, decompress, Compression, CompressionError};
 use super::decode::{decode_records, DecodedRecord, MalformedRecords};
 use super::RECORD_BATCH_OVERHEAD;
-use crate::protocol::primitives::{varint_len, varlong_len};
+use crate::protocol::primitives::{varint_len, varlong_len, zigzag32, zigzag64};
 
 const LENGTH_OFFSET: usize = 8;
 const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
@@ -109,12 +109,12 @@ impl Out<'_> {
 
     #[inline(always)]
     fn varint(&mut self, v: i32) {
-        self.uvarlong(((v << 1) ^ (v >> 31)) as u32 as u64);
+        self.uvarlong(u64::from(zigzag32(v)));
     }
 
     #[inline(always)]
     fn varlong(&mut self, v: i64) {
-        self.uvarlong(((v << 1) ^ (v >> 63)) as u64);
+        self.uvarlong(zigzag64(v));
     }
 
     #[inline(always)]
