@@ -332,7 +332,15 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// recent reading of [`Instant::now`] (a few milliseconds old at most: the core times
     /// linger and delivery timeouts from it) and never earlier than the `now` of a previous
     /// call. The wall-clock timestamp of a record without one is still read here.
-    pub fn send_at(
+    pub fn send_at(&mut self, now: Instant, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        let r = self.accept(now, record, opaque);
+        self.drive(now);
+        r
+    }
+
+    /// [`MioDriver::send_at`] without acting on the core's outputs: for a loop that hands over
+    /// a run of records and then calls [`MioDriver::drive`] once for all of them.
+    pub(crate) fn accept(
         &mut self,
         now: Instant,
         mut record: Record,
@@ -349,9 +357,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 opaque,
             });
         }
-        let r = self.core.send(now, record, opaque);
-        self.drive(now);
-        r
+        self.core.send(now, record, opaque)
     }
 
     /// Sends everything buffered now, ignoring `linger`. Watch
@@ -491,7 +497,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     // -----------------------------------------------------------------------------------------
 
     /// Drains the core's outputs, doing what each says.
-    fn drive(&mut self, now: Instant) {
+    /// Acts on every output the core has (connections, writes, reports, events).
+    pub(crate) fn drive(&mut self, now: Instant) {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Connect { conn, host, port } => {

@@ -480,6 +480,8 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 self.submit(Instant::now(), record, opaque);
             }
             let more = self.take_commands();
+            // Records were handed over without acting on the core's outputs: once for all now.
+            self.driver.drive(Instant::now());
             if self.driver.is_closed() {
                 break;
             }
@@ -576,7 +578,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let generation = self.driver.sink_mut().flushes.accepted();
         match self
             .driver
-            .send_at(now, record, Tracked { generation, opaque })
+            .accept(now, record, Tracked { generation, opaque })
         {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
