@@ -107,7 +107,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 },
                 Output::Event(e) => eprintln!("event: {e:?}"),
-                _ => {}
             }
         }
         // Every record has its report: stop before blocking in poll (whose timeout may be the

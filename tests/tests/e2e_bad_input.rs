@@ -267,14 +267,16 @@ fn mio_too_large_and_missing_partition_come_back_typed() {
     let mut errs = errs.into_iter();
     let (f, sent) = errs.next().unwrap();
     assert!(
-        matches!(f.error, ProduceError::RecordTooLarge { size } if size > 20_000),
+        matches!(&f.error, ProduceError::Refused(r)
+            if matches!(**r, SendErrorReason::RecordTooLarge { size, .. } if size > 20_000)),
         "{:?}",
         f.error
     );
     assert_eq!(f.record, sent);
     let (f, sent) = errs.next().unwrap();
     assert!(
-        matches!(f.error, ProduceError::UnknownPartition { partition: 7, .. }),
+        matches!(&f.error, ProduceError::Refused(r)
+            if **r == SendErrorReason::InvalidPartition(7)),
         "{:?}",
         f.error
     );

@@ -344,7 +344,6 @@ impl Harness {
                     self.delivered += 1;
                 }
                 Output::Disconnect { .. } | Output::Event(_) => {}
-                _ => {}
             }
         }
     }
@@ -409,15 +408,10 @@ fn api_floor(
         }
         dst.extend_from_slice(r.value.as_deref().unwrap_or_default());
         drop(r);
-        reports.push(producer_core::Delivery {
-            opaque: i as u64,
-            result: Ok(producer_core::RecordMetadata {
-                topic: topic.clone(),
-                partition: 0,
-                offset: i as i64,
-                timestamp: -1,
-            }),
-        });
+        reports.push(producer_core::Delivery::succeeded(
+            i as u64,
+            producer_core::RecordMetadata::new(topic.clone(), 0, i as i64, -1),
+        ));
     }
     let crc = crc32c::crc32c(dst);
     for d in reports.drain(..) {

@@ -167,6 +167,7 @@ pub struct ConfigBuilder {
 macro_rules! setter {
     ($(#[$doc:meta])* $name:ident: $ty:ty) => {
         $(#[$doc])*
+        #[must_use = "the builder is returned, not changed in place"]
         pub fn $name(mut self, v: $ty) -> Self {
             self.config.$name = v;
             self
@@ -217,6 +218,7 @@ impl ConfigBuilder {
     /// `enable.idempotence` (default true). Set explicitly together with `acks` other than
     /// `all`, [`ConfigBuilder::build`] fails; left unset, it is turned off silently in that case,
     /// as the Java client does.
+    #[must_use = "the builder is returned, not changed in place"]
     pub fn enable_idempotence(mut self, v: bool) -> Self {
         self.idempotence_explicit = Some(v);
         self
@@ -224,6 +226,7 @@ impl ConfigBuilder {
 
     /// `delivery.timeout.ms` (default 120 s). Set explicitly below `linger + request_timeout`,
     /// [`ConfigBuilder::build`] fails; left at its default, it is raised to that sum.
+    #[must_use = "the builder is returned, not changed in place"]
     pub fn delivery_timeout(mut self, v: Duration) -> Self {
         self.config.delivery_timeout = v;
         self.delivery_explicit = true;

@@ -890,11 +890,13 @@ impl<T> Producer<T> {
 
     /// The next instant at which [`Producer::handle_timeout`] should be called, if any. Cheap:
     /// the earliest entry of a heap.
+    #[must_use = "the driver must wake the producer at this instant"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
 
     /// The next thing to do or report. Drain it until `None` after every input.
+    #[must_use = "every output must be carried out (or a report handed on)"]
     pub fn poll_output(&mut self) -> Option<Output<T>> {
         if let Some(o) = self.outputs.pop_front() {
             return Some(o);

@@ -214,8 +214,8 @@ impl<T> Producer<T> {
         if self.pid != PidState::Requesting {
             return true;
         }
-        match resp.error_code.0 {
-            0 => {
+        match resp.error_code {
+            ErrorCode::NONE => {
                 self.pid = PidState::Ready {
                     producer_id: resp.producer_id,
                     epoch: resp.producer_epoch,
@@ -228,7 +228,10 @@ impl<T> Producer<T> {
                     self.mark_broker_dirty(slot);
                 }
             }
-            31 | 35 | 53 | 90 => self.go_fatal(ProduceError::Broker {
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+            | ErrorCode::UNSUPPORTED_VERSION
+            | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            | ErrorCode::PRODUCER_FENCED => self.go_fatal(ProduceError::Broker {
                 code: resp.error_code,
                 message: Some("InitProducerId".into()),
                 possibly_persisted: false,
@@ -594,16 +597,23 @@ impl<T> Producer<T> {
         } = old;
         let mid = first_pending.len() / 2;
         let decoded = sealed.into_records().map_err(|e| e.to_string());
-        // Both halves re-encoded, or `None` (then every record fails with what was decoded).
+        // Both halves re-encoded, or the reason (then every record fails with what was decoded).
         let halves = match &decoded {
             Ok(d) if d.len() == first_pending.len() => encode_half::<T>(&d[..mid], compression)
-                .zip(encode_half::<T>(&d[mid..], compression))
-                .map(|(a, b)| [a, b]),
-            _ => None,
+                .and_then(|a| Ok([a, encode_half::<T>(&d[mid..], compression)?]))
+                .map_err(|e| ProduceError::Compression(e.to_string())),
+            Ok(d) => Err(ProduceError::BatchDecode(format!(
+                "{} records decoded for {}",
+                d.len(),
+                first_pending.len()
+            ))),
+            Err(e) => Err(ProduceError::BatchDecode(e.clone())),
         };
         let second_pending = first_pending.split_off(mid);
         let pq = &mut self.topics[t as usize].partitions[p as usize];
-        let Some(halves) = halves else {
+        let halves = match halves {
+            Ok(halves) => halves,
+            Err(error) => {
             // The codec sealed the original batch, so this is not expected; fail the records
             // rather than lose them. The batch had been sent: its sequence range is now a hole.
             pq.sent -= 1;
@@ -611,15 +621,9 @@ impl<T> Producer<T> {
                 pq.request_reset(None);
             }
             first_pending.extend(second_pending);
-            self.fail_records(
-                t,
-                p as i32,
-                first_pending,
-                decoded,
-                charged,
-                ProduceError::Compression("re-encoding a split batch failed".into()),
-            );
+            self.fail_records(t, p as i32, first_pending, decoded, charged, error);
             return;
+            }
         };
         debug_assert_eq!(
             halves[0].1 + halves[1].1,
@@ -660,11 +664,11 @@ impl<T> Producer<T> {
 }
 
 /// Encodes decoded records as a new batch; returns it with the buffer space its records count,
-/// or `None` if sealing failed.
+/// or why sealing (compressing) failed.
 fn encode_half<T>(
     records: &[DecodedRecord],
     compression: Compression,
-) -> Option<(SealedBatch, usize)> {
+) -> Result<(SealedBatch, usize), crate::record::CompressionError> {
     let mut builder = BatchBuilder::new();
     let mut charged = 0;
     for r in records {
@@ -673,5 +677,5 @@ fn encode_half<T>(
         charged += charged_size::<T>(BatchBuilder::record_size_with_payload(0, 0, payload));
         builder.append(r.timestamp, k, v, &r.headers);
     }
-    Some((builder.seal(compression).ok()?, charged))
+    Ok((builder.seal(compression)?, charged))
 }

@@ -9,7 +9,7 @@ use crate::protocol::metadata::MetadataRequest;
 use crate::protocol::produce::ProduceRequestWriter;
 use crate::protocol::{encode_request, ApiKey, RequestHeader};
 use crate::timer::TimerKind;
-use crate::types::{ConnId, Output};
+use crate::types::{ConnId, Event, Output};
 
 impl<T> Producer<T> {
     /// Does the work that inputs made due: connections, metadata, producer id, and Produce
@@ -279,7 +279,8 @@ impl<T> Producer<T> {
         if pq.inflight > 0 {
             return true;
         }
-        let new_epoch = if pq.producer_id != producer_id {
+        let bump = pq.producer_id == producer_id;
+        let new_epoch = if !bump {
             epoch
         } else if pq.needs_reset {
             if pq.barrier_position().is_some() {
@@ -311,6 +312,15 @@ impl<T> Producer<T> {
             seq = next_sequence(seq, b.record_count());
         }
         pq.next_sequence = seq;
+        if bump {
+            let topic = self.topics[t as usize].name.clone();
+            self.outputs.push_back(Output::Event(Event::SequenceReset {
+                topic,
+                partition: p as i32,
+                producer_id,
+                epoch: new_epoch,
+            }));
+        }
         true
     }
 

@@ -28,6 +28,7 @@ pub struct Record {
 
 impl Record {
     /// A record with a value and nothing else set.
+    #[must_use]
     pub fn new(topic: impl Into<Arc<str>>, value: impl Into<Bytes>) -> Self {
         Record {
             topic: topic.into(),
@@ -40,24 +41,28 @@ impl Record {
     }
 
     /// Sets the key.
+    #[must_use = "the record is returned, not changed in place"]
     pub fn with_key(mut self, key: impl Into<Bytes>) -> Self {
         self.key = Some(key.into());
         self
     }
 
     /// Sets an explicit partition.
+    #[must_use = "the record is returned, not changed in place"]
     pub fn with_partition(mut self, partition: i32) -> Self {
         self.partition = Some(partition);
         self
     }
 
     /// Sets the timestamp (ms since the Unix epoch).
+    #[must_use = "the record is returned, not changed in place"]
     pub fn with_timestamp(mut self, ms: i64) -> Self {
         self.timestamp = Some(ms);
         self
     }
 
     /// Adds a header.
+    #[must_use = "the record is returned, not changed in place"]
     pub fn with_header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
         self.headers.push(Header {
             key: key.into(),
@@ -83,8 +88,12 @@ impl ConnId {
 }
 
 /// What the driver must do next, or a report for the application; see [`crate::Producer::poll_output`].
+///
+/// Exhaustive on purpose: a driver matches every variant, so an output added in a later
+/// version (a SASL token request, a transaction result) is a compile error in the driver, not
+/// an output silently dropped by a `_ => {}` arm. [`Event`], which is informational, stays
+/// `#[non_exhaustive]`.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Output<T> {
     /// Open a TCP connection to `host:port` and report the outcome with `handle_connected` or
     /// `handle_connect_failed`. Name resolution is the driver's job.
@@ -125,11 +134,26 @@ pub enum Event {
         /// The broker, or -1 for a bootstrap connection.
         node_id: i32,
     },
-    /// A producer id was assigned or the epoch changed.
+    /// InitProducerId assigned a producer id and epoch (at start, or after the epochs of the
+    /// previous id ran out). Per-partition epoch bumps are [`Event::SequenceReset`].
     ProducerId {
         /// The producer id.
         producer_id: i64,
         /// The epoch.
+        epoch: i16,
+    },
+    /// A partition bumped its producer epoch and restarted its sequence numbers at 0 (after
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH, or a batch
+    /// that failed after it was sent, which leaves a hole in the sequence). Its unacknowledged
+    /// batches are resent under the new epoch.
+    SequenceReset {
+        /// The topic.
+        topic: Arc<str>,
+        /// The partition.
+        partition: i32,
+        /// The producer id.
+        producer_id: i64,
+        /// The partition's new epoch.
         epoch: i16,
     },
     /// A batch is being retried.
@@ -149,6 +173,7 @@ pub enum Event {
 
 /// The report for one record: the opaque value it was sent with, and its fate.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Delivery<T> {
     /// The value the record was sent with.
     pub opaque: T,
@@ -158,8 +183,43 @@ pub struct Delivery<T> {
     pub result: Result<RecordMetadata, Box<DeliveryFailure>>,
 }
 
+impl<T> Delivery<T> {
+    /// The same report carrying another opaque value: for a driver that wraps the caller's
+    /// value in its own (a flush generation, a reply channel) and unwraps it before the
+    /// report reaches the application.
+    #[must_use]
+    pub fn map_opaque<U>(self, f: impl FnOnce(T) -> U) -> Delivery<U> {
+        Delivery {
+            opaque: f(self.opaque),
+            result: self.result,
+        }
+    }
+
+    /// A success report: for a driver or a test double that reports a record on the core's
+    /// behalf.
+    #[must_use]
+    pub fn succeeded(opaque: T, metadata: RecordMetadata) -> Self {
+        Delivery {
+            opaque,
+            result: Ok(metadata),
+        }
+    }
+
+    /// A failure report for `record`: for a driver that has to refuse a record the core never
+    /// saw (its queue closed, the core refused it when the driver handed it over), so the
+    /// application gets its one report with the record back.
+    #[must_use]
+    pub fn failed(opaque: T, error: ProduceError, record: Record) -> Self {
+        Delivery {
+            opaque,
+            result: Err(Box::new(DeliveryFailure { error, record })),
+        }
+    }
+}
+
 /// Where a record landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecordMetadata {
     /// The topic.
     pub topic: Arc<str>,
@@ -171,8 +231,23 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
+impl RecordMetadata {
+    /// Where a record landed: `offset` -1 when unknown, `timestamp` the log-append time or the
+    /// record's own.
+    #[must_use]
+    pub fn new(topic: Arc<str>, partition: i32, offset: i64, timestamp: i64) -> Self {
+        RecordMetadata {
+            topic,
+            partition,
+            offset,
+            timestamp,
+        }
+    }
+}
+
 /// A record that could not be delivered, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeliveryFailure {
     /// Why.
     pub error: ProduceError,
@@ -213,21 +288,25 @@ pub enum ProduceError {
         /// The topic's partition count.
         count: i32,
     },
-    /// The record alone is larger than `max_request_size` or the broker's limit.
-    #[error("record of {size} bytes is too large")]
-    RecordTooLarge {
-        /// Its encoded size.
-        size: usize,
-    },
-    /// The producer hit a fatal error earlier.
-    #[error("producer failed: {0}")]
-    Fatal(String),
+    /// A driver handed the record to the core after the caller's `send` had returned (a
+    /// queued send), and the core refused it: too large for `max_request_size`, an explicit
+    /// partition out of range, the producer closed or failed. The same reasons a direct
+    /// [`crate::Producer::send`] returns in its [`SendError`]. (A single record the *broker*
+    /// finds too large fails as [`ProduceError::Broker`] with `MESSAGE_TOO_LARGE`.)
+    #[error("record refused: {0}")]
+    Refused(Box<SendErrorReason>),
     /// The producer was closed before the record could be sent.
     #[error("producer closed")]
     Closed,
-    /// The batch could not be compressed.
+    /// The batch could not be compressed (when it was closed, or when a batch too large for
+    /// the broker was split and its halves re-encoded).
     #[error("compression failed: {0}")]
     Compression(String),
+    /// A batch this producer encoded could not be decoded back when its records had to come
+    /// out (to be handed back on failure, or split). Not expected: it means a bug. The record
+    /// is still reported, with what could be recovered of it.
+    #[error("a batch could not be decoded back: {0}")]
+    BatchDecode(String),
 }
 
 /// `send` refused a record; the record and its opaque value come back.
@@ -239,6 +318,18 @@ pub struct SendError<T> {
     pub record: Record,
     /// The opaque value, handed back.
     pub opaque: T,
+}
+
+impl<T> std::fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record for topic {:?} refused: {}", self.record.topic, self.reason)
+    }
+}
+
+impl<T: std::fmt::Debug> std::error::Error for SendError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.reason)
+    }
 }
 
 /// Why `send` refused a record.

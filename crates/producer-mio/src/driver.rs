@@ -512,7 +512,6 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 }
                 Output::Delivery(d) => self.sink.deliver(d),
                 Output::Event(e) => self.on_core_event(e),
-                _ => {}
             }
         }
     }

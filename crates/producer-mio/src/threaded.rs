@@ -10,7 +10,7 @@ use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
-use producer_core::{Config, Delivery, DeliveryFailure, ProduceError, Record, SendErrorReason};
+use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 
 use crate::driver::{wall_clock_ms, DeliverySink, MioDriver, TokenRange};
 
@@ -441,11 +441,12 @@ struct Reports<F> {
 
 impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
     fn deliver(&mut self, d: Delivery<Tracked<T>>) {
-        let Delivery {
-            opaque: Tracked { generation, opaque },
-            result,
-        } = d;
-        (self.on_delivery)(Delivery { opaque, result });
+        let mut generation = 0;
+        let d = d.map_opaque(|t| {
+            generation = t.generation;
+            t.opaque
+        });
+        (self.on_delivery)(d);
         self.flushes.reported(generation);
     }
 }
@@ -587,26 +588,12 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             }
             Err(e) => {
                 self.driver.sink_mut().flushes.reported(generation);
-                let error = match e.reason {
-                    SendErrorReason::RecordTooLarge { size, .. } => {
-                        ProduceError::RecordTooLarge { size }
-                    }
-                    SendErrorReason::Fatal(err) => err,
-                    SendErrorReason::InvalidPartition(partition) => {
-                        ProduceError::UnknownPartition {
-                            partition,
-                            count: -1,
-                        }
-                    }
-                    _ => ProduceError::Closed,
-                };
-                (self.driver.sink_mut().on_delivery)(Delivery {
-                    opaque: e.opaque.opaque,
-                    result: Err(Box::new(DeliveryFailure {
-                        error,
-                        record: e.record,
-                    })),
-                });
+                let error = ProduceError::Refused(Box::new(e.reason));
+                (self.driver.sink_mut().on_delivery)(Delivery::failed(
+                    e.opaque.opaque,
+                    error,
+                    e.record,
+                ));
             }
         }
     }
@@ -619,24 +606,18 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             std::mem::take(&mut queue.cmds)
         };
         if let Some((record, opaque)) = self.stash.take() {
-            (self.driver.sink_mut().on_delivery)(Delivery {
+            (self.driver.sink_mut().on_delivery)(Delivery::failed(
                 opaque,
-                result: Err(Box::new(DeliveryFailure {
-                    error: ProduceError::Closed,
-                    record,
-                })),
-            });
+                ProduceError::Closed,
+                record,
+            ));
         }
         let taken = std::mem::take(&mut self.taken);
         for cmd in taken.into_iter().chain(queued) {
             match cmd {
-                Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(Delivery {
-                    opaque,
-                    result: Err(Box::new(DeliveryFailure {
-                        error: ProduceError::Closed,
-                        record,
-                    })),
-                }),
+                Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(
+                    Delivery::failed(opaque, ProduceError::Closed, record),
+                ),
                 Command::Flush(done) => {
                     let _ = done.try_send(());
                 }

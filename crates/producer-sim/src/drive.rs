@@ -98,7 +98,6 @@ impl<T> Harness<T> {
             }
             Output::Delivery(d) => self.deliveries.push(d),
             Output::Event(e) => self.events.push(e),
-            _ => {}
         }
     }
 

@@ -1202,7 +1202,6 @@ impl Actor {
                     }
                     log_event(&e);
                 }
-                _ => {}
             }
         }
     }

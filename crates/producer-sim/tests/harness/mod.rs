@@ -115,7 +115,7 @@ pub fn certainly_not_written(e: &ProduceError) -> bool {
         } => !possibly_persisted && [2, 10, 18, 21, 29, 32, 42, 43, 44, 76, 87].contains(&code.0),
         ProduceError::UnknownTopic
         | ProduceError::UnknownPartition { .. }
-        | ProduceError::RecordTooLarge { .. } => true,
+        | ProduceError::Refused(_) => true,
         _ => false,
     }
 }
