@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use crate::batch::BatchRef;
 use crate::protocol::api_versions::ApiVersionsResponse;
 use crate::protocol::{ApiKey, FrameDecoder};
 use crate::types::ConnId;
@@ -49,9 +50,9 @@ pub(crate) enum RequestKind {
     ApiVersions,
     Metadata,
     InitProducerId,
-    /// The batches it carries: (topic, partition, batch id).
+    /// The batches it carries.
     Produce {
-        batches: Vec<(u32, u32, u64)>,
+        batches: Vec<BatchRef>,
     },
 }
 
@@ -93,6 +94,20 @@ impl Connection {
             no_response: VecDeque::new(),
             next_correlation_id: 0,
         }
+    }
+
+    /// Records a request written to the connection; returns true when it is the only one in
+    /// flight (so its request timeout must be armed).
+    pub(crate) fn push_request(&mut self, request: InFlightRequest) -> bool {
+        let was_idle = self.inflight.is_empty();
+        self.inflight.push_back(request);
+        was_idle
+    }
+
+    /// When the oldest request in flight was sent, if any: its request timeout counts from
+    /// there.
+    pub(crate) fn oldest_sent_at(&self) -> Option<Instant> {
+        self.inflight.front().map(|r| r.sent_at)
     }
 
     /// The next correlation id (wrapping, never negative).

@@ -3,21 +3,23 @@
 //! See [`Producer`] for the run loop. The wire codec lives in [`protocol`] and [`record`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
-mod accumulator;
+mod batch;
+mod brokers;
+mod buffer;
 pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
-mod metadata;
 mod outputs;
+mod partition;
 pub mod partitioner;
 mod producer;
 pub mod protocol;
 pub mod record;
-mod responses;
-mod sink;
 mod timer;
+mod topics;
 mod types;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError};

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::accumulator::Pending;
+use crate::batch::Pending;
 use crate::types::{Delivery, Output, RecordMetadata};
 
 /// Outputs in the order they were produced.

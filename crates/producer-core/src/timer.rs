@@ -6,7 +6,9 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::partitioner::Rng;
 
 /// What a deadline is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,10 +67,16 @@ impl Timers {
     }
 }
 
+/// Exponential backoff with jitter (KIP-580): `base * 2^attempts` times a random factor in
+/// [0.8, 1.2), at most `max`.
+pub(crate) fn backoff(rng: &mut Rng, base: Duration, max: Duration, attempts: u32) -> Duration {
+    let exp = base.as_secs_f64() * 2f64.powi(attempts.min(30) as i32) * rng.factor(0.8, 1.2);
+    Duration::from_secs_f64(exp.min(max.as_secs_f64()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn pops_in_deadline_order_only_when_due() {

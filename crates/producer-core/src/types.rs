@@ -322,7 +322,11 @@ pub struct SendError<T> {
 
 impl<T> std::fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "record for topic {:?} refused: {}", self.record.topic, self.reason)
+        write!(
+            f,
+            "record for topic {:?} refused: {}",
+            self.record.topic, self.reason
+        )
     }
 }
 

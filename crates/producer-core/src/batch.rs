@@ -1,0 +1,400 @@
+//! A record on its way into a batch, the open batch records are appended to, and a closed batch
+//! (encoded once, resent byte for byte) with its sending state.
+//!
+//! Each type keeps its own rules: an [`OpenBatch`] appends a record's bytes and its report entry
+//! together, a [`Batch`] stamps its sequence number with its bytes and counts its attempts, and
+//! both hand their records back as one [`Unreported`] when they fail.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::record::{
+    BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
+};
+use crate::types::{ConnId, ProduceError};
+
+/// A record accepted by `send` that is not in a batch yet: waiting for its topic's metadata,
+/// or on its way to a partition. Carries the record's parts until they are encoded.
+#[derive(Debug)]
+pub(crate) struct Unrouted<T> {
+    pub(crate) opaque: T,
+    pub(crate) key: Option<Bytes>,
+    pub(crate) value: Option<Bytes>,
+    pub(crate) headers: Vec<Header>,
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) explicit_partition: bool,
+    /// Bytes this record counts against `buffer_memory` (see [`charged_size`]).
+    pub(crate) size: usize,
+}
+
+impl<T> Unrouted<T> {
+    /// The record's [`BatchBuilder::payload_size`].
+    pub(crate) fn payload_size(&self) -> usize {
+        BatchBuilder::payload_size(self.key.as_deref(), self.value.as_deref(), &self.headers)
+    }
+}
+
+/// One record in a batch, waiting for its report: only what the report needs beyond the batch.
+/// The key, value and headers live in the batch bytes alone; a failure decodes them back out
+/// (see [`SealedBatch::into_records`]), so a buffered record costs its encoded size plus this.
+#[derive(Debug)]
+pub(crate) struct Pending<T> {
+    pub(crate) opaque: T,
+    /// The record's timestamp as written (-1: none), for the success report.
+    pub(crate) timestamp: i64,
+    /// The caller chose the partition (the failure report hands it back as chosen).
+    pub(crate) explicit_partition: bool,
+}
+
+/// Bytes a record counts against `buffer_memory`, from its encoded size as the first record of
+/// a batch (`BatchBuilder::record_size_with_payload(0, 0, payload)`, which `send` computes
+/// anyway for its size limit): that plus its [`Pending`] entry. A pure function of key, value
+/// and headers, so a record decoded back out of a batch is released for exactly what it was
+/// charged.
+pub(crate) fn charged_size<T>(encoded: usize) -> usize {
+    encoded + std::mem::size_of::<Pending<T>>()
+}
+
+/// The records of a batch that failed, on their way to their failure reports: each report entry
+/// with its record decoded back out of the batch (in the same order), and the buffer space they
+/// release.
+#[derive(Debug)]
+pub(crate) struct Unreported<T> {
+    pub(crate) records: Vec<Pending<T>>,
+    /// The records' contents, or why they could not be decoded (then each record is reported
+    /// with its topic and partition only).
+    pub(crate) decoded: Result<Vec<DecodedRecord>, String>,
+    pub(crate) charged: usize,
+}
+
+/// Names one closed batch of one partition, in requests and timers. Batch ids are unique within
+/// their partition and never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchRef {
+    pub(crate) topic: u32,
+    pub(crate) partition: u32,
+    pub(crate) id: u64,
+}
+
+/// The batch records are being appended to.
+#[derive(Debug)]
+pub(crate) struct OpenBatch<T> {
+    id: u64,
+    builder: BatchBuilder,
+    records: Vec<Pending<T>>,
+    /// Bytes its records count against `buffer_memory`.
+    charged: usize,
+    created: Instant,
+}
+
+impl<T> OpenBatch<T> {
+    /// Most records a new batch reserves room for up front.
+    const MAX_RESERVED_RECORDS: usize = 1024;
+
+    /// An empty batch writing into `buf` (from [`crate::buffer::BufferPool::take`], sized for
+    /// `batch_size`, so appending never regrows it: a batch closes before a record would take it
+    /// past `batch_size`, unless that record is alone). `record_size` (the first record's
+    /// encoded size) estimates how many records fit.
+    pub(crate) fn new(
+        id: u64,
+        buf: Vec<u8>,
+        batch_size: usize,
+        record_size: usize,
+        created: Instant,
+    ) -> Self {
+        let records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        OpenBatch {
+            id,
+            builder: BatchBuilder::with_buffer(buf),
+            records: Vec::with_capacity(records),
+            charged: 0,
+            created,
+        }
+    }
+
+    /// The batch's id (its linger timer names it).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// When its first record was appended (linger and delivery timeout count from here).
+    pub(crate) fn created(&self) -> Instant {
+        self.created
+    }
+
+    /// Encoded bytes so far.
+    #[inline]
+    pub(crate) fn size_in_bytes(&self) -> usize {
+        self.builder.size_in_bytes()
+    }
+
+    /// Appends a record if it fits in `batch_size` (a record always fits an empty batch): its
+    /// bytes go into the batch, its report entry and buffer charge with them. `payload` is the
+    /// record's [`BatchBuilder::payload_size`]. A record that does not fit comes back.
+    #[inline(always)]
+    pub(crate) fn try_append(
+        &mut self,
+        batch_size: usize,
+        record: Unrouted<T>,
+        payload: usize,
+    ) -> Result<(), Unrouted<T>> {
+        let appended = self.builder.try_append_with_payload(
+            batch_size,
+            record.timestamp.unwrap_or(-1),
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+            payload,
+        );
+        if !appended {
+            return Err(record);
+        }
+        // Key, value and headers now live in the batch bytes; they are dropped here.
+        self.records.push(Pending {
+            opaque: record.opaque,
+            timestamp: record.timestamp.unwrap_or(-1),
+            explicit_partition: record.explicit_partition,
+        });
+        self.charged += record.size;
+        Ok(())
+    }
+
+    /// Encodes the batch for sending (compressing it once) as batch `id` of its partition; the
+    /// second value is the uncompressed buffer, free for reuse, when compression made a new one.
+    /// When compression fails, the records come back to be reported with the error.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn seal(
+        self,
+        compression: Compression,
+    ) -> Result<(Batch<T>, Option<Vec<u8>>), (CompressionError, Unreported<T>)> {
+        let OpenBatch {
+            id,
+            builder,
+            records,
+            charged,
+            created,
+        } = self;
+        match builder.seal_or_keep(compression) {
+            Ok((sealed, spare)) => Ok((Batch::new(id, sealed, records, charged, created), spare)),
+            Err((e, builder)) => Err((
+                e,
+                Unreported {
+                    records,
+                    decoded: builder.into_records().map_err(|e| e.to_string()),
+                    charged,
+                },
+            )),
+        }
+    }
+
+    /// Gives the records up for their failure reports.
+    pub(crate) fn into_unreported(self) -> Unreported<T> {
+        Unreported {
+            decoded: self.builder.into_records().map_err(|e| e.to_string()),
+            records: self.records,
+            charged: self.charged,
+        }
+    }
+}
+
+/// Where a closed batch stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BatchState {
+    /// Waiting to be sent (for the first time, or again).
+    Ready,
+    /// In a request on this connection.
+    InFlight { conn: ConnId },
+    /// Finished: base offset and log-append time on success, or the error.
+    Done(Result<(i64, i64), ProduceError>),
+}
+
+/// A closed batch: encoded once, resent byte for byte.
+#[derive(Debug)]
+pub(crate) struct Batch<T> {
+    id: u64,
+    sealed: SealedBatch,
+    records: Vec<Pending<T>>,
+    /// Bytes its records count against `buffer_memory`.
+    charged: usize,
+    created: Instant,
+    state: BatchState,
+    /// Attempts made (requests that carried it).
+    attempts: u32,
+    /// The base sequence it was stamped with; `None` until first sent.
+    base_sequence: Option<i32>,
+    /// A previous attempt may have been written.
+    possibly_persisted: bool,
+}
+
+impl<T> Batch<T> {
+    /// A batch never sent, ready to go.
+    pub(crate) fn new(
+        id: u64,
+        sealed: SealedBatch,
+        records: Vec<Pending<T>>,
+        charged: usize,
+        created: Instant,
+    ) -> Self {
+        Batch {
+            id,
+            sealed,
+            records,
+            charged,
+            created,
+            state: BatchState::Ready,
+            attempts: 0,
+            base_sequence: None,
+            possibly_persisted: false,
+        }
+    }
+
+    /// One half of a batch the broker found too large: it inherits the original's age,
+    /// attempts and "possibly written" mark, and is stamped with `stamp` (producer id, epoch
+    /// and base sequence) if the original had a sequence, else unstamped (-1).
+    pub(crate) fn half_of(
+        original: &SplitOrigin,
+        id: u64,
+        mut sealed: SealedBatch,
+        records: Vec<Pending<T>>,
+        charged: usize,
+        stamp: Option<(i64, i16, i32)>,
+    ) -> Self {
+        match stamp {
+            Some((pid, epoch, seq)) => sealed.stamp(pid, epoch, seq),
+            None => sealed.stamp(-1, -1, -1),
+        }
+        Batch {
+            id,
+            sealed,
+            records,
+            charged,
+            created: original.created,
+            state: BatchState::Ready,
+            attempts: original.attempts,
+            base_sequence: stamp.map(|(_, _, seq)| seq),
+            possibly_persisted: original.possibly_persisted,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+    pub(crate) fn created(&self) -> Instant {
+        self.created
+    }
+    pub(crate) fn state(&self) -> &BatchState {
+        &self.state
+    }
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+    pub(crate) fn record_count(&self) -> i32 {
+        self.records.len() as i32
+    }
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.state, BatchState::Done(_))
+    }
+    pub(crate) fn is_in_flight_on(&self, conn: ConnId) -> bool {
+        matches!(self.state, BatchState::InFlight { conn: c } if c == conn)
+    }
+    pub(crate) fn possibly_persisted(&self) -> bool {
+        self.possibly_persisted
+    }
+    /// An attempt of this batch may have been written (lost connection, timeout, "unsure"
+    /// answer): a later failure says so, and without idempotence a retry may duplicate it.
+    pub(crate) fn mark_possibly_persisted(&mut self) {
+        self.possibly_persisted = true;
+    }
+    /// The encoded bytes, as sent.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.sealed.as_bytes()
+    }
+    pub(crate) fn len_bytes(&self) -> usize {
+        self.sealed.len_bytes()
+    }
+
+    /// Writes the producer id, epoch and base sequence into the batch's bytes (and CRC), for
+    /// its first send or a sequence restart; -1s for a producer without idempotence.
+    pub(crate) fn stamp(&mut self, producer_id: i64, epoch: i16, base_sequence: Option<i32>) {
+        self.sealed
+            .stamp(producer_id, epoch, base_sequence.unwrap_or(-1));
+        self.base_sequence = base_sequence;
+    }
+
+    /// The batch goes out in a request on `conn`.
+    pub(crate) fn begin_attempt(&mut self, conn: ConnId) {
+        self.state = BatchState::InFlight { conn };
+        self.attempts += 1;
+    }
+
+    /// The batch waits to be sent again.
+    pub(crate) fn ready_again(&mut self) {
+        self.state = BatchState::Ready;
+    }
+
+    /// The batch is finished; its report leaves the partition once the batches before it have.
+    pub(crate) fn finish(&mut self, result: Result<(i64, i64), ProduceError>) {
+        self.state = BatchState::Done(result);
+    }
+
+    /// What a split keeps of the original batch.
+    pub(crate) fn split_origin(&self) -> SplitOrigin {
+        SplitOrigin {
+            created: self.created,
+            attempts: self.attempts,
+            possibly_persisted: self.possibly_persisted,
+            base_sequence: self.base_sequence,
+        }
+    }
+
+    /// Takes the finished batch apart: its result, its report entries, the buffer space they
+    /// release, and its bytes (a buffer to reuse on success, the records to decode on failure).
+    pub(crate) fn into_finished(self) -> Finished<T> {
+        let result = match self.state {
+            BatchState::Done(r) => r,
+            // Only finished batches leave a partition; anything else is reported as a bug.
+            other => Err(ProduceError::BatchDecode(format!(
+                "batch left its partition while {other:?}"
+            ))),
+        };
+        Finished {
+            result,
+            records: self.records,
+            charged: self.charged,
+            sealed: self.sealed,
+        }
+    }
+
+    /// Gives the records up for their failure reports (decoding them back out of the batch).
+    pub(crate) fn into_unreported(self) -> Unreported<T> {
+        Unreported {
+            decoded: self.sealed.into_records().map_err(|e| e.to_string()),
+            records: self.records,
+            charged: self.charged,
+        }
+    }
+
+    /// Gives the records and bytes up, to split them into two batches.
+    pub(crate) fn into_split_parts(self) -> (SealedBatch, Vec<Pending<T>>, usize) {
+        (self.sealed, self.records, self.charged)
+    }
+}
+
+/// What the halves of a split batch inherit from the original.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SplitOrigin {
+    pub(crate) created: Instant,
+    pub(crate) attempts: u32,
+    pub(crate) possibly_persisted: bool,
+    pub(crate) base_sequence: Option<i32>,
+}
+
+/// A batch that left its partition, finished.
+#[derive(Debug)]
+pub(crate) struct Finished<T> {
+    pub(crate) result: Result<(i64, i64), ProduceError>,
+    pub(crate) records: Vec<Pending<T>>,
+    pub(crate) charged: usize,
+    pub(crate) sealed: SealedBatch,
+}

@@ -1,0 +1,270 @@
+//! The brokers the producer may connect to: one slot per bootstrap address and per node from
+//! metadata, each with at most one connection, the partitions it leads, its reconnect backoff
+//! and throttle, and whether it has something to send.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::connection::{ConnState, Connection};
+use crate::types::ConnId;
+
+/// A broker the producer may connect to: a node from metadata, or a bootstrap address.
+#[derive(Debug)]
+pub(crate) struct BrokerSlot {
+    /// Node id, or -1 for a bootstrap address.
+    pub(crate) node_id: i32,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) conn: Option<Connection>,
+    /// Incremented for every new connection, so late events for old ones are ignored.
+    generation: u32,
+    /// Partitions this broker leads: (topic, partition).
+    pub(crate) partitions: Vec<(u32, u32)>,
+    /// Something may be sendable; the request builder should look.
+    dirty: bool,
+    /// No request before this instant (`throttle_time_ms`).
+    pub(crate) throttled_until: Option<Instant>,
+    /// No connection attempt before this instant.
+    pub(crate) reconnect_at: Option<Instant>,
+    /// Consecutive failed connection attempts (reconnect backoff exponent).
+    pub(crate) failures: u32,
+    /// Round-robin start for the next request, so no partition starves.
+    pub(crate) drain_index: usize,
+}
+
+impl BrokerSlot {
+    fn new(node_id: i32, host: String, port: u16) -> Self {
+        BrokerSlot {
+            node_id,
+            host,
+            port,
+            conn: None,
+            generation: 0,
+            partitions: Vec::new(),
+            dirty: false,
+            throttled_until: None,
+            reconnect_at: None,
+            failures: 0,
+            drain_index: 0,
+        }
+    }
+
+    /// Whether a ready connection exists.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.conn
+            .as_ref()
+            .is_some_and(|c| c.state == ConnState::Ready)
+    }
+
+    /// Whether a connection attempt is allowed at `now` (its reconnect backoff is over).
+    pub(crate) fn may_connect(&self, now: Instant) -> bool {
+        self.reconnect_at.is_none_or(|t| t <= now)
+    }
+
+    /// The connection succeeded in negotiating: the reconnect backoff starts over.
+    pub(crate) fn connection_ready(&mut self) {
+        self.failures = 0;
+        self.reconnect_at = None;
+    }
+}
+
+/// Every broker slot, by slot number (bootstrap addresses first, then nodes as metadata names
+/// them), the node id -> slot map, and the slots marked as having something to send.
+#[derive(Debug)]
+pub(crate) struct Brokers {
+    slots: Vec<BrokerSlot>,
+    by_node: HashMap<i32, u32>,
+    dirty: Vec<u32>,
+    /// Bootstrap slot to try next when no broker is reachable.
+    next_bootstrap: usize,
+}
+
+impl Brokers {
+    /// One slot per bootstrap address.
+    pub(crate) fn new(bootstrap: &[(String, u16)]) -> Self {
+        Brokers {
+            slots: bootstrap
+                .iter()
+                .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p))
+                .collect(),
+            by_node: HashMap::new(),
+            dirty: Vec::new(),
+            next_bootstrap: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    pub(crate) fn slot(&self, slot: u32) -> &BrokerSlot {
+        &self.slots[slot as usize]
+    }
+
+    pub(crate) fn slot_mut(&mut self, slot: u32) -> &mut BrokerSlot {
+        &mut self.slots[slot as usize]
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &BrokerSlot> {
+        self.slots.iter()
+    }
+
+    /// The slot of a node named by metadata, if known.
+    pub(crate) fn slot_of_node(&self, node_id: i32) -> Option<u32> {
+        self.by_node.get(&node_id).copied()
+    }
+
+    /// Whether metadata named this node.
+    pub(crate) fn knows_node(&self, node_id: i32) -> bool {
+        self.by_node.contains_key(&node_id)
+    }
+
+    /// The slot of a node, created (or its address updated) from a metadata broker entry.
+    pub(crate) fn node_slot(&mut self, node_id: i32, host: &str, port: i32) -> u32 {
+        let port = u16::try_from(port).unwrap_or(0);
+        if let Some(&slot) = self.by_node.get(&node_id) {
+            let b = &mut self.slots[slot as usize];
+            if b.host != host || b.port != port {
+                b.host = host.to_owned();
+                b.port = port;
+            }
+            return slot;
+        }
+        let slot = self.slots.len() as u32;
+        self.slots
+            .push(BrokerSlot::new(node_id, host.to_owned(), port));
+        self.by_node.insert(node_id, slot);
+        slot
+    }
+
+    /// The live connection `conn`, if it is still the slot's current one.
+    pub(crate) fn conn(&self, conn: ConnId) -> Option<&Connection> {
+        self.slots
+            .get(conn.slot as usize)?
+            .conn
+            .as_ref()
+            .filter(|c| c.id == conn)
+    }
+
+    /// [`Brokers::conn`], mutably.
+    pub(crate) fn conn_mut(&mut self, conn: ConnId) -> Option<&mut Connection> {
+        self.slots
+            .get_mut(conn.slot as usize)?
+            .conn
+            .as_mut()
+            .filter(|c| c.id == conn)
+    }
+
+    /// Replaces the slot's connection with a new one, `Connecting` from `now`, under a new
+    /// generation; returns its handle.
+    pub(crate) fn open_connection(&mut self, slot: u32, max_frame: usize, now: Instant) -> ConnId {
+        let b = &mut self.slots[slot as usize];
+        b.generation = b.generation.wrapping_add(1);
+        let id = ConnId {
+            slot,
+            generation: b.generation,
+        };
+        b.conn = Some(Connection::new(id, max_frame, now));
+        id
+    }
+
+    /// Takes the connection `conn` out of its slot, if it is the current one.
+    pub(crate) fn take_conn(&mut self, conn: ConnId) -> Option<Connection> {
+        let b = self.slots.get_mut(conn.slot as usize)?;
+        if b.conn.as_ref().is_some_and(|c| c.id == conn) {
+            b.conn.take()
+        } else {
+            None
+        }
+    }
+
+    /// A connection failed: the slot counts the failure and, for a bootstrap address, the next
+    /// attempt goes to the next bootstrap address.
+    pub(crate) fn count_failure(&mut self, slot: u32) {
+        let b = &mut self.slots[slot as usize];
+        b.failures += 1;
+        if b.node_id < 0 {
+            self.next_bootstrap += 1;
+        }
+    }
+
+    /// Marks a slot as having something to send; true when it was not marked yet.
+    pub(crate) fn mark_dirty(&mut self, slot: u32) -> bool {
+        let b = &mut self.slots[slot as usize];
+        if b.dirty {
+            return false;
+        }
+        b.dirty = true;
+        self.dirty.push(slot);
+        true
+    }
+
+    /// The slots marked dirty, unmarked (they are about to be serviced).
+    pub(crate) fn take_dirty(&mut self) -> Vec<u32> {
+        let dirty = std::mem::take(&mut self.dirty);
+        for &slot in &dirty {
+            self.slots[slot as usize].dirty = false;
+        }
+        dirty
+    }
+
+    /// Records that `leader` now leads `(topic, partition)` instead of `old`.
+    pub(crate) fn move_partition(&mut self, tp: (u32, u32), old: i32, leader: i32) {
+        if let Some(slot) = self.slot_of_node(old) {
+            self.slots[slot as usize].partitions.retain(|&x| x != tp);
+        }
+        if let Some(slot) = self.slot_of_node(leader) {
+            self.slots[slot as usize].partitions.push(tp);
+        }
+    }
+
+    /// A ready connection for a control request (the least loaded), optionally one whose broker
+    /// offers InitProducerId.
+    pub(crate) fn ready_control_connection(&self, needs_init_pid: bool) -> Option<ConnId> {
+        self.slots
+            .iter()
+            .filter_map(|b| b.conn.as_ref())
+            .filter(|c| c.state == ConnState::Ready)
+            .filter(|c| !needs_init_pid || c.versions.is_some_and(|v| v.init_producer_id.is_some()))
+            .min_by_key(|c| c.inflight.len())
+            .map(|c| c.id)
+    }
+
+    /// Whether some connection is being set up (connecting or negotiating).
+    pub(crate) fn any_connecting(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|b| b.conn.as_ref().is_some_and(|c| c.state != ConnState::Ready))
+    }
+
+    /// The slot to connect to for control requests when nothing is connected: the known node
+    /// with the fewest failures whose backoff is over, else the next bootstrap address whose
+    /// backoff is over.
+    pub(crate) fn pick_to_connect(&self, now: Instant) -> Option<u32> {
+        let node = (0..self.slots.len())
+            .filter(|&i| self.slots[i].node_id >= 0 && self.slots[i].may_connect(now))
+            .min_by_key(|&i| self.slots[i].failures);
+        let pick = node.or_else(|| {
+            let boot: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| self.slots[i].node_id < 0)
+                .collect();
+            (0..boot.len())
+                .map(|k| boot[(self.next_bootstrap + k) % boot.len()])
+                .find(|&i| self.slots[i].may_connect(now))
+        });
+        pick.map(|i| i as u32)
+    }
+
+    /// The earliest instant some slot's reconnect backoff ends.
+    pub(crate) fn earliest_reconnect(&self) -> Option<Instant> {
+        self.slots.iter().filter_map(|b| b.reconnect_at).min()
+    }
+
+    /// Whether any connection still waits for a response.
+    pub(crate) fn any_in_flight(&self) -> bool {
+        self.slots
+            .iter()
+            .filter_map(|b| b.conn.as_ref())
+            .any(|c| !c.inflight.is_empty())
+    }
+}

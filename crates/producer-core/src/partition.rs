@@ -1,0 +1,463 @@
+//! One partition's batches and the rules for sending them: the open batch, the closed batches in
+//! send order, what is in flight and where, its leader, and its idempotent sequence state.
+//!
+//! A partition's closed batches form one queue. Batches leave it only from the front, once they
+//! and every batch before them are done, so delivery reports come out in send order whatever
+//! order responses resolve them in. The first `sent` batches have been sent at least once and
+//! carry sequence numbers; the rest have never been sent.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::batch::{Batch, BatchState, OpenBatch};
+use crate::types::{ConnId, ProduceError};
+
+/// The sequence after `count` records from `seq`, wrapping from `i32::MAX` to 0 as Kafka does.
+pub(crate) fn next_sequence(seq: i32, count: i32) -> i32 {
+    ((seq as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
+/// A partition's batches and its sending state.
+#[derive(Debug)]
+pub(crate) struct PartitionQueue<T> {
+    /// The batch records are appended to.
+    pub(crate) open: Option<OpenBatch<T>>,
+    /// Closed batches in send order.
+    batches: VecDeque<Batch<T>>,
+    /// How many batches at the front of `batches` have been sent at least once (and so have
+    /// sequence numbers).
+    sent: usize,
+    /// Batches currently in flight, and the connection they are on.
+    inflight: usize,
+    inflight_conn: Option<ConnId>,
+    /// Leader node id (-1 unknown) and epoch.
+    leader: i32,
+    leader_epoch: i32,
+    /// No send before this instant (retry backoff).
+    pub(crate) backoff_until: Option<Instant>,
+    /// Waiting for a metadata refresh before sending again.
+    pub(crate) needs_metadata: bool,
+    /// Producer id, epoch and next sequence this partition's batches are stamped with.
+    producer_id: i64,
+    epoch: i16,
+    next_sequence: i32,
+    /// This connection answered a batch of the partition with success, so the partition may
+    /// pipeline more than one request on it.
+    ok_on_conn: Option<ConnId>,
+    /// The partition must bump its epoch and restamp its unacknowledged batches before it sends
+    /// again (once nothing is in flight).
+    needs_reset: bool,
+    /// The batch whose failure left a hole in the sequence. Batches before it still belong to
+    /// the old epoch's sequence and are resolved under it first; the reset happens once this
+    /// batch has left the queue (so everything before it is done).
+    reset_barrier: Option<u64>,
+    /// The delivery-timeout deadline currently armed for this partition.
+    pub(crate) delivery_timer: Option<Instant>,
+    /// Id of the next batch opened on this partition (ids identify batches in requests).
+    next_batch_id: u64,
+}
+
+/// What [`PartitionQueue::prepare_identity`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdentityStep {
+    /// The partition may send under its current producer id and epoch.
+    Ready,
+    /// It adopted the producer id for the first time.
+    Adopted,
+    /// It bumped its epoch and restarted its sequences at 0 (the new epoch).
+    Reset(i16),
+    /// A reset is due, but the batches before the sequence hole are still being resolved under
+    /// the old epoch: those may be retried ([`PartitionQueue::next_sendable`] allows nothing
+    /// else), and the reset happens once they are done.
+    ResolvingHole,
+    /// Its epochs are exhausted: the producer needs a new producer id.
+    NeedsNewProducerId,
+}
+
+impl<T> PartitionQueue<T> {
+    pub(crate) fn new() -> Self {
+        PartitionQueue {
+            open: None,
+            batches: VecDeque::new(),
+            sent: 0,
+            inflight: 0,
+            inflight_conn: None,
+            leader: -1,
+            leader_epoch: -1,
+            backoff_until: None,
+            needs_metadata: false,
+            producer_id: -1,
+            epoch: -1,
+            next_sequence: 0,
+            ok_on_conn: None,
+            needs_reset: false,
+            reset_barrier: None,
+            delivery_timer: None,
+            next_batch_id: 0,
+        }
+    }
+
+    /// Whether anything (open, queued or in flight) is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.open.is_none() && self.batches.is_empty()
+    }
+
+    /// The leader's node id, -1 when none is known.
+    pub(crate) fn leader(&self) -> i32 {
+        self.leader
+    }
+
+    /// The producer id and epoch its batches are stamped with.
+    pub(crate) fn identity(&self) -> (i64, i16) {
+        (self.producer_id, self.epoch)
+    }
+
+    /// A fresh id for a new batch of this partition.
+    pub(crate) fn take_batch_id(&mut self) -> u64 {
+        let id = self.next_batch_id;
+        self.next_batch_id += 1;
+        id
+    }
+
+    /// Queues a closed batch behind the others.
+    pub(crate) fn push_closed(&mut self, batch: Batch<T>) {
+        self.batches.push_back(batch);
+    }
+
+    /// Index of the batch with this id, if it is still held.
+    pub(crate) fn find(&self, id: u64) -> Option<usize> {
+        // A split batch's halves get fresh ids, so ids are not ordered along the queue; but the
+        // batches looked up (in flight, or just answered) sit near its front.
+        self.batches.iter().position(|b| b.id() == id)
+    }
+
+    pub(crate) fn batch(&self, i: usize) -> &Batch<T> {
+        &self.batches[i]
+    }
+
+    pub(crate) fn batch_mut(&mut self, i: usize) -> &mut Batch<T> {
+        &mut self.batches[i]
+    }
+
+    /// Whether the batch at `i` is the oldest one not yet finished.
+    pub(crate) fn is_head(&self, i: usize) -> bool {
+        self.batches.iter().position(|b| !b.is_done()) == Some(i)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Leadership
+    // ---------------------------------------------------------------------------------------
+
+    /// Applies a leader (from metadata or a Produce leader hint) and returns the previous
+    /// leader if it changed. A newer leader epoch ends any backoff (no wait before retrying on a
+    /// new leader, KIP-951) and the partition no longer waits for metadata.
+    pub(crate) fn set_leader(&mut self, leader: i32, leader_epoch: i32) -> Option<i32> {
+        let old = self.leader;
+        let changed = old != leader || leader_epoch > self.leader_epoch;
+        self.leader_epoch = self.leader_epoch.max(leader_epoch);
+        self.needs_metadata = false;
+        if changed && leader_epoch > -1 {
+            self.backoff_until = None;
+        }
+        if old == leader {
+            return None;
+        }
+        self.leader = leader;
+        Some(old)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // What may be sent
+    // ---------------------------------------------------------------------------------------
+
+    /// The index of the batch this partition would send next on `conn`, if the ordering rules
+    /// allow one now. Open batches are not considered (the request builder closes them first).
+    pub(crate) fn next_sendable(&self, conn: ConnId, idempotent: bool) -> Option<usize> {
+        if self.blocked_on(conn) {
+            return None;
+        }
+        // A batch waiting to be sent again comes first, and alone.
+        if let Some(i) = self.first_retry() {
+            let before_barrier = self.barrier_position().is_some_and(|b| i < b);
+            let allowed = self.inflight == 0 && (!self.needs_reset || before_barrier);
+            return allowed.then_some(i);
+        }
+        if self.sent >= self.batches.len() {
+            return None;
+        }
+        self.fresh_allowed(conn, idempotent).then_some(self.sent)
+    }
+
+    /// Whether the partition could start a new batch from its open one on `conn` (the same
+    /// rules as a fresh closed batch).
+    pub(crate) fn may_send_fresh(&self, conn: ConnId, idempotent: bool) -> bool {
+        !self.blocked_on(conn)
+            && self.sent >= self.batches.len()
+            && self.first_retry().is_none()
+            && self.fresh_allowed(conn, idempotent)
+    }
+
+    /// Whether there is something to send on `conn` at `now`: a closed batch the ordering rules
+    /// allow, or an open batch past its `linger` (or any open batch while `closing`).
+    pub(crate) fn has_sendable(
+        &self,
+        conn: ConnId,
+        idempotent: bool,
+        now: Instant,
+        linger: Duration,
+        closing: bool,
+    ) -> bool {
+        if self.backoff_until.is_some_and(|at| at > now) {
+            return false;
+        }
+        if self.next_sendable(conn, idempotent).is_some() {
+            return true;
+        }
+        let lingered = self
+            .open
+            .as_ref()
+            .is_some_and(|o| o.created() + linger <= now || closing);
+        lingered && self.may_send_fresh(conn, idempotent)
+    }
+
+    /// Nothing may go to `conn` now: no leader known, waiting for metadata, or batches of this
+    /// partition in flight on another connection (never overlap across a leader move).
+    fn blocked_on(&self, conn: ConnId) -> bool {
+        self.needs_metadata
+            || self.leader < 0
+            || (self.inflight > 0 && self.inflight_conn != Some(conn))
+    }
+
+    /// The first sent batch waiting to be sent again.
+    fn first_retry(&self) -> Option<usize> {
+        self.batches
+            .iter()
+            .take(self.sent)
+            .position(|b| *b.state() == BatchState::Ready)
+    }
+
+    /// Whether a batch never sent may go out on `conn`: with idempotence, after a success on
+    /// that connection (pipelining) or with nothing in flight, and not before a pending reset;
+    /// without it, one batch in flight per partition keeps order under retries.
+    fn fresh_allowed(&self, conn: ConnId, idempotent: bool) -> bool {
+        if idempotent {
+            !self.needs_reset && (self.inflight == 0 || self.ok_on_conn == Some(conn))
+        } else {
+            self.inflight == 0
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Flights
+    // ---------------------------------------------------------------------------------------
+
+    /// The batch at `i` goes out in a request on `conn`. A batch sent for the first time is
+    /// stamped now, with the partition's next sequence when `idempotent` (sequences are fixed at
+    /// first send), else with -1s.
+    pub(crate) fn begin_flight(&mut self, i: usize, conn: ConnId, idempotent: bool) {
+        if i == self.sent {
+            let b = &mut self.batches[i];
+            if idempotent {
+                let seq = self.next_sequence;
+                b.stamp(self.producer_id, self.epoch, Some(seq));
+                self.next_sequence = next_sequence(seq, b.record_count());
+            } else {
+                b.stamp(-1, -1, None);
+            }
+            self.sent += 1;
+        }
+        self.batches[i].begin_attempt(conn);
+        self.inflight += 1;
+        self.inflight_conn = Some(conn);
+    }
+
+    /// The flight of the batch at `i` on `conn` ended (answered, lost with its connection, or
+    /// handed to an acks=0 connection). Returns false, changing nothing, when that batch is not
+    /// in flight on `conn` (a stale answer).
+    pub(crate) fn end_flight(&mut self, i: usize, conn: ConnId) -> bool {
+        if !self.batches[i].is_in_flight_on(conn) {
+            return false;
+        }
+        self.inflight -= 1;
+        if self.inflight == 0 {
+            self.inflight_conn = None;
+        }
+        true
+    }
+
+    /// A batch of this partition succeeded on `conn`: with idempotence the partition may now
+    /// pipeline requests there.
+    pub(crate) fn succeeded_on(&mut self, conn: ConnId) {
+        self.ok_on_conn = Some(conn);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Idempotent sequences
+    // ---------------------------------------------------------------------------------------
+
+    /// Asks for an epoch bump and sequence restart. `after` is the batch whose failure left the
+    /// hole (`None` when the broker rejected the partition's head batch itself).
+    pub(crate) fn request_reset(&mut self, after: Option<u64>) {
+        self.needs_reset = true;
+        let Some(id) = after else { return };
+        let new_pos = self.find(id);
+        match self.barrier_position() {
+            Some(old) if new_pos.is_none_or(|n| n <= old) => {}
+            _ => self.reset_barrier = Some(id),
+        }
+    }
+
+    /// Where the reset barrier batch sits, if it is still queued.
+    fn barrier_position(&self) -> Option<usize> {
+        self.reset_barrier.and_then(|id| self.find(id))
+    }
+
+    /// Gets the partition ready to send under the producer's id and epoch: adopts them on first
+    /// use and, once nothing is in flight and the batches before a sequence hole are resolved,
+    /// bumps the partition's epoch and restamps its unacknowledged batches from sequence 0.
+    pub(crate) fn prepare_identity(&mut self, producer_id: i64, epoch: i16) -> IdentityStep {
+        if self.inflight > 0 {
+            return IdentityStep::Ready;
+        }
+        let (new_epoch, step) = if self.producer_id != producer_id {
+            (epoch, IdentityStep::Adopted)
+        } else if self.needs_reset {
+            if self.barrier_position().is_some() {
+                return IdentityStep::ResolvingHole;
+            }
+            if self.epoch == i16::MAX {
+                return IdentityStep::NeedsNewProducerId;
+            }
+            (self.epoch + 1, IdentityStep::Reset(self.epoch + 1))
+        } else {
+            return IdentityStep::Ready;
+        };
+        self.producer_id = producer_id;
+        self.epoch = new_epoch;
+        self.needs_reset = false;
+        self.reset_barrier = None;
+        self.ok_on_conn = None;
+        let mut seq = 0i32;
+        for b in self.batches.iter_mut().take(self.sent) {
+            if b.is_done() {
+                continue;
+            }
+            b.stamp(producer_id, new_epoch, Some(seq));
+            seq = next_sequence(seq, b.record_count());
+        }
+        self.next_sequence = seq;
+        step
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Failing and splitting
+    // ---------------------------------------------------------------------------------------
+
+    /// Fails a batch that was sent: with idempotence its sequence numbers are now a hole, so
+    /// the partition restarts its sequence under a new epoch before sending again.
+    pub(crate) fn fail_sent(&mut self, i: usize, error: ProduceError, idempotent: bool) {
+        self.batches[i].finish(Err(error));
+        if idempotent {
+            let id = self.batches[i].id();
+            self.request_reset(Some(id));
+        }
+    }
+
+    /// Fails, in order, the batches whose delivery timeout passed at `now` (a batch in flight
+    /// waits for its response), and the open batch too if it is that old, which is returned to
+    /// be reported. Also returns the next deadline to arm, if any batch is still younger.
+    pub(crate) fn expire(
+        &mut self,
+        now: Instant,
+        timeout: Duration,
+    ) -> (Option<OpenBatch<T>>, Option<Instant>) {
+        let mut next_deadline = None;
+        for i in 0..self.batches.len() {
+            let b = &mut self.batches[i];
+            if b.created() + timeout > now {
+                next_deadline = Some(b.created() + timeout);
+                break;
+            }
+            match b.state() {
+                BatchState::Ready => {
+                    let was_sent = i < self.sent;
+                    let possibly_persisted = b.possibly_persisted();
+                    b.finish(Err(ProduceError::DeliveryTimeout { possibly_persisted }));
+                    if was_sent {
+                        // A hole (or a possible duplicate) in the sequence: restart it.
+                        let id = b.id();
+                        self.request_reset(Some(id));
+                    } else {
+                        self.sent = i + 1;
+                    }
+                }
+                BatchState::InFlight { .. } | BatchState::Done(_) => {}
+            }
+        }
+        if next_deadline.is_none() {
+            if let Some(open) = &self.open {
+                if open.created() + timeout > now {
+                    next_deadline = Some(open.created() + timeout);
+                }
+            }
+        }
+        let open_expired = self
+            .open
+            .as_ref()
+            .is_some_and(|o| o.created() + timeout <= now);
+        let expired = if open_expired { self.open.take() } else { None };
+        (expired, next_deadline)
+    }
+
+    /// Takes the sent batch at `i` out of the queue, to be split (its place is refilled by
+    /// [`PartitionQueue::insert_halves`]) or failed. With idempotence, a batch taken for good
+    /// leaves a hole in the sequence: the caller asks for a reset.
+    pub(crate) fn take_sent(&mut self, i: usize) -> Option<Batch<T>> {
+        let b = self.batches.remove(i)?;
+        self.sent -= 1;
+        Some(b)
+    }
+
+    /// Puts the two halves of a split batch where the original was (taken with
+    /// [`PartitionQueue::take_sent`]); they are in the sent region, keeping the original's
+    /// sequence range.
+    pub(crate) fn insert_halves(&mut self, i: usize, halves: [Batch<T>; 2]) {
+        for (k, half) in halves.into_iter().enumerate() {
+            self.batches.insert(i + k, half);
+        }
+        self.sent += 2;
+    }
+
+    /// Takes everything the partition holds, to fail it (the producer failed fatally): the
+    /// closed batches in order and the open batch. Nothing is in flight afterwards.
+    pub(crate) fn take_all(&mut self) -> (Vec<Batch<T>>, Option<OpenBatch<T>>) {
+        self.sent = 0;
+        self.inflight = 0;
+        self.inflight_conn = None;
+        (self.batches.drain(..).collect(), self.open.take())
+    }
+
+    /// Removes the finished batch at the front, if there is one: its reports are due.
+    pub(crate) fn pop_done(&mut self) -> Option<Batch<T>> {
+        if self.batches.front().is_some_and(Batch::is_done) {
+            let b = self.batches.pop_front();
+            if self.sent > 0 {
+                self.sent -= 1;
+            }
+            return b;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_sequence;
+
+    #[test]
+    fn sequences_wrap_like_kafka() {
+        assert_eq!(next_sequence(0, 5), 5);
+        assert_eq!(next_sequence(i32::MAX, 1), 0);
+        assert_eq!(next_sequence(i32::MAX - 1, 3), 1);
+    }
+}

@@ -1,0 +1,217 @@
+//! The producer's view of the cluster, from Metadata (request and answer here): the brokers,
+//! each partition's leader (also moved by Produce leader hints), topics that do not exist or may
+//! not be written, and the refresh policy (wanted, rate-limited, at most one in flight, aged).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::classify::{classify, Action};
+use crate::connection::RequestKind;
+use crate::protocol::metadata::{MetadataRequest, MetadataResponse};
+use crate::protocol::ApiKey;
+use crate::timer::TimerKind;
+use crate::types::{Event, Output, ProduceError};
+use crate::ErrorCode;
+
+use super::Producer;
+
+/// Metadata refresh bookkeeping: at most one request in flight, rate-limited.
+#[derive(Debug)]
+pub(super) struct MetadataPolicy {
+    /// A refresh is wanted.
+    wanted: bool,
+    /// A request is in flight.
+    in_flight: bool,
+    /// No request before this instant (rate limit).
+    next_allowed: Instant,
+    /// When the last successful refresh arrived.
+    last_refresh: Option<Instant>,
+}
+
+impl MetadataPolicy {
+    /// A new producer wants metadata at once.
+    pub(super) fn new(now: Instant) -> Self {
+        MetadataPolicy {
+            wanted: true,
+            in_flight: false,
+            next_allowed: now,
+            last_refresh: None,
+        }
+    }
+
+    /// Whether the cluster ever answered a Metadata request.
+    pub(super) fn ever_refreshed(&self) -> bool {
+        self.last_refresh.is_some()
+    }
+}
+
+impl<T> Producer<T> {
+    /// Asks for a metadata refresh (rate-limited, at most one in flight).
+    pub(super) fn request_metadata(&mut self) {
+        self.metadata.wanted = true;
+        self.work_pending = true;
+    }
+
+    /// Sends a Metadata request for every topic in use when one is wanted (or the last one is
+    /// older than `metadata_max_age`), none is in flight, and the rate limit allows it.
+    pub(super) fn maybe_send_metadata(&mut self) {
+        let now = self.now;
+        if self
+            .metadata
+            .last_refresh
+            .is_some_and(|t| t + self.config.metadata_max_age <= now)
+        {
+            self.metadata.wanted = true;
+        }
+        if !self.metadata.wanted || self.metadata.in_flight || self.fatal_error().is_some() {
+            return;
+        }
+        if now < self.metadata.next_allowed {
+            self.timers
+                .arm(self.metadata.next_allowed, TimerKind::Metadata);
+            return;
+        }
+        let Some(conn) = self.control_connection(false) else {
+            return;
+        };
+        let names: Vec<Arc<str>> = self.topics.iter().map(|t| t.name.clone()).collect();
+        let name_refs: Vec<&str> = names.iter().map(|n| &**n).collect();
+        let versions = self.brokers.conn(conn).and_then(|c| c.versions);
+        let version = versions.map_or(1, |v| v.metadata);
+        let req = MetadataRequest {
+            topics: Some(&name_refs),
+            allow_auto_topic_creation: true,
+            include_topic_authorized_operations: false,
+        };
+        self.send_control_request(
+            conn,
+            ApiKey::Metadata,
+            version,
+            RequestKind::Metadata,
+            |b| req.encode(version, b),
+        );
+        self.metadata.in_flight = true;
+        self.metadata.wanted = false;
+        self.metadata.next_allowed = now + self.config.retry_backoff;
+    }
+
+    /// The Metadata request in flight was lost with its connection: another is wanted.
+    pub(super) fn metadata_request_lost(&mut self) {
+        self.metadata.in_flight = false;
+        self.metadata.wanted = true;
+    }
+
+    /// The answer to Metadata. Returns false when it could not be parsed (the connection is
+    /// then closed).
+    pub(super) fn on_metadata(&mut self, version: i16, body: &[u8]) -> bool {
+        self.metadata.in_flight = false;
+        let Ok(parsed) = MetadataResponse::parse(version, body) else {
+            self.metadata.wanted = true;
+            return false;
+        };
+        self.stats.trailing_response_bytes += parsed.trailing as u64;
+        self.apply_metadata(parsed.body);
+        true
+    }
+
+    /// Moves a partition to a new leader (from metadata or a Produce leader hint), and marks it
+    /// as having something to send.
+    pub(super) fn set_leader(&mut self, t: u32, p: u32, leader: i32, leader_epoch: i32) {
+        if let Some(old) = self
+            .topics
+            .partition_mut(t, p)
+            .set_leader(leader, leader_epoch)
+        {
+            self.brokers.move_partition((t, p), old, leader);
+        }
+        self.mark_partition_dirty(t, p);
+    }
+
+    /// Applies a Metadata answer: brokers, then per topic its error or its partitions'
+    /// leaders; a topic seen with partitions for the first time routes its held records.
+    fn apply_metadata(&mut self, resp: MetadataResponse) {
+        let now = self.now;
+        self.stats.metadata_refreshes += 1;
+        for b in &resp.brokers {
+            self.brokers.node_slot(b.node_id, &b.host, b.port);
+        }
+        let mut still_unknown = false;
+        for topic in resp.topics {
+            let Some(name) = topic.name.as_deref() else {
+                continue;
+            };
+            let Some(t) = self.topics.lookup(name) else {
+                continue;
+            };
+            let code = topic.error_code;
+            if code != ErrorCode::NONE && topic.partitions.is_empty() {
+                let being_created = matches!(
+                    code,
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::LEADER_NOT_AVAILABLE
+                );
+                if being_created {
+                    still_unknown |= !self.topics.get(t).known;
+                } else if matches!(classify(code), Action::Refresh) {
+                    still_unknown = true;
+                } else {
+                    self.fail_topic(t, code);
+                }
+                continue;
+            }
+            let count = topic
+                .partitions
+                .iter()
+                .map(|p| p.partition_index + 1)
+                .max()
+                .unwrap_or(0)
+                .max(0) as usize;
+            self.topics.get_mut(t).grow_partitions(count);
+            for part in &topic.partitions {
+                if part.partition_index < 0 {
+                    continue;
+                }
+                let p = part.partition_index as u32;
+                let leader = if part.leader_id >= 0 && self.brokers.knows_node(part.leader_id) {
+                    part.leader_id
+                } else {
+                    -1
+                };
+                self.set_leader(t, p, leader, part.leader_epoch);
+            }
+            let ts = self.topics.get_mut(t);
+            if !ts.known && !ts.partitions.is_empty() {
+                ts.known = true;
+                self.route_held(t);
+            }
+        }
+        self.metadata.last_refresh = Some(now);
+        let leaderless = self
+            .topics
+            .iter()
+            .any(|t| t.partitions.iter().any(|p| p.leader() < 0 && !p.is_empty()));
+        if still_unknown || leaderless {
+            self.metadata.wanted = true;
+        }
+        self.timers
+            .arm(now + self.config.metadata_max_age, TimerKind::Metadata);
+        self.outputs
+            .push_back(Output::Event(Event::MetadataUpdated));
+        self.work_pending = true;
+        self.check_closed();
+    }
+
+    /// Metadata reported a permanent error for a topic (authorization, invalid name): records
+    /// held for it fail now, and later ones fail at `send`.
+    fn fail_topic(&mut self, t: u32, code: ErrorCode) {
+        self.topics.get_mut(t).error = Some(code);
+        let held = std::mem::take(&mut self.topics.get_mut(t).holding);
+        for h in held {
+            let error = ProduceError::Broker {
+                code,
+                message: None,
+                possibly_persisted: false,
+            };
+            self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error);
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Records in: the checks `send` makes, the holding area for topics whose metadata is unknown,
+//! routing to a partition (explicit, murmur2 of the key, sticky for null keys), appending to the
+//! partition's open batch, and closing batches (full, lingered, flushed).
+
+use std::time::Duration;
+
+use crate::batch::{charged_size, OpenBatch, Pending, Unrouted};
+use crate::partitioner::partition_for_key;
+use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
+use crate::timer::TimerKind;
+use crate::topics::Held;
+use crate::types::{ProduceError, Record, SendError, SendErrorReason};
+
+use super::Producer;
+
+/// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
+/// partition framing), used to refuse records that could never fit in a request.
+fn request_overhead(client_id: &str, topic: &str) -> usize {
+    64 + client_id.len() + topic.len()
+}
+
+/// What a record held for its topic's metadata costs beyond its batch charge: its `Held`
+/// entry (the whole record's parts, queued) minus the `Pending` entry the charge includes.
+fn held_extra<T>() -> usize {
+    std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
+}
+
+impl<T> Producer<T> {
+    /// [`Producer::send`] after the clock moved: refuses what can never be sent or does not fit
+    /// the buffer (handing it back), else charges the record and routes it (or holds it until
+    /// its topic's metadata arrives).
+    #[allow(clippy::result_large_err)]
+    #[inline]
+    pub(super) fn accept(&mut self, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        let refuse = |reason, record, opaque| {
+            Err(SendError {
+                reason,
+                record,
+                opaque,
+            })
+        };
+        if let Some(e) = self.fatal_error() {
+            return refuse(SendErrorReason::Fatal(e.clone()), record, opaque);
+        }
+        if self.lifecycle.closing {
+            return refuse(SendErrorReason::Closed, record, opaque);
+        }
+        if let Some(p) = record.partition.filter(|&p| p < 0) {
+            return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
+        }
+        let payload = BatchBuilder::payload_size(
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+        );
+        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+        let limit = self.config.max_request_size.saturating_sub(
+            RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
+        );
+        if encoded > limit {
+            let reason = SendErrorReason::RecordTooLarge {
+                size: encoded,
+                max: self.config.max_request_size,
+            };
+            return refuse(reason, record, opaque);
+        }
+        let (topic, new) = self.topics.id_of(&record.topic);
+        if new {
+            self.request_metadata();
+        }
+        let t = self.topics.get(topic);
+        let known = t.known;
+        // A record held for its topic's metadata also costs its whole `Held` entry.
+        let size = charged_size::<T>(encoded) + if known { 0 } else { held_extra::<T>() };
+        if !self.buffered.has_room(size, &self.config) {
+            return refuse(SendErrorReason::Full, record, opaque);
+        }
+        if let Some(p) = record
+            .partition
+            .filter(|&p| known && p >= t.partitions.len() as i32)
+        {
+            return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
+        }
+        let Record {
+            partition,
+            key,
+            value,
+            headers,
+            timestamp,
+            ..
+        } = record;
+        let pending = Unrouted {
+            opaque,
+            key,
+            value,
+            headers,
+            timestamp,
+            explicit_partition: partition.is_some(),
+            size,
+        };
+        self.buffered.charge(size);
+        if let Some(code) = self.topics.get(topic).error {
+            let err = ProduceError::Broker {
+                code,
+                message: None,
+                possibly_persisted: false,
+            };
+            self.fail_unrouted(topic, partition.unwrap_or(-1), pending, err);
+            return Ok(());
+        }
+        if !known {
+            self.hold(topic, pending, partition);
+            return Ok(());
+        }
+        self.route_sized(topic, pending, partition, payload);
+        Ok(())
+    }
+
+    /// How long a record may wait for its topic's metadata: `max_block`, and never longer than
+    /// its delivery timeout.
+    fn holding_limit(&self) -> Duration {
+        self.config.max_block.min(self.config.delivery_timeout)
+    }
+
+    /// Keeps a record until its topic's metadata arrives (or `max_block` passes).
+    fn hold(&mut self, topic: u32, pending: Unrouted<T>, partition: Option<i32>) {
+        let now = self.now;
+        let deadline = now + self.holding_limit();
+        let t = self.topics.get_mut(topic);
+        t.holding.push_back(Held {
+            pending,
+            partition,
+            since: now,
+        });
+        if t.holding_timer.is_none() {
+            t.holding_timer = Some(deadline);
+            self.timers.arm(deadline, TimerKind::Holding { topic });
+        }
+    }
+
+    /// The topic's metadata arrived: routes the records held for it (in the order they were
+    /// sent), releasing what their `Held` entries cost beyond their batch charge, and closes
+    /// their batches if a flush came while they were held. The holding queue is taken whole: no
+    /// copy of it is made.
+    pub(super) fn route_held(&mut self, topic: u32) {
+        let held = std::mem::take(&mut self.topics.get_mut(topic).holding);
+        let extra = held_extra::<T>();
+        for mut h in held {
+            h.pending.size -= extra;
+            self.buffered.discount(extra);
+            let payload = h.pending.payload_size();
+            self.route_sized(topic, h.pending, h.partition, payload);
+        }
+        if std::mem::take(&mut self.topics.get_mut(topic).flush_held) {
+            for p in 0..self.topics.partition_count(topic) {
+                self.close_open_batch(topic, p);
+            }
+        }
+    }
+
+    /// Records held for a topic reached `max_block`: they fail, oldest first.
+    pub(super) fn expire_holding(&mut self, topic: u32) {
+        let now = self.now;
+        let max_block = self.holding_limit();
+        // With metadata from the cluster the topic is known not to exist; without any, the
+        // cluster was never reached and the records simply ran out of time.
+        let error = if self.metadata.ever_refreshed() {
+            ProduceError::UnknownTopic
+        } else {
+            ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+            }
+        };
+        let t = self.topics.get_mut(topic);
+        t.holding_timer = None;
+        let mut expired = Vec::new();
+        while t
+            .holding
+            .front()
+            .is_some_and(|h| h.since + max_block <= now)
+        {
+            expired.extend(t.holding.pop_front());
+        }
+        if let Some(h) = t.holding.front() {
+            let at = h.since + max_block;
+            t.holding_timer = Some(at);
+            self.timers.arm(at, TimerKind::Holding { topic });
+        }
+        for h in expired {
+            self.fail_unrouted(topic, h.partition.unwrap_or(-1), h.pending, error.clone());
+        }
+        self.check_closed();
+    }
+
+    /// Picks the partition of a record of a known topic and appends it. `payload` is the
+    /// record's [`BatchBuilder::payload_size`].
+    fn route_sized(
+        &mut self,
+        topic: u32,
+        pending: Unrouted<T>,
+        partition: Option<i32>,
+        payload: usize,
+    ) {
+        let count = self.topics.partition_count(topic) as i32;
+        let p = match (partition, &pending.key) {
+            (Some(p), _) if p < count => p as u32,
+            (Some(p), _) => {
+                let error = ProduceError::UnknownPartition {
+                    partition: p,
+                    count,
+                };
+                self.fail_unrouted(topic, p, pending, error);
+                return;
+            }
+            (None, Some(key)) => partition_for_key(key, count) as u32,
+            (None, None) => self.sticky_partition(topic),
+        };
+        self.append(topic, p, pending, payload);
+    }
+
+    /// The partition null-key records of a topic go to: kept until its batch closes, then a
+    /// random partition with a leader (any partition when none has one).
+    fn sticky_partition(&mut self, topic: u32) -> u32 {
+        if let Some(p) = self.topics.get(topic).sticky {
+            return p;
+        }
+        let t = self.topics.get(topic);
+        let available: Vec<u32> = (0..t.partitions.len() as u32)
+            .filter(|&p| t.partitions[p as usize].leader() >= 0)
+            .collect();
+        let p = if available.is_empty() {
+            self.rng.below(t.partitions.len() as u64) as u32
+        } else {
+            available[self.rng.below(available.len() as u64) as usize]
+        };
+        self.topics.get_mut(topic).sticky = Some(p);
+        p
+    }
+
+    /// Appends a record to the open batch of a partition, closing the batch first when the
+    /// record would take it past `batch_size` and after when it reached it.
+    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) {
+        let batch_size = self.config.batch_size;
+        let pending = match self.topics.partition_mut(topic, p).open.as_mut() {
+            Some(open) => open.try_append(batch_size, pending, payload),
+            None => Err(pending),
+        };
+        if let Err(pending) = pending {
+            if self.topics.partition(topic, p).open.is_some() {
+                self.close_open_batch(topic, p);
+            }
+            let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+            let open = self.open_batch(topic, p, encoded);
+            if let Err(pending) = open.try_append(batch_size, pending, payload) {
+                // A record always fits an empty batch; were that ever wrong, the record is
+                // reported rather than lost.
+                debug_assert!(false, "a record did not fit an empty batch");
+                let error = ProduceError::BatchDecode("a record did not fit an empty batch".into());
+                self.fail_unrouted(topic, p as i32, pending, error);
+                return;
+            }
+        }
+        let open = self.topics.partition(topic, p).open.as_ref();
+        if open.is_some_and(|o| o.size_in_bytes() >= batch_size) {
+            self.close_open_batch(topic, p);
+        }
+        if self.config.linger.is_zero() {
+            self.mark_partition_dirty(topic, p);
+        }
+        if self.topics.partition(topic, p).leader() < 0 {
+            // No leader known (offline broker, election): look again, rate-limited.
+            self.request_metadata();
+        }
+    }
+
+    /// Starts a new open batch for a partition and arms its linger and delivery timers.
+    /// `encoded` is the first record's size, to size the batch's record list.
+    fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) -> &mut OpenBatch<T> {
+        let now = self.now;
+        let batch_size = self.config.batch_size;
+        let buf = self.buffers.take(batch_size);
+        let id = self.topics.partition_mut(topic, p).take_batch_id();
+        self.timers.arm(
+            now + self.config.linger,
+            TimerKind::Linger {
+                topic,
+                partition: p,
+                batch: id,
+            },
+        );
+        self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
+        let pq = self.topics.partition_mut(topic, p);
+        pq.open
+            .insert(OpenBatch::new(id, buf, batch_size, encoded, now))
+    }
+
+    /// Seals the open batch of a partition and queues it; with a null-key sticky partition this
+    /// is the batch boundary where the sticky choice moves on. A batch that fails to compress
+    /// fails its records.
+    pub(super) fn close_open_batch(&mut self, topic: u32, p: u32) {
+        let t = self.topics.get_mut(topic);
+        let Some(open) = t.partitions[p as usize].open.take() else {
+            return;
+        };
+        if t.sticky == Some(p) {
+            t.sticky = None;
+        }
+        match open.seal(self.config.compression) {
+            Ok((batch, spare)) => {
+                if let Some(buf) = spare {
+                    self.buffers.give(buf, self.config.batch_size);
+                }
+                self.topics.partition_mut(topic, p).push_closed(batch);
+                self.mark_partition_dirty(topic, p);
+            }
+            Err((e, records)) => {
+                let error = ProduceError::Compression(e.to_string());
+                self.fail_records(topic, p as i32, records, error);
+            }
+        }
+    }
+
+    /// Closes every open batch ([`Producer::flush`]); records still waiting for their topic's
+    /// metadata are flushed as soon as they are routed.
+    pub(super) fn close_all_open_batches(&mut self) {
+        for t in self.topics.iter_mut() {
+            t.flush_held |= !t.holding.is_empty();
+        }
+        for t in 0..self.topics.len() {
+            for p in 0..self.topics.partition_count(t) {
+                if self.topics.partition(t, p).open.is_some() {
+                    self.close_open_batch(t, p);
+                }
+            }
+        }
+    }
+
+    /// The linger timer of open batch `batch` fired: if it is still open, its leader has
+    /// something to send.
+    pub(super) fn linger_expired(&mut self, topic: u32, p: u32, batch: u64) {
+        let open = self.topics.partition(topic, p).open.as_ref();
+        if open.is_some_and(|o| o.id() == batch) {
+            self.mark_partition_dirty(topic, p);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The producer's life: closing (no new records, flush, then [`Event::Closed`] once every
+//! record has its report and no answer is awaited) and failing fatally (every record fails,
+//! `send` refuses new ones).
+
+use crate::config::Acks;
+use crate::connection::ConnState;
+use crate::types::{Event, Output, ProduceError};
+
+use super::Producer;
+
+/// Where the producer is in its life.
+#[derive(Debug, Default)]
+pub(super) struct Lifecycle {
+    /// `close` was called (or a fatal error): no new records.
+    pub(super) closing: bool,
+    /// With acks=0, `close` sent one answered request per connection to wait on.
+    close_barrier_sent: bool,
+    /// Every record was reported and every connection closed.
+    pub(super) closed: bool,
+    /// The error that made the producer fail for good.
+    pub(super) fatal: Option<ProduceError>,
+}
+
+impl<T> Producer<T> {
+    /// [`Producer::close`]: no new records, everything buffered is flushed, and the close
+    /// completes once every record is reported.
+    pub(super) fn begin_close(&mut self) {
+        self.lifecycle.closing = true;
+        self.close_all_open_batches();
+        self.check_closed();
+    }
+
+    /// Completes a close when every record has its report and no answer is awaited: every
+    /// connection is closed and [`Event::Closed`] emitted. Call after anything that may have
+    /// released the last record or answered the last request.
+    pub(super) fn check_closed(&mut self) {
+        let l = &self.lifecycle;
+        if !l.closing || l.closed || self.buffered.records() != 0 {
+            return;
+        }
+        if self.fatal_error().is_none()
+            && !self.lifecycle.close_barrier_sent
+            && self.config.acks == Acks::None
+        {
+            // acks=0 requests get no answer, and a broker may drop requests it has read but
+            // not yet handled when the connection closes. Answers come in order, so one
+            // answered request per connection proves every earlier one was handled.
+            self.lifecycle.close_barrier_sent = true;
+            let ready: Vec<_> = self
+                .brokers
+                .iter()
+                .filter_map(|b| b.conn.as_ref())
+                .filter(|c| c.state == ConnState::Ready)
+                .map(|c| c.id)
+                .collect();
+            for conn in ready {
+                self.send_api_versions(conn, 0);
+            }
+        }
+        if self.brokers.any_in_flight() && self.fatal_error().is_none() {
+            return; // bounded by the request timeout
+        }
+        self.lifecycle.closed = true;
+        for slot in 0..self.brokers.len() {
+            if let Some(c) = self.brokers.slot_mut(slot).conn.take() {
+                self.outputs.push_back(Output::Disconnect { conn: c.id });
+            }
+        }
+        self.outputs.push_back(Output::Event(Event::Closed));
+    }
+
+    /// Fails every record held and refuses new ones; the producer then closes.
+    pub(super) fn go_fatal(&mut self, error: ProduceError) {
+        if self.lifecycle.fatal.is_some() {
+            return;
+        }
+        self.lifecycle.fatal = Some(error.clone());
+        self.outputs
+            .push_back(Output::Event(Event::Fatal(error.clone())));
+        for t in 0..self.topics.len() {
+            let held = std::mem::take(&mut self.topics.get_mut(t).holding);
+            for h in held {
+                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+            }
+            for p in 0..self.topics.partition_count(t) {
+                let (batches, open) = self.topics.partition_mut(t, p).take_all();
+                for b in batches {
+                    self.fail_records(t, p as i32, b.into_unreported(), error.clone());
+                }
+                if let Some(o) = open {
+                    self.fail_records(t, p as i32, o.into_unreported(), error.clone());
+                }
+            }
+        }
+        self.lifecycle.closing = true;
+        self.check_closed();
+    }
+}

@@ -1,0 +1,292 @@
+//! The public state machine: records and network events in, bytes, connections and delivery
+//! reports out.
+//!
+//! This file holds the [`Producer`] struct and its public methods only; each method hands its
+//! work to the module of one concern:
+//!
+//! | module | its job |
+//! |---|---|
+//! | `intake` | `send`: size and buffer checks, the holding area for unknown topics, routing, appending to the open batch, closing batches (`flush`) |
+//! | `produce` | choosing the sendable batches of a broker, building its Produce request, handling the answer: success, retry, backoff, split, failure, delivery timeout |
+//! | `cluster` | the Metadata request and answer: brokers, leaders, topic errors, leader hints, the refresh policy |
+//! | `identity` | the producer id: InitProducerId request and answer, per-partition epoch bumps and sequence restarts |
+//! | `connections` | opening connections, ApiVersions, reading frames and dispatching answers, request timeouts, lost connections, reconnect backoff |
+//! | `lifecycle` | `close`, the end of a close, and fatal errors |
+//! | `reports` | delivery reports: successes of a finished batch, failures with their records handed back |
+
+mod cluster;
+mod connections;
+mod identity;
+mod intake;
+mod lifecycle;
+mod produce;
+mod reports;
+
+use std::time::Instant;
+
+use crate::brokers::Brokers;
+use crate::buffer::{BufferPool, BufferUse};
+use crate::config::Config;
+use crate::outputs::OutputQueue;
+use crate::partitioner::Rng;
+use crate::timer::{TimerKind, Timers};
+use crate::topics::Topics;
+use crate::types::{ConnId, Output, ProduceError, Record, SendError};
+
+use cluster::MetadataPolicy;
+use identity::PidState;
+use lifecycle::Lifecycle;
+
+/// Counters an operator may want to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Produce requests built.
+    pub produce_requests: u64,
+    /// Batches sent (retries included).
+    pub batches_sent: u64,
+    /// Batches retried.
+    pub retries: u64,
+    /// Responses that could not be parsed (the connection was closed).
+    pub malformed_responses: u64,
+    /// Bytes after complete response bodies that the body did not use (ignored).
+    pub trailing_response_bytes: u64,
+    /// Connections lost or timed out.
+    pub disconnects: u64,
+    /// Metadata responses applied.
+    pub metadata_refreshes: u64,
+    /// Responses to acks=0 requests (which expect none), ignored.
+    pub ignored_responses: u64,
+}
+
+/// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's
+/// delivery report (a channel sender, a callback id, `()`).
+///
+/// # The run loop
+/// Feed inputs with the `handle_*` methods and [`Producer::send`]; after any of them, drain
+/// [`Producer::poll_output`] until it returns `None`, doing what each output says; then sleep
+/// until [`Producer::poll_timeout`] or the next I/O event, and call [`Producer::handle_timeout`]
+/// when the deadline passes. Every mutating call takes the current `Instant`; the producer never
+/// reads a clock, does no I/O and holds no lock.
+///
+/// # Deadlines the producer owns
+/// Every deadline is the core's, armed in its one timer: `linger`, retry and reconnect backoff,
+/// `request_timeout` (for each request in flight, and for a connection attempt: a connection
+/// still not reported connected after `request_timeout` is given up with
+/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, and metadata
+/// refreshes. A driver needs no timer of its own.
+#[derive(Debug)]
+pub struct Producer<T> {
+    config: Config,
+    /// The latest `now` any input carried.
+    now: Instant,
+    rng: Rng,
+    timers: Timers,
+    outputs: OutputQueue<T>,
+    topics: Topics<T>,
+    brokers: Brokers,
+    metadata: MetadataPolicy,
+    pid: PidState,
+    buffered: BufferUse,
+    /// Buffers of finished batches, reused by new ones.
+    buffers: BufferPool,
+    lifecycle: Lifecycle,
+    stats: Stats,
+    /// Inputs made work due (connections, requests); `poll_output` does it.
+    work_pending: bool,
+}
+
+impl<T> Producer<T> {
+    /// A producer with a validated configuration. It starts connecting at the first
+    /// `poll_output`.
+    pub fn new(config: Config, now: Instant) -> Self {
+        Producer {
+            rng: Rng::new(config.seed),
+            now,
+            timers: Timers::default(),
+            outputs: OutputQueue::new(),
+            topics: Topics::default(),
+            brokers: Brokers::new(&config.bootstrap),
+            metadata: MetadataPolicy::new(now),
+            pid: PidState::initial(&config),
+            buffered: BufferUse::default(),
+            buffers: BufferPool::default(),
+            lifecycle: Lifecycle::default(),
+            stats: Stats::default(),
+            // The first `poll_output` connects and asks for metadata.
+            work_pending: true,
+            config,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Records accepted and not yet reported.
+    pub fn buffered_records(&self) -> usize {
+        self.buffered.records()
+    }
+
+    /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered.bytes()
+    }
+
+    /// Whether `close` has completed (every record reported, connections closed).
+    pub fn is_closed(&self) -> bool {
+        self.lifecycle.closed
+    }
+
+    /// The producer id and epoch, once assigned (idempotent producers).
+    pub fn producer_id(&self) -> Option<(i64, i16)> {
+        self.pid.assigned()
+    }
+
+    /// Every input starts here: time moves forward (never back), and work may be due.
+    fn touch(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+        self.work_pending = true;
+    }
+
+    /// Accepts a record for sending. Never blocks. On success the record will get exactly one
+    /// delivery report carrying `opaque`. On error the record and `opaque` come back: `Full`
+    /// means try again once reports have drained.
+    // The error is large on purpose: it hands the record back by value, without an allocation.
+    #[allow(clippy::result_large_err)]
+    pub fn send(&mut self, now: Instant, record: Record, opaque: T) -> Result<(), SendError<T>> {
+        self.touch(now);
+        self.accept(record, opaque)
+    }
+
+    /// Closes every open batch now, ignoring `linger`, so everything buffered is sent as soon
+    /// as the ordering rules allow. Records sent afterwards linger as usual. Watch
+    /// [`Producer::buffered_records`] reach zero to know the flush completed.
+    pub fn flush(&mut self, now: Instant) {
+        self.touch(now);
+        self.close_all_open_batches();
+    }
+
+    /// Stops accepting records, flushes, and once every record has its report emits
+    /// [`crate::Event::Closed`] and disconnects. Records keep their delivery timeout, so this
+    /// ends.
+    pub fn close(&mut self, now: Instant) {
+        self.touch(now);
+        self.begin_close();
+    }
+
+    /// The driver's connection attempt for `conn` succeeded. The producer starts with
+    /// ApiVersions on it.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        self.connection_established(conn);
+    }
+
+    /// The driver could not connect `conn` (refused, unreachable, name not resolved).
+    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        if self.brokers.conn(conn).is_some() {
+            self.connection_lost(conn, false);
+        }
+    }
+
+    /// The connection `conn` was closed by the peer or failed. Batches in flight on it are
+    /// retried as possibly written.
+    pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
+        self.touch(now);
+        if self.brokers.conn(conn).is_some() {
+            self.connection_lost(conn, false);
+        }
+    }
+
+    /// Bytes read from `conn`, in any chunking. Complete responses are processed at once.
+    pub fn handle_read(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.touch(now);
+        self.read_frames(conn, bytes);
+    }
+
+    /// Processes every deadline due at `now`. Spurious calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.touch(now);
+        while let Some(kind) = self.timers.pop_due(now) {
+            self.on_timer(kind);
+        }
+    }
+
+    /// The next instant at which [`Producer::handle_timeout`] should be called, if any. Cheap:
+    /// the earliest entry of a heap.
+    #[must_use = "the driver must wake the producer at this instant"]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// The next thing to do or report. Drain it until `None` after every input.
+    #[must_use = "every output must be carried out (or a report handed on)"]
+    pub fn poll_output(&mut self) -> Option<Output<T>> {
+        if let Some(o) = self.outputs.pop_front() {
+            return Some(o);
+        }
+        if self.work_pending {
+            self.work_pending = false;
+            self.pump();
+        }
+        self.outputs.pop_front()
+    }
+
+    /// Does the work that inputs made due: metadata, the producer id, and Produce requests for
+    /// the brokers marked as having something to send.
+    fn pump(&mut self) {
+        if self.lifecycle.closed {
+            return;
+        }
+        self.maybe_send_metadata();
+        self.maybe_init_producer_id();
+        for slot in self.brokers.take_dirty() {
+            self.service_broker(slot);
+        }
+    }
+
+    /// A deadline fired; each kind belongs to one concern, which checks it still applies.
+    fn on_timer(&mut self, kind: TimerKind) {
+        match kind {
+            TimerKind::Linger {
+                topic,
+                partition,
+                batch,
+            } => self.linger_expired(topic, partition, batch),
+            TimerKind::Backoff { topic, partition } => self.backoff_expired(topic, partition),
+            TimerKind::Delivery { topic, partition } => self.delivery_timer_fired(topic, partition),
+            TimerKind::Request { slot } => self.check_request_timeout(slot),
+            TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
+            TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
+            TimerKind::Holding { topic } => self.expire_holding(topic),
+        }
+    }
+
+    /// The producer failed for good with `error` earlier, if it did.
+    fn fatal_error(&self) -> Option<&ProduceError> {
+        self.lifecycle.fatal.as_ref()
+    }
+
+    /// Marks the leader of a partition as having something to send.
+    fn mark_partition_dirty(&mut self, topic: u32, p: u32) {
+        let leader = self.topics.partition(topic, p).leader();
+        if let Some(slot) = self.brokers.slot_of_node(leader) {
+            self.mark_broker_dirty(slot);
+        }
+    }
+
+    /// Marks a broker as having something to send; `poll_output` services it.
+    fn mark_broker_dirty(&mut self, slot: u32) {
+        self.brokers.mark_dirty(slot);
+        self.work_pending = true;
+    }
+}

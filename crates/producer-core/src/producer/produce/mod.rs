@@ -1,0 +1,507 @@
+//! Produce, sent and answered: choosing the sendable batches of a broker and building its one
+//! request across topics and partitions; then, per partition of the answer, success, retry
+//! after a metadata refresh or a leader hint, backoff, "possibly written", split, sequence reset,
+//! failure, or a fatal error (the table in `classify`); and the delivery timeout.
+
+mod split;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::batch::BatchRef;
+use crate::classify::{classify, Action};
+use crate::connection::{InFlightRequest, RequestKind};
+use crate::protocol::produce::{PartitionProduceResponse, ProduceRequestWriter, ProduceResponse};
+use crate::protocol::{encode_request, ApiKey, RequestHeader};
+use crate::timer::{backoff, TimerKind};
+use crate::types::{ConnId, Event, Output, ProduceError};
+use crate::ErrorCode;
+
+use super::Producer;
+
+impl<T> Producer<T> {
+    fn idempotent(&self) -> bool {
+        self.config.idempotence
+    }
+
+    /// Sends what a broker marked as having something to send can take: connects it first if
+    /// it has data and no connection, waits out its throttle, then builds Produce requests until
+    /// `max_in_flight` or nothing is sendable.
+    pub(super) fn service_broker(&mut self, slot: u32) {
+        let now = self.now;
+        let b = self.brokers.slot(slot);
+        if b.conn.is_none() {
+            let has_data = b
+                .partitions
+                .iter()
+                .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+            if has_data && self.fatal_error().is_none() {
+                match b.reconnect_at {
+                    Some(at) if at > now => self.timers.arm(at, TimerKind::Broker { slot }),
+                    _ => self.connect(slot),
+                }
+            }
+            return;
+        }
+        if !b.is_ready() {
+            return;
+        }
+        if let Some(until) = b.throttled_until {
+            if until > now {
+                self.timers.arm(until, TimerKind::Broker { slot });
+                return;
+            }
+            self.brokers.slot_mut(slot).throttled_until = None;
+        }
+        if self.idempotent() && self.pid.assigned().is_none() {
+            return;
+        }
+        loop {
+            let in_flight = self
+                .brokers
+                .slot(slot)
+                .conn
+                .as_ref()
+                .map_or(usize::MAX, |c| c.produce_in_flight());
+            if in_flight >= self.config.max_in_flight || !self.build_produce_request(slot) {
+                break;
+            }
+        }
+    }
+
+    /// Whether a partition has something the broker should send now.
+    fn partition_ready(&self, t: u32, p: u32, conn: ConnId) -> bool {
+        self.topics.partition(t, p).has_sendable(
+            conn,
+            self.idempotent(),
+            self.now,
+            self.config.linger,
+            self.lifecycle.closing,
+        )
+    }
+
+    /// Builds one Produce request for the broker in `slot`, carrying at most one batch per
+    /// partition it leads (round-robin from where the last request started), up to
+    /// `max_request_size`. Returns false when nothing was sendable.
+    fn build_produce_request(&mut self, slot: u32) -> bool {
+        let now = self.now;
+        let idem = self.idempotent();
+        let Some(conn) = self.brokers.slot(slot).conn.as_ref().map(|c| c.id) else {
+            return false;
+        };
+        let n = self.brokers.slot(slot).partitions.len();
+        if n == 0 {
+            return false;
+        }
+        let start = self.brokers.slot(slot).drain_index % n;
+        let mut any = false;
+        for k in 0..n {
+            let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
+            if self.prepare_partition_identity(t, p) && self.partition_ready(t, p, conn) {
+                any = true;
+                break;
+            }
+        }
+        if !any {
+            return false;
+        }
+        let correlation_id = match self.brokers.slot_mut(slot).conn.as_mut() {
+            Some(c) => c.take_correlation_id(),
+            None => return false,
+        };
+        let max = self.config.max_request_size;
+        let mut size = 64 + self.config.client_id.len();
+        let mut chosen: Vec<BatchRef> = Vec::new();
+        for k in 0..n {
+            let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
+            if self
+                .topics
+                .partition(t, p)
+                .backoff_until
+                .is_some_and(|at| at > now)
+            {
+                continue;
+            }
+            if !self.prepare_partition_identity(t, p) {
+                continue;
+            }
+            let pq = self.topics.partition(t, p);
+            let mut cand = pq.next_sendable(conn, idem);
+            if cand.is_none() && pq.open.is_some() && pq.may_send_fresh(conn, idem) {
+                self.close_open_batch(t, p);
+                cand = self.topics.partition(t, p).next_sendable(conn, idem);
+            }
+            let Some(i) = cand else { continue };
+            let topic_len = self.topics.get(t).name.len();
+            let pq = self.topics.partition_mut(t, p);
+            let len = pq.batch(i).len_bytes() + topic_len + 16;
+            if size + len > max && !chosen.is_empty() {
+                break;
+            }
+            size += len;
+            pq.begin_flight(i, conn, idem);
+            chosen.push(BatchRef {
+                topic: t,
+                partition: p,
+                id: pq.batch(i).id(),
+            });
+        }
+        self.brokers.slot_mut(slot).drain_index = (start + 1) % n;
+        if chosen.is_empty() {
+            return false;
+        }
+        chosen.sort_by_key(|b| b.topic);
+        let version = self
+            .brokers
+            .slot(slot)
+            .conn
+            .as_ref()
+            .and_then(|c| c.versions)
+            .map_or(3, |v| v.produce);
+        let acks = self.config.acks.wire();
+        let timeout_ms = self
+            .config
+            .request_timeout
+            .as_millis()
+            .min(i32::MAX as u128) as i32;
+        let mut buf = Vec::with_capacity(size);
+        let header = RequestHeader {
+            api_key: ApiKey::Produce,
+            api_version: version,
+            correlation_id,
+            client_id: Some(&self.config.client_id),
+        };
+        let topics = &self.topics;
+        encode_request(&mut buf, &header, |buf| {
+            let topic_count = 1 + chosen
+                .windows(2)
+                .filter(|w| w[0].topic != w[1].topic)
+                .count();
+            let mut w =
+                ProduceRequestWriter::begin(buf, version, None, acks, timeout_ms, topic_count);
+            let mut i = 0;
+            while i < chosen.len() {
+                let t = chosen[i].topic;
+                let j = chosen[i..]
+                    .iter()
+                    .position(|c| c.topic != t)
+                    .map_or(chosen.len(), |k| i + k);
+                w.topic(buf, &topics.get(t).name, j - i);
+                for b in &chosen[i..j] {
+                    let pq = topics.partition(b.topic, b.partition);
+                    let bytes = pq.find(b.id).map(|idx| pq.batch(idx).bytes());
+                    w.partition(buf, b.partition as i32, bytes);
+                }
+                i = j;
+            }
+            w.finish(buf);
+        });
+        self.stats.produce_requests += 1;
+        self.stats.batches_sent += chosen.len() as u64;
+        self.outputs.push_back(Output::Transmit {
+            conn,
+            bytes: buf.into(),
+        });
+        if acks == 0 {
+            self.complete_unanswered(slot, conn, correlation_id, chosen);
+            return true;
+        }
+        let c = self
+            .brokers
+            .slot_mut(slot)
+            .conn
+            .as_mut()
+            .expect("connection checked above");
+        let was_idle = c.push_request(InFlightRequest {
+            correlation_id,
+            api: ApiKey::Produce,
+            version,
+            sent_at: now,
+            kind: RequestKind::Produce { batches: chosen },
+        });
+        if was_idle {
+            self.arm_request_timer(slot);
+        }
+        true
+    }
+
+    /// acks=0: no response will come, so the batches are done once handed to the connection.
+    /// (A lenient broker may answer anyway; the correlation id is kept so that answer is
+    /// ignored.)
+    fn complete_unanswered(
+        &mut self,
+        slot: u32,
+        conn: ConnId,
+        correlation_id: i32,
+        batches: Vec<BatchRef>,
+    ) {
+        if let Some(c) = self.brokers.slot_mut(slot).conn.as_mut() {
+            c.expect_no_response(correlation_id);
+        }
+        for b in batches {
+            let pq = self.topics.partition_mut(b.topic, b.partition);
+            if let Some(i) = pq.find(b.id) {
+                if pq.end_flight(i, conn) {
+                    pq.batch_mut(i).finish(Ok((-1, -1)));
+                }
+            }
+            self.emit_done(b.topic, b.partition);
+        }
+    }
+
+    /// The answer to a Produce request on `conn` that carried `batches`: applies each
+    /// partition's result, then emits the reports now due and looks for more to send.
+    pub(super) fn on_produce(
+        &mut self,
+        conn: ConnId,
+        batches: Vec<BatchRef>,
+        resp: ProduceResponse,
+    ) {
+        let now = self.now;
+        if resp.throttle_time_ms > 0 {
+            let until = now + Duration::from_millis(resp.throttle_time_ms as u64);
+            self.brokers.slot_mut(conn.slot).throttled_until = Some(until);
+            self.timers
+                .arm(until, TimerKind::Broker { slot: conn.slot });
+        }
+        for n in &resp.node_endpoints {
+            self.brokers.node_slot(n.node_id, &n.host, n.port);
+        }
+        let mut results: HashMap<(&str, i32), &PartitionProduceResponse> = HashMap::new();
+        for topic in &resp.topics {
+            for part in &topic.partitions {
+                results.insert((topic.name.as_str(), part.index), part);
+            }
+        }
+        let mut touched = Vec::new();
+        for b in batches {
+            let (t, p) = (b.topic, b.partition);
+            let name = self.topics.name(t);
+            let pq = self.topics.partition_mut(t, p);
+            let Some(i) = pq.find(b.id) else { continue };
+            if !pq.end_flight(i, conn) {
+                continue;
+            }
+            touched.push((t, p));
+            match results.get(&(&*name, p as i32)) {
+                Some(r) => self.resolve(conn, t, p, i, r),
+                None => {
+                    // The broker left the partition out: treat as possibly written.
+                    self.topics
+                        .partition_mut(t, p)
+                        .batch_mut(i)
+                        .mark_possibly_persisted();
+                    self.retry_or_expire(t, p, i, ErrorCode::NETWORK_EXCEPTION);
+                }
+            }
+            if self.fatal_error().is_some() {
+                return;
+            }
+        }
+        for (t, p) in touched {
+            self.emit_done(t, p);
+            self.mark_partition_dirty(t, p);
+        }
+        self.mark_broker_dirty(conn.slot);
+    }
+
+    /// The batches of a Produce request whose connection was lost before its answer: each is
+    /// retried as possibly written (or expires), and its partition looks for more to send.
+    pub(super) fn produce_request_lost(&mut self, conn: ConnId, batches: Vec<BatchRef>) {
+        for b in batches {
+            let (t, p) = (b.topic, b.partition);
+            let pq = self.topics.partition_mut(t, p);
+            let Some(i) = pq.find(b.id) else { continue };
+            if !pq.end_flight(i, conn) {
+                continue;
+            }
+            pq.batch_mut(i).mark_possibly_persisted();
+            self.retry_or_expire(t, p, i, ErrorCode::NONE);
+            self.emit_done(t, p);
+            self.mark_partition_dirty(t, p);
+        }
+    }
+
+    /// Applies one partition's result to the batch at index `i`.
+    fn resolve(&mut self, conn: ConnId, t: u32, p: u32, i: usize, r: &PartitionProduceResponse) {
+        let idem = self.idempotent();
+        let code = r.error_code;
+        let possibly_persisted = self.topics.partition(t, p).batch(i).possibly_persisted();
+        let broker_error = || ProduceError::Broker {
+            code,
+            message: r.error_message.clone(),
+            possibly_persisted,
+        };
+        match classify(code) {
+            Action::Ok | Action::OkDuplicate => {
+                let base = if code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
+                    -1
+                } else {
+                    r.base_offset
+                };
+                let pq = self.topics.partition_mut(t, p);
+                pq.batch_mut(i).finish(Ok((base, r.log_append_time_ms)));
+                if idem {
+                    pq.succeeded_on(conn);
+                }
+            }
+            Action::Refresh => {
+                let hinted = r
+                    .current_leader
+                    .filter(|l| l.leader_id >= 0 && self.brokers.knows_node(l.leader_id));
+                match hinted {
+                    Some(l) => self.set_leader(t, p, l.leader_id, l.leader_epoch),
+                    None => {
+                        self.topics.partition_mut(t, p).needs_metadata = true;
+                        self.back_off(t, p, i);
+                    }
+                }
+                self.request_metadata();
+                self.retry_or_expire(t, p, i, code);
+            }
+            Action::Backoff => {
+                self.back_off(t, p, i);
+                self.retry_or_expire(t, p, i, code);
+            }
+            Action::Unsure => {
+                self.topics
+                    .partition_mut(t, p)
+                    .batch_mut(i)
+                    .mark_possibly_persisted();
+                self.back_off(t, p, i);
+                self.retry_or_expire(t, p, i, code);
+            }
+            Action::Split => {
+                if self.topics.partition(t, p).batch(i).record_count() > 1 {
+                    self.split(t, p, i);
+                } else {
+                    self.topics
+                        .partition_mut(t, p)
+                        .fail_sent(i, broker_error(), idem);
+                }
+            }
+            Action::Reset => {
+                let pq = self.topics.partition_mut(t, p);
+                if pq.is_head(i) && idem {
+                    pq.request_reset(None);
+                }
+                self.retry_or_expire(t, p, i, code);
+            }
+            Action::Fail => {
+                if code == ErrorCode::TOPIC_AUTHORIZATION_FAILED {
+                    self.topics.get_mut(t).error = Some(code);
+                }
+                self.topics
+                    .partition_mut(t, p)
+                    .fail_sent(i, broker_error(), idem);
+            }
+            Action::Fatal => self.go_fatal(broker_error()),
+        }
+    }
+
+    /// Holds the partition back before its next attempt: exponential backoff with jitter from
+    /// the batch's attempts.
+    fn back_off(&mut self, t: u32, p: u32, i: usize) {
+        let attempts = self.topics.partition(t, p).batch(i).attempts();
+        let delay = backoff(
+            &mut self.rng,
+            self.config.retry_backoff,
+            self.config.retry_backoff_max,
+            attempts.saturating_sub(1),
+        );
+        let at = self.now + delay;
+        let pq = self.topics.partition_mut(t, p);
+        if pq.backoff_until.is_none_or(|b| b < at) {
+            pq.backoff_until = Some(at);
+            self.timers.arm(
+                at,
+                TimerKind::Backoff {
+                    topic: t,
+                    partition: p,
+                },
+            );
+        }
+    }
+
+    /// A partition's backoff timer fired: if its backoff is over, its leader may send again.
+    pub(super) fn backoff_expired(&mut self, t: u32, p: u32) {
+        let now = self.now;
+        let pq = self.topics.partition_mut(t, p);
+        if pq.backoff_until.is_some_and(|at| at <= now) {
+            pq.backoff_until = None;
+            self.mark_partition_dirty(t, p);
+        }
+    }
+
+    /// Puts a batch back to be sent again, or fails it when its delivery timeout has passed.
+    /// `error` is what caused the retry (0 for a lost connection or a timeout).
+    fn retry_or_expire(&mut self, t: u32, p: u32, i: usize, error: ErrorCode) {
+        let now = self.now;
+        let deadline = self.config.delivery_timeout;
+        let idem = self.idempotent();
+        let pq = self.topics.partition_mut(t, p);
+        let b = pq.batch_mut(i);
+        if b.created() + deadline <= now {
+            let possibly_persisted = b.possibly_persisted();
+            pq.fail_sent(
+                i,
+                ProduceError::DeliveryTimeout { possibly_persisted },
+                idem,
+            );
+            return;
+        }
+        b.ready_again();
+        self.stats.retries += 1;
+        let topic = self.topics.name(t);
+        self.outputs.push_back(Output::Event(Event::Retry {
+            topic,
+            partition: p as i32,
+            error,
+        }));
+    }
+
+    /// Arms a partition's delivery timer for `at` unless an earlier one is armed.
+    pub(super) fn arm_delivery_timer(&mut self, topic: u32, p: u32, at: Instant) {
+        let pq = self.topics.partition_mut(topic, p);
+        if pq.delivery_timer.is_none_or(|t| t > at) {
+            pq.delivery_timer = Some(at);
+            self.timers.arm(
+                at,
+                TimerKind::Delivery {
+                    topic,
+                    partition: p,
+                },
+            );
+        }
+    }
+
+    /// A partition's delivery timer fired: if it is due, the batches (and open batch) past
+    /// their delivery timeout fail, in order.
+    pub(super) fn delivery_timer_fired(&mut self, topic: u32, p: u32) {
+        let now = self.now;
+        let pq = self.topics.partition_mut(topic, p);
+        if pq.delivery_timer.is_some_and(|t| t <= now) {
+            pq.delivery_timer = None;
+            self.expire_partition(topic, p);
+        }
+    }
+
+    /// Fails the batches of a partition whose delivery timeout passed, in order; a batch in
+    /// flight waits for its response.
+    fn expire_partition(&mut self, topic: u32, p: u32) {
+        let (now, timeout) = (self.now, self.config.delivery_timeout);
+        let (expired_open, next_deadline) =
+            self.topics.partition_mut(topic, p).expire(now, timeout);
+        if let Some(open) = expired_open {
+            let error = ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+            };
+            self.fail_records(topic, p as i32, open.into_unreported(), error);
+        }
+        if let Some(at) = next_deadline {
+            self.arm_delivery_timer(topic, p, at);
+        }
+        self.emit_done(topic, p);
+        self.mark_partition_dirty(topic, p);
+    }
+}
