@@ -310,54 +310,62 @@ mod tests {
         assert_eq!(c.max_in_flight, 5);
     }
 
-    #[test]
-    fn validation_errors() {
-        assert_eq!(
-            Config::builder(Vec::<(String, u16)>::new())
-                .build()
-                .unwrap_err(),
-            ConfigError::NoBootstrapServers
-        );
-        assert_eq!(
-            b().delivery_timeout(Duration::from_secs(1))
-                .build()
-                .unwrap_err(),
-            ConfigError::DeliveryTimeoutTooShort {
-                delivery: Duration::from_secs(1),
-                min: Duration::from_millis(30_005)
+    /// One rule of [`ConfigBuilder::build`] per test: the builder, and the error it must give.
+    macro_rules! refused {
+        ($name:ident, $builder:expr, $error:expr) => {
+            #[test]
+            fn $name() {
+                assert_eq!($builder.build().unwrap_err(), $error);
             }
-        );
-        assert_eq!(
-            b().acks(Acks::Leader)
-                .enable_idempotence(true)
-                .build()
-                .unwrap_err(),
-            ConfigError::IdempotenceNeedsAcksAll
-        );
-        assert_eq!(
-            b().max_in_flight(6).build().unwrap_err(),
-            ConfigError::InvalidMaxInFlight(6)
-        );
-        assert_eq!(
-            b().max_in_flight(0).build().unwrap_err(),
-            ConfigError::InvalidMaxInFlight(0)
-        );
-        assert_eq!(
-            b().max_request_size(10).build().unwrap_err(),
-            ConfigError::MaxRequestSizeTooSmall(10)
-        );
-        assert_eq!(
-            b().buffer_memory(2048).build().unwrap_err(),
-            ConfigError::BufferSmallerThanRequest {
-                buffer: 2048,
-                request: 1 << 20
-            }
-        );
-        assert_eq!(
-            b().request_timeout(Duration::ZERO).build().unwrap_err(),
-            ConfigError::ZeroDuration("request_timeout")
-        );
+        };
     }
+
+    refused!(
+        no_bootstrap_servers,
+        Config::builder(Vec::<(String, u16)>::new()),
+        ConfigError::NoBootstrapServers
+    );
+    refused!(
+        explicit_delivery_timeout_below_linger_plus_request_timeout,
+        b().delivery_timeout(Duration::from_secs(1)),
+        ConfigError::DeliveryTimeoutTooShort {
+            delivery: Duration::from_secs(1),
+            min: Duration::from_millis(30_005)
+        }
+    );
+    refused!(
+        explicit_idempotence_needs_acks_all,
+        b().acks(Acks::Leader).enable_idempotence(true),
+        ConfigError::IdempotenceNeedsAcksAll
+    );
+    refused!(
+        idempotence_allows_at_most_five_in_flight,
+        b().max_in_flight(6),
+        ConfigError::InvalidMaxInFlight(6)
+    );
+    refused!(
+        zero_in_flight,
+        b().max_in_flight(0),
+        ConfigError::InvalidMaxInFlight(0)
+    );
+    refused!(
+        max_request_size_too_small_for_a_batch,
+        b().max_request_size(10),
+        ConfigError::MaxRequestSizeTooSmall(10)
+    );
+    refused!(
+        buffer_smaller_than_one_request,
+        b().buffer_memory(2048),
+        ConfigError::BufferSmallerThanRequest {
+            buffer: 2048,
+            request: 1 << 20
+        }
+    );
+    refused!(
+        zero_request_timeout,
+        b().request_timeout(Duration::ZERO),
+        ConfigError::ZeroDuration("request_timeout")
+    );
 
     #[test]
     fn implicit_settings_adjust_silently() {
