@@ -188,6 +188,32 @@ impl<T> OpenBatch<T> {
         }
     }
 
+    /// Closes the batch as already failed with `error`, sealed uncompressed (its bytes only
+    /// serve to hand its records back), so it can wait in its partition's queue for the
+    /// batches before it and be reported after them. If it cannot be sealed even so (not
+    /// expected), its records come back to be reported at once.
+    pub(crate) fn into_failed(self, error: ProduceError) -> Result<Batch<T>, Unreported<T>> {
+        let OpenBatch {
+            id,
+            builder,
+            records,
+            charged,
+            created,
+        } = self;
+        match builder.seal_or_keep(Compression::None) {
+            Ok((sealed, _)) => {
+                let mut batch = Batch::new(id, sealed, records, charged, created);
+                batch.finish(Err(error));
+                Ok(batch)
+            }
+            Err((_, builder)) => Err(Unreported {
+                records,
+                decoded: builder.into_records().map_err(|e| e.to_string()),
+                charged,
+            }),
+        }
+    }
+
     /// Gives the records up for their failure reports.
     pub(crate) fn into_unreported(self) -> Unreported<T> {
         Unreported {

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::batch::{Batch, BatchState, OpenBatch};
+use crate::batch::{Batch, BatchState, OpenBatch, Unreported};
 use crate::types::{ConnId, ProduceError};
 
 /// The sequence after `count` records from `seq`, wrapping from `i32::MAX` to 0 as Kafka does.
@@ -364,13 +364,15 @@ impl<T> PartitionQueue<T> {
     }
 
     /// Fails, in order, the batches whose delivery timeout passed at `now` (a batch in flight
-    /// waits for its response), and the open batch too if it is that old, which is returned to
-    /// be reported. Also returns the next deadline to arm, if any batch is still younger.
+    /// waits for its response), and the open batch too if it is that old: it is closed as a
+    /// failed batch behind the others, so its reports still come after theirs (only if it
+    /// cannot be closed are its records returned, to be reported at once). Also returns the
+    /// next deadline to arm, if any batch is still younger.
     pub(crate) fn expire(
         &mut self,
         now: Instant,
         timeout: Duration,
-    ) -> (Option<OpenBatch<T>>, Option<Instant>) {
+    ) -> (Option<Unreported<T>>, Option<Instant>) {
         let mut next_deadline = None;
         for i in 0..self.batches.len() {
             let b = &mut self.batches[i];
@@ -405,8 +407,22 @@ impl<T> PartitionQueue<T> {
             .open
             .as_ref()
             .is_some_and(|o| o.created() + timeout <= now);
-        let expired = if open_expired { self.open.take() } else { None };
-        (expired, next_deadline)
+        let mut unreported = None;
+        if let Some(open) = self.open.take_if(|_| open_expired) {
+            let error = ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+            };
+            match open.into_failed(error) {
+                Ok(batch) => {
+                    // Every batch before it expired too (it is the youngest), so each is done
+                    // or in flight: the failed batch joins the sent region, never to be sent.
+                    self.batches.push_back(batch);
+                    self.sent = self.batches.len();
+                }
+                Err(records) => unreported = Some(records),
+            }
+        }
+        (unreported, next_deadline)
     }
 
     /// Takes the sent batch at `i` out of the queue, to be split (its place is refilled by

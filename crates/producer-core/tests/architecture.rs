@@ -32,7 +32,12 @@ fn src() -> PathBuf {
 
 #[test]
 fn the_codec_imports_no_producer_state() {
-    let allowed = ["crate::protocol", "crate::record", "crate::ErrorCode", "crate::error_code"];
+    let allowed = [
+        "crate::protocol",
+        "crate::record",
+        "crate::ErrorCode",
+        "crate::error_code",
+    ];
     let mut checked = 0;
     for dir in ["protocol", "record"] {
         for file in sources(&src().join(dir)) {

@@ -496,7 +496,7 @@ impl<T> Producer<T> {
             let error = ProduceError::DeliveryTimeout {
                 possibly_persisted: false,
             };
-            self.fail_records(topic, p as i32, open.into_unreported(), error);
+            self.fail_records(topic, p as i32, open, error);
         }
         if let Some(at) = next_deadline {
             self.arm_delivery_timer(topic, p, at);
