@@ -38,7 +38,7 @@
 //! (`RD_KAFKA_MSG_F_COPY`, what `BaseProducer::send` does).
 //!
 //! # Producers (settings equal where both have them)
-//! * `tokio`, `tokio-idem`: `producer_tokio::Producer` on a multi-thread runtime (default
+//! * `tokio`, `tokio-idem`: `producer_tokio::ProducerHandle` on a multi-thread runtime (default
 //!   worker count). `send(record).await` per record; the delivery futures go in chunks of
 //!   1024 to a collector task that awaits them (counting successes and failures).
 //! * `tokio-cb`, `tokio-cb-idem`: the same producer, but records go through
@@ -394,7 +394,7 @@ fn our_config(w: &WorkerArgs, idempotence: bool) -> Result<producer_core::Config
 }
 
 fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
-    use producer_tokio::{DeliveryFuture, Producer};
+    use producer_tokio::{DeliveryFuture, ProducerHandle};
     let config = our_config(w, idempotence)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -402,7 +402,7 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
     let records = w.records;
     rt.block_on(async move {
         let started = Instant::now();
-        let handle = Producer::start(config)?;
+        let handle = ProducerHandle::start(config)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<DeliveryFuture>>(4096);
         let collector = tokio::spawn(async move {
             let counts = Counting::default();
@@ -443,7 +443,7 @@ fn run_tokio_detached(
     idempotence: bool,
     batched: bool,
 ) -> Result<Outcome, Error> {
-    use producer_tokio::Producer;
+    use producer_tokio::ProducerHandle;
     let config = our_config(w, idempotence)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -454,7 +454,7 @@ fn run_tokio_detached(
         let started = Instant::now();
         let handle = {
             let counts = counts.clone();
-            Producer::builder(config)
+            ProducerHandle::builder(config)
                 .on_delivery(move |report| counts.count(report.result))
                 .start()?
         };

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use producer_tokio::{Config, Producer, Record};
+use producer_tokio::{Config, ProducerHandle, Record};
 
 const TOPIC: &str = "quickstart";
 /// 1M x ~110 bytes over 48 partitions stays under the mock's ~5 MiB per partition retention,
@@ -149,7 +149,7 @@ async fn produce(
     topic: &str,
     records: u64,
 ) -> Result<(u64, Vec<u32>, Duration), Box<dyn std::error::Error>> {
-    let producer = Producer::start(config)?;
+    let producer = ProducerHandle::start(config)?;
     let run_id = std::process::id();
     let done = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));

@@ -152,7 +152,7 @@ fn produce_child(bootstrap: &str, p: &Params) -> Produced {
     println!("{}", rss_line("child started"));
     let rt = common::runtime();
     rt.block_on(async {
-        let h = producer_tokio::Producer::start(config).unwrap();
+        let h = producer_tokio::ProducerHandle::start(config).unwrap();
         let reported = Arc::new(AtomicUsize::new(0));
         let (tx, mut rx) =
             tokio::sync::mpsc::unbounded_channel::<(usize, producer_tokio::DeliveryFuture)>();

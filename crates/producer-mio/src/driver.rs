@@ -2,139 +2,29 @@
 //! `mio::Registry`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use mio::event::Event as MioEvent;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token, Waker};
 use producer_core::{
     Config, ConnId, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
 };
+use producer_driver::{log_event, timestamp};
 
 use crate::resolver::Resolver;
+use crate::sink::{DeliveryQueue, DeliverySink};
+use crate::socket::{connect_progress, ConnectProgress, Sock, SockState};
+use crate::tokens::TokenRange;
 
 /// Size of the reusable read buffer.
 const READ_BUF: usize = 64 * 1024;
-/// Most buffers handed to one `write_vectored` call.
-const MAX_IOV: usize = 64;
 /// Most producer events kept for [`MioDriver::poll_event`]; older ones are dropped.
 const EVENT_CAPACITY: usize = 256;
-
-/// The tokens a [`MioDriver`] may use in the caller's `mio::Poll`: `len` consecutive tokens
-/// starting at `start`.
-///
-/// The first token (`start`) is reserved for the driver's [`Waker`] (whether the driver
-/// registered it or the caller lent one, see [`MioDriver::with_waker`]); the other `len - 1`
-/// tokens are given to connections, one per open connection. The core keeps at most one
-/// connection per broker (plus the bootstrap servers while it has no metadata), so
-/// `len = 1 + brokers + bootstrap servers` is enough; a `Connect` the driver has no free token
-/// for fails (and the core retries it after its reconnect backoff). [`TokenRange::default`]
-/// gives 1024 tokens from `Token(1 << 30)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenRange {
-    start: usize,
-    len: usize,
-}
-
-impl TokenRange {
-    /// The tokens `start .. start + len`. `len` must be at least 2 (checked by
-    /// [`MioDriver::new`]).
-    pub fn new(start: Token, len: usize) -> Self {
-        TokenRange {
-            start: start.0,
-            len,
-        }
-    }
-
-    /// Whether `token` is in the range.
-    pub fn contains(&self, token: Token) -> bool {
-        token.0 >= self.start && token.0 - self.start < self.len
-    }
-
-    /// The token of the driver's waker (the first of the range).
-    pub fn waker_token(&self) -> Token {
-        Token(self.start)
-    }
-}
-
-impl Default for TokenRange {
-    fn default() -> Self {
-        TokenRange {
-            start: 1 << 30,
-            len: 1024,
-        }
-    }
-}
-
-/// Where a [`MioDriver`] puts the delivery reports the core produces.
-///
-/// The default, [`DeliveryQueue`], keeps them for [`MioDriver::poll_delivery`]. A sink of your
-/// own (see [`MioDriver::with_sink`]) receives each report the moment the core produces it,
-/// inside whichever driver method produced it, without the copy into and out of a queue: for
-/// loops that handle reports with a callback anyway.
-pub trait DeliverySink<T> {
-    /// Takes one report.
-    fn deliver(&mut self, delivery: Delivery<T>);
-
-    /// Reports the sink holds and has not handed on yet. [`MioDriver::send`] answers `Full`
-    /// while these plus the records in flight reach `buffer_max_records`, so a sink that
-    /// queues must count them here; a sink that hands reports on at once keeps the default 0.
-    fn pending(&self) -> usize {
-        0
-    }
-}
-
-/// The default [`DeliverySink`]: a queue drained with [`MioDriver::poll_delivery`].
-#[derive(Debug)]
-pub struct DeliveryQueue<T>(VecDeque<Delivery<T>>);
-
-impl<T> Default for DeliveryQueue<T> {
-    fn default() -> Self {
-        DeliveryQueue(VecDeque::new())
-    }
-}
-
-impl<T> DeliverySink<T> for DeliveryQueue<T> {
-    fn deliver(&mut self, delivery: Delivery<T>) {
-        self.0.push_back(delivery);
-    }
-
-    fn pending(&self) -> usize {
-        self.0.len()
-    }
-}
-
-/// Where one connection stands.
-enum SockState {
-    /// Waiting for the resolver thread.
-    Resolving,
-    /// Non-blocking connect in progress to one address; `rest` are tried next if it fails.
-    Connecting {
-        stream: TcpStream,
-        addr: SocketAddr,
-        rest: VecDeque<SocketAddr>,
-    },
-    /// Established.
-    Connected { stream: TcpStream },
-}
-
-/// One connection the core asked for.
-struct Sock {
-    id: ConnId,
-    token: Token,
-    host: String,
-    port: u16,
-    state: SockState,
-    /// Resolution and connection must complete by then.
-    connect_deadline: Option<Instant>,
-    /// Frames waiting to be written, in order; the front one may be partly written.
-    out: VecDeque<Bytes>,
-    out_bytes: usize,
-}
 
 /// Drives a [`producer_core::Producer`] with sockets registered in the caller's
 /// [`mio::Poll`]: the building block to embed a Kafka producer into an existing mio event loop.
@@ -188,9 +78,9 @@ struct Sock {
 /// I/O errors never panic: a failed socket is reported to the core, which reconnects with
 /// backoff and retries its requests.
 ///
-/// A connection attempt (resolution included) that has not completed after the configured
-/// `request_timeout` is abandoned and reported as failed (the core has no connect deadline of
-/// its own).
+/// Connection attempts have no deadline of the driver's: the core owns it. A connection
+/// still connecting (name resolution included) after the configured `request_timeout` is
+/// closed by the core (`Output::Disconnect`), which then reconnects with backoff.
 pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     core: Producer<T>,
     registry: Registry,
@@ -199,9 +89,9 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     resolver: Resolver,
     /// Connections by `ConnId::as_u64`.
     socks: HashMap<u64, Sock>,
-    /// `token - tokens.start - 1` -> connection key.
+    /// Connection slot (see [`TokenRange::connection_slot`]) -> connection key.
     by_token: Vec<Option<u64>>,
-    /// Unused connection tokens, least recently freed first (so a stale event rarely reaches
+    /// Unused connection slots, least recently freed first (so a stale event rarely reaches
     /// a new connection; when it does, it is harmless).
     free_tokens: VecDeque<usize>,
     read_buf: Vec<u8>,
@@ -256,7 +146,7 @@ impl<T> MioDriver<T> {
 
     /// The next delivery report, if any. Call it after each loop iteration until `None`.
     pub fn poll_delivery(&mut self) -> Option<Delivery<T>> {
-        self.sink.0.pop_front()
+        self.sink.pop()
     }
 }
 
@@ -271,7 +161,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         waker: Option<Arc<Waker>>,
         sink: S,
     ) -> io::Result<Self> {
-        check_range(tokens)?;
+        tokens.check()?;
         let waker = match waker {
             Some(w) => w,
             None => Arc::new(Waker::new(registry, tokens.waker_token())?),
@@ -280,7 +170,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         let max_queued_bytes = (config.max_in_flight + 4)
             .saturating_mul(config.max_request_size)
             .saturating_add(1 << 20);
-        let conn_tokens = tokens.len - 1;
+        let conn_tokens = tokens.connection_slots();
         let mut driver = MioDriver {
             core: Producer::new(config, Instant::now()),
             registry,
@@ -346,9 +236,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         mut record: Record,
         opaque: T,
     ) -> Result<(), SendError<T>> {
-        if record.timestamp.is_none() {
-            record.timestamp = Some(wall_clock_ms());
-        }
+        timestamp::fill(&mut record);
         let limit = self.core.config().buffer_max_records;
         if self.sink.pending() + self.core.buffered_records() >= limit && !self.core.is_closed() {
             return Err(SendError {
@@ -406,40 +294,19 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// How long the caller's `poll` may sleep before [`MioDriver::handle_timeout`] is due:
     /// pass it as `poll`'s timeout (or a shorter one). `None`: no deadline pending.
     pub fn next_timeout(&self) -> Option<Duration> {
-        self.next_deadline()
+        self.core
+            .poll_timeout()
             .map(|at| at.saturating_duration_since(Instant::now()))
-    }
-
-    fn next_deadline(&self) -> Option<Instant> {
-        let connect = self.socks.values().filter_map(|s| s.connect_deadline).min();
-        match (self.core.poll_timeout(), connect) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
     }
 
     /// Processes the deadlines that passed. Call it after every `poll` returns; it is cheap and
     /// does nothing when none is due.
     pub fn handle_timeout(&mut self) {
         let now = Instant::now();
-        if self.next_deadline().is_none_or(|at| at > now) {
+        if self.core.poll_timeout().is_none_or(|at| at > now) {
             return;
         }
-        let expired: Vec<u64> = self
-            .socks
-            .iter()
-            .filter(|(_, s)| s.connect_deadline.is_some_and(|d| d <= now))
-            .map(|(k, _)| *k)
-            .collect();
-        for key in expired {
-            if let Some(s) = self.socks.get(&key) {
-                tracing::warn!(host = %s.host, port = s.port, conn = key, "connection attempt timed out");
-            }
-            self.connect_failed(now, key);
-        }
-        if self.core.poll_timeout().is_some_and(|at| at <= now) {
-            self.core.handle_timeout(now);
-        }
+        self.core.handle_timeout(now);
         self.drive(now);
     }
 
@@ -454,7 +321,10 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             self.handle_wake();
             return;
         }
-        let Some(Some(key)) = self.by_token.get(token.0 - self.tokens.start - 1).copied() else {
+        let Some(slot) = self.tokens.connection_slot(token) else {
+            return;
+        };
+        let Some(Some(key)) = self.by_token.get(slot).copied() else {
             return;
         };
         let now = Instant::now();
@@ -496,8 +366,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     // Internals
     // -----------------------------------------------------------------------------------------
 
-    /// Drains the core's outputs, doing what each says.
-    /// Acts on every output the core has (connections, writes, reports, events).
+    /// Acts on every output the core has (connections, writes, reports, events). Call after
+    /// any input to the core.
     pub(crate) fn drive(&mut self, now: Instant) {
         while let Some(out) = self.core.poll_output() {
             match out {
@@ -511,31 +381,14 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     }
                 }
                 Output::Delivery(d) => self.sink.deliver(d),
-                Output::Event(e) => self.on_core_event(e),
+                Output::Event(e) => self.keep_event(e),
             }
         }
     }
 
-    fn on_core_event(&mut self, e: Event) {
-        match &e {
-            Event::Retry {
-                topic,
-                partition,
-                error,
-            } => {
-                tracing::warn!(%topic, partition, error = %error, "retrying batch")
-            }
-            Event::Fatal(err) => {
-                tracing::error!(error = %err, "producer failed; every record fails")
-            }
-            Event::BrokerReady { node_id } => tracing::info!(node_id, "broker connection ready"),
-            Event::ProducerId { producer_id, epoch } => {
-                tracing::info!(producer_id, epoch, "producer id assigned")
-            }
-            Event::MetadataUpdated => tracing::debug!("metadata updated"),
-            Event::Closed => tracing::info!("producer closed"),
-            other => tracing::debug!(event = ?other, "producer event"),
-        }
+    /// Logs a core event and keeps it for [`MioDriver::poll_event`].
+    fn keep_event(&mut self, e: Event) {
+        log_event(&e);
         if self.events.len() == EVENT_CAPACITY {
             self.events.pop_front();
         }
@@ -553,25 +406,15 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             self.core.handle_connect_failed(now, conn);
             return;
         };
-        let token = Token(self.tokens.start + 1 + slot);
+        let token = self.tokens.connection_token(slot);
         self.by_token[slot] = Some(key);
-        let deadline = now + self.core.config().request_timeout;
         tracing::info!(%host, port, conn = key, "connecting");
         let literal = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse::<IpAddr>()
             .ok();
-        let sock = Sock {
-            id: conn,
-            token,
-            host,
-            port,
-            state: SockState::Resolving,
-            connect_deadline: Some(deadline),
-            out: VecDeque::new(),
-            out_bytes: 0,
-        };
+        let sock = Sock::new(conn, token, host, port);
         let (host, port) = (sock.host.clone(), sock.port);
         self.socks.insert(key, sock);
         match literal {
@@ -633,15 +476,13 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// Forgets a connection: deregisters and closes its socket, frees its token.
     fn remove(&mut self, key: u64) -> Option<Sock> {
         let mut s = self.socks.remove(&key)?;
-        match &mut s.state {
-            SockState::Connecting { stream, .. } | SockState::Connected { stream } => {
-                let _ = self.registry.deregister(stream);
-            }
-            SockState::Resolving => {}
+        if let Some(stream) = s.stream_mut() {
+            let _ = self.registry.deregister(stream);
         }
-        let slot = s.token.0 - self.tokens.start - 1;
-        self.by_token[slot] = None;
-        self.free_tokens.push_back(slot);
+        if let Some(slot) = self.tokens.connection_slot(s.token) {
+            self.by_token[slot] = None;
+            self.free_tokens.push_back(slot);
+        }
         Some(s)
     }
 
@@ -651,53 +492,33 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         };
         match &mut s.state {
             SockState::Resolving => {}
-            SockState::Connecting { stream, addr, rest } => {
-                let addr = *addr;
-                let outcome = match stream.take_error() {
-                    Ok(Some(e)) | Err(e) => Err(e),
-                    Ok(None) => match stream.peer_addr() {
-                        Ok(_) => Ok(true),
-                        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
-                        Err(e) => Err(e),
-                    },
-                };
-                match outcome {
-                    Ok(false) => {
-                        // Not finished yet; a hang-up without an error code still fails it.
-                        if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
-                            let rest = std::mem::take(rest);
-                            tracing::warn!(host = %s.host, %addr, "connect failed (hang-up)");
-                            let _ = self.registry.deregister(stream);
-                            s.state = SockState::Resolving;
-                            self.connect_next(now, key, rest);
-                        }
-                    }
-                    Ok(true) => {
-                        let SockState::Connecting { stream, .. } =
-                            std::mem::replace(&mut s.state, SockState::Resolving)
-                        else {
-                            return;
-                        };
-                        if let Err(e) = stream.set_nodelay(true) {
-                            tracing::debug!(error = %e, "set_nodelay failed");
-                        }
-                        s.state = SockState::Connected { stream };
-                        s.connect_deadline = None;
-                        tracing::info!(host = %s.host, %addr, conn = key, "connected");
-                        let id = s.id;
-                        // The core answers with ApiVersions; handle_event's drive() writes it
-                        // at once (the socket is writable now).
-                        self.core.handle_connected(now, id);
-                    }
-                    Err(e) => {
-                        tracing::warn!(host = %s.host, %addr, error = %e, "connect failed");
-                        let rest = std::mem::take(rest);
-                        let _ = self.registry.deregister(stream);
-                        s.state = SockState::Resolving;
-                        self.connect_next(now, key, rest);
-                    }
+            SockState::Connecting { stream, addr, rest } => match connect_progress(stream, event) {
+                ConnectProgress::Pending => {}
+                ConnectProgress::Failed(why) => {
+                    tracing::warn!(host = %s.host, %addr, error = %why, "connect failed");
+                    let rest = std::mem::take(rest);
+                    let _ = self.registry.deregister(stream);
+                    s.state = SockState::Resolving;
+                    self.connect_next(now, key, rest);
                 }
-            }
+                ConnectProgress::Established => {
+                    let addr = *addr;
+                    let SockState::Connecting { stream, .. } =
+                        std::mem::replace(&mut s.state, SockState::Resolving)
+                    else {
+                        return;
+                    };
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!(error = %e, "set_nodelay failed");
+                    }
+                    s.state = SockState::Connected { stream };
+                    tracing::info!(host = %s.host, %addr, conn = key, "connected");
+                    let id = s.id;
+                    // The core answers with ApiVersions; handle_event's drive() writes it
+                    // at once (the socket is writable now).
+                    self.core.handle_connected(now, id);
+                }
+            },
             SockState::Connected { .. } => {
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     self.read_in(now, key);
@@ -744,13 +565,13 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         if bytes.is_empty() {
             return;
         }
-        s.out_bytes += bytes.len();
-        s.out.push_back(bytes);
-        if s.out_bytes > self.max_queued_bytes {
+        s.out.push(bytes);
+        if s.out.queued_bytes() > self.max_queued_bytes {
             // The core bounds what it has in flight, so this means the socket is stuck.
             let why = format!(
                 "{} bytes queued for writing, above the limit of {}",
-                s.out_bytes, self.max_queued_bytes
+                s.out.queued_bytes(),
+                self.max_queued_bytes
             );
             return self.lost(now, key, &why);
         }
@@ -767,34 +588,13 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         let SockState::Connected { stream } = &mut s.state else {
             return;
         };
-        while !s.out.is_empty() {
-            let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            let mut count = 0;
-            for (slot, b) in iov.iter_mut().zip(s.out.iter()) {
-                *slot = IoSlice::new(b);
-                count += 1;
+        match s.out.write_with(|iov| stream.write_vectored(iov)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::WriteZero => {
+                self.lost(now, key, &"write returned 0")
             }
-            match stream.write_vectored(&iov[..count]) {
-                Ok(0) => return self.lost(now, key, &"write returned 0"),
-                Ok(mut n) => {
-                    s.out_bytes -= n;
-                    while n > 0 {
-                        let Some(front) = s.out.front_mut() else {
-                            break;
-                        };
-                        if front.len() <= n {
-                            n -= front.len();
-                            s.out.pop_front();
-                        } else {
-                            front.advance(n);
-                            n = 0;
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.lost(now, key, &e),
-            }
+            Err(e) => self.lost(now, key, &e),
         }
     }
 }
@@ -805,24 +605,5 @@ impl<T, S: DeliverySink<T>> Drop for MioDriver<T, S> {
         for key in keys {
             self.remove(key);
         }
-    }
-}
-
-fn check_range(tokens: TokenRange) -> io::Result<()> {
-    if tokens.len < 2 || tokens.start.checked_add(tokens.len).is_none() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the token range needs at least 2 tokens",
-        ));
-    }
-    Ok(())
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn wall_clock_ms() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        // Seconds and milliseconds separately: `as_millis` goes through a u128.
-        Ok(d) => d.as_secs() as i64 * 1000 + i64::from(d.subsec_millis()),
-        Err(_) => 0,
     }
 }

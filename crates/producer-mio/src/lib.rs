@@ -14,24 +14,33 @@
 //!   [`ThreadedProducer::flush`] and [`ThreadedProducer::close`]; reports go to a callback run
 //!   on the producer thread.
 //!
-//! Both are thin: the protocol, batching, retries and timeouts are the core's. The drivers
-//! open non-blocking connections (resolving host names on a helper thread, never on the event
-//! loop), write frames as the sockets allow, read until `WouldBlock`, and fill missing record
-//! timestamps with the wall clock. Operators get `tracing` events for connections (opened,
-//! failed, lost, closed) and for the producer's events (retries at `warn`, fatal errors at
-//! `error`).
+//! Both are thin: the protocol, batching, retries and timeouts are the core's, connection
+//! deadlines included (the core closes a connection still connecting after `request_timeout`;
+//! the drivers keep no timer of their own). The drivers open non-blocking connections
+//! (resolving host names on a helper thread, never on the event loop), write frames as the
+//! sockets allow, read until `WouldBlock`, and fill missing record timestamps with the wall
+//! clock. Operators get `tracing` events for connections (opened, failed, lost, closed) and for
+//! the producer's events (retries at `warn`, fatal errors at `error`). What they share with
+//! the tokio driver (flush tracking, write queues, the command queue, timestamps, event
+//! logging) is in `producer-driver`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 // Send errors hand the record back by value, as the core does; boxing would cost an
 // allocation on every refusal (`Full` is the hot one).
 #![allow(clippy::result_large_err)]
 
 mod driver;
 mod resolver;
+mod sink;
+mod socket;
 mod threaded;
+mod tokens;
 
-pub use driver::{DeliveryQueue, DeliverySink, MioDriver, TokenRange};
+pub use driver::MioDriver;
+pub use sink::{DeliveryQueue, DeliverySink};
 pub use threaded::{BatchClosed, SendError, ThreadedProducer};
+pub use tokens::TokenRange;
 
 pub use producer_core::{
     Config, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,

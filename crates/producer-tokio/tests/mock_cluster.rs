@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_tokio::{
-    BatchClosed, Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Producer,
+    BatchClosed, Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError,
     ProducerHandle, Record, Report, SendError, TrySendError,
 };
 use rdkafka::config::ClientConfig;
@@ -169,7 +169,7 @@ async fn roundtrip_20k_records_match_the_consumer() {
     const N: usize = 20_000;
     let mock = cluster();
     let servers = mock.bootstrap_servers();
-    let handle = Producer::start(builder(&servers).build().unwrap()).unwrap();
+    let handle = ProducerHandle::start(builder(&servers).build().unwrap()).unwrap();
 
     let base_ts = now_ms() - 1_000_000;
     let start_ms = now_ms();
@@ -280,7 +280,7 @@ async fn try_send_full_hands_the_record_back() {
         .delivery_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .command_capacity(2)
         .start()
         .unwrap();
@@ -335,7 +335,7 @@ async fn send_waits_for_space_then_delivers() {
         .buffer_max_records(3)
         .build()
         .unwrap();
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .command_capacity(1)
         .start()
         .unwrap();
@@ -365,7 +365,7 @@ async fn flush_resolves_after_every_earlier_record_is_reported() {
         .linger(Duration::from_secs(60))
         .build()
         .unwrap();
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     handle.flush().await; // nothing sent: resolves at once
 
     let mut futures = Vec::new();
@@ -392,7 +392,7 @@ async fn close_delivers_everything_then_refuses_records() {
         .linger(Duration::from_secs(60))
         .build()
         .unwrap();
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     let other = handle.clone();
 
     let mut futures = Vec::new();
@@ -434,7 +434,7 @@ async fn dropping_every_handle_still_delivers() {
         .linger(Duration::from_millis(50))
         .build()
         .unwrap();
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     let mut futures = Vec::new();
     for i in 0..20 {
         futures.push(
@@ -487,7 +487,7 @@ async fn unreachable_bootstrap_fails_records_with_the_record_back() {
         .max_block(Duration::from_secs(2))
         .build()
         .unwrap();
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     let sent = records(30);
     let mut futures = Vec::new();
     for r in &sent {
@@ -518,7 +518,7 @@ async fn brokers_down_fail_records_with_delivery_timeout() {
         .reconnect_backoff(Duration::from_millis(20))
         .build()
         .unwrap();
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     // Learn the topic first.
     handle
         .send(Record::new(TOPIC, "first"))
@@ -552,11 +552,13 @@ async fn rejected_records_come_back() {
         .buffer_memory(4096)
         .build()
         .unwrap();
-    let handle: ProducerHandle = Producer::start(config).unwrap();
+    let handle: ProducerHandle = ProducerHandle::start(config).unwrap();
     let big = Record::new(TOPIC, vec![0u8; 4000]);
     match handle.send(big.clone()).await.unwrap().await {
-        Err(DeliveryError::Rejected { record, .. }) => assert_eq!(record.value, big.value),
-        other => panic!("expected Rejected, got {other:?}"),
+        Err(DeliveryError::Failed(f)) if matches!(f.error, ProduceError::Refused(_)) => {
+            assert_eq!(f.record.value, big.value)
+        }
+        other => panic!("expected Refused, got {other:?}"),
     }
     handle.close().await;
 }
@@ -572,7 +574,7 @@ async fn acks_none_with_a_tiny_write_backlog_from_concurrent_handles() {
         .build()
         .unwrap();
     // Every Transmit goes over the backlog limit: records pause until the socket drains.
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .write_backlog(1)
         .command_capacity(8)
         .start()
@@ -627,7 +629,7 @@ async fn detached_records_report_through_the_callback() {
         .build()
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Report>();
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .on_delivery(move |r| {
             let _ = tx.send(r);
         })
@@ -654,8 +656,10 @@ async fn detached_records_report_through_the_callback() {
         assert!(seen.insert(r.tag), "two reports for tag {}", r.tag);
         if r.tag == N {
             match r.result {
-                Err(DeliveryError::Rejected { record, .. }) => assert_eq!(record.value, big.value),
-                other => panic!("expected Rejected for the large record, got {other:?}"),
+                Err(DeliveryError::Failed(f)) if matches!(f.error, ProduceError::Refused(_)) => {
+                    assert_eq!(f.record.value, big.value)
+                }
+                other => panic!("expected Refused for the large record, got {other:?}"),
             }
             continue;
         }
@@ -696,7 +700,7 @@ async fn try_send_detached_full_and_closed() {
         .build()
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Report>();
-    let handle = Producer::builder(config.clone())
+    let handle = ProducerHandle::builder(config.clone())
         .command_capacity(2)
         .on_delivery(move |r| {
             let _ = tx.send(r);
@@ -732,7 +736,7 @@ async fn try_send_detached_full_and_closed() {
     }
 
     // No callback: the reports are dropped, flush still waits for the record's fate.
-    let handle = Producer::start(config).unwrap();
+    let handle = ProducerHandle::start(config).unwrap();
     handle
         .send_detached(Record::new(TOPIC, "x"), 9)
         .await
@@ -820,7 +824,7 @@ async fn batched_detached_records_roundtrip() {
     let servers = mock.bootstrap_servers();
     let config = builder(&servers).build().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Report>();
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .command_capacity(CAPACITY)
         .on_delivery(move |r| {
             let _ = tx.send(r);
@@ -900,7 +904,7 @@ async fn batch_partial_takes_and_closed() {
         .build()
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Report>();
-    let handle = Producer::builder(config)
+    let handle = ProducerHandle::builder(config)
         .command_capacity(CAPACITY)
         .on_delivery(move |r| {
             let _ = tx.send(r);

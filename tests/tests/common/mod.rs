@@ -247,7 +247,7 @@ fn produce_tokio(
         .try_init();
     let rt = runtime();
     rt.block_on(async {
-        let handle = producer_tokio::Producer::start(config).unwrap();
+        let handle = producer_tokio::ProducerHandle::start(config).unwrap();
         let mut futures = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
             pace(i, pacing, hook);

@@ -1,0 +1,31 @@
+//! The core's events, logged for operators with `tracing`.
+
+use producer_core::Event;
+use tracing::{debug, error, info, warn};
+
+/// Logs one of the core's events: retries and sequence resets at `warn`, a fatal error at
+/// `error`, the producer id, broker connections becoming ready and the close at `info`,
+/// metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
+pub fn log_event(event: &Event) {
+    match event {
+        Event::Retry {
+            topic,
+            partition,
+            error,
+        } => warn!(%topic, partition, %error, "retrying batch"),
+        Event::SequenceReset {
+            topic,
+            partition,
+            producer_id,
+            epoch,
+        } => warn!(%topic, partition, producer_id, epoch, "partition bumped its epoch; sequence restarts at 0"),
+        Event::Fatal(err) => error!(error = %err, "producer failed; every record fails"),
+        Event::BrokerReady { node_id } => info!(node_id, "broker connection ready"),
+        Event::ProducerId { producer_id, epoch } => {
+            info!(producer_id, epoch, "producer id assigned")
+        }
+        Event::MetadataUpdated => debug!("metadata updated"),
+        Event::Closed => info!("producer closed"),
+        other => debug!(event = ?other, "producer event"),
+    }
+}

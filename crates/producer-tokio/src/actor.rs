@@ -1,0 +1,431 @@
+//! The producer task: it owns the core, takes the handles' commands, runs the connection
+//! tasks and reports every record.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use producer_core::{Config, ConnId, Event, Output, ProduceError, Record, SendErrorReason};
+use producer_driver::{log_event, Cohort, FlushTracker};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::task::JoinHandle;
+use tracing::{debug, info};
+
+use crate::connection::{ConnIo, Net};
+use crate::delivery::{failure, DeliveryResult, OnDelivery, Reply};
+use crate::error::DeliveryError;
+use crate::handle::{Cmd, ProducerHandle, Shared};
+
+/// The driver's settings, checked by [`crate::ProducerBuilder::start`].
+pub(crate) struct Settings {
+    pub(crate) command_capacity: usize,
+    pub(crate) event_capacity: usize,
+    pub(crate) read_buffer: usize,
+    pub(crate) write_backlog: usize,
+    pub(crate) on_delivery: Option<OnDelivery>,
+}
+
+/// Spawns the producer task for `config` on `runtime`; the first handle to it.
+pub(crate) fn spawn(
+    runtime: &tokio::runtime::Handle,
+    config: Config,
+    settings: Settings,
+) -> ProducerHandle {
+    let (net_tx, net_rx) = mpsc::channel(settings.event_capacity);
+    let shared = Arc::new(Shared::new(settings.command_capacity));
+    let actor = Actor {
+        core: producer_core::Producer::new(config, now()),
+        taken: VecDeque::new(),
+        cmd_open: true,
+        net_tx,
+        net_rx,
+        conns: HashMap::new(),
+        closing: Vec::new(),
+        stash: None,
+        shared: shared.clone(),
+        flushes: FlushTracker::default(),
+        on_delivery: settings.on_delivery,
+        close_waiters: Vec::new(),
+        reflush: false,
+        read_buffer: settings.read_buffer,
+        write_backlog: settings.write_backlog,
+        congested: 0,
+    };
+    runtime.spawn(actor.run());
+    ProducerHandle::new(shared)
+}
+
+/// Resolves when the actor has commands to handle: at once when it still holds some, else
+/// when a handle queues one.
+async fn commands(ready: &Notify, holding: bool) {
+    if !holding {
+        ready.notified().await;
+    }
+}
+
+/// The clock the core runs on: tokio's, so tests may pause time.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Commands or events handled per wake-up before the outputs are drained.
+const BATCH: usize = 128;
+
+/// How long a connection the core closed may take to write the frames already queued for it.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The actor's side of one connection task.
+struct ConnHandle {
+    writer: mpsc::UnboundedSender<Bytes>,
+    task: JoinHandle<()>,
+    /// Bytes handed to the writer and not yet written (shared with the connection task).
+    backlog: Arc<AtomicUsize>,
+    /// The backlog is over the limit: counted in [`Actor::congested`].
+    over: bool,
+    /// The task reported the connection established ([`Net::Connected`]).
+    connected: bool,
+}
+
+/// Answers flushes that are done.
+fn answer(done: impl Iterator<Item = oneshot::Sender<()>>) {
+    for waiter in done {
+        let _ = waiter.send(());
+    }
+}
+
+struct Actor {
+    core: producer_core::Producer<Reply>,
+    /// Commands taken from the queue and not handled yet (still held in the queue's count).
+    taken: VecDeque<Cmd>,
+    /// False once every handle is gone.
+    cmd_open: bool,
+    net_tx: mpsc::Sender<Net>,
+    net_rx: mpsc::Receiver<Net>,
+    conns: HashMap<ConnId, ConnHandle>,
+    /// Tasks of connections the core closed, still writing their queued frames.
+    closing: Vec<JoinHandle<()>>,
+    /// The one record the core refused as `Full`; while it is here no command is read.
+    stash: Option<(Record, Reply)>,
+    shared: Arc<Shared>,
+    /// Unreported records per flush cohort, and the flushes waiting for them.
+    flushes: FlushTracker<oneshot::Sender<()>>,
+    /// Receives the reports of detached records.
+    on_delivery: Option<OnDelivery>,
+    close_waiters: Vec<oneshot::Sender<()>>,
+    /// Metadata arrived while a flush is pending: flush the core again.
+    reflush: bool,
+    read_buffer: usize,
+    write_backlog: usize,
+    /// Connections whose write backlog is over the limit; while any is, no command is read.
+    congested: usize,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let sleep = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(sleep);
+        loop {
+            self.drain_outputs();
+            if std::mem::take(&mut self.reflush) {
+                // Records that waited for their topic's metadata were just appended to batches
+                // that linger as usual: a pending flush covers them too.
+                self.core.flush(now());
+                self.drain_outputs();
+            }
+            if self.core.is_closed() {
+                break;
+            }
+            let deadline = self.core.poll_timeout();
+            if let Some(d) = deadline {
+                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            let read_cmds = self.cmd_open && self.stash.is_none() && self.congested == 0;
+            tokio::select! {
+                biased;
+                Some(ev) = self.net_rx.recv() => {
+                    // A clock reading per event: handling a chunk of responses takes a while.
+                    self.on_net(now(), ev);
+                    for _ in 0..BATCH {
+                        match self.net_rx.try_recv() {
+                            Ok(ev) => self.on_net(now(), ev),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                () = commands(&self.shared.cmd_ready, !self.taken.is_empty()), if read_cmds => {
+                    if self.taken.is_empty() {
+                        self.sync_queue(0);
+                    }
+                    // One clock reading for the whole batch: it is handled within
+                    // microseconds.
+                    let t = now();
+                    let mut handled = 0;
+                    while handled < BATCH && self.stash.is_none() {
+                        let Some(cmd) = self.taken.pop_front() else {
+                            break;
+                        };
+                        handled += 1;
+                        self.on_cmd(t, cmd);
+                    }
+                    self.sync_queue(handled);
+                }
+                () = &mut sleep, if deadline.is_some() => {}
+            }
+            // Compare against the clock: the sleep may not be what woke us, and a woken sleep
+            // may race with the deadline moving.
+            let t = now();
+            if self.core.poll_timeout().is_some_and(|d| d <= t) {
+                self.core.handle_timeout(t);
+            }
+            self.retry_stash();
+        }
+        self.shutdown().await;
+    }
+
+    /// Everything is reported and the core has closed: stop the connections, refuse what is
+    /// still queued, and wake the waiters.
+    async fn shutdown(&mut self) {
+        for (_, c) in self.conns.drain() {
+            c.task.abort();
+        }
+        // Connections the core closed write what was queued for them before `close` returns.
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+        for task in self.closing.drain(..) {
+            let abort = task.abort_handle();
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        self.shared.closing.store(true, Ordering::Release);
+        let queued = self.shared.queue.stop();
+        // Senders waiting for space see the queue stopped and give up.
+        self.shared.space.notify_waiters();
+        if let Some((record, reply)) = self.stash.take() {
+            self.fail(reply, ProduceError::Closed, record);
+        }
+        let taken = std::mem::take(&mut self.taken);
+        for cmd in taken.into_iter().chain(queued) {
+            match cmd {
+                Cmd::Send { record, reply } => {
+                    reply.report(self.on_delivery.as_ref(), failure(ProduceError::Closed, record))
+                }
+                Cmd::Flush(tx) | Cmd::Close(tx) => {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        answer(self.flushes.release_all());
+        for tx in self.close_waiters.drain(..) {
+            let _ = tx.send(());
+        }
+        info!("producer task stopped");
+    }
+
+    /// Settles with the queue after handling `handled` commands: they no longer count against
+    /// the capacity; takes everything queued when the taken commands are used up; wakes the
+    /// senders waiting for space once half the capacity is free; starts closing when every
+    /// handle is gone and nothing is left.
+    fn sync_queue(&mut self, handled: usize) {
+        self.shared.queue.release(handled);
+        let refill = self.shared.queue.refill(&mut self.taken);
+        // Waiting senders are woken once half the capacity is free, not for every batch: a
+        // sender that outpaces the actor then sleeps once per half queue, not per batch.
+        if refill.wake_senders {
+            self.shared.space.notify_waiters();
+        }
+        if refill.finished && self.cmd_open {
+            debug!("every producer handle dropped; closing");
+            self.cmd_open = false;
+            self.core.close(now());
+        }
+    }
+
+    /// Handles one command; `t` is a recent clock reading.
+    fn on_cmd(&mut self, t: std::time::Instant, cmd: Cmd) {
+        match cmd {
+            Cmd::Send { record, reply } => {
+                let cohort = self.flushes.accept();
+                self.submit(t, record, Reply { to: reply, cohort });
+            }
+            Cmd::Flush(tx) => {
+                answer(self.flushes.flush(tx));
+                self.core.flush(t);
+            }
+            Cmd::Close(tx) => {
+                self.close_waiters.push(tx);
+                self.core.close(t);
+            }
+        }
+    }
+
+    /// Hands a record to the core; `Full` keeps it aside, any other refusal fails it.
+    fn submit(&mut self, t: std::time::Instant, record: Record, reply: Reply) {
+        match self.core.send(t, record, reply) {
+            Ok(()) => {}
+            Err(e) if e.reason == SendErrorReason::Full => {
+                self.stash = Some((e.record, e.opaque));
+                self.shared.core_full.store(true, Ordering::Release);
+            }
+            Err(e) => self.fail(e.opaque, ProduceError::Refused(Box::new(e.reason)), e.record),
+        }
+    }
+
+    fn retry_stash(&mut self) {
+        if let Some((record, reply)) = self.stash.take() {
+            self.shared.core_full.store(false, Ordering::Release);
+            self.submit(now(), record, reply);
+        }
+    }
+
+    /// Reports a record the core never took as failed, with the record back.
+    fn fail(&mut self, reply: Reply, error: ProduceError, record: Record) {
+        self.report(reply, failure(error, record));
+    }
+
+    /// Hands one record's report to its future or the callback, then counts it reported.
+    fn report(&mut self, reply: Reply, result: DeliveryResult) {
+        let Reply { to, cohort } = reply;
+        to.report(self.on_delivery.as_ref(), result);
+        self.settle(cohort);
+    }
+
+    /// One record of `cohort` has its report.
+    fn settle(&mut self, cohort: Cohort) {
+        answer(self.flushes.reported(cohort));
+    }
+
+    /// Handles one network event; `t` is a recent clock reading.
+    fn on_net(&mut self, t: std::time::Instant, ev: Net) {
+        match ev {
+            Net::Connected(conn) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.connected = true;
+                }
+                self.core.handle_connected(t, conn)
+            }
+            Net::ConnectFailed(conn) => {
+                self.remove_conn(conn);
+                self.core.handle_connect_failed(t, conn);
+            }
+            Net::Data(conn, bytes) => self.core.handle_read(t, conn, &bytes),
+            Net::Drained(conn) => {
+                let limit = self.write_backlog;
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if c.over && c.backlog.load(Ordering::Acquire) <= limit {
+                        c.over = false;
+                        self.congested -= 1;
+                    }
+                }
+            }
+            Net::Closed(conn) => {
+                self.remove_conn(conn);
+                self.core.handle_disconnected(t, conn);
+            }
+        }
+    }
+
+    fn drain_outputs(&mut self) {
+        while let Some(out) = self.core.poll_output() {
+            match out {
+                Output::Connect { conn, host, port } => self.connect(conn, host, port),
+                Output::Transmit { conn, bytes } => self.transmit(conn, bytes),
+                Output::Disconnect { conn } => {
+                    let known = self.remove_conn(conn);
+                    if known {
+                        debug!(conn = conn.as_u64(), "connection closed by the producer");
+                    }
+                }
+                Output::Delivery(d) => {
+                    let result = d.result.map_err(DeliveryError::Failed);
+                    self.report(d.opaque, result);
+                }
+                Output::Event(e) => {
+                    if e == Event::MetadataUpdated && self.flushes.is_waiting() {
+                        self.reflush = true;
+                    }
+                    log_event(&e);
+                }
+            }
+        }
+    }
+
+    /// Hands a frame to its connection's task; pauses records while the connection's backlog
+    /// is over the limit.
+    fn transmit(&mut self, conn: ConnId, bytes: Bytes) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            debug!(
+                conn = conn.as_u64(),
+                "transmit for a connection that is gone"
+            );
+            return;
+        };
+        let len = bytes.len();
+        // Counted before the writer can see the frame, so its decrement never comes first.
+        let backlog = c.backlog.fetch_add(len, Ordering::AcqRel) + len;
+        // A send error means the task ended; its Closed event is on the way.
+        if c.writer.send(bytes).is_ok() && backlog > self.write_backlog && !c.over {
+            c.over = true;
+            self.congested += 1;
+            debug!(
+                conn = conn.as_u64(),
+                backlog, "write backlog over the limit; pausing records"
+            );
+        }
+    }
+
+    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
+        let (writer, frames) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let io = ConnIo {
+            conn,
+            frames,
+            net: self.net_tx.clone(),
+            backlog: backlog.clone(),
+            backlog_limit: self.write_backlog,
+            read_buffer: self.read_buffer,
+        };
+        let task = tokio::spawn(io.run(host, port));
+        self.conns.insert(
+            conn,
+            ConnHandle {
+                writer,
+                task,
+                backlog,
+                over: false,
+                connected: false,
+            },
+        );
+    }
+
+    /// Forgets a connection; whether it was known. An established connection's task first
+    /// writes the frames already handed to it (the core counts them as sent: with acks=0 they
+    /// are even reported delivered), then closes; it is stopped outright if that takes longer
+    /// than [`CLOSE_GRACE`]. A connection still connecting has nothing to write: its attempt
+    /// is abandoned at once (this is how the core's connect deadline, `request_timeout`, ends
+    /// an attempt that hangs).
+    fn remove_conn(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.remove(&conn) else {
+            return false;
+        };
+        let ConnHandle {
+            writer,
+            task,
+            over,
+            connected,
+            ..
+        } = c;
+        if over {
+            self.congested -= 1;
+        }
+        if !connected {
+            task.abort();
+            return true;
+        }
+        drop(writer); // the writer loop ends once the queued frames are written
+        self.closing.retain(|t| !t.is_finished());
+        self.closing.push(task);
+        true
+    }
+}

@@ -1,0 +1,114 @@
+//! The driver's own settings, and starting the producer task.
+
+use producer_core::Config;
+
+use crate::actor::{self, Settings};
+use crate::delivery::{OnDelivery, Report};
+use crate::error::StartError;
+use crate::handle::ProducerHandle;
+
+/// Driver settings (queue and buffer sizes, the delivery callback) for a producer about to
+/// start; [`ProducerBuilder::start`] spawns it. The protocol's settings are the [`Config`]'s.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct ProducerBuilder {
+    config: Config,
+    command_capacity: usize,
+    event_capacity: usize,
+    read_buffer: usize,
+    write_backlog: Option<usize>,
+    on_delivery: Option<OnDelivery>,
+}
+
+impl ProducerBuilder {
+    /// The default driver settings for `config` (also [`ProducerHandle::builder`]).
+    pub fn new(config: Config) -> Self {
+        ProducerBuilder {
+            config,
+            command_capacity: 1024,
+            event_capacity: 64,
+            read_buffer: 64 * 1024,
+            write_backlog: None,
+            on_delivery: None,
+        }
+    }
+
+    /// The callback that receives the [`Report`] of every record sent with
+    /// [`ProducerHandle::send_detached`] or [`ProducerHandle::try_send_detached`] (records sent
+    /// with [`ProducerHandle::send`] report through their [`crate::DeliveryFuture`] instead).
+    /// Use it for high rates: a detached record costs no channel or future of its own, as with
+    /// the callbacks of the Java client and librdkafka.
+    ///
+    /// It runs **on the producer task**, once per record, in the order the core reports them
+    /// (per partition, in send order). Keep it short and non-blocking (count, or forward to a
+    /// channel): the producer waits for it. Without a callback, detached reports are discarded
+    /// (failures are logged at `warn`).
+    pub fn on_delivery<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Report) + Send + Sync + 'static,
+    {
+        self.on_delivery = Some(OnDelivery::new(f));
+        self
+    }
+
+    /// Capacity of the command queue between handles and the producer task (default 1024):
+    /// records queued plus those the task took and has not handed to the core yet. When the
+    /// producer's buffer is full, at most this many sends queue before
+    /// [`ProducerHandle::send`] waits and [`ProducerHandle::try_send`] answers `Full`.
+    pub fn command_capacity(mut self, n: usize) -> Self {
+        self.command_capacity = n;
+        self
+    }
+
+    /// Capacity of the channel carrying network events to the producer task (default 64).
+    pub fn event_capacity(mut self, n: usize) -> Self {
+        self.event_capacity = n;
+        self
+    }
+
+    /// Bytes read from a socket at a time (default 64 KiB).
+    pub fn read_buffer(mut self, n: usize) -> Self {
+        self.read_buffer = n;
+        self
+    }
+
+    /// Bytes handed to a connection and not yet written to its socket above which the
+    /// producer stops taking new records until the socket catches up (default:
+    /// `max_request_size * max_in_flight`). With `acks` other than none the core already bounds
+    /// this by `max_in_flight` requests; with `acks=none` a batch counts as done once handed over,
+    /// so only this limit keeps a slow socket from queueing without bound.
+    pub fn write_backlog(mut self, bytes: usize) -> Self {
+        self.write_backlog = Some(bytes);
+        self
+    }
+
+    /// Spawns the producer task on the current tokio runtime and returns a handle to it. Fails
+    /// outside a runtime, or when a capacity or buffer size is 0.
+    pub fn start(self) -> Result<ProducerHandle, StartError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        for (name, v) in [
+            ("command_capacity", self.command_capacity),
+            ("event_capacity", self.event_capacity),
+            ("read_buffer", self.read_buffer),
+        ] {
+            if v == 0 {
+                return Err(StartError::Zero(name));
+            }
+        }
+        let mut config = self.config;
+        // Every DeliveryFuture must resolve, successes included.
+        config.report_successes = true;
+        let write_backlog = self
+            .write_backlog
+            .unwrap_or(config.max_request_size.saturating_mul(config.max_in_flight))
+            .max(1);
+        let settings = Settings {
+            command_capacity: self.command_capacity,
+            event_capacity: self.event_capacity,
+            read_buffer: self.read_buffer,
+            write_backlog,
+            on_delivery: self.on_delivery,
+        };
+        Ok(actor::spawn(&runtime, config, settings))
+    }
+}

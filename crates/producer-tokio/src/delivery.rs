@@ -1,0 +1,112 @@
+//! Where one record's report goes: its [`DeliveryFuture`], or the `on_delivery` callback.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use producer_core::{Delivery, ProduceError, Record, RecordMetadata};
+use producer_driver::Cohort;
+use tokio::sync::oneshot;
+use tracing::warn;
+
+use crate::error::DeliveryError;
+
+/// What a [`DeliveryFuture`] resolves to.
+pub type DeliveryResult = Result<RecordMetadata, DeliveryError>;
+
+/// Resolves to one record's delivery report. Dropping it is harmless: the record is still
+/// delivered and its report discarded.
+#[derive(Debug)]
+#[must_use = "the record is sent either way; drop the future only if its report does not matter"]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<DeliveryResult>,
+}
+
+impl DeliveryFuture {
+    /// A future and the sender its report goes through.
+    pub(crate) fn new() -> (DeliveryFuture, ReplyTo) {
+        let (tx, rx) = oneshot::channel();
+        (DeliveryFuture { rx }, ReplyTo::Future(tx))
+    }
+}
+
+impl Future for DeliveryFuture {
+    type Output = DeliveryResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<DeliveryResult> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(DeliveryError::Lost)))
+    }
+}
+
+/// The report of a record sent with [`crate::ProducerHandle::send_detached`] (or
+/// [`crate::ProducerHandle::try_send_detached`] and the batch calls), handed to the
+/// [`crate::ProducerBuilder::on_delivery`] callback.
+#[derive(Debug)]
+pub struct Report {
+    /// The tag the record was sent with.
+    pub tag: u64,
+    /// Where the record landed, or why it was not delivered (with the record).
+    pub result: DeliveryResult,
+}
+
+/// The callback of [`crate::ProducerBuilder::on_delivery`].
+#[derive(Clone)]
+pub(crate) struct OnDelivery(Arc<dyn Fn(Report) + Send + Sync>);
+
+impl OnDelivery {
+    pub(crate) fn new(f: impl Fn(Report) + Send + Sync + 'static) -> Self {
+        OnDelivery(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for OnDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDelivery(..)")
+    }
+}
+
+/// Where one record's report goes.
+pub(crate) enum ReplyTo {
+    /// To its [`DeliveryFuture`].
+    Future(oneshot::Sender<DeliveryResult>),
+    /// To the [`crate::ProducerBuilder::on_delivery`] callback, with the caller's tag.
+    Detached(u64),
+}
+
+impl ReplyTo {
+    /// Hands the report over: to the future (discarded if it was dropped), or to the callback
+    /// (failures logged when there is none). Runs on the producer task.
+    pub(crate) fn report(self, on_delivery: Option<&OnDelivery>, result: DeliveryResult) {
+        match self {
+            ReplyTo::Future(tx) => {
+                let _ = tx.send(result);
+            }
+            ReplyTo::Detached(tag) => match on_delivery {
+                Some(f) => (f.0)(Report { tag, result }),
+                None => {
+                    if let Err(e) = result {
+                        warn!(tag, error = %e, "detached record not delivered (no on_delivery callback)");
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// The opaque value each record carries through the core: where its report goes, and the
+/// flush cohort it was accepted in.
+pub(crate) struct Reply {
+    pub(crate) to: ReplyTo,
+    pub(crate) cohort: Cohort,
+}
+
+/// The failure report of a record the driver fails itself (the core refused it when handed
+/// over, or the producer closed before it was).
+pub(crate) fn failure(error: ProduceError, record: Record) -> DeliveryResult {
+    Delivery::failed((), error, record)
+        .result
+        .map_err(DeliveryError::Failed)
+}

@@ -1,0 +1,356 @@
+//! The application's side: a cloneable handle that queues commands for the producer task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use producer_core::{Config, Record};
+use producer_driver::timestamp::{self, BurstClock};
+use producer_driver::{CommandQueue, Refused};
+use tokio::sync::{oneshot, Notify};
+
+use crate::builder::ProducerBuilder;
+use crate::delivery::{DeliveryFuture, ReplyTo};
+use crate::error::{BatchClosed, SendError, StartError, TrySendError};
+
+/// What the handles put in the producer task's queue.
+pub(crate) enum Cmd {
+    Send { record: Record, reply: ReplyTo },
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<()>),
+}
+
+/// State shared by the handles and the producer task.
+pub(crate) struct Shared {
+    /// `close` was called: new sends are refused at once.
+    pub(crate) closing: AtomicBool,
+    /// The core refused a record as `Full` and the task holds it aside: `try_send` answers
+    /// `Full` without queueing.
+    pub(crate) core_full: AtomicBool,
+    /// The commands; its capacity bounds the `Send`s queued or held by the task.
+    pub(crate) queue: CommandQueue<Cmd>,
+    /// Wakes the task: notified when a command lands in an empty queue (the task looks at the
+    /// queue again before sleeping whenever it took something).
+    pub(crate) cmd_ready: Notify,
+    /// Wakes senders waiting for space.
+    pub(crate) space: Notify,
+}
+
+impl Shared {
+    pub(crate) fn new(command_capacity: usize) -> Self {
+        Shared {
+            closing: AtomicBool::new(false),
+            core_full: AtomicBool::new(false),
+            queue: CommandQueue::new(command_capacity),
+            cmd_ready: Notify::new(),
+            space: Notify::new(),
+        }
+    }
+
+    /// Queues a flush or a close (not counted against the capacity): false when the task has
+    /// stopped.
+    fn push_control(&self, cmd: Cmd) -> bool {
+        match self.queue.push_control(cmd) {
+            Ok(was_empty) => {
+                if was_empty {
+                    self.cmd_ready.notify_one();
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// What the handles hold: when the last one is dropped, the task is told.
+struct HandleInner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        self.shared.queue.senders_gone();
+        self.shared.cmd_ready.notify_one();
+    }
+}
+
+/// A cloneable handle to a running producer: [`ProducerHandle::start`] spawns one. When the
+/// last handle is dropped, the producer closes in the background: records already sent are
+/// still delivered.
+#[derive(Clone)]
+pub struct ProducerHandle {
+    inner: Arc<HandleInner>,
+}
+
+impl std::fmt::Debug for ProducerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerHandle")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerHandle {
+    /// Spawns the producer task on the current tokio runtime with the default driver settings
+    /// and returns a handle to it. Call it from within a runtime.
+    pub fn start(config: Config) -> Result<ProducerHandle, StartError> {
+        ProducerBuilder::new(config).start()
+    }
+
+    /// A builder for the driver's own settings (queue and buffer sizes, the delivery
+    /// callback); its [`ProducerBuilder::start`] spawns the task.
+    pub fn builder(config: Config) -> ProducerBuilder {
+        ProducerBuilder::new(config)
+    }
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        ProducerHandle {
+            inner: Arc::new(HandleInner { shared }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// Sends a record, waiting while the producer's buffer is full (backpressure). Returns a
+    /// future of the record's delivery report once the producer task has the record. Records
+    /// sent through one handle keep their order per partition.
+    ///
+    /// A record without a timestamp gets the wall clock. Returns [`SendError::Closed`] with
+    /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
+    /// before it completes drops the record unsent.
+    pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
+        let (future, reply) = DeliveryFuture::new();
+        self.enqueue(record, reply).await?;
+        Ok(future)
+    }
+
+    /// Like [`ProducerHandle::send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback as a [`crate::Report`] carrying `tag` (for
+    /// instance an index into the caller's own table), instead of a future per record. The
+    /// cheapest way to send many records. Waits while the producer's buffer is full; resolves
+    /// once the record is queued for the producer task. Returns [`SendError::Closed`] with the
+    /// record once [`ProducerHandle::close`] has been called.
+    pub async fn send_detached(&self, record: Record, tag: u64) -> Result<(), SendError> {
+        self.enqueue(record, ReplyTo::Detached(tag)).await
+    }
+
+    /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
+    /// producer's buffer is full (the task holds a refused record aside) or the command queue
+    /// is full. The record is never queued in that case.
+    ///
+    /// Design: the handle never waits for the task's answer. It checks a flag that the task
+    /// sets while the core refuses records, then queues the record if the queue has room. A
+    /// record that passes both checks is accepted: if the core fills up in the meantime, the
+    /// task holds it aside (one record at most) and sends it when space frees. So `Ok` means
+    /// "will be delivered or reported", and `Full` always returns the record.
+    pub fn try_send(&self, record: Record) -> Result<DeliveryFuture, TrySendError> {
+        let (future, reply) = DeliveryFuture::new();
+        self.try_enqueue(record, reply)?;
+        Ok(future)
+    }
+
+    /// Like [`ProducerHandle::try_send`], but the report goes to the
+    /// [`ProducerBuilder::on_delivery`] callback with `tag` (see
+    /// [`ProducerHandle::send_detached`]). Never waits: [`TrySendError::Full`] hands the
+    /// record back when the producer's buffer or the command queue is full.
+    pub fn try_send_detached(&self, record: Record, tag: u64) -> Result<(), TrySendError> {
+        self.try_enqueue(record, ReplyTo::Detached(tag))
+    }
+
+    /// Queues many detached records at once without waiting: one queue lock and one
+    /// wall-clock reading for the whole call (records without a timestamp all get the time of
+    /// this call), instead of one each as with [`ProducerHandle::try_send_detached`]. Use it
+    /// when records arrive in bursts (a consumer's poll, a file read) and the per-record cost
+    /// matters, from code that must not wait (else see
+    /// [`ProducerHandle::send_batch_detached`]). Reports go to the
+    /// [`ProducerBuilder::on_delivery`] callback with each record's tag.
+    ///
+    /// Records are taken from the front of `records`, in order, while the command queue has
+    /// room; returns how many were taken. Those left in `records` were not queued (the queue
+    /// is full, or the producer's buffer is: what [`TrySendError::Full`] means for
+    /// `try_send`): call again later with what is left. After [`ProducerHandle::close`] it
+    /// takes nothing and returns [`BatchClosed`], leaving every record in `records`.
+    pub fn try_send_batch_detached(
+        &self,
+        records: &mut Vec<(Record, u64)>,
+    ) -> Result<usize, BatchClosed> {
+        let shared = self.shared();
+        if shared.closing.load(Ordering::Acquire) {
+            return Err(BatchClosed);
+        }
+        if shared.core_full.load(Ordering::Acquire) || records.is_empty() {
+            return Ok(0);
+        }
+        self.push_batch(records, false)
+    }
+
+    /// Queues every record of `records` as detached records (reports to the
+    /// [`ProducerBuilder::on_delivery`] callback with each record's tag), waiting for room as
+    /// [`ProducerHandle::send_detached`] does. One queue lock and one wall-clock reading per
+    /// chunk that fits in the queue, instead of one each per record: the cheapest way to send
+    /// records that come in bursts. Records keep their order (per partition, as with
+    /// `send_detached`); `records` is empty when this resolves `Ok`.
+    ///
+    /// Records are taken from the front of `records`. Returns [`BatchClosed`] once
+    /// [`ProducerHandle::close`] has been called: the records not yet taken stay in `records`
+    /// (those taken before are reported as usual). Cancelling the future leaves the records
+    /// not yet taken in `records`, so none is lost.
+    pub async fn send_batch_detached(
+        &self,
+        records: &mut Vec<(Record, u64)>,
+    ) -> Result<(), BatchClosed> {
+        let shared = self.shared();
+        loop {
+            if shared.closing.load(Ordering::Acquire) {
+                return Err(BatchClosed);
+            }
+            if records.is_empty() {
+                return Ok(());
+            }
+            self.push_batch(records, false)?;
+            if records.is_empty() {
+                return Ok(());
+            }
+            // The queue is full: register for a wake-up, then look again (a wake-up between
+            // the look and the wait is kept).
+            let space = shared.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            self.push_batch(records, true)?;
+            if records.is_empty() {
+                return Ok(());
+            }
+            space.await;
+        }
+    }
+
+    /// Sends every buffered record now, ignoring `linger`. Resolves when every record sent
+    /// before the call (through any handle) has its report; records sent afterwards do not
+    /// delay it.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if !self.shared().push_control(Cmd::Flush(tx)) {
+            return; // The task has finished: every record was reported.
+        }
+        let _ = rx.await;
+    }
+
+    /// Closes the producer: refuses new records, delivers (or fails, at the latest after
+    /// `delivery_timeout`) every record already sent, closes the connections and stops the
+    /// task. Resolves when that is done. Any handle may call it, any number of times.
+    pub async fn close(&self) {
+        self.shared().closing.store(true, Ordering::Release);
+        let (tx, rx) = oneshot::channel();
+        if !self.shared().push_control(Cmd::Close(tx)) {
+            return; // Already stopped.
+        }
+        let _ = rx.await;
+    }
+
+    /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
+    pub fn is_closed(&self) -> bool {
+        self.shared().closing.load(Ordering::Acquire) || self.shared().queue.is_stopped()
+    }
+
+    /// Queues detached records from the front of `records` while the queue has room, under
+    /// one lock, with one clock reading (none when nothing fits); how many it took.
+    /// `waiting`: the caller registered for a wake-up and waits when some are left.
+    fn push_batch(
+        &self,
+        records: &mut Vec<(Record, u64)>,
+        waiting: bool,
+    ) -> Result<usize, BatchClosed> {
+        let shared = self.shared();
+        let mut clock = BurstClock::default();
+        let burst = shared
+            .queue
+            .push_burst(records, waiting, |(mut record, tag)| {
+                clock.fill(&mut record);
+                Cmd::Send {
+                    record,
+                    reply: ReplyTo::Detached(tag),
+                }
+            })
+            .map_err(|_| BatchClosed)?;
+        if burst.taken > 0 && burst.was_empty {
+            shared.cmd_ready.notify_one();
+        }
+        Ok(burst.taken)
+    }
+
+    /// Queues `record` (its timestamp filled in) if there is room; a refused record comes back
+    /// as it was given. `waiting`: the caller registered for a wake-up and waits when refused
+    /// as full.
+    fn push(
+        &self,
+        mut record: Record,
+        reply: ReplyTo,
+        waiting: bool,
+    ) -> Result<(), Refused<(Record, ReplyTo)>> {
+        let shared = self.shared();
+        let filled = timestamp::fill(&mut record);
+        let pushed = shared.queue.push((record, reply), waiting, |(record, reply)| {
+            Cmd::Send { record, reply }
+        });
+        match pushed {
+            Ok(was_empty) => {
+                if was_empty {
+                    shared.cmd_ready.notify_one();
+                }
+                Ok(())
+            }
+            Err(Refused::Full((mut record, reply))) => {
+                timestamp::unfill(&mut record, filled);
+                Err(Refused::Full((record, reply)))
+            }
+            Err(Refused::Stopped((mut record, reply))) => {
+                timestamp::unfill(&mut record, filled);
+                Err(Refused::Stopped((record, reply)))
+            }
+        }
+    }
+
+    /// Queues a record, waiting for room.
+    async fn enqueue(&self, mut record: Record, mut reply: ReplyTo) -> Result<(), SendError> {
+        let shared = self.shared();
+        loop {
+            if shared.closing.load(Ordering::Acquire) {
+                return Err(SendError::Closed(record));
+            }
+            match self.push(record, reply, false) {
+                Ok(()) => return Ok(()),
+                Err(Refused::Stopped((r, _))) => return Err(SendError::Closed(r)),
+                Err(Refused::Full(back)) => (record, reply) = back,
+            }
+            // Full: register for a wake-up, then look again (a wake-up between the look and
+            // the wait is kept).
+            let space = shared.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            match self.push(record, reply, true) {
+                Ok(()) => return Ok(()),
+                Err(Refused::Stopped((r, _))) => return Err(SendError::Closed(r)),
+                Err(Refused::Full(back)) => {
+                    (record, reply) = back;
+                    space.await;
+                }
+            }
+        }
+    }
+
+    /// Queues a record without waiting (see [`ProducerHandle::try_send`]).
+    fn try_enqueue(&self, record: Record, reply: ReplyTo) -> Result<(), TrySendError> {
+        let shared = self.shared();
+        if shared.closing.load(Ordering::Acquire) {
+            return Err(TrySendError::Closed(record));
+        }
+        if shared.core_full.load(Ordering::Acquire) {
+            return Err(TrySendError::Full(record));
+        }
+        self.push(record, reply, false).map_err(|refused| match refused {
+            Refused::Full((r, _)) => TrySendError::Full(r),
+            Refused::Stopped((r, _)) => TrySendError::Closed(r),
+        })
+    }
+}
