@@ -129,3 +129,12 @@ def metadata_v9():
 write("metadata_response", "v1", [0] + metadata_v1())
 write("metadata_response", "v9", [8] + metadata_v9())
 write("metadata_response", "v9-trailing-byte", [8] + metadata_v9() + [0])
+
+# ---- SaslHandshake (version 1 only; selector = 0) -----------------------------------------
+write("sasl_handshake_response", "v1", [0] + i16(0) + i32(2) + s("PLAIN") + s("SCRAM-SHA-512"))
+write("sasl_handshake_response", "v1-unsupported", [0] + i16(33) + i32(1) + s("GSSAPI"))
+
+# ---- SaslAuthenticate (versions 0..=2; selector = version) --------------------------------
+write("sasl_authenticate_response", "v0-failed", [0] + i16(58) + s("bad") + i32(0))
+write("sasl_authenticate_response", "v1", [1] + i16(0) + i16(-1) + i32(3) + list(b"v=x") + i64(3000))
+write("sasl_authenticate_response", "v2", [2] + i16(0) + [0] + [4] + list(b"v=x") + i64(3000) + [0])

@@ -12,6 +12,8 @@ pub mod init_producer_id;
 pub mod metadata;
 pub mod primitives;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 
 use std::fmt;
 
@@ -31,15 +33,21 @@ pub enum ApiKey {
     ApiVersions,
     /// InitProducerId (22).
     InitProducerId,
+    /// SaslHandshake (17).
+    SaslHandshake,
+    /// SaslAuthenticate (36).
+    SaslAuthenticate,
 }
 
 impl ApiKey {
     /// Every API this crate speaks.
-    pub const ALL: [ApiKey; 4] = [
+    pub const ALL: [ApiKey; 6] = [
         ApiKey::Produce,
         ApiKey::Metadata,
         ApiKey::ApiVersions,
         ApiKey::InitProducerId,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
     ];
 
     /// The numeric key on the wire.
@@ -49,6 +57,8 @@ impl ApiKey {
             ApiKey::Metadata => 3,
             ApiKey::ApiVersions => 18,
             ApiKey::InitProducerId => 22,
+            ApiKey::SaslHandshake => 17,
+            ApiKey::SaslAuthenticate => 36,
         }
     }
 
@@ -59,6 +69,8 @@ impl ApiKey {
             3 => Some(ApiKey::Metadata),
             18 => Some(ApiKey::ApiVersions),
             22 => Some(ApiKey::InitProducerId),
+            17 => Some(ApiKey::SaslHandshake),
+            36 => Some(ApiKey::SaslAuthenticate),
             _ => None,
         }
     }
@@ -70,6 +82,10 @@ impl ApiKey {
             ApiKey::Metadata => (1, 12),
             ApiKey::ApiVersions => (0, 3),
             ApiKey::InitProducerId => (0, 4),
+            // v0 sends the mechanism's tokens unframed after the handshake; this crate speaks
+            // v1, which carries them in SaslAuthenticate (KIP-152), as every 1.0+ broker does.
+            ApiKey::SaslHandshake => (1, 1),
+            ApiKey::SaslAuthenticate => (0, 2),
         }
     }
 
@@ -80,6 +96,9 @@ impl ApiKey {
             ApiKey::Metadata => 9,
             ApiKey::ApiVersions => 3,
             ApiKey::InitProducerId => 2,
+            // Never flexible.
+            ApiKey::SaslHandshake => i16::MAX,
+            ApiKey::SaslAuthenticate => 2,
         }
     }
 
@@ -114,6 +133,8 @@ impl ApiKey {
             ApiKey::Metadata => "Metadata",
             ApiKey::ApiVersions => "ApiVersions",
             ApiKey::InitProducerId => "InitProducerId",
+            ApiKey::SaslHandshake => "SaslHandshake",
+            ApiKey::SaslAuthenticate => "SaslAuthenticate",
         }
     }
 }
