@@ -36,7 +36,7 @@ pub const SIM_CAPABILITIES: &[(i16, i16, i16)] = &[
 pub struct BrokerSpec {
     /// The broker's node id.
     pub node_id: i32,
-    /// Host name clients connect to (matched exactly by [`SimCluster::connect`]).
+    /// Host name clients connect to (matched exactly by [`SimCluster::connect`](crate::SimCluster::connect)).
     pub host: String,
     /// Port clients connect to.
     pub port: u16,
@@ -57,7 +57,7 @@ impl BrokerSpec {
     }
 }
 
-/// Configuration of a [`SimCluster`].
+/// Configuration of a [`SimCluster`](crate::SimCluster).
 ///
 /// Build one with [`SimConfig::with_brokers`] (or `Default`) and adjust the public fields.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,10 +18,10 @@ pub enum SimError {
     /// No broker has this node id.
     #[error("unknown broker {0}")]
     UnknownBroker(i32),
-    /// [`SimCluster::create_topic`] was called for an existing topic.
+    /// [`SimCluster::create_topic`](crate::SimCluster::create_topic) was called for an existing topic.
     #[error("topic {0:?} already exists")]
     TopicExists(String),
-    /// [`SimCluster::create_topic`] was called with a partition count below 1, or the cluster
+    /// [`SimCluster::create_topic`](crate::SimCluster::create_topic) was called with a partition count below 1, or the cluster
     /// has no broker.
     #[error("cannot create a topic with {0} partitions on this cluster")]
     InvalidPartitionCount(i32),

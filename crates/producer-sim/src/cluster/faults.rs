@@ -10,8 +10,8 @@ use crate::{ConnId, SimError};
 /// An error response to inject, see [`SimCluster::inject_error`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InjectedError {
-    /// The API whose responses are affected ([`API_PRODUCE`], [`API_METADATA`],
-    /// [`API_INIT_PRODUCER_ID`], [`API_API_VERSIONS`]).
+    /// The API whose responses are affected ([`API_PRODUCE`](crate::API_PRODUCE), [`API_METADATA`](crate::API_METADATA),
+    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS)).
     pub api_key: i16,
     /// Only this topic (Produce, Metadata); `None` matches every topic.
     pub topic: Option<String>,
@@ -56,8 +56,8 @@ impl SimCluster {
         Ok(())
     }
 
-    /// Stops a broker: its connections are reset (the client gets [`NetEvent::Closed`] at `now`,
-    /// or [`NetEvent::ConnectFailed`] if the connection had not completed; bytes in flight are
+    /// Stops a broker: its connections are reset (the client gets [`NetEvent::Closed`](crate::NetEvent::Closed) at `now`,
+    /// or [`NetEvent::ConnectFailed`](crate::NetEvent::ConnectFailed) if the connection had not completed; bytes in flight are
     /// lost) and new connections to it fail until [`SimCluster::start_broker`].
     pub fn stop_broker(&mut self, broker_id: i32, now: Instant) -> Result<(), SimError> {
         let now = self.clock(now);
@@ -80,7 +80,7 @@ impl SimCluster {
         Ok(())
     }
 
-    /// Resets one connection: the client gets [`NetEvent::Closed`] at `now` (subject to a stall),
+    /// Resets one connection: the client gets [`NetEvent::Closed`](crate::NetEvent::Closed) at `now` (subject to a stall),
     /// bytes in flight both ways are lost. Ignored for unknown or already closed connections.
     pub fn drop_connection(&mut self, now: Instant, conn: ConnId) {
         let now = self.clock(now);

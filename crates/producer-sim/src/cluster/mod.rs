@@ -29,7 +29,7 @@ use state::{Broker, Partition, Stall, Topic};
 ///   the broker's max gets a v0-encoded UNSUPPORTED_VERSION (35) response carrying the ranges.
 ///   v3+ client software name/version must match Kafka's pattern, else INVALID_REQUEST (42).
 ///   The response header is always v0.
-/// * **Any other API/version** outside the configured ranges (or outside [`SIM_CAPABILITIES`]):
+/// * **Any other API/version** outside the configured ranges (or outside [`SIM_CAPABILITIES`](crate::SIM_CAPABILITIES)):
 ///   the broker closes the connection (Kafka's behaviour) and records a violation.
 /// * **Metadata**: running brokers, requested topics (all when null; v0: when empty),
 ///   UNKNOWN_TOPIC_OR_PARTITION (3) for unknown names (no auto-creation), UNKNOWN_TOPIC_ID (100)

@@ -36,7 +36,7 @@ pub enum NetEvent {
     /// stopped (or was stopped before the connection completed). The id is dead.
     ConnectFailed(ConnId),
     /// Bytes from the broker, in order. Response frames may be split across several `Data`
-    /// events when [`SimConfig::fragment_responses`] is set.
+    /// events when [`SimConfig::fragment_responses`](crate::SimConfig::fragment_responses) is set.
     Data(ConnId, Bytes),
     /// The broker side closed the connection (fault injection, broker stop, malformed request,
     /// acks=0 error, random drop). Bytes still in flight were lost. The id is dead.
