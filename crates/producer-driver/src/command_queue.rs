@@ -227,7 +227,10 @@ mod tests {
         let mut taken = VecDeque::new();
         q.refill(&mut taken);
         assert_eq!(taken, [1, 2]);
-        assert!(matches!(q.push(3, false, id), Err(Refused::Full(3))), "still held");
+        assert!(
+            matches!(q.push(3, false, id), Err(Refused::Full(3))),
+            "still held"
+        );
         taken.pop_front();
         q.release(1);
         assert!(q.push(3, false, id).is_ok());
@@ -255,10 +258,22 @@ mod tests {
         let q = CommandQueue::new(3);
         let mut v = vec![1, 2, 3, 4, 5];
         let b = q.push_burst(&mut v, false, |x| x * 10).unwrap();
-        assert_eq!(b, Burst { taken: 3, was_empty: true });
+        assert_eq!(
+            b,
+            Burst {
+                taken: 3,
+                was_empty: true
+            }
+        );
         assert_eq!(v, [4, 5]);
         let b = q.push_burst(&mut v, false, |x| x * 10).unwrap();
-        assert_eq!(b, Burst { taken: 0, was_empty: false });
+        assert_eq!(
+            b,
+            Burst {
+                taken: 0,
+                was_empty: false
+            }
+        );
         assert_eq!(q.stop(), [10, 20, 30]);
     }
 

@@ -18,7 +18,9 @@ pub fn log_event(event: &Event) {
             partition,
             producer_id,
             epoch,
-        } => warn!(%topic, partition, producer_id, epoch, "partition bumped its epoch; sequence restarts at 0"),
+        } => {
+            warn!(%topic, partition, producer_id, epoch, "partition bumped its epoch; sequence restarts at 0")
+        }
         Event::Fatal(err) => error!(error = %err, "producer failed; every record fails"),
         Event::BrokerReady { node_id } => info!(node_id, "broker connection ready"),
         Event::ProducerId { producer_id, epoch } => {

@@ -111,7 +111,11 @@ mod tests {
     #[test]
     fn advance_drops_whole_frames_and_cuts_the_next() {
         let mut q = queue(&[b"abc", b"", b"defg", b"h"]);
-        assert_eq!((q.frames(), q.queued_bytes()), (3, 8), "the empty frame is ignored");
+        assert_eq!(
+            (q.frames(), q.queued_bytes()),
+            (3, 8),
+            "the empty frame is ignored"
+        );
         q.advance(5);
         assert_eq!((q.frames(), q.queued_bytes()), (2, 3));
         let mut iov = [IoSlice::new(&[]); MAX_IOV];

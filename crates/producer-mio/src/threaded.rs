@@ -267,7 +267,13 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         // Flushes are not counted against the capacity: each one blocks its caller, so there
         // are never more of them than threads.
-        if self.inner.shared.queue.push_control(Command::Flush(done_tx)).is_err() {
+        if self
+            .inner
+            .shared
+            .queue
+            .push_control(Command::Flush(done_tx))
+            .is_err()
+        {
             return; // The thread has stopped: every record was reported.
         }
         self.inner.shared.wake();

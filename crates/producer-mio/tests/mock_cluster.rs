@@ -1,20 +1,26 @@
 //! Both drivers against librdkafka's mock cluster (3 brokers, 6 partitions), read back with
-//! an rdkafka consumer and compared record by record.
+//! an independent consumer and compared record by record. No assertion reads the wall clock:
+//! tests wait for events (reports, `close` returning), under a hang guard. How long the core
+//! waits before failing a record is asserted in virtual time by producer-sim's scenarios.
 
-mod common;
+mod support;
 
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mio::{Events, Poll, Token};
 use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_mio::{BatchClosed, MioDriver, SendError, ThreadedProducer, TokenRange};
 
-use common::{now_ms, record, verify, Cluster, Reports};
+use support::{now_ms, record, verify, with_hang_guard, Cluster, Reports, HANG_GUARD};
 
 /// The embeddable driver inside a test-owned `mio::Poll` loop.
 #[test]
 fn embedded_driver_produces_10k_records() {
+    with_hang_guard(embedded_driver_run);
+}
+
+fn embedded_driver_run() {
     const N: usize = 10_000;
     let topic = "embedded";
     let cluster = Cluster::start(topic);
@@ -32,13 +38,7 @@ fn embedded_driver_produces_10k_records() {
     let mut reports = Reports::new(N);
     let (mut next, mut fulls) = (0, 0);
     let start_ms = now_ms();
-    let deadline = Instant::now() + Duration::from_secs(60);
     while reports.received < N {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {N} reports",
-            reports.received
-        );
         while next < N {
             match driver.send(records[next].clone(), next) {
                 Ok(()) => next += 1,
@@ -67,9 +67,7 @@ fn embedded_driver_produces_10k_records() {
     }
     assert!(fulls > 0, "buffer_max_records should have pushed back");
     driver.close();
-    let deadline = Instant::now() + Duration::from_secs(10);
     while !driver.is_closed() {
-        assert!(Instant::now() < deadline, "close did not complete");
         poll.poll(&mut events, driver.next_timeout()).unwrap();
         for event in events.iter() {
             driver.handle_event(event);
@@ -116,7 +114,7 @@ fn threaded_producer_produces_20k_records() {
                 );
                 // Backpressure: wait for a report (queued records guarantee one comes).
                 let d = report_rx
-                    .recv_timeout(Duration::from_secs(30))
+                    .recv_timeout(HANG_GUARD)
                     .expect("a report while full");
                 reports.take(d);
             }
@@ -180,11 +178,7 @@ fn threaded_producer_send_batch() {
             }
             if taken == 0 {
                 // Full: wait for a report (queued records guarantee one comes).
-                reports.take(
-                    report_rx
-                        .recv_timeout(Duration::from_secs(30))
-                        .expect("a report"),
-                );
+                reports.take(report_rx.recv_timeout(HANG_GUARD).expect("a report"));
             } else if !burst.is_empty() {
                 partial_takes += 1;
             }
@@ -239,9 +233,7 @@ fn threaded_producer_full_and_closed() {
     })
     .unwrap();
     producer.send_with(record(topic, 0), 0).unwrap();
-    blocked_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("first report");
+    blocked_rx.recv_timeout(HANG_GUARD).expect("first report");
     let mut sent = 1;
     let full = loop {
         let r = record(topic, sent);
@@ -302,8 +294,7 @@ fn threaded_producer_closes_when_handles_drop() {
     let mut seen = vec![false; N];
     // The sender side of the channel lives in the callback: `recv` fails once the thread has
     // ended, which must happen after the last report.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while let Ok(d) = report_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+    while let Ok(d) = report_rx.recv_timeout(HANG_GUARD) {
         assert!(d.result.is_ok(), "record {} failed", d.opaque);
         assert!(
             !std::mem::replace(&mut seen[d.opaque], true),
@@ -320,9 +311,15 @@ fn threaded_producer_closes_when_handles_drop() {
 
 /// Nothing listens at the bootstrap address: the topic's metadata never arrives, so every
 /// record fails when `max_block` runs out (the core reports `UnknownTopic` for records still
-/// waiting for metadata; `DeliveryTimeout` is accepted too), and comes back in its report.
-fn unreachable(host: &str) {
-    common::init_tracing();
+/// waiting for metadata; `DeliveryTimeout` is accepted too), and comes back in its report
+/// before `close` returns. (That the core waits out `max_block` and `delivery_timeout`, no
+/// less, is asserted in virtual time by producer-sim's scenarios.)
+fn unreachable(host: &'static str) {
+    with_hang_guard(move || unreachable_run(host));
+}
+
+fn unreachable_run(host: &str) {
+    support::init_tracing();
     let config = Config::builder([(host, 1u16)])
         .request_timeout(Duration::from_secs(1))
         .delivery_timeout(Duration::from_secs(2))
@@ -337,14 +334,16 @@ fn unreachable(host: &str) {
     let records: Vec<Record> = (0..20)
         .map(|i| record("nowhere", i).with_timestamp(i as i64))
         .collect();
-    let start = Instant::now();
     for (i, r) in records.iter().enumerate() {
         producer.send_with(r.clone(), i).unwrap();
     }
     producer.close();
-    let elapsed = start.elapsed();
     let reports: Vec<_> = report_rx.try_iter().collect();
-    assert_eq!(reports.len(), records.len());
+    assert_eq!(
+        reports.len(),
+        records.len(),
+        "every report came before close returned"
+    );
     for d in reports {
         let failure = d.result.expect_err("nothing can be delivered");
         assert!(
@@ -361,10 +360,6 @@ fn unreachable(host: &str) {
             "the record comes back unchanged"
         );
     }
-    assert!(
-        elapsed >= Duration::from_millis(1_900) && elapsed < Duration::from_secs(10),
-        "took {elapsed:?}"
-    );
 }
 
 #[test]
@@ -372,8 +367,8 @@ fn unreachable_refused() {
     unreachable("127.0.0.1");
 }
 
-/// TEST-NET-1: connecting hangs (or fails at once where there is no route); the driver gives
-/// up after `request_timeout`.
+/// TEST-NET-1: connecting hangs (or fails at once where there is no route); the core gives
+/// up on the attempt after `request_timeout` and the driver drops the socket.
 #[test]
 fn unreachable_blackhole() {
     unreachable("192.0.2.1");
@@ -385,9 +380,13 @@ fn unresolvable_host() {
 }
 
 /// The cluster goes away after the metadata is known: records fail with the delivery timeout
-/// and come back in their reports.
+/// and come back in their reports before `close` returns.
 #[test]
 fn cluster_down_records_time_out() {
+    with_hang_guard(cluster_down_run);
+}
+
+fn cluster_down_run() {
     let topic = "down";
     let cluster = Cluster::start(topic);
     let config = Config::builder(cluster.servers(false))
@@ -409,14 +408,16 @@ fn cluster_down_records_time_out() {
     let records: Vec<Record> = (1..21)
         .map(|i| record(topic, i).with_timestamp(i as i64))
         .collect();
-    let start = Instant::now();
     for (i, r) in records.iter().enumerate() {
         producer.send_with(r.clone(), i).unwrap();
     }
     producer.close();
-    let elapsed = start.elapsed();
     let reports: Vec<_> = report_rx.try_iter().collect();
-    assert_eq!(reports.len(), records.len());
+    assert_eq!(
+        reports.len(),
+        records.len(),
+        "every report came before close returned"
+    );
     for d in reports {
         let failure = d.result.expect_err("the cluster is down");
         assert!(
@@ -429,8 +430,4 @@ fn cluster_down_records_time_out() {
             "the record comes back unchanged"
         );
     }
-    assert!(
-        elapsed >= Duration::from_millis(1_900) && elapsed < Duration::from_secs(10),
-        "took {elapsed:?}"
-    );
 }

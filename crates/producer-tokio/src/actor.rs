@@ -208,9 +208,10 @@ impl Actor {
         let taken = std::mem::take(&mut self.taken);
         for cmd in taken.into_iter().chain(queued) {
             match cmd {
-                Cmd::Send { record, reply } => {
-                    reply.report(self.on_delivery.as_ref(), failure(ProduceError::Closed, record))
-                }
+                Cmd::Send { record, reply } => reply.report(
+                    self.on_delivery.as_ref(),
+                    failure(ProduceError::Closed, record),
+                ),
                 Cmd::Flush(tx) | Cmd::Close(tx) => {
                     let _ = tx.send(());
                 }
@@ -268,7 +269,11 @@ impl Actor {
                 self.stash = Some((e.record, e.opaque));
                 self.shared.core_full.store(true, Ordering::Release);
             }
-            Err(e) => self.fail(e.opaque, ProduceError::Refused(Box::new(e.reason)), e.record),
+            Err(e) => self.fail(
+                e.opaque,
+                ProduceError::Refused(Box::new(e.reason)),
+                e.record,
+            ),
         }
     }
 

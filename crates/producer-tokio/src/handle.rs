@@ -290,9 +290,12 @@ impl ProducerHandle {
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         let shared = self.shared();
         let filled = timestamp::fill(&mut record);
-        let pushed = shared.queue.push((record, reply), waiting, |(record, reply)| {
-            Cmd::Send { record, reply }
-        });
+        let pushed = shared
+            .queue
+            .push((record, reply), waiting, |(record, reply)| Cmd::Send {
+                record,
+                reply,
+            });
         match pushed {
             Ok(was_empty) => {
                 if was_empty {
@@ -348,9 +351,10 @@ impl ProducerHandle {
         if shared.core_full.load(Ordering::Acquire) {
             return Err(TrySendError::Full(record));
         }
-        self.push(record, reply, false).map_err(|refused| match refused {
-            Refused::Full((r, _)) => TrySendError::Full(r),
-            Refused::Stopped((r, _)) => TrySendError::Closed(r),
-        })
+        self.push(record, reply, false)
+            .map_err(|refused| match refused {
+                Refused::Full((r, _)) => TrySendError::Full(r),
+                Refused::Stopped((r, _)) => TrySendError::Closed(r),
+            })
     }
 }

@@ -1,35 +1,54 @@
-//! Shared support: a 3-broker mock cluster, a varied record workload, and a record-by-record
-//! comparison against what an independent consumer (librdkafka, CRC checks on) reads back.
+//! What the mio drivers' tests share: a 3-broker mock cluster, a varied record workload, a
+//! hang guard, and a record-by-record comparison against what an independent consumer
+//! (`producer-tests`' read-back: librdkafka, CRC checks on) reads back.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_core::{Delivery, Record, RecordMetadata};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
-use rdkafka::mocking::MockCluster;
-use rdkafka::producer::DefaultProducerContext;
-use rdkafka::{Offset, Timestamp, TopicPartitionList};
+use producer_tests::rdkafka::Timestamp;
+use producer_tests::{read_back_all, MockKafka};
 
 pub const PARTITIONS: i32 = 6;
 /// The LogAppendTime librdkafka's mock puts in every successful Produce response.
 pub const MOCK_LOG_APPEND_TIME: i64 = 1234;
+/// How long a test may go on before it counts as hung. Not a timing assertion: a test that
+/// works finishes long before, whatever the machine's load.
+pub const HANG_GUARD: Duration = Duration::from_secs(120);
+/// How long reading back may take before the read-back gives up (and the count check fails).
+const READ_BACK_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `test` on a thread of its own and waits for it to end: its panic is the test's, and a
+/// test still running after [`HANG_GUARD`] fails as hung instead of hanging the suite.
+pub fn with_hang_guard(test: impl FnOnce() + Send + 'static) {
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let runner = std::thread::spawn(move || {
+        test();
+        let _ = done_tx.send(());
+    });
+    match done_rx.recv_timeout(HANG_GUARD) {
+        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = runner.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test hung"),
+    }
+}
 
 /// A running mock cluster with one topic of 6 partitions.
 pub struct Cluster {
-    pub mock: MockCluster<'static, DefaultProducerContext>,
+    pub mock: MockKafka,
     pub bootstrap: String,
 }
 
 impl Cluster {
     pub fn start(topic: &str) -> Cluster {
         init_tracing();
-        let mock = MockCluster::new(3).expect("mock cluster");
-        mock.create_topic(topic, PARTITIONS, 3)
-            .expect("create topic");
+        let mock = MockKafka::new(3, &[(topic, PARTITIONS)]).expect("mock cluster");
         let bootstrap = mock.bootstrap_servers();
         Cluster { mock, bootstrap }
     }
@@ -190,62 +209,39 @@ pub fn verify(
         );
     }
 
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "producer-mio-verify")
-        .set("enable.auto.commit", "false")
-        .set("check.crcs", "true")
-        .set("fetch.wait.max.ms", "10")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let consumed = read_back_all(bootstrap, topic, PARTITIONS, READ_BACK_LIMIT);
+    assert_eq!(
+        consumed.len(),
+        records.len(),
+        "read back {} records, {} were produced",
+        consumed.len(),
+        records.len()
+    );
     let mut seen = vec![false; records.len()];
-    let mut count = 0;
-    while count < records.len() {
-        assert!(
-            Instant::now() < deadline,
-            "read back only {count} of {} records",
-            records.len()
-        );
-        let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
-            continue;
-        };
-        let msg = msg.expect("consumer error (CRC?)");
-        let i = *at.get(&(msg.partition(), msg.offset())).unwrap_or_else(|| {
+    for msg in consumed {
+        let i = *at.get(&(msg.partition, msg.offset)).unwrap_or_else(|| {
             panic!(
                 "unexpected record at partition {} offset {}",
-                msg.partition(),
-                msg.offset()
+                msg.partition, msg.offset
             )
         });
         assert!(!seen[i], "record {i} read twice");
         seen[i] = true;
-        count += 1;
         let rec = &records[i];
-        assert_eq!(msg.key(), rec.key.as_deref(), "key of record {i}");
-        assert_eq!(msg.payload(), rec.value.as_deref(), "value of record {i}");
-        let headers: Vec<(String, Option<Vec<u8>>)> = msg
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(|v| v.to_vec())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        assert_eq!(msg.key.as_deref(), rec.key.as_deref(), "key of record {i}");
+        assert_eq!(
+            msg.value.as_deref(),
+            rec.value.as_deref(),
+            "value of record {i}"
+        );
         let expected: Vec<(String, Option<Vec<u8>>)> = rec
             .headers
             .iter()
             .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
             .collect();
-        assert_eq!(headers, expected, "headers of record {i}");
-        let Timestamp::CreateTime(ts) = msg.timestamp() else {
-            panic!("record {i} has {:?}", msg.timestamp())
+        assert_eq!(msg.headers, expected, "headers of record {i}");
+        let Timestamp::CreateTime(ts) = msg.timestamp else {
+            panic!("record {i} has {:?}", msg.timestamp)
         };
         match rec.timestamp {
             Some(expected) => assert_eq!(ts, expected, "timestamp of record {i}"),

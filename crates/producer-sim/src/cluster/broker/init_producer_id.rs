@@ -1,0 +1,71 @@
+//! InitProducerId: new producer ids, epoch bumps for a producer id and epoch the broker
+//! handed out, and the fencing errors.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
+
+use super::code;
+use crate::cluster::SimCluster;
+use crate::API_INIT_PRODUCER_ID;
+
+impl SimCluster {
+    pub(super) fn init_producer_id(
+        &mut self,
+        broker_id: i32,
+        version: i16,
+        req: InitProducerIdRequest,
+    ) -> InitProducerIdResponse {
+        let mut resp = InitProducerIdResponse::default();
+        resp.throttle_time_ms = self.take_throttle(broker_id);
+        let fail = |resp: &mut InitProducerIdResponse, code: i16| {
+            resp.error_code = code;
+            resp.producer_id = (-1).into();
+            resp.producer_epoch = -1;
+        };
+        if let Some(inj) = self.take_injection(API_INIT_PRODUCER_ID, |_| true) {
+            fail(&mut resp, inj.error_code);
+            return resp;
+        }
+        let pid = req.producer_id.0;
+        let epoch = req.producer_epoch;
+        if version >= 3 && (pid >= 0) != (epoch >= 0) {
+            fail(&mut resp, code::INVALID_REQUEST);
+            return resp;
+        }
+        if version >= 3 && pid >= 0 {
+            match self.producer_ids.get(&pid).copied() {
+                Some(cur) if cur == epoch => {
+                    if epoch >= i16::MAX - 1 {
+                        let new = self.allocate_pid();
+                        resp.producer_id = new.into();
+                        resp.producer_epoch = 0;
+                    } else {
+                        self.producer_ids.insert(pid, epoch + 1);
+                        resp.producer_id = pid.into();
+                        resp.producer_epoch = epoch + 1;
+                    }
+                }
+                Some(_) => fail(
+                    &mut resp,
+                    if version >= 4 {
+                        code::PRODUCER_FENCED
+                    } else {
+                        code::INVALID_PRODUCER_EPOCH
+                    },
+                ),
+                None => fail(&mut resp, code::INVALID_PRODUCER_ID_MAPPING),
+            }
+            return resp;
+        }
+        let new = self.allocate_pid();
+        resp.producer_id = new.into();
+        resp.producer_epoch = 0;
+        resp
+    }
+
+    fn allocate_pid(&mut self) -> i64 {
+        let pid = self.next_producer_id;
+        self.next_producer_id += 1;
+        self.producer_ids.insert(pid, 0);
+        pid
+    }
+}

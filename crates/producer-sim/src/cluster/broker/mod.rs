@@ -1,0 +1,270 @@
+//! Broker-side request handling: reassembled frames are decoded with `kafka-protocol`,
+//! checked against what the broker advertises, and handed to one file per API, whose responses
+//! are encoded with `kafka-protocol` again.
+
+mod api_versions;
+mod init_producer_id;
+mod metadata;
+mod produce;
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, MetadataRequest,
+    ProduceRequest, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use super::network::ConnId;
+use super::{later, SimCluster};
+use crate::wire;
+use crate::{
+    RequestRecord, API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
+    SIM_CAPABILITIES,
+};
+
+/// The error codes the brokers answer with (Kafka's numbers, by name).
+mod code {
+    use producer_core::ErrorCode;
+
+    pub(super) const NONE: i16 = ErrorCode::NONE.0;
+    pub(super) const CORRUPT_MESSAGE: i16 = ErrorCode::CORRUPT_MESSAGE.0;
+    pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0;
+    pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = ErrorCode::NOT_LEADER_OR_FOLLOWER.0;
+    pub(super) const MESSAGE_TOO_LARGE: i16 = ErrorCode::MESSAGE_TOO_LARGE.0;
+    pub(super) const RECORD_LIST_TOO_LARGE: i16 = ErrorCode::RECORD_LIST_TOO_LARGE.0;
+    pub(super) const INVALID_REQUIRED_ACKS: i16 = ErrorCode::INVALID_REQUIRED_ACKS.0;
+    pub(super) const UNSUPPORTED_VERSION: i16 = ErrorCode::UNSUPPORTED_VERSION.0;
+    pub(super) const INVALID_REQUEST: i16 = ErrorCode::INVALID_REQUEST.0;
+    pub(super) const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.0;
+    pub(super) const INVALID_PRODUCER_EPOCH: i16 = ErrorCode::INVALID_PRODUCER_EPOCH.0;
+    pub(super) const INVALID_TXN_STATE: i16 = ErrorCode::INVALID_TXN_STATE.0;
+    pub(super) const INVALID_PRODUCER_ID_MAPPING: i16 = ErrorCode::INVALID_PRODUCER_ID_MAPPING.0;
+    pub(super) const UNKNOWN_PRODUCER_ID: i16 = ErrorCode::UNKNOWN_PRODUCER_ID.0;
+    pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = ErrorCode::UNSUPPORTED_COMPRESSION_TYPE.0;
+    pub(super) const INVALID_RECORD: i16 = ErrorCode::INVALID_RECORD.0;
+    pub(super) const PRODUCER_FENCED: i16 = ErrorCode::PRODUCER_FENCED.0;
+    pub(super) const UNKNOWN_TOPIC_ID: i16 = ErrorCode::UNKNOWN_TOPIC_ID.0;
+}
+
+/// What the broker does after handling a request.
+pub(super) enum Reply {
+    /// Send this response frame.
+    Respond(Vec<u8>),
+    /// Send nothing (acks=0 without error).
+    Silent,
+    /// Close the connection without a response; the reason was recorded as a violation (or is
+    /// Kafka's normal behaviour, like acks=0 errors).
+    Close,
+}
+
+pub(super) fn encode_frame<R: Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    resp: &R,
+) -> Result<Vec<u8>, String> {
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&[0, 0, 0, 0]);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    header
+        .encode(&mut buf, api.response_header_version(version))
+        .map_err(|e| format!("sim bug: cannot encode {api:?} v{version} response header: {e}"))?;
+    resp.encode(&mut buf, version)
+        .map_err(|e| format!("sim bug: cannot encode {api:?} v{version} response: {e}"))?;
+    let size = i32::try_from(buf.len() - 4).map_err(|_| "response too large".to_string())?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.to_vec())
+}
+
+impl SimCluster {
+    /// Handles one complete request frame (without its size prefix) at `at`.
+    pub(crate) fn handle_frame(&mut self, id: u64, at: Instant, frame: Bytes) {
+        let Some(broker_id) = self.conns.get(&id).and_then(|c| c.broker) else {
+            return;
+        };
+        let mut rec = RequestRecord {
+            at,
+            broker_id,
+            conn: ConnId(id),
+            api_key: -1,
+            api_version: -1,
+            correlation_id: -1,
+            acks: None,
+            produce: Vec::new(),
+            error_code: code::NONE,
+            responded: false,
+        };
+        let (Some(k), Some(v), Some(c)) = (frame.get(0..2), frame.get(2..4), frame.get(4..8))
+        else {
+            self.violation(
+                Some(broker_id),
+                id,
+                "request frame shorter than 8 bytes".into(),
+            );
+            self.request_log.push(rec);
+            self.broker_close(id, at);
+            return;
+        };
+        rec.api_key = i16::from_be_bytes([k[0], k[1]]);
+        rec.api_version = i16::from_be_bytes([v[0], v[1]]);
+        rec.correlation_id = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+
+        // Random connection reset, before or after processing.
+        let (drop, process_first) = if self.cfg.drop_probability > 0.0 {
+            let d = self.rng.next_f64() < self.cfg.drop_probability;
+            (d, d && self.rng.next_f64() < 0.5)
+        } else {
+            (false, false)
+        };
+        if drop && !process_first {
+            self.request_log.push(rec);
+            let lat = self.latency();
+            self.reset_conn(id, later(at, lat));
+            return;
+        }
+
+        let reply = match self.dispatch(broker_id, id, &frame, &mut rec) {
+            Ok(r) => r,
+            Err(msg) => {
+                self.violation(
+                    Some(broker_id),
+                    id,
+                    format!(
+                        "api {} v{} correlation {}: {msg}; connection closed",
+                        rec.api_key, rec.api_version, rec.correlation_id
+                    ),
+                );
+                Reply::Close
+            }
+        };
+        if drop {
+            self.request_log.push(rec);
+            let lat = self.latency();
+            self.reset_conn(id, later(at, lat));
+            return;
+        }
+        match reply {
+            Reply::Respond(bytes) => {
+                rec.responded = true;
+                self.request_log.push(rec);
+                self.send_response(id, at, bytes);
+            }
+            Reply::Silent => self.request_log.push(rec),
+            Reply::Close => {
+                self.request_log.push(rec);
+                self.broker_close(id, at);
+            }
+        }
+    }
+
+    /// Decodes and handles the request; `Err` is a protocol violation that closes the
+    /// connection.
+    fn dispatch(
+        &mut self,
+        broker_id: i32,
+        conn: u64,
+        frame: &Bytes,
+        rec: &mut RequestRecord,
+    ) -> Result<Reply, String> {
+        let (key, version, correlation_id) = (rec.api_key, rec.api_version, rec.correlation_id);
+        let api = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
+        let advertised = self
+            .brokers
+            .get(&broker_id)
+            .and_then(|b| b.api_versions.iter().find(|(k, _, _)| *k == key).copied());
+
+        // ApiVersions with a version above the broker's max: v0 UNSUPPORTED_VERSION with the list.
+        if key == API_API_VERSIONS {
+            let max = advertised.map_or(-1, |(_, _, max)| max).min(4);
+            if version > max || version < 0 {
+                let mut resp = ApiVersionsResponse::default();
+                resp.error_code = code::UNSUPPORTED_VERSION;
+                resp.api_keys = self.api_version_list(broker_id);
+                rec.error_code = code::UNSUPPORTED_VERSION;
+                return encode_frame(api, 0, correlation_id, &resp).map(Reply::Respond);
+            }
+        }
+        match advertised {
+            Some((_, min, max)) if (min..=max).contains(&version) => {}
+            Some((_, min, max)) => {
+                return Err(format!(
+                    "{api:?} v{version} is outside the broker's advertised range {min}-{max}"
+                ))
+            }
+            None => return Err(format!("{api:?} is not advertised by this broker")),
+        }
+        let cap = SIM_CAPABILITIES.iter().find(|(k, _, _)| *k == key);
+        match cap {
+            Some((_, min, max)) if (*min..=*max).contains(&version) => {}
+            _ => return Err(format!("the simulator cannot serve {api:?} v{version}")),
+        }
+
+        let mut buf = frame.clone();
+        let header = RequestHeader::decode(&mut buf, api.request_header_version(version))
+            .map_err(|e| format!("malformed request header: {e}"))?;
+        let _ = header;
+        let body = buf;
+        match key {
+            API_API_VERSIONS => {
+                let mut b = body.clone();
+                let req = ApiVersionsRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed ApiVersions request: {e}"))?;
+                self.trailing(broker_id, conn, "ApiVersions", b.len());
+                self.api_versions(broker_id, version, correlation_id, req, rec)
+                    .map(Reply::Respond)
+            }
+            API_METADATA => {
+                wire::precheck_metadata(&body, version)
+                    .map_err(|e| format!("malformed Metadata request: {e}"))?;
+                let mut b = body.clone();
+                let req = MetadataRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed Metadata request: {e}"))?;
+                self.trailing(broker_id, conn, "Metadata", b.len());
+                let resp = self.metadata(broker_id, version, req);
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_INIT_PRODUCER_ID => {
+                let mut b = body.clone();
+                let req = InitProducerIdRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed InitProducerId request: {e}"))?;
+                self.trailing(broker_id, conn, "InitProducerId", b.len());
+                let resp = self.init_producer_id(broker_id, version, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_PRODUCE => {
+                wire::precheck_produce(&body, version)
+                    .map_err(|e| format!("malformed Produce request: {e}"))?;
+                let mut b = body.clone();
+                let req = ProduceRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed Produce request: {e}"))?;
+                self.trailing(broker_id, conn, "Produce", b.len());
+                let acks = req.acks;
+                let (resp, any_error) = self.produce(broker_id, conn, version, req, rec);
+                if acks == 0 {
+                    // Kafka closes the connection on any partition error with acks=0.
+                    return Ok(if any_error {
+                        Reply::Close
+                    } else {
+                        Reply::Silent
+                    });
+                }
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            _ => Err(format!("the simulator cannot serve {api:?}")),
+        }
+    }
+
+    fn trailing(&mut self, broker_id: i32, conn: u64, what: &str, n: usize) {
+        if n > 0 {
+            self.violation(
+                Some(broker_id),
+                conn,
+                format!("{n} trailing bytes after the {what} request body"),
+            );
+        }
+    }
+}

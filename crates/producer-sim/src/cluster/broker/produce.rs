@@ -1,0 +1,506 @@
+//! Produce: per partition, leadership, the RecordBatch checks (CRC-32C, sizes, codecs, an
+//! independent decode), the idempotence window, then the append to the log.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+
+use super::code;
+use crate::cluster::state::{BatchMeta, ProducerEntry};
+use crate::cluster::SimCluster;
+use crate::wire::{self, BATCH_HEADER_LEN};
+use crate::{LoggedRecord, ProducePartitionRecord, RequestRecord, API_PRODUCE};
+
+/// Number of batches whose metadata the broker keeps per producer (Kafka's
+/// `NUM_BATCHES_TO_RETAIN`).
+const BATCHES_TO_RETAIN: usize = 5;
+
+/// Produce errors that depend on a batch's contents or sequence, which a broker never returns
+/// for an exact retry of a batch it already appended.
+const CONTENT_ERRORS: [i16; 6] = [
+    code::CORRUPT_MESSAGE,
+    code::MESSAGE_TOO_LARGE,
+    code::RECORD_LIST_TOO_LARGE,
+    code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+    code::UNKNOWN_PRODUCER_ID,
+    code::INVALID_RECORD,
+];
+
+/// Result of one Produce partition.
+struct PartOutcome {
+    code: i16,
+    base_offset: i64,
+    message: Option<String>,
+    leader_hint: Option<(i32, i32)>,
+    appended: bool,
+}
+
+impl PartOutcome {
+    fn err(code: i16, message: impl Into<String>) -> Self {
+        PartOutcome {
+            code,
+            base_offset: -1,
+            message: Some(message.into()),
+            leader_hint: None,
+            appended: false,
+        }
+    }
+}
+
+fn next_seq(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+fn seq_add(base: i32, n: i64) -> i32 {
+    // Sequence arithmetic wraps at i32::MAX to 0 (2^31 values).
+    let m = i64::from(i32::MAX) + 1;
+    ((i64::from(base) + n).rem_euclid(m)) as i32
+}
+
+impl SimCluster {
+    /// Handles a Produce request; returns the response and whether any partition failed.
+    pub(super) fn produce(
+        &mut self,
+        broker_id: i32,
+        conn: u64,
+        version: i16,
+        req: ProduceRequest,
+        rec: &mut RequestRecord,
+    ) -> (ProduceResponse, bool) {
+        rec.acks = Some(req.acks);
+        let mut resp = ProduceResponse::default();
+        resp.throttle_time_ms = self.take_throttle(broker_id);
+        let mut any_error = false;
+        let mut seen = BTreeSet::new();
+        let mut endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
+        if req.transactional_id.is_some() {
+            self.violation(
+                Some(broker_id),
+                conn,
+                "Produce with a TransactionalId: transactions are not simulated".into(),
+            );
+        }
+        for td in req.topic_data {
+            let (name, id_unknown) = if version >= 13 {
+                match self.topics.iter().find(|(_, t)| t.id == td.topic_id) {
+                    Some((n, _)) => (Some(n.clone()), false),
+                    None => (None, true),
+                }
+            } else {
+                (Some(td.name.0.to_string()), false)
+            };
+            let mut tr = TopicProduceResponse::default();
+            if version >= 13 {
+                tr.topic_id = td.topic_id;
+            } else {
+                tr.name = td.name.clone();
+            }
+            for pd in td.partition_data {
+                let hdr = pd
+                    .records
+                    .as_ref()
+                    .and_then(|r| r.get(..BATCH_HEADER_LEN))
+                    .and_then(|b| wire::parse_batch_header(b).ok());
+                let dup = !seen.insert((name.clone(), td.topic_id, pd.index));
+                let out = if id_unknown {
+                    PartOutcome::err(code::UNKNOWN_TOPIC_ID, "unknown topic id")
+                } else if dup {
+                    self.violation(
+                        Some(broker_id),
+                        conn,
+                        format!(
+                            "Produce carries partition {:?}/{} twice",
+                            name.as_deref().unwrap_or(""),
+                            pd.index
+                        ),
+                    );
+                    PartOutcome::err(code::INVALID_REQUEST, "duplicate partition in request")
+                } else {
+                    self.produce_partition(
+                        broker_id,
+                        conn,
+                        version,
+                        req.acks,
+                        req.transactional_id.is_some(),
+                        name.as_deref().unwrap_or(""),
+                        pd.index,
+                        pd.records.as_ref(),
+                    )
+                };
+                if out.code != code::NONE {
+                    any_error = true;
+                }
+                if let Some((leader, _)) = out.leader_hint {
+                    if let Some(b) = self.brokers.get(&leader) {
+                        let mut ne = NodeEndpoint::default();
+                        ne.node_id = leader.into();
+                        ne.host = StrBytes::from_string(b.spec.host.clone());
+                        ne.port = i32::from(b.spec.port);
+                        endpoints.insert(leader, ne);
+                    }
+                }
+                let mut pr = PartitionProduceResponse::default();
+                pr.index = pd.index;
+                pr.error_code = out.code;
+                pr.base_offset = out.base_offset;
+                if version >= 5 {
+                    pr.log_start_offset = if out.code == code::NONE { 0 } else { -1 };
+                }
+                if version >= 8 && out.code != code::NONE {
+                    pr.error_message = out.message.clone().map(StrBytes::from_string);
+                }
+                if version >= 10 {
+                    if let Some((leader, epoch)) = out.leader_hint {
+                        let mut l = LeaderIdAndEpoch::default();
+                        l.leader_id = leader.into();
+                        l.leader_epoch = epoch;
+                        pr.current_leader = l;
+                    }
+                }
+                tr.partition_responses.push(pr);
+                rec.produce.push(ProducePartitionRecord {
+                    topic: name.clone().unwrap_or_default(),
+                    partition: pd.index,
+                    record_count: hdr.map_or(0, |h| h.record_count),
+                    producer_id: hdr.map_or(-1, |h| h.producer_id),
+                    producer_epoch: hdr.map_or(-1, |h| h.producer_epoch),
+                    base_sequence: hdr.map_or(-1, |h| h.base_sequence),
+                    error_code: out.code,
+                    base_offset: out.base_offset,
+                    appended: out.appended,
+                });
+            }
+            resp.responses.push(tr);
+        }
+        if version >= 10 {
+            resp.node_endpoints = endpoints.into_values().collect();
+        }
+        (resp, any_error)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn produce_partition(
+        &mut self,
+        broker_id: i32,
+        conn: u64,
+        version: i16,
+        acks: i16,
+        txn: bool,
+        topic: &str,
+        index: i32,
+        records: Option<&Bytes>,
+    ) -> PartOutcome {
+        if !matches!(acks, -1..=1) {
+            return PartOutcome::err(code::INVALID_REQUIRED_ACKS, format!("acks {acks}"));
+        }
+        let Some(t) = self.topics.get(topic) else {
+            return PartOutcome::err(code::UNKNOWN_TOPIC_OR_PARTITION, "unknown topic");
+        };
+        let Some(p) = usize::try_from(index)
+            .ok()
+            .and_then(|i| t.partitions.get(i))
+        else {
+            return PartOutcome::err(code::UNKNOWN_TOPIC_OR_PARTITION, "unknown partition");
+        };
+        if p.leader != broker_id {
+            let mut o = PartOutcome::err(code::NOT_LEADER_OR_FOLLOWER, "not the leader");
+            o.leader_hint = (version >= 10).then_some((p.leader, p.leader_epoch));
+            return o;
+        }
+        let topic_owned = topic.to_string();
+        // A real broker answers an exact retry of a batch it already appended with the original
+        // offsets before any check that looks at the batch's contents or sequence could fail
+        // (those bytes were accepted once). So errors of that kind are not injected into such a
+        // retry; the injection waits for the next batch.
+        let duplicate = self.is_cached_duplicate(topic, index, records);
+        let injected = self.take_injection(API_PRODUCE, |i| {
+            i.topic.as_ref().is_none_or(|x| *x == topic_owned)
+                && i.partition.is_none_or(|x| x == index)
+                && !(duplicate && CONTENT_ERRORS.contains(&i.error_code))
+        });
+        if let Some(inj) = &injected {
+            if !inj.persist {
+                return PartOutcome::err(inj.error_code, "injected error");
+            }
+        }
+        let out = self.append_batch(broker_id, conn, version, txn, topic, index, records);
+        match injected {
+            Some(inj) if out.code == code::NONE => PartOutcome {
+                appended: out.appended,
+                ..PartOutcome::err(inj.error_code, "injected error (after append)")
+            },
+            _ => out,
+        }
+    }
+
+    /// Whether `records` is an idempotent batch whose (producer id, epoch, first and last
+    /// sequence) match one the partition already appended.
+    fn is_cached_duplicate(&self, topic: &str, index: i32, records: Option<&Bytes>) -> bool {
+        let Some(h) = records
+            .and_then(|raw| raw.get(..BATCH_HEADER_LEN))
+            .and_then(|b| wire::parse_batch_header(b).ok())
+        else {
+            return false;
+        };
+        if h.producer_id < 0 {
+            return false;
+        }
+        let last = seq_add(h.base_sequence, i64::from(h.record_count) - 1);
+        self.topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(index).ok()?))
+            .and_then(|p| p.producers.get(&h.producer_id))
+            .is_some_and(|e| {
+                e.epoch == h.producer_epoch
+                    && e.batches
+                        .iter()
+                        .any(|b| b.first_seq == h.base_sequence && b.last_seq == last)
+            })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_batch(
+        &mut self,
+        broker_id: i32,
+        conn: u64,
+        version: i16,
+        txn: bool,
+        topic: &str,
+        index: i32,
+        records: Option<&Bytes>,
+    ) -> PartOutcome {
+        let where_ = format!("Produce v{version} {topic}/{index}");
+        let corrupt = |this: &mut Self, msg: String| {
+            this.violation(Some(broker_id), conn, format!("{where_}: {msg}"));
+            PartOutcome::err(code::CORRUPT_MESSAGE, msg)
+        };
+        let Some(raw) = records else {
+            return corrupt(self, "null Records".into());
+        };
+        let Some(h) = raw
+            .get(..BATCH_HEADER_LEN)
+            .and_then(|b| wire::parse_batch_header(b).ok())
+        else {
+            return corrupt(
+                self,
+                format!(
+                    "{} bytes of records: shorter than a RecordBatch header",
+                    raw.len()
+                ),
+            );
+        };
+        if let Err(e) = wire::validate_batch_frame(raw, &h) {
+            return corrupt(self, e);
+        }
+        if h.is_control() {
+            return corrupt(self, "control batch in a Produce request".into());
+        }
+        if txn || h.is_transactional() {
+            return PartOutcome::err(code::INVALID_TXN_STATE, "transactions are not simulated");
+        }
+        if h.compression() == 4 && version < 7 {
+            return PartOutcome::err(
+                code::UNSUPPORTED_COMPRESSION_TYPE,
+                "zstd requires Produce v7+",
+            );
+        }
+        let idempotent = h.producer_id >= 0;
+        if idempotent && (h.producer_epoch < 0 || h.base_sequence < 0) {
+            return corrupt(
+                self,
+                format!(
+                    "idempotent batch (producer id {}) with epoch {} and base sequence {}",
+                    h.producer_id, h.producer_epoch, h.base_sequence
+                ),
+            );
+        }
+        if !idempotent && h.base_sequence != -1 {
+            self.violation(
+                Some(broker_id),
+                conn,
+                format!(
+                    "{where_}: non-idempotent batch with base sequence {}",
+                    h.base_sequence
+                ),
+            );
+        }
+        let Some(section) = raw.get(BATCH_HEADER_LEN..) else {
+            return corrupt(self, "missing records section".into());
+        };
+        let data = match wire::decompress(h.compression(), section, self.cfg.max_decompressed_size)
+        {
+            Ok(d) => d,
+            Err(e) => return corrupt(self, e),
+        };
+        let walked = match wire::walk_records(&data, &h) {
+            Ok(w) => w,
+            Err(e) => return corrupt(self, e),
+        };
+        // Independent decode with kafka-protocol; it must agree with the walker.
+        let decoded = {
+            let mut b = raw.clone();
+            let d = data.clone();
+            RecordBatchDecoder::decode_with_custom_compression(
+                &mut b,
+                Some(move |_: &mut Bytes, _: Compression| Ok(d.clone())),
+            )
+        };
+        let set = match decoded {
+            Ok(s) => s,
+            Err(e) => return corrupt(self, format!("kafka-protocol rejects the batch: {e}")),
+        };
+        if set.records.len() != walked.len()
+            || set
+                .records
+                .iter()
+                .zip(&walked)
+                .any(|(r, w)| r.timestamp != w.timestamp)
+        {
+            return corrupt(
+                self,
+                "kafka-protocol and the sim disagree on the records".into(),
+            );
+        }
+        let max_ts = walked
+            .iter()
+            .map(|w| w.timestamp)
+            .max()
+            .unwrap_or(h.base_timestamp);
+        if max_ts != h.max_timestamp {
+            self.violation(
+                Some(broker_id),
+                conn,
+                format!(
+                    "{where_}: MaxTimestamp {} but the records' largest timestamp is {max_ts}",
+                    h.max_timestamp
+                ),
+            );
+        }
+        if idempotent && !self.producer_ids.contains_key(&h.producer_id) {
+            self.violation(
+                Some(broker_id),
+                conn,
+                format!(
+                    "{where_}: producer id {} was never allocated by InitProducerId",
+                    h.producer_id
+                ),
+            );
+        }
+
+        // Idempotence.
+        let count = i64::from(h.record_count);
+        let first = h.base_sequence;
+        let last = seq_add(first, count - 1);
+        let Some(part) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.partitions.get_mut(usize::try_from(index).ok()?))
+        else {
+            return PartOutcome::err(code::UNKNOWN_TOPIC_OR_PARTITION, "unknown partition");
+        };
+        let mut reset_window = false;
+        if idempotent {
+            if let Some(e) = part.producers.get(&h.producer_id) {
+                if h.producer_epoch < e.epoch {
+                    return PartOutcome::err(
+                        code::INVALID_PRODUCER_EPOCH,
+                        format!("epoch {} < current {}", h.producer_epoch, e.epoch),
+                    );
+                } else if h.producer_epoch > e.epoch {
+                    if first != 0 {
+                        return PartOutcome::err(
+                            code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            format!(
+                                "new epoch {} must start at sequence 0, got {first}",
+                                h.producer_epoch
+                            ),
+                        );
+                    }
+                    reset_window = true;
+                } else if let Some(d) = e
+                    .batches
+                    .iter()
+                    .find(|b| b.first_seq == first && b.last_seq == last)
+                {
+                    return PartOutcome {
+                        code: code::NONE,
+                        base_offset: d.base_offset,
+                        message: None,
+                        leader_hint: None,
+                        appended: false,
+                    };
+                } else {
+                    let expected = e.batches.back().map(|b| next_seq(b.last_seq));
+                    if expected != Some(first) {
+                        return PartOutcome::err(
+                            code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            format!("expected sequence {expected:?}, got {first}"),
+                        );
+                    }
+                }
+            } else {
+                reset_window = true;
+            }
+        }
+
+        // Append.
+        let base = part.log.len() as i64;
+        for (i, (r, w)) in set.records.into_iter().zip(walked).enumerate() {
+            part.log.push(LoggedRecord {
+                offset: base + i as i64,
+                key: r.key,
+                value: r.value,
+                headers: w.headers,
+                timestamp: w.timestamp,
+                producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                sequence: if idempotent {
+                    seq_add(first, i as i64)
+                } else {
+                    -1
+                },
+                batch_base_offset: base,
+            });
+        }
+        if idempotent {
+            let meta = BatchMeta {
+                first_seq: first,
+                last_seq: last,
+                base_offset: base,
+                timestamp: h.base_timestamp,
+            };
+            let entry = part
+                .producers
+                .entry(h.producer_id)
+                .or_insert_with(|| ProducerEntry {
+                    epoch: h.producer_epoch,
+                    batches: Default::default(),
+                });
+            if reset_window {
+                entry.epoch = h.producer_epoch;
+                entry.batches.clear();
+            }
+            entry.batches.push_back(meta);
+            while entry.batches.len() > BATCHES_TO_RETAIN {
+                entry.batches.pop_front();
+            }
+        }
+        PartOutcome {
+            code: code::NONE,
+            base_offset: base,
+            message: None,
+            leader_hint: None,
+            appended: true,
+        }
+    }
+}

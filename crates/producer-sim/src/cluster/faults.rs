@@ -1,0 +1,199 @@
+//! Faults a test injects: leadership moves, broker stops, connection resets and stalls, error
+//! responses, delayed and throttled responses.
+
+use std::time::{Duration, Instant};
+
+use super::state::Stall;
+use super::SimCluster;
+use crate::{ConnId, SimError};
+
+/// An error response to inject, see [`SimCluster::inject_error`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedError {
+    /// The API whose responses are affected ([`API_PRODUCE`](crate::API_PRODUCE), [`API_METADATA`](crate::API_METADATA),
+    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS)).
+    pub api_key: i16,
+    /// Only this topic (Produce, Metadata); `None` matches every topic.
+    pub topic: Option<String>,
+    /// Only this partition (Produce, Metadata); `None` matches every partition.
+    pub partition: Option<i32>,
+    /// The error code to answer with.
+    pub error_code: i16,
+    /// How many matches to affect: Produce partitions, Metadata topics (or partitions when
+    /// `partition` is set), or whole responses for the other APIs.
+    pub count: u32,
+    /// Produce only: when true the batch is still appended (if it passes every check) before
+    /// the error is returned, modelling NOT_ENOUGH_REPLICAS_AFTER_APPEND or a REQUEST_TIMED_OUT
+    /// after the write. When false nothing is appended and no producer state changes.
+    pub persist: bool,
+}
+
+impl SimCluster {
+    /// Moves a partition's leadership to `new_leader` and increments its leader epoch. The log
+    /// and producer state stay with the partition (replicated log).
+    pub fn move_leader(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        new_leader: i32,
+    ) -> Result<(), SimError> {
+        if !self.brokers.contains_key(&new_leader) {
+            return Err(SimError::UnknownBroker(new_leader));
+        }
+        let t = self
+            .topics
+            .get_mut(topic)
+            .ok_or_else(|| SimError::UnknownTopic(topic.to_string()))?;
+        let p = usize::try_from(partition)
+            .ok()
+            .and_then(|i| t.partitions.get_mut(i))
+            .ok_or_else(|| SimError::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+            })?;
+        p.leader = new_leader;
+        p.leader_epoch += 1;
+        Ok(())
+    }
+
+    /// Stops a broker: its connections are reset (the client gets [`NetEvent::Closed`](crate::NetEvent::Closed) at `now`,
+    /// or [`NetEvent::ConnectFailed`](crate::NetEvent::ConnectFailed) if the connection had not completed; bytes in flight are
+    /// lost) and new connections to it fail until [`SimCluster::start_broker`].
+    pub fn stop_broker(&mut self, broker_id: i32, now: Instant) -> Result<(), SimError> {
+        let now = self.clock(now);
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.running = false;
+        self.reset_conns(now, |c| c.broker == Some(broker_id));
+        Ok(())
+    }
+
+    /// Restarts a stopped broker (its partitions' logs were never lost).
+    pub fn start_broker(&mut self, broker_id: i32) -> Result<(), SimError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.running = true;
+        Ok(())
+    }
+
+    /// Resets one connection: the client gets [`NetEvent::Closed`](crate::NetEvent::Closed) at `now` (subject to a stall),
+    /// bytes in flight both ways are lost. Ignored for unknown or already closed connections.
+    pub fn drop_connection(&mut self, now: Instant, conn: ConnId) {
+        let now = self.clock(now);
+        let target = conn.0;
+        self.reset_conns_by_id(now, |id, _| id == target);
+    }
+
+    /// Resets every connection to a broker, like [`SimCluster::drop_connection`].
+    pub fn drop_connections_to(&mut self, now: Instant, broker_id: i32) {
+        let now = self.clock(now);
+        self.reset_conns(now, |c| c.broker == Some(broker_id));
+    }
+
+    /// Holds everything the broker sends (responses, closes, connection completions): nothing is
+    /// delivered to the client from it until `until` (`Some`), or until
+    /// [`SimCluster::unstall_connections_to`] (`None`). The broker keeps handling requests
+    /// meanwhile. Use it to exceed a client's request timeout.
+    pub fn stall_connections_to(
+        &mut self,
+        broker_id: i32,
+        until: Option<Instant>,
+    ) -> Result<(), SimError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.stall = match until {
+            Some(t) => Stall::Until(t),
+            None => Stall::Indefinite,
+        };
+        Ok(())
+    }
+
+    /// Ends a stall at `now`: held events become deliverable from `now` on, in order.
+    pub fn unstall_connections_to(&mut self, broker_id: i32, now: Instant) -> Result<(), SimError> {
+        let now = self.clock(now);
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.stall = match b.stall {
+            Stall::None => Stall::None,
+            Stall::Until(t) => Stall::Until(t.min(now)),
+            Stall::Indefinite => Stall::Until(now),
+        };
+        Ok(())
+    }
+
+    /// Queues an error injection (see [`InjectedError`]). Several may be active; the first
+    /// matching one with a count left applies.
+    pub fn inject_error(&mut self, error: InjectedError) {
+        if error.count > 0 {
+            self.injections.push(error);
+        }
+    }
+
+    /// Adds `extra` to the travel time of the next `count` responses of the broker (later
+    /// responses on the same connection wait behind them: TCP order).
+    pub fn delay_responses(
+        &mut self,
+        broker_id: i32,
+        extra: Duration,
+        count: u32,
+    ) -> Result<(), SimError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.delay = (count > 0).then_some((extra, count));
+        Ok(())
+    }
+
+    /// Puts `throttle_time_ms = ms` in the next `count` responses of the broker that have the
+    /// field. (The broker does not mute the channel afterwards.)
+    pub fn set_throttle(&mut self, broker_id: i32, ms: i32, count: u32) -> Result<(), SimError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.throttle = (count > 0).then_some((ms, count));
+        Ok(())
+    }
+
+    /// Takes one throttle value for a response of `broker`.
+    pub(super) fn take_throttle(&mut self, broker: i32) -> i32 {
+        let Some(b) = self.brokers.get_mut(&broker) else {
+            return 0;
+        };
+        match b.throttle {
+            Some((ms, n)) => {
+                b.throttle = (n > 1).then_some((ms, n - 1));
+                ms
+            }
+            None => 0,
+        }
+    }
+
+    /// Finds and consumes one injection for `api_key` that satisfies `pred`.
+    pub(super) fn take_injection(
+        &mut self,
+        api_key: i16,
+        pred: impl Fn(&InjectedError) -> bool,
+    ) -> Option<InjectedError> {
+        let idx = self
+            .injections
+            .iter()
+            .position(|inj| inj.api_key == api_key && inj.count > 0 && pred(inj))?;
+        let inj = self.injections.get_mut(idx)?;
+        inj.count -= 1;
+        let out = inj.clone();
+        if inj.count == 0 {
+            self.injections.remove(idx);
+        }
+        Some(out)
+    }
+}

@@ -1,0 +1,196 @@
+//! The simulated cluster: its state, and the calls that set it up and inspect it. The
+//! network, the faults, the records kept for tests and the brokers' request handling are its
+//! submodules (each an `impl SimCluster` of its own).
+
+mod broker;
+mod faults;
+mod logs;
+mod network;
+mod state;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::config::{SimConfig, DEFAULT_API_VERSIONS};
+use crate::rng::Rng;
+use crate::SimError;
+
+pub use faults::InjectedError;
+pub use logs::{LoggedRecord, ProducePartitionRecord, RequestRecord};
+pub use network::{ConnId, NetEvent};
+
+use network::Conn;
+use state::{Broker, Partition, Stall, Topic};
+
+/// The simulated cluster and network. See the crate documentation for the model.
+///
+/// Broker rules enforced:
+/// * **ApiVersions** (v0-4 within the configured range): the configured ranges; a version above
+///   the broker's max gets a v0-encoded UNSUPPORTED_VERSION (35) response carrying the ranges.
+///   v3+ client software name/version must match Kafka's pattern, else INVALID_REQUEST (42).
+///   The response header is always v0.
+/// * **Any other API/version** outside the configured ranges (or outside [`SIM_CAPABILITIES`](crate::SIM_CAPABILITIES)):
+///   the broker closes the connection (Kafka's behaviour) and records a violation.
+/// * **Metadata**: running brokers, requested topics (all when null; v0: when empty),
+///   UNKNOWN_TOPIC_OR_PARTITION (3) for unknown names (no auto-creation), UNKNOWN_TOPIC_ID (100)
+///   for unknown ids, leader id and leader epoch per partition. A stopped leader stays leader
+///   until [`SimCluster::move_leader`].
+/// * **InitProducerId**: new ids 1000, 1001, ... with epoch 0. At v3+ with a producer id and
+///   epoch it allocated and whose epoch is current: the same id with epoch + 1 (a new id when the
+///   epoch would reach `i16::MAX`); a stale epoch gets PRODUCER_FENCED (90, v4+) or
+///   INVALID_PRODUCER_EPOCH (47); an id it never allocated gets INVALID_PRODUCER_ID_MAPPING (49);
+///   only one of id/epoch set gets INVALID_REQUEST (42). (A real broker hands a
+///   non-transactional producer a fresh id instead; the bump models the transactional path.)
+/// * **Produce** (v3-13): acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS 21 everywhere).
+///   Per partition: unknown topic/partition 3 (unknown id 100 at v13); the same partition twice
+///   in one request 42; not the leader NOT_LEADER_OR_FOLLOWER (6) with `CurrentLeader` and
+///   `NodeEndpoints` at v10+; transactional id or transactional batch INVALID_TXN_STATE (48, no
+///   transactions here); zstd below v7 UNSUPPORTED_COMPRESSION_TYPE (76); then exactly one
+///   RecordBatch, magic 2, CRC-32C over `[21..]`, a known codec, `LastOffsetDelta ==
+///   RecordsCount - 1`, no control batch, an idempotent batch with epoch and sequence >= 0, and
+///   records that decode exactly (sizes, offset deltas 0..n-1, headers) through both a strict
+///   walker and kafka-protocol's `RecordBatchDecoder`; any failure is CORRUPT_MESSAGE (2).
+///   Idempotence per (partition, producer id): current epoch plus the last 5 batches;
+///   epoch < current 47; epoch > current requires first sequence 0 (else
+///   OUT_OF_ORDER_SEQUENCE_NUMBER 45) and resets the window; no state accepts any sequence; same
+///   epoch: an exact (first, last) match is a duplicate answered with the original base offset and
+///   not appended, `first == last + 1` (wrapping at `i32::MAX`) appends, anything else is 45.
+///   acks=0: nothing is sent back, and any partition error makes the broker close the
+///   connection (Kafka's behaviour).
+#[derive(Debug)]
+pub struct SimCluster {
+    cfg: SimConfig,
+    rng: Rng,
+    now: Instant,
+    next_seq: u64,
+    next_conn: u64,
+    next_producer_id: i64,
+    /// Producer id -> latest epoch handed out.
+    producer_ids: BTreeMap<i64, i16>,
+    brokers: BTreeMap<i32, Broker>,
+    topics: BTreeMap<String, Topic>,
+    conns: BTreeMap<u64, Conn>,
+    injections: Vec<InjectedError>,
+    request_log: Vec<RequestRecord>,
+    violations: Vec<String>,
+}
+
+impl SimCluster {
+    /// Creates the cluster at virtual time `now`, every broker running, no topics.
+    pub fn new(config: SimConfig, now: Instant) -> SimCluster {
+        let mut brokers = BTreeMap::new();
+        for spec in &config.brokers {
+            let api_versions = spec
+                .api_versions
+                .clone()
+                .unwrap_or_else(|| DEFAULT_API_VERSIONS.to_vec());
+            brokers.entry(spec.node_id).or_insert(Broker {
+                spec: spec.clone(),
+                api_versions,
+                running: true,
+                stall: Stall::None,
+                delay: None,
+                throttle: None,
+            });
+        }
+        SimCluster {
+            rng: Rng::new(config.seed),
+            cfg: config,
+            now,
+            next_seq: 0,
+            next_conn: 1,
+            next_producer_id: 1000,
+            producer_ids: BTreeMap::new(),
+            brokers,
+            topics: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            injections: Vec::new(),
+            request_log: Vec::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// Creates a topic with `partitions` partitions, leader epoch 0. Partition `p` is led by the
+    /// `(p mod n)`-th broker in ascending node-id order.
+    pub fn create_topic(&mut self, name: &str, partitions: i32) -> Result<(), SimError> {
+        if self.topics.contains_key(name) {
+            return Err(SimError::TopicExists(name.to_string()));
+        }
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        if partitions < 1 || ids.is_empty() {
+            return Err(SimError::InvalidPartitionCount(partitions));
+        }
+        let parts = (0..partitions)
+            .map(|p| Partition {
+                leader: ids[(p as usize) % ids.len()],
+                leader_epoch: 0,
+                log: Vec::new(),
+                producers: BTreeMap::new(),
+            })
+            .collect();
+        // Topic id: derived from the seed and the name, without disturbing the main RNG stream.
+        let mut r = Rng::new(self.cfg.seed ^ u64::from(crc32c::crc32c(name.as_bytes())) << 17);
+        let id = uuid::Uuid::from_u64_pair(r.next_u64(), r.next_u64() | 1);
+        self.topics.insert(
+            name.to_string(),
+            Topic {
+                id,
+                partitions: parts,
+            },
+        );
+        Ok(())
+    }
+
+    /// `(host, port)` of every configured broker, in node-id order (running or not).
+    pub fn bootstrap(&self) -> Vec<(String, u16)> {
+        self.brokers
+            .values()
+            .map(|b| (b.spec.host.clone(), b.spec.port))
+            .collect()
+    }
+
+    /// `(leader id, leader epoch)` of a partition.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        self.partition(topic, partition)
+            .map(|p| (p.leader, p.leader_epoch))
+    }
+
+    /// The topic id reported by Metadata v10+ (and used by Produce v13), as a `u128`.
+    pub fn topic_id(&self, topic: &str) -> Option<u128> {
+        self.topics.get(topic).map(|t| t.id.as_u128())
+    }
+
+    /// The latest virtual time the simulator has seen.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Whether the broker is running (`None` for an unknown id).
+    pub fn broker_running(&self, broker_id: i32) -> Option<bool> {
+        self.brokers.get(&broker_id).map(|b| b.running)
+    }
+
+    fn partition(&self, topic: &str, partition: i32) -> Option<&Partition> {
+        let t = self.topics.get(topic)?;
+        t.partitions.get(usize::try_from(partition).ok()?)
+    }
+
+    fn clock(&mut self, now: Instant) -> Instant {
+        if now > self.now {
+            self.now = now;
+        }
+        self.now
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+}
+
+/// `t + d`, saturating instead of panicking when a configured duration is absurdly large.
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(t)
+}

@@ -1,0 +1,63 @@
+//! What the brokers keep: each broker's running state and fault settings, and per partition
+//! its leader, its log and the idempotent producers' windows.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::config::BrokerSpec;
+use crate::LoggedRecord;
+
+/// Whether a broker's events are held back from the client (see
+/// [`SimCluster::stall_connections_to`](crate::SimCluster::stall_connections_to)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stall {
+    None,
+    Until(Instant),
+    Indefinite,
+}
+
+/// One broker: what it advertises, whether it runs, and the faults set on it.
+#[derive(Debug)]
+pub(super) struct Broker {
+    pub(super) spec: BrokerSpec,
+    pub(super) api_versions: Vec<(i16, i16, i16)>,
+    pub(super) running: bool,
+    pub(super) stall: Stall,
+    /// Extra travel time for the next `n` responses.
+    pub(super) delay: Option<(Duration, u32)>,
+    /// `throttle_time_ms` for the next `n` responses that carry it.
+    pub(super) throttle: Option<(i32, u32)>,
+}
+
+/// One appended batch in a producer's idempotence window.
+#[derive(Debug, Clone)]
+pub(super) struct BatchMeta {
+    pub(super) first_seq: i32,
+    pub(super) last_seq: i32,
+    pub(super) base_offset: i64,
+    #[allow(dead_code)]
+    pub(super) timestamp: i64,
+}
+
+/// One idempotent producer's state in a partition: its current epoch and its last batches.
+#[derive(Debug, Clone)]
+pub(super) struct ProducerEntry {
+    pub(super) epoch: i16,
+    pub(super) batches: VecDeque<BatchMeta>,
+}
+
+/// One partition: its leader, its log and its producers.
+#[derive(Debug)]
+pub(super) struct Partition {
+    pub(super) leader: i32,
+    pub(super) leader_epoch: i32,
+    pub(super) log: Vec<LoggedRecord>,
+    pub(super) producers: BTreeMap<i64, ProducerEntry>,
+}
+
+/// One topic: its id (Metadata v10+, Produce v13) and its partitions.
+#[derive(Debug)]
+pub(super) struct Topic {
+    pub(super) id: uuid::Uuid,
+    pub(super) partitions: Vec<Partition>,
+}
