@@ -107,6 +107,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 },
                 Output::Event(e) => eprintln!("event: {e:?}"),
+                // Only for SASL OAUTHBEARER, which this example does not configure.
+                Output::TokenRequest => {
+                    producer.handle_token(Instant::now(), Err("no token provider".into()))
+                }
             }
         }
         // Every record has its report: stop before blocking in poll (whose timeout may be the

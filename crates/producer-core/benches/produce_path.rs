@@ -343,7 +343,7 @@ impl Harness {
                     black_box(d.opaque);
                     self.delivered += 1;
                 }
-                Output::Disconnect { .. } | Output::Event(_) => {}
+                Output::Disconnect { .. } | Output::Event(_) | Output::TokenRequest => {}
             }
         }
     }

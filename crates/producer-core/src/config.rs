@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::record::Compression;
+use crate::security::{SaslConfig, SecurityProtocol};
 
 /// How many acknowledgements the producer asks for (`acks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,15 @@ pub enum ConfigError {
     /// A duration is zero where it must be positive.
     #[error("{0} must be positive")]
     ZeroDuration(&'static str),
+    /// `security.protocol` is SASL_PLAINTEXT or SASL_SSL but no SASL mechanism is configured.
+    #[error("security.protocol {0} needs a SASL mechanism (sasl.mechanism)")]
+    SaslMechanismMissing(SecurityProtocol),
+    /// A SASL mechanism is configured but `security.protocol` is PLAINTEXT or SSL.
+    #[error("a SASL mechanism is configured but security.protocol is {0} (use SASL_PLAINTEXT or SASL_SSL)")]
+    SaslWithoutSaslProtocol(SecurityProtocol),
+    /// PLAIN or SCRAM without a username.
+    #[error("SASL {0} needs a username (sasl.username)")]
+    SaslUsernameMissing(crate::sasl::Mechanism),
 }
 
 /// A validated producer configuration. Build one with [`Config::builder`].
@@ -118,6 +128,11 @@ pub struct Config {
     pub report_successes: bool,
     /// Seed of the producer's random choices (sticky partitions, jitter).
     pub seed: u64,
+    /// `security.protocol`.
+    pub security_protocol: SecurityProtocol,
+    /// The SASL mechanism and credentials (`sasl.mechanism`, `sasl.username`,
+    /// `sasl.password`); required with a SASL security protocol.
+    pub sasl: Option<SaslConfig>,
 }
 
 impl Config {
@@ -149,6 +164,8 @@ impl Config {
                 max_response_size: 100 * 1024 * 1024,
                 report_successes: true,
                 seed: 0x5eed,
+                security_protocol: SecurityProtocol::Plaintext,
+                sasl: None,
             },
             idempotence_explicit: None,
             delivery_explicit: false,
@@ -214,6 +231,16 @@ impl ConfigBuilder {
         report_successes: bool);
     setter!(/// Seed for the producer's random choices.
         seed: u64);
+    setter!(/// `security.protocol` (default PLAINTEXT).
+        security_protocol: SecurityProtocol);
+
+    /// SASL authentication (`sasl.mechanism` and its credentials); needs
+    /// `security_protocol` SASL_PLAINTEXT or SASL_SSL.
+    #[must_use = "the builder is returned, not changed in place"]
+    pub fn sasl(mut self, v: SaslConfig) -> Self {
+        self.config.sasl = Some(v);
+        self
+    }
 
     /// `enable.idempotence` (default true). Set explicitly together with `acks` other than
     /// `all`, [`ConfigBuilder::build`] fails; left unset, it is turned off silently in that case,
@@ -282,6 +309,18 @@ impl ConfigBuilder {
         }
         if !c.compression.is_supported() {
             return Err(ConfigError::CompressionNotCompiled(c.compression));
+        }
+        match (&c.sasl, c.security_protocol.uses_sasl()) {
+            (None, true) => return Err(ConfigError::SaslMechanismMissing(c.security_protocol)),
+            (Some(_), false) => {
+                return Err(ConfigError::SaslWithoutSaslProtocol(c.security_protocol))
+            }
+            (Some(s), true)
+                if s.mechanism != crate::sasl::Mechanism::OAuthBearer && s.username.is_empty() =>
+            {
+                return Err(ConfigError::SaslUsernameMissing(s.mechanism))
+            }
+            _ => {}
         }
         c.retry_backoff_max = c.retry_backoff_max.max(Duration::from_millis(1));
         c.reconnect_backoff_max = c.reconnect_backoff_max.max(c.reconnect_backoff);
@@ -360,6 +399,23 @@ mod tests {
             buffer: 2048,
             request: 1 << 20
         }
+    );
+    refused!(
+        sasl_protocol_without_a_mechanism,
+        b().security_protocol(SecurityProtocol::SaslSsl),
+        ConfigError::SaslMechanismMissing(SecurityProtocol::SaslSsl)
+    );
+    refused!(
+        sasl_mechanism_without_a_sasl_protocol,
+        b().security_protocol(SecurityProtocol::Ssl)
+            .sasl(SaslConfig::plain("u", "p")),
+        ConfigError::SaslWithoutSaslProtocol(SecurityProtocol::Ssl)
+    );
+    refused!(
+        scram_without_a_username,
+        b().security_protocol(SecurityProtocol::SaslPlaintext)
+            .sasl(SaslConfig::scram_sha256("", "p")),
+        ConfigError::SaslUsernameMissing(crate::sasl::Mechanism::ScramSha256)
     );
     refused!(
         zero_request_timeout,

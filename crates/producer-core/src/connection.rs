@@ -7,6 +7,7 @@ use std::time::Instant;
 use crate::batch::BatchRef;
 use crate::protocol::api_versions::ApiVersionsResponse;
 use crate::protocol::{ApiKey, FrameDecoder};
+use crate::sasl::Exchange;
 use crate::types::ConnId;
 
 /// Where a connection stands.
@@ -16,8 +17,14 @@ pub(crate) enum ConnState {
     Connecting,
     /// Connected; ApiVersions sent, waiting for its answer.
     Negotiating,
-    /// Versions known; requests may be sent.
+    /// Versions known; SASL authentication under way (SaslHandshake, then SaslAuthenticate
+    /// rounds, or waiting for an OAUTHBEARER token).
+    Authenticating,
+    /// Versions known (and authenticated, with SASL); requests may be sent.
     Ready,
+    /// Authenticated, and authenticating again before the session ends (KIP-368): requests
+    /// already in flight are answered first; no new request is sent until it completes.
+    Reauthenticating,
 }
 
 /// The API versions agreed with one broker.
@@ -27,6 +34,15 @@ pub(crate) struct Versions {
     pub(crate) metadata: i16,
     /// `None` when the broker does not offer InitProducerId.
     pub(crate) init_producer_id: Option<i16>,
+    /// SaslHandshake (v1) and SaslAuthenticate, when the broker offers both.
+    pub(crate) sasl: Option<SaslVersions>,
+}
+
+/// The SASL API versions agreed with one broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SaslVersions {
+    pub(crate) handshake: i16,
+    pub(crate) authenticate: i16,
 }
 
 impl Versions {
@@ -37,6 +53,13 @@ impl Versions {
             produce: resp.negotiate(ApiKey::Produce)?,
             metadata: resp.negotiate(ApiKey::Metadata)?,
             init_producer_id: resp.negotiate(ApiKey::InitProducerId),
+            sasl: resp
+                .negotiate(ApiKey::SaslHandshake)
+                .zip(resp.negotiate(ApiKey::SaslAuthenticate))
+                .map(|(handshake, authenticate)| SaslVersions {
+                    handshake,
+                    authenticate,
+                }),
         })
     }
 }
@@ -50,6 +73,8 @@ pub(crate) enum RequestKind {
     ApiVersions,
     Metadata,
     InitProducerId,
+    SaslHandshake,
+    SaslAuthenticate,
     /// The batches it carries.
     Produce {
         batches: Vec<BatchRef>,
@@ -76,6 +101,11 @@ pub(crate) struct Connection {
     pub(crate) versions: Option<Versions>,
     /// When `Connect` was emitted (the connection attempt's timeout counts from here).
     pub(crate) opened_at: Instant,
+    /// The SASL exchange under way, while `Authenticating` or `Reauthenticating`.
+    pub(crate) exchange: Option<Exchange>,
+    /// When this connection must authenticate again (85-95% of the session lifetime the broker
+    /// gave), if it gave one.
+    pub(crate) reauthenticate_at: Option<Instant>,
     /// Correlation ids of recent acks=0 requests, which get no response (the newest
     /// [`NO_RESPONSE_MEMORY`]).
     no_response: VecDeque<i32>,
@@ -91,6 +121,8 @@ impl Connection {
             inflight: VecDeque::new(),
             versions: None,
             opened_at,
+            exchange: None,
+            reauthenticate_at: None,
             no_response: VecDeque::new(),
             next_correlation_id: 0,
         }

@@ -58,6 +58,10 @@ impl ErrorCode {
     pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
     /// `INVALID_TIMESTAMP` (32).
     pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
+    /// `UNSUPPORTED_SASL_MECHANISM` (33).
+    pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
+    /// `ILLEGAL_SASL_STATE` (34).
+    pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
     /// `UNSUPPORTED_VERSION` (35).
     pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
     /// `INVALID_REQUEST` (42).
@@ -84,6 +88,8 @@ impl ErrorCode {
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
     /// `KAFKA_STORAGE_ERROR` (56).
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    /// `SASL_AUTHENTICATION_FAILED` (58).
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
     /// `UNKNOWN_PRODUCER_ID` (59).
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
     /// `FENCED_LEADER_EPOCH` (74).
@@ -132,6 +138,8 @@ impl ErrorCode {
         ErrorCode::TOPIC_AUTHORIZATION_FAILED,
         ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
         ErrorCode::INVALID_TIMESTAMP,
+        ErrorCode::UNSUPPORTED_SASL_MECHANISM,
+        ErrorCode::ILLEGAL_SASL_STATE,
         ErrorCode::UNSUPPORTED_VERSION,
         ErrorCode::INVALID_REQUEST,
         ErrorCode::UNSUPPORTED_FOR_MESSAGE_FORMAT,
@@ -145,6 +153,7 @@ impl ErrorCode {
         ErrorCode::CONCURRENT_TRANSACTIONS,
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ErrorCode::KAFKA_STORAGE_ERROR,
+        ErrorCode::SASL_AUTHENTICATION_FAILED,
         ErrorCode::UNKNOWN_PRODUCER_ID,
         ErrorCode::FENCED_LEADER_EPOCH,
         ErrorCode::UNKNOWN_LEADER_EPOCH,
@@ -185,6 +194,8 @@ impl ErrorCode {
             29 => "TOPIC_AUTHORIZATION_FAILED",
             31 => "CLUSTER_AUTHORIZATION_FAILED",
             32 => "INVALID_TIMESTAMP",
+            33 => "UNSUPPORTED_SASL_MECHANISM",
+            34 => "ILLEGAL_SASL_STATE",
             35 => "UNSUPPORTED_VERSION",
             42 => "INVALID_REQUEST",
             43 => "UNSUPPORTED_FOR_MESSAGE_FORMAT",
@@ -198,6 +209,7 @@ impl ErrorCode {
             51 => "CONCURRENT_TRANSACTIONS",
             53 => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
             56 => "KAFKA_STORAGE_ERROR",
+            58 => "SASL_AUTHENTICATION_FAILED",
             59 => "UNKNOWN_PRODUCER_ID",
             74 => "FENCED_LEADER_EPOCH",
             75 => "UNKNOWN_LEADER_EPOCH",

@@ -18,6 +18,8 @@ pub mod partitioner;
 mod producer;
 pub mod protocol;
 pub mod record;
+pub mod sasl;
+mod security;
 mod timer;
 mod topics;
 mod types;
@@ -26,6 +28,8 @@ pub use config::{Acks, Config, ConfigBuilder, ConfigError};
 pub use error_code::ErrorCode;
 pub use producer::{Producer, Stats};
 pub use record::{Compression, Header};
+pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
+pub use security::{SaslConfig, SecurityProtocol};
 pub use types::{
     ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
     SendError, SendErrorReason,

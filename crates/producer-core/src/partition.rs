@@ -425,6 +425,42 @@ impl<T> PartitionQueue<T> {
         (unreported, next_deadline)
     }
 
+    /// Fails everything the partition holds, unless it has batches in flight (they resolve on
+    /// their own connection, and the partition with them): its closed batches not yet finished,
+    /// and its open batch, closed as a failed batch behind them. Reports then come out in send
+    /// order through [`PartitionQueue::pop_done`]. With idempotence, batches that had been sent
+    /// leave a hole in the sequence, so the partition restarts it before sending again. Only if
+    /// the open batch cannot be closed are its records returned, to be reported at once.
+    pub(crate) fn fail_idle(
+        &mut self,
+        error: &ProduceError,
+        idempotent: bool,
+    ) -> Option<Unreported<T>> {
+        if self.inflight > 0 {
+            return None;
+        }
+        let mut sent_failed = false;
+        for (i, b) in self.batches.iter_mut().enumerate() {
+            if !b.is_done() {
+                sent_failed |= i < self.sent;
+                b.finish(Err(error.clone()));
+            }
+        }
+        if sent_failed && idempotent {
+            self.request_reset(None);
+        }
+        self.sent = self.batches.len();
+        let open = self.open.take()?;
+        match open.into_failed(error.clone()) {
+            Ok(batch) => {
+                self.batches.push_back(batch);
+                self.sent = self.batches.len();
+                None
+            }
+            Err(records) => Some(records),
+        }
+    }
+
     /// Takes the sent batch at `i` out of the queue, to be split (its place is refilled by
     /// [`PartitionQueue::insert_halves`]) or failed. With idempotence, a batch taken for good
     /// leaves a hole in the sequence: the caller asks for a reset.

@@ -33,6 +33,8 @@ pub(crate) enum TimerKind {
     Holding { topic: u32 },
     /// InitProducerId may be retried.
     ProducerId,
+    /// A connection's SASL session nears its end: authenticate again.
+    Reauthenticate { slot: u32 },
 }
 
 /// A min-heap of deadlines.

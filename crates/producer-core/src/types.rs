@@ -117,6 +117,10 @@ pub enum Output<T> {
         /// The connection.
         conn: ConnId,
     },
+    /// SASL OAUTHBEARER needs a token: get one from the application's token provider (it may
+    /// block or await: the producer goes on meanwhile) and hand it over with
+    /// [`crate::Producer::handle_token`]. Asked once at a time; connections wait for it.
+    TokenRequest,
     /// One record's delivery report.
     Delivery(Delivery<T>),
     /// Something an operator may want to know.
@@ -129,7 +133,27 @@ pub enum Output<T> {
 pub enum Event {
     /// Metadata was refreshed.
     MetadataUpdated,
-    /// A broker connection is ready (after ApiVersions).
+    /// A connection authenticated with SASL (`reauthentication`: again, on the same
+    /// connection, before its session ended). `session_lifetime_ms` is what the broker gave (0:
+    /// no limit).
+    Authenticated {
+        /// The broker, or -1 for a bootstrap connection.
+        node_id: i32,
+        /// Whether this was a re-authentication (KIP-368).
+        reauthentication: bool,
+        /// The session's lifetime in milliseconds, 0 when unlimited.
+        session_lifetime_ms: i64,
+    },
+    /// A connection failed to authenticate. It is closed and retried after the reconnect
+    /// backoff; the records buffered and not in flight fail with
+    /// [`ProduceError::Authentication`].
+    AuthenticationFailed {
+        /// The broker, or -1 for a bootstrap connection.
+        node_id: i32,
+        /// Why.
+        error: crate::AuthError,
+    },
+    /// A broker connection is ready (after ApiVersions, and authentication with SASL).
     BrokerReady {
         /// The broker, or -1 for a bootstrap connection.
         node_id: i32,
@@ -295,6 +319,11 @@ pub enum ProduceError {
     /// finds too large fails as [`ProduceError::Broker`] with `MESSAGE_TOO_LARGE`.)
     #[error("record refused: {0}")]
     Refused(Box<SendErrorReason>),
+    /// The producer could not authenticate to the cluster (wrong credentials, mechanism not
+    /// enabled, the broker's SCRAM signature did not verify, no OAUTHBEARER token): the record
+    /// failed at once instead of waiting for its delivery timeout.
+    #[error("authentication failed: {0}")]
+    Authentication(crate::AuthError),
     /// The producer was closed before the record could be sent.
     #[error("producer closed")]
     Closed,

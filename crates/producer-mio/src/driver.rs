@@ -380,6 +380,14 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                         tracing::info!(host = %s.host, port = s.port, conn = conn.as_u64(), "connection closed by the producer");
                     }
                 }
+                Output::TokenRequest => {
+                    // No OAUTHBEARER token provider can be configured on this driver yet: the
+                    // core fails the connections that wait for one, with this reason.
+                    self.core.handle_token(
+                        now,
+                        Err("producer-mio has no OAUTHBEARER token provider".into()),
+                    );
+                }
                 Output::Delivery(d) => self.sink.deliver(d),
                 Output::Event(e) => self.keep_event(e),
             }

@@ -33,6 +33,9 @@ pub struct Harness<T> {
     pub contract_violations: Vec<String>,
     /// The largest number of outputs one drain yielded.
     pub max_drain: usize,
+    /// The token the harness hands over when the producer asks for one (SASL OAUTHBEARER);
+    /// `None` answers that there is none.
+    pub oauth_token: Option<producer_core::OAuthToken>,
     stuck_steps: u32,
     to_sim: HashMap<CoreConn, SimConn>,
     to_core: HashMap<SimConn, CoreConn>,
@@ -49,6 +52,7 @@ impl<T> Harness<T> {
             events: Vec::new(),
             contract_violations: Vec::new(),
             max_drain: 0,
+            oauth_token: None,
             stuck_steps: 0,
             to_sim: HashMap::new(),
             to_core: HashMap::new(),
@@ -95,6 +99,13 @@ impl<T> Harness<T> {
                     self.to_core.remove(&sim);
                     self.cluster.close(now, sim);
                 }
+            }
+            Output::TokenRequest => {
+                let token = self
+                    .oauth_token
+                    .clone()
+                    .ok_or_else(|| "the harness has no OAUTHBEARER token".to_string());
+                self.producer.handle_token(now, token);
             }
             Output::Delivery(d) => self.deliveries.push(d),
             Output::Event(e) => self.events.push(e),

@@ -342,6 +342,11 @@ impl Actor {
                         debug!(conn = conn.as_u64(), "connection closed by the producer");
                     }
                 }
+                Output::TokenRequest => {
+                    // No OAUTHBEARER token provider can be configured on this driver yet: the
+                    // core fails the connections that wait for one, with this reason.
+                    self.core.handle_token(now(), Err(NO_TOKEN_PROVIDER.into()));
+                }
                 Output::Delivery(d) => {
                     let result = d.result.map_err(DeliveryError::Failed);
                     self.report(d.opaque, result);
@@ -434,3 +439,6 @@ impl Actor {
         true
     }
 }
+
+/// Why OAUTHBEARER fails on this driver today.
+const NO_TOKEN_PROVIDER: &str = "producer-tokio has no OAUTHBEARER token provider";

@@ -133,14 +133,24 @@ impl<T> Producer<T> {
             return true;
         };
         c.versions = Some(versions);
-        c.state = ConnState::Ready;
+        if self.config.sasl.is_some() {
+            self.begin_authentication(conn, false);
+        } else {
+            self.brokers.conn_mut(conn).expect("checked above").state = ConnState::Ready;
+            self.connection_usable(conn);
+        }
+        true
+    }
+
+    /// `conn` finished its setup (ApiVersions, and authentication with SASL): its broker's
+    /// reconnect backoff starts over, and it may send.
+    pub(super) fn connection_usable(&mut self, conn: ConnId) {
         let b = self.brokers.slot_mut(conn.slot);
         b.connection_ready();
         let node_id = b.node_id;
         self.outputs
             .push_back(Output::Event(Event::BrokerReady { node_id }));
         self.mark_broker_dirty(conn.slot);
-        true
     }
 
     /// [`Producer::handle_read`]: reassembles frames and handles each complete answer.
@@ -199,6 +209,8 @@ impl<T> Producer<T> {
             RequestKind::ApiVersions => self.on_api_versions(conn, req.version, body),
             RequestKind::Metadata => self.on_metadata(req.version, body),
             RequestKind::InitProducerId => self.on_init_producer_id(req.version, body),
+            RequestKind::SaslHandshake => self.on_sasl_handshake(conn, req.version, body),
+            RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, req.version, body),
             RequestKind::Produce { .. } => match ProduceResponse::parse(req.version, body) {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
@@ -248,7 +260,7 @@ impl<T> Producer<T> {
         if ours {
             self.outputs.push_back(Output::Disconnect { conn });
         }
-        let was_ready = c.state == ConnState::Ready;
+        let was_ready = matches!(c.state, ConnState::Ready | ConnState::Reauthenticating);
         self.stats.disconnects += 1;
         self.brokers.count_failure(slot);
         self.schedule_reconnect(slot);
@@ -257,7 +269,10 @@ impl<T> Producer<T> {
                 RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
                 RequestKind::Metadata => self.metadata_request_lost(),
                 RequestKind::InitProducerId => self.init_producer_id_lost(),
-                RequestKind::ApiVersions => {}
+                // The connection's setup dies with it; a new connection starts over.
+                RequestKind::ApiVersions
+                | RequestKind::SaslHandshake
+                | RequestKind::SaslAuthenticate => {}
             }
         }
         if was_ready {

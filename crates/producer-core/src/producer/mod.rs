@@ -10,10 +10,12 @@
 //! | `produce` | choosing the sendable batches of a broker, building its Produce request, handling the answer: success, retry, backoff, split, failure, delivery timeout |
 //! | `cluster` | the Metadata request and answer: brokers, leaders, topic errors, leader hints, the refresh policy |
 //! | `identity` | the producer id: InitProducerId request and answer, per-partition epoch bumps and sequence restarts |
+//! | `auth` | SASL: SaslHandshake and SaslAuthenticate, OAUTHBEARER tokens, re-authentication, authentication failures |
 //! | `connections` | opening connections, ApiVersions, reading frames and dispatching answers, request timeouts, lost connections, reconnect backoff |
 //! | `lifecycle` | `close`, the end of a close, and fatal errors |
 //! | `reports` | delivery reports: successes of a finished batch, failures with their records handed back |
 
+mod auth;
 mod cluster;
 mod connections;
 mod identity;
@@ -33,6 +35,7 @@ use crate::timer::{TimerKind, Timers};
 use crate::topics::Topics;
 use crate::types::{ConnId, Output, ProduceError, Record, SendError};
 
+use auth::Auth;
 use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
@@ -91,6 +94,7 @@ pub struct Producer<T> {
     /// Buffers of finished batches, reused by new ones.
     buffers: BufferPool,
     lifecycle: Lifecycle,
+    auth: Auth,
     stats: Stats,
     /// Inputs made work due (connections, requests); `poll_output` does it.
     work_pending: bool,
@@ -112,6 +116,7 @@ impl<T> Producer<T> {
             buffered: BufferUse::default(),
             buffers: BufferPool::default(),
             lifecycle: Lifecycle::default(),
+            auth: Auth::new(&config),
             stats: Stats::default(),
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
@@ -213,6 +218,14 @@ impl<T> Producer<T> {
         self.read_frames(conn, bytes);
     }
 
+    /// The application's answer to [`Output::TokenRequest`]: an OAUTHBEARER token (valid for
+    /// its `lifetime` from `now`), or why there is none. Connections waiting for it go on
+    /// authenticating, or fail.
+    pub fn handle_token(&mut self, now: Instant, token: Result<crate::OAuthToken, String>) {
+        self.touch(now);
+        self.token_arrived(token);
+    }
+
     /// Processes every deadline due at `now`. Spurious calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.touch(now);
@@ -268,6 +281,7 @@ impl<T> Producer<T> {
             TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
             TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
             TimerKind::Holding { topic } => self.expire_holding(topic),
+            TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
         }
     }
 

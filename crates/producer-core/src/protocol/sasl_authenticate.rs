@@ -21,7 +21,10 @@ pub struct SaslAuthenticateRequest<'a> {
 impl std::fmt::Debug for SaslAuthenticateRequest<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SaslAuthenticateRequest")
-            .field("auth_bytes", &format_args!("<{} bytes>", self.auth_bytes.len()))
+            .field(
+                "auth_bytes",
+                &format_args!("<{} bytes>", self.auth_bytes.len()),
+            )
             .finish()
     }
 }
@@ -59,7 +62,10 @@ impl std::fmt::Debug for SaslAuthenticateResponse {
         f.debug_struct("SaslAuthenticateResponse")
             .field("error_code", &self.error_code)
             .field("error_message", &self.error_message)
-            .field("auth_bytes", &format_args!("<{} bytes>", self.auth_bytes.len()))
+            .field(
+                "auth_bytes",
+                &format_args!("<{} bytes>", self.auth_bytes.len()),
+            )
             .field("session_lifetime_ms", &self.session_lifetime_ms)
             .finish()
     }
@@ -144,7 +150,10 @@ mod tests {
         let v1 = b"\x00\x00\xff\xff\x00\x00\x00\x02ok\x00\x00\x00\x00\x00\x00\x0b\xb8";
         assert!(SaslAuthenticateResponse::parse(1, v1).is_ok());
         for n in 0..v1.len() {
-            assert!(SaslAuthenticateResponse::parse(1, &v1[..n]).is_err(), "{n} bytes");
+            assert!(
+                SaslAuthenticateResponse::parse(1, &v1[..n]).is_err(),
+                "{n} bytes"
+            );
         }
     }
 }

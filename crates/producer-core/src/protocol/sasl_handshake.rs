@@ -70,10 +70,7 @@ mod tests {
     #[test]
     fn golden_request_and_response() {
         let mut buf = Vec::new();
-        SaslHandshakeRequest {
-            mechanism: "PLAIN",
-        }
-        .encode(1, &mut buf);
+        SaslHandshakeRequest { mechanism: "PLAIN" }.encode(1, &mut buf);
         assert_eq!(buf, b"\x00\x05PLAIN");
         let body = b"\x00\x00\x00\x00\x00\x02\x00\x05PLAIN\x00\x0dSCRAM-SHA-512";
         let parsed = SaslHandshakeResponse::parse(1, body).unwrap();

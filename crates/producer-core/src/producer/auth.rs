@@ -1,0 +1,332 @@
+//! SASL authentication, as part of each connection's setup: SaslHandshake and the
+//! SaslAuthenticate rounds (requests and answers here), OAUTHBEARER tokens asked of the
+//! application, re-authentication before the session the broker gave ends (KIP-368), and what a
+//! failure does: the connection closes and backs off, and the records waiting fail at once.
+
+use std::time::{Duration, Instant};
+
+use crate::connection::{ConnState, RequestKind};
+use crate::protocol::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+use crate::protocol::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
+use crate::protocol::ApiKey;
+use crate::sasl::{AuthError, Exchange, NonceSource, OAuthToken, Step};
+use crate::timer::TimerKind;
+use crate::types::{ConnId, Event, Output, ProduceError};
+use crate::ErrorCode;
+
+use super::Producer;
+
+/// The OAUTHBEARER token, as far as the producer has one.
+#[derive(Debug, Default)]
+pub(super) struct Tokens {
+    /// The latest token and when it stops being valid.
+    current: Option<(OAuthToken, Instant)>,
+    /// A `TokenRequest` is out and not answered yet.
+    requested: bool,
+}
+
+/// The producer's SASL state beyond each connection's.
+#[derive(Debug)]
+pub(super) struct Auth {
+    pub(super) tokens: Tokens,
+    nonces: NonceSource,
+}
+
+impl Auth {
+    /// SCRAM nonces from the configured seed, or from the operating system's random source.
+    pub(super) fn new(config: &crate::Config) -> Self {
+        let seed = config.sasl.as_ref().and_then(|s| s.nonce_seed);
+        let key = seed.unwrap_or_else(|| {
+            let mut key = [0u8; 32];
+            if config.sasl.is_some() {
+                // Without entropy SCRAM nonces would be predictable: refuse to go on silently.
+                getrandom::fill(&mut key).expect("the operating system's random source failed");
+            }
+            key
+        });
+        Auth {
+            tokens: Tokens::default(),
+            nonces: NonceSource::new(key),
+        }
+    }
+}
+
+impl<T> Producer<T> {
+    /// Starts authenticating `conn` (after ApiVersions, or again before the session ends):
+    /// SaslHandshake with the configured mechanism.
+    pub(super) fn begin_authentication(&mut self, conn: ConnId, reauthentication: bool) {
+        let Some(sasl) = self.config.sasl.as_ref() else {
+            return;
+        };
+        let mechanism = sasl.mechanism;
+        let Some(c) = self.brokers.conn_mut(conn) else {
+            return;
+        };
+        let Some(versions) = c.versions.and_then(|v| v.sasl) else {
+            self.authentication_failed(conn, AuthError::NotOffered);
+            return;
+        };
+        c.state = if reauthentication {
+            ConnState::Reauthenticating
+        } else {
+            ConnState::Authenticating
+        };
+        c.reauthenticate_at = None;
+        let version = versions.handshake;
+        let req = SaslHandshakeRequest {
+            mechanism: mechanism.kafka_name(),
+        };
+        self.send_control_request(
+            conn,
+            ApiKey::SaslHandshake,
+            version,
+            RequestKind::SaslHandshake,
+            |b| req.encode(version, b),
+        );
+    }
+
+    /// The answer to SaslHandshake: on success the mechanism's exchange starts (or waits for an
+    /// OAUTHBEARER token). Returns false when it could not be parsed.
+    pub(super) fn on_sasl_handshake(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
+        let Ok(parsed) = SaslHandshakeResponse::parse(version, body) else {
+            return false;
+        };
+        let resp = parsed.body;
+        let Some(sasl) = self.config.sasl.as_ref() else {
+            return false;
+        };
+        let mechanism = sasl.mechanism;
+        match resp.error_code {
+            ErrorCode::NONE => {}
+            ErrorCode::UNSUPPORTED_SASL_MECHANISM => {
+                let error = AuthError::UnsupportedMechanism {
+                    mechanism,
+                    enabled: resp.mechanisms,
+                };
+                self.authentication_failed(conn, error);
+                return true;
+            }
+            code => {
+                let error = AuthError::Rejected {
+                    code,
+                    message: Some(format!("SaslHandshake: {:?}", code.name())),
+                };
+                self.authentication_failed(conn, error);
+                return true;
+            }
+        }
+        if mechanism == crate::Mechanism::OAuthBearer && self.valid_token().is_none() {
+            self.request_token();
+            return true;
+        }
+        self.start_exchange(conn);
+        true
+    }
+
+    /// The token the producer holds, if it is still valid now.
+    fn valid_token(&self) -> Option<&OAuthToken> {
+        self.auth
+            .tokens
+            .current
+            .as_ref()
+            .filter(|(_, until)| *until > self.now)
+            .map(|(t, _)| t)
+    }
+
+    /// Asks the application for an OAUTHBEARER token, once at a time.
+    fn request_token(&mut self) {
+        if !self.auth.tokens.requested {
+            self.auth.tokens.requested = true;
+            self.outputs.push_back(Output::TokenRequest);
+        }
+    }
+
+    /// Starts the mechanism's exchange on `conn` and sends its first token.
+    fn start_exchange(&mut self, conn: ConnId) {
+        let Some(sasl) = self.config.sasl.as_ref() else {
+            return;
+        };
+        let token = self.valid_token().cloned();
+        let started = Exchange::start(
+            sasl.mechanism,
+            &sasl.username,
+            &sasl.password,
+            token.as_ref(),
+            &mut self.auth.nonces,
+        );
+        match started {
+            Ok((exchange, first)) => {
+                if let Some(c) = self.brokers.conn_mut(conn) {
+                    c.exchange = Some(exchange);
+                }
+                self.send_sasl_token(conn, &first);
+            }
+            Err(e) => self.authentication_failed(conn, e),
+        }
+    }
+
+    /// Sends one token of the exchange in a SaslAuthenticate request.
+    fn send_sasl_token(&mut self, conn: ConnId, token: &[u8]) {
+        let Some(version) = self
+            .brokers
+            .conn(conn)
+            .and_then(|c| c.versions)
+            .and_then(|v| v.sasl)
+            .map(|v| v.authenticate)
+        else {
+            return;
+        };
+        let req = SaslAuthenticateRequest { auth_bytes: token };
+        self.send_control_request(
+            conn,
+            ApiKey::SaslAuthenticate,
+            version,
+            RequestKind::SaslAuthenticate,
+            |b| req.encode(version, b),
+        );
+    }
+
+    /// The answer to one SaslAuthenticate round: the next token, the end of the exchange, or a
+    /// failure. Returns false when it could not be parsed.
+    pub(super) fn on_sasl_authenticate(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
+        let Ok(parsed) = SaslAuthenticateResponse::parse(version, body) else {
+            return false;
+        };
+        let resp = parsed.body;
+        if resp.error_code != ErrorCode::NONE {
+            let error = AuthError::Rejected {
+                code: resp.error_code,
+                message: resp.error_message,
+            };
+            self.authentication_failed(conn, error);
+            return true;
+        }
+        let Some(c) = self.brokers.conn_mut(conn) else {
+            return true;
+        };
+        let Some(exchange) = c.exchange.as_mut() else {
+            self.authentication_failed(
+                conn,
+                AuthError::Scram("an answer without an exchange".into()),
+            );
+            return true;
+        };
+        match exchange.step(&resp.auth_bytes) {
+            Ok(Step::Send(next)) => self.send_sasl_token(conn, &next),
+            Ok(Step::Done) => self.authenticated(conn, resp.session_lifetime_ms),
+            Err(e) => self.authentication_failed(conn, e),
+        }
+        true
+    }
+
+    /// The exchange succeeded: the connection is ready, and re-authenticates at 85-95% of the
+    /// session lifetime the broker gave (as the Java client does), if it gave one.
+    fn authenticated(&mut self, conn: ConnId, session_lifetime_ms: i64) {
+        let now = self.now;
+        let reauth_at = (session_lifetime_ms > 0).then(|| {
+            let lifetime = Duration::from_millis(session_lifetime_ms as u64);
+            now + lifetime.mul_f64(self.rng.factor(0.85, 0.95))
+        });
+        let Some(c) = self.brokers.conn_mut(conn) else {
+            return;
+        };
+        let reauthentication = c.state == ConnState::Reauthenticating;
+        c.state = ConnState::Ready;
+        c.exchange = None;
+        c.reauthenticate_at = reauth_at;
+        if let Some(at) = reauth_at {
+            self.timers
+                .arm(at, TimerKind::Reauthenticate { slot: conn.slot });
+        }
+        let node_id = self.brokers.slot(conn.slot).node_id;
+        self.outputs.push_back(Output::Event(Event::Authenticated {
+            node_id,
+            reauthentication,
+            session_lifetime_ms: session_lifetime_ms.max(0),
+        }));
+        if reauthentication {
+            self.mark_broker_dirty(conn.slot);
+        } else {
+            self.connection_usable(conn);
+        }
+    }
+
+    /// The slot's re-authentication timer fired: a ready connection whose time has come
+    /// authenticates again (requests in flight are answered first; new ones wait).
+    pub(super) fn reauthentication_due(&mut self, slot: u32) {
+        let now = self.now;
+        let Some(c) = self.brokers.slot(slot).conn.as_ref() else {
+            return;
+        };
+        if c.state == ConnState::Ready && c.reauthenticate_at.is_some_and(|at| at <= now) {
+            let conn = c.id;
+            self.begin_authentication(conn, true);
+        }
+    }
+
+    /// [`Producer::handle_token`]: the token provider answered. Connections waiting for a
+    /// token start their exchange, or fail.
+    pub(super) fn token_arrived(&mut self, token: Result<OAuthToken, String>) {
+        self.auth.tokens.requested = false;
+        let waiting: Vec<ConnId> = self
+            .brokers
+            .iter()
+            .filter_map(|b| b.conn.as_ref())
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ConnState::Authenticating | ConnState::Reauthenticating
+                ) && c.exchange.is_none()
+                    && c.inflight.is_empty()
+            })
+            .map(|c| c.id)
+            .collect();
+        match token {
+            Ok(token) => {
+                let until = self.now + token.lifetime;
+                self.auth.tokens.current = Some((token, until));
+                for conn in waiting {
+                    self.start_exchange(conn);
+                }
+            }
+            Err(reason) => {
+                for conn in waiting {
+                    self.authentication_failed(conn, AuthError::TokenUnavailable(reason.clone()));
+                }
+            }
+        }
+    }
+
+    /// Authentication of `conn` failed: the failure is reported, the records waiting for a
+    /// connection fail with it at once (those in flight on other connections go on), and the
+    /// connection closes; its reconnect backs off.
+    pub(super) fn authentication_failed(&mut self, conn: ConnId, error: AuthError) {
+        let node_id = self.brokers.slot(conn.slot).node_id;
+        self.outputs
+            .push_back(Output::Event(Event::AuthenticationFailed {
+                node_id,
+                error: error.clone(),
+            }));
+        let failure = ProduceError::Authentication(error);
+        self.fail_waiting_records(&failure);
+        self.connection_lost(conn, true);
+    }
+
+    /// Fails every record that is not in flight: held for metadata, or in a partition with
+    /// nothing in flight.
+    fn fail_waiting_records(&mut self, error: &ProduceError) {
+        let idem = self.config.idempotence;
+        for t in 0..self.topics.len() {
+            let held = std::mem::take(&mut self.topics.get_mut(t).holding);
+            for h in held {
+                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+            }
+            for p in 0..self.topics.partition_count(t) {
+                if let Some(records) = self.topics.partition_mut(t, p).fail_idle(error, idem) {
+                    self.fail_records(t, p as i32, records, error.clone());
+                }
+                self.emit_done(t, p);
+            }
+        }
+    }
+}

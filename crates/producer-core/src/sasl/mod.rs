@@ -1,0 +1,182 @@
+//! SASL mechanisms, client side: PLAIN, SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+//! OAUTHBEARER (RFC 7628). Each is a small exchange of tokens that the connection setup carries
+//! in SaslAuthenticate requests; this module knows the tokens, not the transport.
+//!
+//! Secrets (passwords, tokens) live in [`Secret`], whose `Debug` never shows them.
+
+mod oauthbearer;
+mod plain;
+mod scram;
+
+use std::fmt;
+
+pub use oauthbearer::OAuthToken;
+pub(crate) use scram::NonceSource;
+
+use crate::ErrorCode;
+
+/// A SASL mechanism the producer can authenticate with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mechanism {
+    /// `PLAIN` (RFC 4616): the password is sent as is; use it over TLS only.
+    Plain,
+    /// `SCRAM-SHA-256` (RFC 7677).
+    ScramSha256,
+    /// `SCRAM-SHA-512`.
+    ScramSha512,
+    /// `OAUTHBEARER` (RFC 7628): a bearer token from the application (see
+    /// [`crate::Output::TokenRequest`]).
+    OAuthBearer,
+}
+
+impl Mechanism {
+    /// The mechanism's name as Kafka spells it (`sasl.mechanism`).
+    pub const fn kafka_name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::ScramSha256 => "SCRAM-SHA-256",
+            Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
+        }
+    }
+
+    /// The mechanism named `name` (Kafka's spelling, any case), if this crate speaks it.
+    pub fn from_kafka_name(name: &str) -> Option<Mechanism> {
+        [
+            Mechanism::Plain,
+            Mechanism::ScramSha256,
+            Mechanism::ScramSha512,
+            Mechanism::OAuthBearer,
+        ]
+        .into_iter()
+        .find(|m| m.kafka_name().eq_ignore_ascii_case(name))
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kafka_name())
+    }
+}
+
+/// A password or token: its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(secret: impl Into<String>) -> Self {
+        Secret(secret.into())
+    }
+
+    /// The secret itself, for the mechanism that sends or hashes it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Why authenticating a connection failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// SaslHandshake: the broker does not enable the configured mechanism
+    /// (UNSUPPORTED_SASL_MECHANISM).
+    #[error("the broker does not enable SASL mechanism {mechanism} (it enables {enabled:?})")]
+    UnsupportedMechanism {
+        /// The mechanism asked for.
+        mechanism: Mechanism,
+        /// The mechanisms the broker enables.
+        enabled: Vec<String>,
+    },
+    /// The broker refused the credentials or the exchange (SASL_AUTHENTICATION_FAILED,
+    /// ILLEGAL_SASL_STATE, or another error code in SaslHandshake or SaslAuthenticate).
+    #[error("SASL authentication failed: error {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Rejected {
+        /// The broker's error code.
+        code: ErrorCode,
+        /// The broker's message, if any.
+        message: Option<String>,
+    },
+    /// SCRAM: the broker's final message did not carry the signature the password implies:
+    /// the broker does not know the password (or is not the broker it claims to be).
+    #[error("the broker's SCRAM server signature does not verify")]
+    BadServerSignature,
+    /// SCRAM: the broker's message could not be understood (malformed, the nonce does not
+    /// extend ours, an iteration count outside Kafka's 4096-16384, a mandatory extension), or
+    /// it reported an error (`e=`).
+    #[error("SCRAM exchange failed: {0}")]
+    Scram(String),
+    /// OAUTHBEARER: the application's token provider gave no token.
+    #[error("no OAUTHBEARER token: {0}")]
+    TokenUnavailable(String),
+    /// The broker answered ApiVersions without SaslHandshake v1 or SaslAuthenticate, so SASL
+    /// cannot be spoken with it (a listener without SASL, or a pre-1.0 broker).
+    #[error("the broker does not offer SaslHandshake v1 and SaslAuthenticate")]
+    NotOffered,
+}
+
+/// One authentication's exchange of tokens, client side.
+#[derive(Debug)]
+pub(crate) enum Exchange {
+    Plain,
+    Scram(scram::ScramClient),
+    OAuthBearer(oauthbearer::OAuthClient),
+}
+
+/// What the client does after the broker's token.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Send this token next.
+    Send(Vec<u8>),
+    /// The exchange is complete on the client's side (the broker's answer said success).
+    Done,
+}
+
+impl Exchange {
+    /// Starts an exchange for `mechanism` and returns it with its first token. OAUTHBEARER
+    /// needs `token`; SCRAM takes a fresh nonce from `nonces`.
+    pub(crate) fn start(
+        mechanism: Mechanism,
+        username: &str,
+        password: &Secret,
+        token: Option<&OAuthToken>,
+        nonces: &mut NonceSource,
+    ) -> Result<(Exchange, Vec<u8>), AuthError> {
+        Ok(match mechanism {
+            Mechanism::Plain => (Exchange::Plain, plain::token(username, password)),
+            Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+                let hash = if mechanism == Mechanism::ScramSha256 {
+                    scram::Hash::Sha256
+                } else {
+                    scram::Hash::Sha512
+                };
+                let (client, first) =
+                    scram::ScramClient::start(hash, username, password, nonces.next_nonce());
+                (Exchange::Scram(client), first)
+            }
+            Mechanism::OAuthBearer => {
+                let token = token
+                    .ok_or_else(|| AuthError::TokenUnavailable("requested, not provided".into()))?;
+                let (client, first) = oauthbearer::OAuthClient::start(token);
+                (Exchange::OAuthBearer(client), first)
+            }
+        })
+    }
+
+    /// The broker answered the last token with success and `server` bytes: the next token to
+    /// send, or done. An error ends the exchange.
+    pub(crate) fn step(&mut self, server: &[u8]) -> Result<Step, AuthError> {
+        match self {
+            Exchange::Plain => Ok(Step::Done),
+            Exchange::Scram(c) => c.step(server),
+            Exchange::OAuthBearer(c) => c.step(server),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! PLAIN (RFC 4616): one token, `authzid NUL authcid NUL passwd`, with an empty authzid as
+//! Kafka's client sends it.
+
+use super::Secret;
+
+/// The PLAIN token for `username` and `password`.
+pub(super) fn token(username: &str, password: &Secret) -> Vec<u8> {
+    let mut t = Vec::with_capacity(2 + username.len() + password.expose().len());
+    t.push(0);
+    t.extend_from_slice(username.as_bytes());
+    t.push(0);
+    t.extend_from_slice(password.expose().as_bytes());
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc_4616_layout_with_empty_authzid() {
+        assert_eq!(
+            token("tim", &Secret::new("tanstaaftanstaaf")),
+            b"\0tim\0tanstaaftanstaaf"
+        );
+    }
+}
