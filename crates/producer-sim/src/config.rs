@@ -11,6 +11,10 @@ pub const API_METADATA: i16 = 3;
 pub const API_API_VERSIONS: i16 = 18;
 /// API key of InitProducerId.
 pub const API_INIT_PRODUCER_ID: i16 = 22;
+/// API key of SaslHandshake.
+pub const API_SASL_HANDSHAKE: i16 = 17;
+/// API key of SaslAuthenticate.
+pub const API_SASL_AUTHENTICATE: i16 = 36;
 
 /// The API ranges a broker advertises when [`BrokerSpec::api_versions`] is `None`:
 /// `(api_key, min_version, max_version)`.
@@ -21,6 +25,11 @@ pub const DEFAULT_API_VERSIONS: &[(i16, i16, i16)] = &[
     (API_INIT_PRODUCER_ID, 0, 4),
 ];
 
+/// What a broker advertises besides [`DEFAULT_API_VERSIONS`] when the cluster has SASL
+/// ([`SimConfig::sasl`]) and the broker's ranges are not configured.
+pub const SASL_API_VERSIONS: &[(i16, i16, i16)] =
+    &[(API_SASL_HANDSHAKE, 0, 1), (API_SASL_AUTHENTICATE, 0, 2)];
+
 /// The versions the simulator itself can serve, per API: `(api_key, min, max)`. A broker may be
 /// configured to advertise more; a request beyond these closes the connection and records a
 /// violation.
@@ -29,7 +38,44 @@ pub const SIM_CAPABILITIES: &[(i16, i16, i16)] = &[
     (API_METADATA, 0, 13),
     (API_API_VERSIONS, 0, 4),
     (API_INIT_PRODUCER_ID, 0, 5),
+    // v0 handshakes are followed by unframed tokens, which the simulator does not read.
+    (API_SASL_HANDSHAKE, 1, 1),
+    (API_SASL_AUTHENTICATE, 0, 2),
 ];
+
+/// SASL on every broker of the cluster (a `SASL_PLAINTEXT` listener): which mechanisms are
+/// enabled, the credential store, and the session lifetime (`connections.max.reauth.ms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimSasl {
+    /// The enabled mechanisms, as Kafka names them (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+    /// `OAUTHBEARER`).
+    pub mechanisms: Vec<String>,
+    /// `(user, password)` pairs: PLAIN checks them as given; SCRAM keeps only the salted keys
+    /// derived from them, as Kafka's credential store does.
+    pub users: Vec<(String, String)>,
+    /// The SCRAM iteration count of every credential (Kafka accepts 4096-16384).
+    pub scram_iterations: u32,
+    /// OAUTHBEARER tokens the brokers accept (the token is the principal).
+    pub oauth_tokens: Vec<String>,
+    /// `connections.max.reauth.ms`: each session's lifetime; requests after it ends (other than
+    /// re-authentication) close the connection. `None`: sessions never end.
+    pub session_lifetime: Option<Duration>,
+}
+
+impl SimSasl {
+    /// Every mechanism enabled for one user, no session lifetime.
+    pub fn for_user(user: &str, password: &str) -> Self {
+        SimSasl {
+            mechanisms: ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+                .map(String::from)
+                .to_vec(),
+            users: vec![(user.to_string(), password.to_string())],
+            scram_iterations: 4096,
+            oauth_tokens: Vec::new(),
+            session_lifetime: None,
+        }
+    }
+}
 
 /// One broker of the simulated cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +128,10 @@ pub struct SimConfig {
     pub fragment_responses: bool,
     /// The cluster id reported by Metadata v2+.
     pub cluster_id: String,
+    /// SASL on every broker: a client must authenticate before any request but ApiVersions,
+    /// SaslHandshake and SaslAuthenticate. `None`: a plaintext listener, where SaslHandshake is
+    /// refused with ILLEGAL_SASL_STATE.
+    pub sasl: Option<SimSasl>,
 }
 
 impl SimConfig {
@@ -103,6 +153,7 @@ impl SimConfig {
             max_decompressed_size: 128 * 1024 * 1024,
             fragment_responses: false,
             cluster_id: "sim-cluster".to_string(),
+            sasl: None,
         }
     }
 }

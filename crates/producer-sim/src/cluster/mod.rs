@@ -11,7 +11,7 @@ mod state;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::config::{SimConfig, DEFAULT_API_VERSIONS};
+use crate::config::{SimConfig, DEFAULT_API_VERSIONS, SASL_API_VERSIONS};
 use crate::rng::Rng;
 use crate::SimError;
 
@@ -80,10 +80,13 @@ impl SimCluster {
     pub fn new(config: SimConfig, now: Instant) -> SimCluster {
         let mut brokers = BTreeMap::new();
         for spec in &config.brokers {
-            let api_versions = spec
-                .api_versions
-                .clone()
-                .unwrap_or_else(|| DEFAULT_API_VERSIONS.to_vec());
+            let api_versions = spec.api_versions.clone().unwrap_or_else(|| {
+                let mut v = DEFAULT_API_VERSIONS.to_vec();
+                if config.sasl.is_some() {
+                    v.extend_from_slice(SASL_API_VERSIONS);
+                }
+                v
+            });
             brokers.entry(spec.node_id).or_insert(Broker {
                 spec: spec.clone(),
                 api_versions,

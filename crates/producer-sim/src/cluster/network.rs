@@ -71,6 +71,8 @@ pub(super) struct Conn {
     pub(super) last_to_broker: Instant,
     pub(super) last_to_client: Instant,
     pub(super) inbuf: Vec<u8>,
+    /// The connection's SASL session, as the broker sees it.
+    pub(super) sasl: super::broker::SaslSession,
 }
 
 impl SimCluster {
@@ -102,6 +104,7 @@ impl SimCluster {
                 last_to_broker: now,
                 last_to_client: now,
                 inbuf: Vec::new(),
+                sasl: super::broker::SaslSession::default(),
             },
         );
         let ev = if up {

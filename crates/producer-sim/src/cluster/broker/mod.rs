@@ -6,13 +6,16 @@ mod api_versions;
 mod init_producer_id;
 mod metadata;
 mod produce;
+mod sasl;
+
+pub(crate) use sasl::SaslSession;
 
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, MetadataRequest,
-    ProduceRequest, RequestHeader, ResponseHeader,
+    ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -21,7 +24,7 @@ use super::{later, SimCluster};
 use crate::wire;
 use crate::{
     RequestRecord, API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
-    SIM_CAPABILITIES,
+    API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, SIM_CAPABILITIES,
 };
 
 /// The error codes the brokers answer with (Kafka's numbers, by name).
@@ -46,6 +49,9 @@ mod code {
     pub(super) const INVALID_RECORD: i16 = ErrorCode::INVALID_RECORD.0;
     pub(super) const PRODUCER_FENCED: i16 = ErrorCode::PRODUCER_FENCED.0;
     pub(super) const UNKNOWN_TOPIC_ID: i16 = ErrorCode::UNKNOWN_TOPIC_ID.0;
+    pub(super) const UNSUPPORTED_SASL_MECHANISM: i16 = ErrorCode::UNSUPPORTED_SASL_MECHANISM.0;
+    pub(super) const ILLEGAL_SASL_STATE: i16 = ErrorCode::ILLEGAL_SASL_STATE.0;
+    pub(super) const SASL_AUTHENTICATION_FAILED: i16 = ErrorCode::SASL_AUTHENTICATION_FAILED.0;
 }
 
 /// What the broker does after handling a request.
@@ -54,6 +60,8 @@ pub(super) enum Reply {
     Respond(Vec<u8>),
     /// Send nothing (acks=0 without error).
     Silent,
+    /// Send this response frame, then close the connection (a failed authentication).
+    RespondAndClose(Vec<u8>),
     /// Close the connection without a response; the reason was recorded as a violation (or is
     /// Kafka's normal behaviour, like acks=0 errors).
     Close,
@@ -153,6 +161,12 @@ impl SimCluster {
                 self.send_response(id, at, bytes);
             }
             Reply::Silent => self.request_log.push(rec),
+            Reply::RespondAndClose(bytes) => {
+                rec.responded = true;
+                self.request_log.push(rec);
+                self.send_response(id, at, bytes);
+                self.broker_close(id, at);
+            }
             Reply::Close => {
                 self.request_log.push(rec);
                 self.broker_close(id, at);
@@ -207,6 +221,7 @@ impl SimCluster {
             .map_err(|e| format!("malformed request header: {e}"))?;
         let _ = header;
         let body = buf;
+        self.sasl_gate(conn, key, rec.at)?;
         match key {
             API_API_VERSIONS => {
                 let mut b = body.clone();
@@ -253,6 +268,28 @@ impl SimCluster {
                     });
                 }
                 encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_SASL_HANDSHAKE => {
+                let mut b = body.clone();
+                let req = SaslHandshakeRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed SaslHandshake request: {e}"))?;
+                self.trailing(broker_id, conn, "SaslHandshake", b.len());
+                let resp = self.sasl_handshake(conn, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_SASL_AUTHENTICATE => {
+                let mut b = body.clone();
+                let req = SaslAuthenticateRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed SaslAuthenticate request: {e}"))?;
+                self.trailing(broker_id, conn, "SaslAuthenticate", b.len());
+                let (resp, outcome) = self.sasl_authenticate(conn, version, req, rec.at);
+                rec.error_code = resp.error_code;
+                let frame = encode_frame(api, version, correlation_id, &resp)?;
+                Ok(match outcome {
+                    sasl::SaslOutcome::Continue => Reply::Respond(frame),
+                    sasl::SaslOutcome::Fail => Reply::RespondAndClose(frame),
+                })
             }
             _ => Err(format!("the simulator cannot serve {api:?}")),
         }
