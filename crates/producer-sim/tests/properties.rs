@@ -7,8 +7,8 @@ mod harness;
 use std::time::Duration;
 
 use harness::*;
-use producer_core::Compression;
-use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
+use producer_core::{Compression, Mechanism, SaslConfig, SecurityProtocol};
+use producer_sim::{InjectedError, SimConfig, SimSasl, API_PRODUCE};
 use proptest::prelude::*;
 
 const TOPICS: &[(&str, i32)] = &[("a", 3), ("b", 2)];
@@ -80,11 +80,49 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// SASL on the cluster and in the producer, for the authenticated property: the mechanism and
+/// the session lifetime (re-authentication every so often, amid the faults) come from `seed`.
+fn authentication(seed: u64) -> (SimSasl, SaslConfig) {
+    let mechanism = match seed % 4 {
+        0 => Mechanism::ScramSha512,
+        1 => Mechanism::ScramSha256,
+        _ => Mechanism::Plain,
+    };
+    let mut sasl = SimSasl::for_user("prop", "prop-secret");
+    sasl.session_lifetime = match (seed >> 2) % 3 {
+        0 => None,
+        1 => Some(Duration::from_millis(1000)),
+        _ => Some(Duration::from_millis(3000)),
+    };
+    let client =
+        SaslConfig::with(mechanism, "prop", "prop-secret").with_nonce_seed([seed as u8; 32]);
+    (sasl, client)
+}
+
 fn run(seed: u64, ops: &[Op], idempotent: bool, compression: Compression, drop_probability: f64) {
+    run_with(seed, ops, idempotent, compression, drop_probability, None)
+}
+
+fn run_with(
+    seed: u64,
+    ops: &[Op],
+    idempotent: bool,
+    compression: Compression,
+    drop_probability: f64,
+    auth: Option<(SimSasl, SaslConfig)>,
+) {
     let mut cfg = SimConfig::with_brokers(BROKERS as usize, seed);
     cfg.drop_probability = drop_probability;
     cfg.fragment_responses = seed % 2 == 0;
+    let (sim_sasl, client_sasl) = auth.unzip();
+    cfg.sasl = sim_sasl;
     let mut h = harness(cluster_with(cfg, TOPICS), |b| {
+        let b = match client_sasl {
+            Some(sasl) => b
+                .security_protocol(SecurityProtocol::SaslPlaintext)
+                .sasl(sasl),
+            None => b,
+        };
         let b = b
             .buffer_memory(BUFFER_BYTES)
             .max_request_size(64 * 1024)
@@ -226,5 +264,17 @@ proptest! {
     #[test]
     fn plain_producer_reports_every_record_in_order(seed: u64, ops in proptest::collection::vec(op(), 1..30)) {
         run(seed, &ops, false, Compression::None, 0.0);
+    }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 8, ..ProptestConfig::default() })]
+
+    /// The idempotent properties with SASL on: every connection authenticates (PLAIN or SCRAM),
+    /// and with a session lifetime re-authenticates amid the faults and random drops.
+    #[test]
+    fn authenticated_producer_keeps_every_invariant(seed: u64, ops in proptest::collection::vec(op(), 1..30)) {
+        run_with(seed, &ops, true, Compression::None, 0.02, Some(authentication(seed)));
     }
 }

@@ -73,6 +73,9 @@ pub struct SimCluster {
     injections: Vec<InjectedError>,
     request_log: Vec<RequestRecord>,
     violations: Vec<String>,
+    /// SCRAM stored and server keys per (hash, user), derived once from the configured
+    /// passwords.
+    scram_credentials: BTreeMap<(broker::ScramHash, String), (Vec<u8>, Vec<u8>)>,
 }
 
 impl SimCluster {
@@ -110,6 +113,7 @@ impl SimCluster {
             injections: Vec::new(),
             request_log: Vec::new(),
             violations: Vec::new(),
+            scram_credentials: BTreeMap::new(),
         }
     }
 

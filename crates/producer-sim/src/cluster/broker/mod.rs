@@ -8,7 +8,7 @@ mod metadata;
 mod produce;
 mod sasl;
 
-pub(crate) use sasl::SaslSession;
+pub(crate) use sasl::{SaslSession, ScramHash};
 
 use std::time::Instant;
 

@@ -52,7 +52,7 @@ pub(crate) enum SaslSession {
 }
 
 /// The hash of a SCRAM mechanism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ScramHash {
     Sha256,
     Sha512,
@@ -369,7 +369,16 @@ impl SimCluster {
         let iterations = self.cfg.sasl.as_ref().map_or(4096, |s| s.scram_iterations);
         // A salt per user, as a credential store keeps it.
         let salt = Sha256::digest(format!("salt:{user}").as_bytes())[..16].to_vec();
-        let (stored_key, server_key) = hash.credential(&password, &salt, iterations);
+        let key = (hash, user.clone());
+        let (stored_key, server_key) = match self.scram_credentials.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                // Derived once per user and hash, as a credential store keeps them.
+                let c = hash.credential(&password, &salt, iterations);
+                self.scram_credentials.insert(key, c.clone());
+                c
+            }
+        };
         let server_nonce = format!("{client_nonce}{:016x}", self.rng.next_u64());
         let server_first = format!(
             "r={server_nonce},s={},i={iterations}",
