@@ -172,6 +172,7 @@ impl<C> CommandQueue<C> {
     /// into it (a swap under one lock) and counts it as held until
     /// [`CommandQueue::release`]. Says whether to wake waiting senders and whether no command
     /// will ever come again.
+    #[must_use = "waiting senders must be woken, and a finished queue means closing"]
     pub fn refill(&self, taken: &mut VecDeque<C>) -> Refill {
         let mut state = self.lock();
         if taken.is_empty() {
@@ -198,6 +199,7 @@ impl<C> CommandQueue<C> {
 
     /// For the owner, once it stops: refuses every later push and returns what is still
     /// queued, for the owner to answer (fail each record, answer each flush).
+    #[must_use = "every command still queued must be answered"]
     pub fn stop(&self) -> VecDeque<C> {
         let mut state = self.lock();
         state.stopped = true;
@@ -225,8 +227,15 @@ mod tests {
         assert!(!q.push(2, false, id).unwrap());
         assert!(matches!(q.push(3, false, id), Err(Refused::Full(3))));
         let mut taken = VecDeque::new();
-        q.refill(&mut taken);
+        let refill = q.refill(&mut taken);
         assert_eq!(taken, [1, 2]);
+        assert_eq!(
+            refill,
+            Refill {
+                wake_senders: false,
+                finished: false
+            }
+        );
         assert!(
             matches!(q.push(3, false, id), Err(Refused::Full(3))),
             "still held"
@@ -235,7 +244,7 @@ mod tests {
         q.release(1);
         assert!(q.push(3, false, id).is_ok());
         // `taken` is not empty: nothing moves.
-        q.refill(&mut taken);
+        let _ = q.refill(&mut taken);
         assert_eq!(taken, [2]);
     }
 

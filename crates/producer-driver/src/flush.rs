@@ -48,6 +48,7 @@ impl<W> FlushTracker<W> {
 
     /// Call when the driver accepts a record: counts it in the current cohort, which it
     /// returns. Every accepted record must come back once through [`FlushTracker::reported`].
+    #[must_use = "the cohort must come back with the record's report, or its flushes never finish"]
     pub fn accept(&mut self) -> Cohort {
         if let Some(n) = self.counts.back_mut() {
             *n += 1;

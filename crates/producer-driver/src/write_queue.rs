@@ -46,6 +46,7 @@ impl WriteQueue {
     /// Points `iov` at the first frames (at most `iov.len()`, and at most [`MAX_IOV`] are
     /// useful); how many it filled. Pass `&iov[..n]` to one vectored write, then call
     /// [`WriteQueue::advance`] with the bytes it wrote.
+    #[must_use = "only that many slices are filled"]
     pub fn fill_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (slot, frame) in iov.iter_mut().zip(self.frames.iter()) {
