@@ -231,6 +231,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// [`MioDriver::send_at`] without acting on the core's outputs: for a loop that hands over
     /// a run of records and then calls [`MioDriver::drive`] once for all of them.
+    #[inline]
     pub(crate) fn accept(
         &mut self,
         now: Instant,
