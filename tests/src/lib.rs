@@ -64,6 +64,8 @@ use std::time::{Duration, Instant};
 
 pub use rdkafka;
 
+pub mod verify;
+
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, DefaultClientContext};
 use rdkafka::config::ClientConfig;

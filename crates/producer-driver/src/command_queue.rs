@@ -12,17 +12,22 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-/// Why [`CommandQueue::push`] did not queue an item; the item comes back.
-#[derive(Debug, PartialEq, Eq)]
+/// Why [`CommandQueue::push`] did not queue an item; the item comes back. Exhaustive on
+/// purpose: a driver answers each reason its own way.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refused<I> {
-    /// The queue is at its capacity.
+    /// The queue holds its capacity in commands (queued, or taken and not yet handled).
+    #[error("command queue full")]
     Full(I),
     /// [`CommandQueue::stop`] was called: nothing is taken any more.
+    #[error("command queue stopped")]
     Stopped(I),
 }
 
-/// [`CommandQueue::stop`] was called: nothing is taken any more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// [`CommandQueue::push_burst`] found the queue stopped ([`CommandQueue::stop`] was called):
+/// nothing was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("command queue stopped")]
 pub struct Stopped;
 
 /// What [`CommandQueue::push_burst`] did.
@@ -90,12 +95,14 @@ impl<C> CommandQueue<C> {
         self.capacity
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State<C>> {
         // A panic while holding the lock leaves the queue consistent (every change is one
         // push, extend or swap): go on with it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[inline]
     fn used(&self, state: &State<C>) -> usize {
         state.queued.len() + self.held.load(Ordering::Relaxed)
     }
@@ -105,6 +112,7 @@ impl<C> CommandQueue<C> {
     /// empty, wake the owner. With `wait_if_full`, a refusal as [`Refused::Full`] counts the
     /// caller as waiting for room: it must then wait to be woken (the owner's
     /// [`Refill::wake_senders`]).
+    #[inline]
     pub fn push<I>(
         &self,
         item: I,
@@ -127,6 +135,7 @@ impl<C> CommandQueue<C> {
     /// Queues a command whatever the capacity (a flush or a close: each blocks its caller, so
     /// there are never more of them than callers). `Ok(true)`: the queue was empty, wake the
     /// owner. Refused only once stopped.
+    #[inline]
     pub fn push_control(&self, cmd: C) -> Result<bool, C> {
         let mut state = self.lock();
         if state.stopped {
@@ -140,6 +149,7 @@ impl<C> CommandQueue<C> {
     /// Queues commands made from the front of `from`, in order, while the queue has room,
     /// under one lock; `make` runs under it, once per item taken. The items not taken stay in
     /// `from`. With `wait_if_full`, the caller counts as waiting for room when some are left.
+    #[inline]
     pub fn push_burst<I>(
         &self,
         from: &mut Vec<I>,
@@ -172,6 +182,8 @@ impl<C> CommandQueue<C> {
     /// into it (a swap under one lock) and counts it as held until
     /// [`CommandQueue::release`]. Says whether to wake waiting senders and whether no command
     /// will ever come again.
+    #[inline]
+    #[must_use = "waiting senders must be woken, and a finished queue means closing"]
     pub fn refill(&self, taken: &mut VecDeque<C>) -> Refill {
         let mut state = self.lock();
         if taken.is_empty() {
@@ -190,6 +202,7 @@ impl<C> CommandQueue<C> {
 
     /// For the owner: `handled` of the commands it took are handled and no longer count
     /// against the capacity.
+    #[inline]
     pub fn release(&self, handled: usize) {
         if handled > 0 {
             self.held.fetch_sub(handled, Ordering::Relaxed);
@@ -198,6 +211,7 @@ impl<C> CommandQueue<C> {
 
     /// For the owner, once it stops: refuses every later push and returns what is still
     /// queued, for the owner to answer (fail each record, answer each flush).
+    #[must_use = "every command still queued must be answered"]
     pub fn stop(&self) -> VecDeque<C> {
         let mut state = self.lock();
         state.stopped = true;
@@ -225,8 +239,15 @@ mod tests {
         assert!(!q.push(2, false, id).unwrap());
         assert!(matches!(q.push(3, false, id), Err(Refused::Full(3))));
         let mut taken = VecDeque::new();
-        q.refill(&mut taken);
+        let refill = q.refill(&mut taken);
         assert_eq!(taken, [1, 2]);
+        assert_eq!(
+            refill,
+            Refill {
+                wake_senders: false,
+                finished: false
+            }
+        );
         assert!(
             matches!(q.push(3, false, id), Err(Refused::Full(3))),
             "still held"
@@ -235,7 +256,7 @@ mod tests {
         q.release(1);
         assert!(q.push(3, false, id).is_ok());
         // `taken` is not empty: nothing moves.
-        q.refill(&mut taken);
+        let _ = q.refill(&mut taken);
         assert_eq!(taken, [2]);
     }
 

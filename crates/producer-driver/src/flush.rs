@@ -42,12 +42,15 @@ impl<W> Default for FlushTracker<W> {
 
 impl<W> FlushTracker<W> {
     /// The cohort records accepted now belong to.
+    #[inline]
     pub fn current(&self) -> Cohort {
         Cohort(self.base + self.counts.len() as u64 - 1)
     }
 
     /// Call when the driver accepts a record: counts it in the current cohort, which it
     /// returns. Every accepted record must come back once through [`FlushTracker::reported`].
+    #[inline]
+    #[must_use = "the cohort must come back with the record's report, or its flushes never finish"]
     pub fn accept(&mut self) -> Cohort {
         if let Some(n) = self.counts.back_mut() {
             *n += 1;
@@ -58,6 +61,7 @@ impl<W> FlushTracker<W> {
     /// Call when a record of `cohort` has its report (or is handed back, no longer the
     /// driver's to report). Returns the flushes this completed, oldest first, for the driver to
     /// answer; usually none. A cohort already fully reported is ignored.
+    #[inline]
     #[must_use = "the flushes returned are done and must be answered"]
     pub fn reported(&mut self, cohort: Cohort) -> Done<'_, W> {
         let Some(index) = cohort.0.checked_sub(self.base) else {
@@ -86,6 +90,7 @@ impl<W> FlushTracker<W> {
     }
 
     /// Whether any flush is waiting.
+    #[inline]
     pub fn is_waiting(&self) -> bool {
         !self.waiters.is_empty()
     }
@@ -132,6 +137,7 @@ pub struct Done<'a, W>(Option<std::collections::vec_deque::Drain<'a, (u64, W)>>)
 impl<W> Iterator for Done<'_, W> {
     type Item = W;
 
+    #[inline]
     fn next(&mut self) -> Option<W> {
         self.0.as_mut()?.next().map(|(_, w)| w)
     }

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use producer_core::Record;
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it).
+#[inline]
 pub fn wall_clock_ms() -> i64 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
         // Seconds and milliseconds separately: `as_millis` goes through a u128.
@@ -18,6 +19,7 @@ pub fn wall_clock_ms() -> i64 {
 
 /// Gives `record` the wall clock if it has no timestamp; whether it did so (so that a driver
 /// refusing the record can hand it back as it came, see [`unfill`]).
+#[inline]
 pub fn fill(record: &mut Record) -> bool {
     if record.timestamp.is_some() {
         return false;
@@ -28,25 +30,19 @@ pub fn fill(record: &mut Record) -> bool {
 
 /// Takes back the timestamp [`fill`] gave `record` (when `filled`), before the record goes back
 /// to the application unsent.
+#[inline]
 pub fn unfill(record: &mut Record, filled: bool) {
     if filled {
         record.timestamp = None;
     }
 }
 
-/// One wall-clock reading shared by a burst of records: read at the first record that needs
-/// it, so a burst costs one reading, and a burst that takes nothing none.
-#[derive(Debug, Default)]
-pub struct BurstClock {
-    reading: Option<i64>,
-}
-
-impl BurstClock {
-    /// Gives `record` this burst's reading if it has no timestamp.
-    pub fn fill(&mut self, record: &mut Record) {
-        if record.timestamp.is_none() {
-            record.timestamp = Some(*self.reading.get_or_insert_with(wall_clock_ms));
-        }
+/// Gives `record` the wall-clock reading `now_ms` if it has no timestamp: for a burst of
+/// records that share one reading of [`wall_clock_ms`].
+#[inline]
+pub fn fill_at(record: &mut Record, now_ms: i64) {
+    if record.timestamp.is_none() {
+        record.timestamp = Some(now_ms);
     }
 }
 
@@ -71,15 +67,14 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_shares_one_reading() {
-        let mut clock = BurstClock::default();
-        let mut records: Vec<Record> = (0..3).map(|_| Record::new("t", "v")).collect();
-        records[1] = records[1].clone().with_timestamp(5);
+    fn fill_at_keeps_a_timestamp() {
+        let mut records = [
+            Record::new("t", "v"),
+            Record::new("t", "v").with_timestamp(5),
+        ];
         for r in &mut records {
-            clock.fill(r);
+            fill_at(r, 9);
         }
-        assert_eq!(records[1].timestamp, Some(5));
-        assert_eq!(records[0].timestamp, records[2].timestamp);
-        assert!(records[0].timestamp.is_some());
+        assert_eq!(records.map(|r| r.timestamp), [Some(9), Some(5)]);
     }
 }

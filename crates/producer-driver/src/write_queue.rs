@@ -20,6 +20,7 @@ pub struct WriteQueue {
 
 impl WriteQueue {
     /// Queues a frame behind the others (an empty one is ignored).
+    #[inline]
     pub fn push(&mut self, frame: Bytes) {
         if frame.is_empty() {
             return;
@@ -29,16 +30,19 @@ impl WriteQueue {
     }
 
     /// Whether everything was written.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
 
     /// Frames queued (the front one perhaps partly written).
+    #[inline]
     pub fn frames(&self) -> usize {
         self.frames.len()
     }
 
     /// Bytes still to write.
+    #[inline]
     pub fn queued_bytes(&self) -> usize {
         self.bytes
     }
@@ -46,6 +50,8 @@ impl WriteQueue {
     /// Points `iov` at the first frames (at most `iov.len()`, and at most [`MAX_IOV`] are
     /// useful); how many it filled. Pass `&iov[..n]` to one vectored write, then call
     /// [`WriteQueue::advance`] with the bytes it wrote.
+    #[inline]
+    #[must_use = "only that many slices are filled"]
     pub fn fill_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (slot, frame) in iov.iter_mut().zip(self.frames.iter()) {
@@ -57,6 +63,7 @@ impl WriteQueue {
 
     /// Call after a write took `written` bytes: drops the frames written whole and the written
     /// part of the next one. More than what is queued empties the queue.
+    #[inline]
     pub fn advance(&mut self, written: usize) {
         self.bytes = self.bytes.saturating_sub(written);
         let mut left = written;

@@ -145,6 +145,7 @@ impl<T> MioDriver<T> {
     }
 
     /// The next delivery report, if any. Call it after each loop iteration until `None`.
+    #[must_use = "a dropped report is lost"]
     pub fn poll_delivery(&mut self) -> Option<Delivery<T>> {
         self.sink.pop()
     }
@@ -230,6 +231,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// [`MioDriver::send_at`] without acting on the core's outputs: for a loop that hands over
     /// a run of records and then calls [`MioDriver::drive`] once for all of them.
+    #[inline]
     pub(crate) fn accept(
         &mut self,
         now: Instant,
@@ -287,12 +289,14 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// The next producer event (also logged with `tracing`), if any. Optional: at most the
     /// latest 256 are kept.
+    #[must_use = "a dropped event is lost"]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// How long the caller's `poll` may sleep before [`MioDriver::handle_timeout`] is due:
     /// pass it as `poll`'s timeout (or a shorter one). `None`: no deadline pending.
+    #[must_use = "pass it to `Poll::poll`"]
     pub fn next_timeout(&self) -> Option<Duration> {
         self.core
             .poll_timeout()

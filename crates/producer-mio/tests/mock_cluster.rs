@@ -12,7 +12,10 @@ use mio::{Events, Poll, Token};
 use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_mio::{BatchClosed, MioDriver, SendError, ThreadedProducer, TokenRange};
 
-use support::{now_ms, record, verify, with_hang_guard, Cluster, Reports, HANG_GUARD};
+use support::{
+    assert_burst_take, now_ms, record, verify_delivered, with_hang_guard, Cluster, Reports,
+    HANG_GUARD, PARTITIONS,
+};
 
 /// The embeddable driver inside a test-owned `mio::Poll` loop.
 #[test]
@@ -76,9 +79,10 @@ fn embedded_driver_run() {
     }
     assert!(driver.poll_delivery().is_none());
     let reports = reports.all();
-    verify(
+    verify_delivered(
         &cluster.bootstrap,
         topic,
+        PARTITIONS,
         &records,
         &reports,
         (start_ms, now_ms()),
@@ -130,9 +134,10 @@ fn threaded_producer_produces_20k_records() {
     producer.close();
     assert!(report_rx.try_recv().is_err(), "no report after close");
     let reports = reports.all();
-    verify(
+    verify_delivered(
         &cluster.bootstrap,
         topic,
+        PARTITIONS,
         &records,
         &reports,
         (start_ms, now_ms()),
@@ -167,15 +172,8 @@ fn threaded_producer_send_batch() {
             let before = burst.len();
             let first = burst[0].1;
             let taken = producer.send_batch(&mut burst).expect("open");
-            assert!(taken <= CAPACITY, "took {taken} into a queue of {CAPACITY}");
-            assert_eq!(burst.len(), before - taken, "taken records leave the vec");
-            if let Some((_, i)) = burst.first() {
-                assert_eq!(
-                    *i,
-                    first + taken,
-                    "records are taken from the front, in order"
-                );
-            }
+            let front = burst.first().map(|(_, i)| *i as u64);
+            assert_burst_take(before, first as u64, taken, CAPACITY, burst.len(), front);
             if taken == 0 {
                 // Full: wait for a report (queued records guarantee one comes).
                 reports.take(report_rx.recv_timeout(HANG_GUARD).expect("a report"));
@@ -194,9 +192,10 @@ fn threaded_producer_send_batch() {
         reports.take(d);
     }
     let reports = reports.all();
-    verify(
+    verify_delivered(
         &cluster.bootstrap,
         topic,
+        PARTITIONS,
         &records,
         &reports,
         (start_ms, now_ms()),

@@ -93,6 +93,7 @@ pub struct BrokerSpec {
 
 impl BrokerSpec {
     /// A broker with the default API ranges.
+    #[must_use]
     pub fn new(node_id: i32, host: impl Into<String>, port: u16) -> Self {
         BrokerSpec {
             node_id,
@@ -137,6 +138,7 @@ pub struct SimConfig {
 impl SimConfig {
     /// `n` brokers with node ids `1..=n`, hosts `broker-<id>`, port 9092, default API ranges,
     /// latency 1-5 ms, no random drops.
+    #[must_use]
     pub fn with_brokers(n: usize, seed: u64) -> Self {
         let brokers = (1..=n)
             .map(|i| {

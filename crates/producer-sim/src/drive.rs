@@ -151,6 +151,7 @@ impl<T> Harness<T> {
     }
 
     /// The next instant anything happens (producer deadline or network event).
+    #[must_use]
     pub fn next_wakeup(&self) -> Option<Instant> {
         match (self.producer.poll_timeout(), self.cluster.next_event_time()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -205,6 +206,7 @@ impl<T> Harness<T> {
     }
 
     /// Steps until `done` holds or `timeout` of virtual time passes. Returns whether `done` held.
+    #[must_use = "whether the condition held is the point of the call"]
     pub fn run_until(&mut self, timeout: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
         let limit = self.now + timeout;
         loop {
@@ -227,6 +229,7 @@ impl<T> Harness<T> {
     }
 
     /// Flushes and runs until every accepted record has its report (or `timeout` passes).
+    #[must_use = "false means some record had no report by the timeout"]
     pub fn flush(&mut self, timeout: Duration) -> bool {
         self.producer.flush(self.now);
         self.run_until(timeout, |h| h.producer.buffered_records() == 0)

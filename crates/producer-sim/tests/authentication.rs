@@ -2,11 +2,11 @@
 //! delivers, re-authentication keeps a long stream whole, and each failure is typed, prompt
 //! (virtual time), hands every record back, and backs off.
 
-mod harness;
+mod support;
 
 use std::time::Duration;
 
-use harness::*;
+use support::run::*;
 use producer_core::{
     AuthError, ErrorCode, Event, Mechanism, OAuthToken, ProduceError, SaslConfig, SecurityProtocol,
 };

@@ -1,12 +1,13 @@
 //! Network model and fault injection: connections, ordering, stop/start, stalls, drops,
 //! delays, byte-at-a-time writes, garbage, determinism.
 
-mod common;
+mod support;
 
-use common::*;
 use kafka_protocol::messages::{ApiKey, MetadataResponse, ProduceResponse};
 use producer_sim::{NetEvent, SimCluster, SimConfig};
 use std::time::Duration;
+use support::client::*;
+use support::ErrorCode;
 
 #[test]
 fn connect_takes_one_latency_and_unknown_address_fails() {
@@ -154,7 +155,10 @@ fn stop_broker_closes_connections_loses_in_flight_and_refuses_connects() {
     c.sim.start_broker(1).unwrap();
     let back = c.connect_to(1);
     assert!(c.connected.contains(&back));
-    assert_eq!(c.produce1(back, 9, "t", 0, batch(B::plain(1))), (0, 0));
+    assert_eq!(
+        c.produce1(back, FIRST_FLEXIBLE_PRODUCE, "t", 0, batch(B::plain(1))),
+        (ErrorCode::NONE, 0)
+    );
 }
 
 #[test]
@@ -195,7 +199,10 @@ fn stalled_broker_delivers_nothing_until_released() {
     c.sim.unstall_connections_to(1, c.now).unwrap();
     assert_eq!(c.sim.next_event_time(), Some(c.now));
     let got: ProduceResponse = c.recv(conn, ApiKey::Produce, 9, corr);
-    assert_eq!(got.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(
+        got.responses[0].partition_responses[0].error_code,
+        ErrorCode::NONE.0
+    );
 }
 
 #[test]
@@ -373,7 +380,10 @@ fn garbage_never_panics_and_closes_the_connection() {
     let r = c
         .produce(conn, 9, -1, &[("t", 0, batch(B::plain(1)))])
         .unwrap();
-    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        ErrorCode::NONE.0
+    );
 }
 
 #[test]

@@ -2,14 +2,15 @@
 //!
 //! Cases per run: `PROPTEST_CASES` (default 1000).
 
-mod harness;
+mod support;
 
 use std::time::Duration;
 
-use harness::*;
 use producer_core::{Compression, Mechanism, SaslConfig, SecurityProtocol};
 use producer_sim::{InjectedError, SimConfig, SimSasl, API_PRODUCE};
 use proptest::prelude::*;
+use support::run::*;
+use support::ErrorCode;
 
 const TOPICS: &[(&str, i32)] = &[("a", 3), ("b", 2)];
 const BROKERS: i32 = 3;
@@ -17,18 +18,19 @@ const BUFFER_BYTES: usize = 256 * 1024;
 const BUFFER_RECORDS: usize = 300;
 
 /// Errors a real broker answers Produce with, and whether the batch was appended anyway.
-const FAULTS: &[(i16, bool)] = &[
-    (6, false),  // NOT_LEADER_OR_FOLLOWER
-    (7, true),   // REQUEST_TIMED_OUT after the write
-    (7, false),  // REQUEST_TIMED_OUT before it
-    (19, false), // NOT_ENOUGH_REPLICAS
-    (20, true),  // NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    (10, false), // MESSAGE_TOO_LARGE
-    (2, false),  // CORRUPT_MESSAGE
-    (45, false), // OUT_OF_ORDER_SEQUENCE_NUMBER
-    (59, false), // UNKNOWN_PRODUCER_ID
-    (13, false), // NETWORK_EXCEPTION
-    (89, false), // THROTTLING_QUOTA_EXCEEDED
+/// The errors injected into Produce responses, and whether the batch is appended first.
+const FAULTS: &[(ErrorCode, bool)] = &[
+    (ErrorCode::NOT_LEADER_OR_FOLLOWER, false),
+    (ErrorCode::REQUEST_TIMED_OUT, true),  // after the write
+    (ErrorCode::REQUEST_TIMED_OUT, false), // before it
+    (ErrorCode::NOT_ENOUGH_REPLICAS, false),
+    (ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND, true),
+    (ErrorCode::MESSAGE_TOO_LARGE, false),
+    (ErrorCode::CORRUPT_MESSAGE, false),
+    (ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, false),
+    (ErrorCode::UNKNOWN_PRODUCER_ID, false),
+    (ErrorCode::NETWORK_EXCEPTION, false),
+    (ErrorCode::THROTTLING_QUOTA_EXCEEDED, false),
 ];
 
 #[derive(Debug, Clone)]
@@ -195,7 +197,7 @@ fn run_with(
                     api_key: API_PRODUCE,
                     topic: Some(names[topic].to_string()),
                     partition: Some(partition),
-                    error_code: code,
+                    error_code: code.0,
                     count: 1,
                     persist,
                 });

@@ -1,10 +1,10 @@
 //! Failure reports keep per-partition send order too, whatever fails the records.
 
-mod harness;
+mod support;
 
 use std::time::Duration;
 
-use harness::*;
+use support::run::*;
 use producer_core::{ProduceError, Record};
 
 const TOPICS: &[(&str, i32)] = &[("orders", 1)];

@@ -1,19 +1,21 @@
 //! Scenario tests: one per situation users of asynchronous producers run into, each checked
 //! against the simulated cluster's broker rules.
 
-mod harness;
+mod support;
 
 use std::time::Duration;
 
-use harness::*;
-use producer_core::{Acks, Compression, ProduceError, Record, SendErrorReason};
+use producer_core::{Acks, Compression, Config, ProduceError, Producer, Record, SendErrorReason};
+use producer_sim::drive::Harness;
 use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
+use support::run::*;
+use support::ErrorCode;
 
 const TOPICS: &[(&str, i32)] = &[("orders", 4), ("clicks", 3)];
 const NAMES: &[&str] = &["orders", "clicks"];
 
 fn inject(
-    code: i16,
+    code: ErrorCode,
     topic: Option<&str>,
     partition: Option<i32>,
     count: u32,
@@ -23,7 +25,7 @@ fn inject(
         api_key: API_PRODUCE,
         topic: topic.map(str::to_string),
         partition,
-        error_code: code,
+        error_code: code.0,
         count,
         persist,
     }
@@ -153,9 +155,9 @@ fn leader_moves_mid_stream_and_batches_follow() {
     assert!(reports(&h).values().all(|r| r.is_ok()));
     let to_new = h.cluster.request_log().iter().filter(|r| {
         r.broker_id == new
-            && r.produce
-                .iter()
-                .any(|p| p.topic == "orders" && p.partition == 0 && p.error_code == 0)
+            && r.produce.iter().any(|p| {
+                p.topic == "orders" && p.partition == 0 && p.error_code == ErrorCode::NONE.0
+            })
     });
     assert!(to_new.count() > 0, "orders-0 batches followed the leader");
 }
@@ -180,7 +182,11 @@ fn not_leader_refreshes_metadata_before_retrying_without_hints() {
     let log = &h.cluster.request_log()[mark..];
     let failed = log
         .iter()
-        .position(|r| r.produce.iter().any(|p| p.error_code == 6))
+        .position(|r| {
+            r.produce
+                .iter()
+                .any(|p| p.error_code == ErrorCode::NOT_LEADER_OR_FOLLOWER.0)
+        })
         .expect("a NOT_LEADER answer");
     let metadata = log
         .iter()
@@ -211,7 +217,7 @@ fn leader_hint_moves_the_partition_at_once() {
         api_key: producer_sim::API_METADATA,
         topic: Some("t".into()),
         partition: None,
-        error_code: 5,
+        error_code: ErrorCode::LEADER_NOT_AVAILABLE.0,
         count: 1000,
         persist: false,
     });
@@ -219,11 +225,12 @@ fn leader_hint_moves_the_partition_at_once() {
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
-    let hinted = h
-        .cluster
-        .request_log()
-        .iter()
-        .any(|r| r.broker_id == old && r.produce.iter().any(|p| p.error_code == 6));
+    let hinted = h.cluster.request_log().iter().any(|r| {
+        r.broker_id == old
+            && r.produce
+                .iter()
+                .any(|p| p.error_code == ErrorCode::NOT_LEADER_OR_FOLLOWER.0)
+    });
     assert!(hinted, "the old leader answered NOT_LEADER_OR_FOLLOWER");
 }
 
@@ -232,8 +239,13 @@ fn message_too_large_splits_the_batch() {
     let mut h = harness(cluster(1, &[("t", 1)], 7), |b| {
         b.linger(Duration::from_millis(50))
     });
-    h.cluster
-        .inject_error(inject(10, Some("t"), Some(0), 1, false));
+    h.cluster.inject_error(inject(
+        ErrorCode::MESSAGE_TOO_LARGE,
+        Some("t"),
+        Some(0),
+        1,
+        false,
+    ));
     let sent = send_many(&mut h, &["t"], 0, 40, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
@@ -259,8 +271,13 @@ fn message_too_large_splits_the_batch() {
 #[test]
 fn single_record_too_large_for_the_broker_fails_with_the_record() {
     let mut h = harness(cluster(1, &[("t", 1)], 8), |b| b);
-    h.cluster
-        .inject_error(inject(10, Some("t"), Some(0), 1, false));
+    h.cluster.inject_error(inject(
+        ErrorCode::MESSAGE_TOO_LARGE,
+        Some("t"),
+        Some(0),
+        1,
+        false,
+    ));
     let sent = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
@@ -273,8 +290,13 @@ fn single_record_too_large_for_the_broker_fails_with_the_record() {
 #[test]
 fn corrupt_message_is_not_retried() {
     let mut h = harness(cluster(1, &[("t", 2)], 9), |b| b);
-    h.cluster
-        .inject_error(inject(2, Some("t"), Some(0), 1, false));
+    h.cluster.inject_error(inject(
+        ErrorCode::CORRUPT_MESSAGE,
+        Some("t"),
+        Some(0),
+        1,
+        false,
+    ));
     let sent = send_many(&mut h, &["t"], 0, 1, false)
         .into_iter()
         .chain(std::iter::empty())
@@ -293,7 +315,7 @@ fn corrupt_message_is_not_retried() {
         .request_log()
         .iter()
         .flat_map(|r| r.produce.iter())
-        .filter(|p| p.error_code == 2)
+        .filter(|p| p.error_code == ErrorCode::CORRUPT_MESSAGE.0)
         .count();
     assert_eq!(attempts, 1, "CORRUPT_MESSAGE answered once, never retried");
     assert!(reports(&h)
@@ -308,8 +330,13 @@ fn only_the_failed_partitions_are_resent() {
     });
     let warm = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
-    h.cluster
-        .inject_error(inject(19, Some("t"), Some(1), 1, false));
+    h.cluster.inject_error(inject(
+        ErrorCode::NOT_ENOUGH_REPLICAS,
+        Some("t"),
+        Some(1),
+        1,
+        false,
+    ));
     let mut sent = warm;
     for p in 0..3 {
         let id = 10 + p as u64;
@@ -332,7 +359,7 @@ fn only_the_failed_partitions_are_resent() {
     let retry = produce
         .iter()
         .find(|r| {
-            r.produce.iter().all(|p| p.error_code == 0)
+            r.produce.iter().all(|p| p.error_code == ErrorCode::NONE.0)
                 && r.produce.iter().any(|p| p.partition == 1)
         })
         .unwrap();
@@ -346,10 +373,20 @@ fn only_the_failed_partitions_are_resent() {
 #[test]
 fn unsure_errors_are_retried_and_deduplicated() {
     let mut h = harness(cluster(1, &[("t", 1)], 11), |b| b);
-    h.cluster
-        .inject_error(inject(20, Some("t"), Some(0), 1, true));
-    h.cluster
-        .inject_error(inject(7, Some("t"), Some(0), 1, true));
+    h.cluster.inject_error(inject(
+        ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Some("t"),
+        Some(0),
+        1,
+        true,
+    ));
+    h.cluster.inject_error(inject(
+        ErrorCode::REQUEST_TIMED_OUT,
+        Some("t"),
+        Some(0),
+        1,
+        true,
+    ));
     let sent = send_many(&mut h, &["t"], 0, 50, false);
     assert!(h.flush(secs(10)));
     check_run(&h, &sent, &[("t", 1)], true);
@@ -358,7 +395,11 @@ fn unsure_errors_are_retried_and_deduplicated() {
 
 #[test]
 fn out_of_order_and_unknown_producer_id_bump_the_epoch() {
-    for code in [45i16, 59, 47] {
+    for code in [
+        ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode::UNKNOWN_PRODUCER_ID,
+        ErrorCode::INVALID_PRODUCER_EPOCH,
+    ] {
         let mut h = harness(cluster(1, &[("t", 1)], 12), |b| b);
         let mut sent = send_many(&mut h, &["t"], 0, 5, false);
         assert!(h.flush(secs(10)));
@@ -405,15 +446,42 @@ fn request_timeout_closes_the_connection_and_retries_without_duplicates() {
 fn broker_down_and_back() {
     let mut h = harness(cluster(2, TOPICS, 14), |b| b);
     let mut sent = send_many(&mut h, NAMES, 0, 300, true);
-    h.run_for(Duration::from_millis(10));
+    // Mid-stream: broker 2 stops once the producer is sending to it.
+    let producing_to_2 = |h: &Harness<u64>| {
+        h.cluster
+            .request_log()
+            .iter()
+            .any(|r| r.broker_id == 2 && r.api_key == API_PRODUCE)
+    };
+    assert!(h.run_until(secs(5), producing_to_2));
+    let disconnects = h.producer.stats().disconnects;
     h.cluster.stop_broker(2, h.now).unwrap();
     sent.extend(send_many(&mut h, NAMES, 300, 300, true));
     h.run_for(Duration::from_millis(500));
+    // The stop took effect: the producer lost its connection to broker 2, and the records of
+    // the partitions broker 2 leads (it stays their leader) wait for it.
+    assert!(
+        h.producer.stats().disconnects > disconnects,
+        "the connection to the stopped broker was lost"
+    );
+    assert!(
+        h.producer.buffered_records() > 0,
+        "records for the stopped broker's partitions wait for it"
+    );
+    assert_eq!(h.cluster.broker_running(2), Some(false));
+    let restarted_at = h.now;
     h.cluster.start_broker(2).unwrap();
     sent.extend(send_many(&mut h, NAMES, 600, 300, true));
     assert!(h.flush(secs(60)));
     check_run(&h, &sent, TOPICS, true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
+    assert!(
+        h.cluster.request_log().iter().any(|r| r.broker_id == 2
+            && r.at >= restarted_at
+            && r.api_key == API_PRODUCE
+            && r.produce.iter().any(|p| p.appended)),
+        "broker 2 took the waiting records after its restart"
+    );
 }
 
 #[test]
@@ -470,6 +538,11 @@ fn delivery_timeout_fails_records_with_the_record_when_no_broker_is_reachable() 
     assert!(h.flush(secs(10)));
     h.cluster.stop_broker(1, h.now).unwrap();
     sent.extend(send_many(&mut h, &["t"], 3, 10, false));
+    // Not before the delivery timeout (virtual time)...
+    let reported = h.deliveries.len();
+    let just_before = Duration::from_millis(2000 - 1);
+    assert!(!h.run_until(just_before, |h| h.deliveries.len() > reported));
+    // ...and once it has passed.
     assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
     check_run(&h, &sent, &[("t", 1)], true);
     let r = reports(&h);
@@ -484,10 +557,13 @@ fn delivery_timeout_fails_records_with_the_record_when_no_broker_is_reachable() 
 
 #[test]
 fn unknown_topic_fails_after_max_block() {
-    let mut h = harness(cluster(1, &[("t", 1)], 17), |b| {
-        b.max_block(Duration::from_millis(800))
-    });
+    let max_block = Duration::from_millis(800);
+    let mut h = harness(cluster(1, &[("t", 1)], 17), |b| b.max_block(max_block));
     h.send(record(0, "missing", false), 0).unwrap();
+    // Not before `max_block` (virtual time)...
+    let just_before = max_block - Duration::from_millis(1);
+    assert!(!h.run_until(just_before, |h| !h.deliveries.is_empty()));
+    // ...and once it has passed.
     assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
     let f = h.deliveries[0].result.as_ref().unwrap_err();
     assert_eq!(f.error, ProduceError::UnknownTopic);
@@ -560,8 +636,13 @@ fn throttle_time_holds_the_broker() {
 #[test]
 fn failures_only_mode_reports_only_failures() {
     let mut h = harness(cluster(1, &[("t", 1)], 21), |b| b.report_successes(false));
-    h.cluster
-        .inject_error(inject(2, Some("t"), Some(0), 1, false));
+    h.cluster.inject_error(inject(
+        ErrorCode::CORRUPT_MESSAGE,
+        Some("t"),
+        Some(0),
+        1,
+        false,
+    ));
     let _ = send_many(&mut h, &["t"], 0, 1, false);
     assert!(h.flush(secs(10)));
     let _ = send_many(&mut h, &["t"], 1, 20, false);
@@ -644,6 +725,37 @@ fn records_for_an_unreachable_cluster_fail_with_the_delivery_timeout() {
     }
 }
 
+/// Nothing listens at the bootstrap address (the mio driver's `unreachable` tests on real
+/// sockets): the topic's metadata never arrives, so every record fails once `max_block` has
+/// passed, not before, with the record back.
+#[test]
+fn records_for_a_bootstrap_nobody_listens_at_fail_after_max_block() {
+    let max_block = Duration::from_secs(2);
+    let cluster = cluster(1, &[("t", 1)], 27);
+    let now = cluster.now();
+    let config = Config::builder([("nobody-listens", 9092)])
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        .max_block(max_block)
+        .build()
+        .unwrap();
+    let mut h = Harness::new(Producer::new(config, now), cluster, now);
+    let sent = send_many(&mut h, &["t"], 0, 20, false);
+    let just_before = max_block - Duration::from_millis(1);
+    assert!(!h.run_until(just_before, |h| !h.deliveries.is_empty()));
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    check_run(&h, &sent, &[("t", 1)], true);
+    for (id, r) in reports(&h) {
+        assert!(
+            matches!(
+                r,
+                Err(ProduceError::DeliveryTimeout { .. } | ProduceError::UnknownTopic)
+            ),
+            "record {id}: {r:?}"
+        );
+    }
+}
+
 /// Records that travel in a batch are kept only as the batch's bytes (plus the opaque value):
 /// a failure decodes them back out, and a split re-encodes them. Both must hand back exactly
 /// what was sent, in every codec: key, value, every header, timestamp (or none), partition
@@ -674,8 +786,13 @@ fn failed_and_split_batches_hand_back_records_exactly_every_compression() {
         let mut h = harness(cluster(1, &[("t", 1)], 40 + i as u64), |b| {
             b.linger(Duration::from_millis(50)).compression(compression)
         });
-        h.cluster
-            .inject_error(inject(10, Some("t"), Some(0), 1, false));
+        h.cluster.inject_error(inject(
+            ErrorCode::MESSAGE_TOO_LARGE,
+            Some("t"),
+            Some(0),
+            1,
+            false,
+        ));
         let sent: Vec<Record> = (0..40).map(rich_record).collect();
         for (id, r) in sent.iter().enumerate() {
             h.send(r.clone(), id as u64).unwrap();
@@ -700,8 +817,13 @@ fn failed_and_split_batches_hand_back_records_exactly_every_compression() {
         let mut h = harness(cluster(1, &[("t", 1)], 50 + i as u64), |b| {
             b.linger(Duration::from_millis(50)).compression(compression)
         });
-        h.cluster
-            .inject_error(inject(2, Some("t"), Some(0), 1, false));
+        h.cluster.inject_error(inject(
+            ErrorCode::CORRUPT_MESSAGE,
+            Some("t"),
+            Some(0),
+            1,
+            false,
+        ));
         for (id, r) in sent.iter().enumerate() {
             h.send(r.clone(), id as u64).unwrap();
         }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use producer_core::{Config, Record};
-use producer_driver::timestamp::{self, BurstClock};
+use producer_driver::timestamp;
 use producer_driver::{CommandQueue, Refused};
 use tokio::sync::{oneshot, Notify};
 
@@ -254,7 +254,7 @@ impl ProducerHandle {
     }
 
     /// Queues detached records from the front of `records` while the queue has room, under
-    /// one lock, with one clock reading (none when nothing fits); how many it took.
+    /// one lock, with one wall-clock reading; how many it took.
     /// `waiting`: the caller registered for a wake-up and waits when some are left.
     fn push_batch(
         &self,
@@ -262,11 +262,13 @@ impl ProducerHandle {
         waiting: bool,
     ) -> Result<usize, BatchClosed> {
         let shared = self.shared();
-        let mut clock = BurstClock::default();
+        // Read before the lock, once per call: a call that finds the queue full reads it for
+        // nothing, and is about to wait anyway.
+        let now_ms = timestamp::wall_clock_ms();
         let burst = shared
             .queue
             .push_burst(records, waiting, |(mut record, tag)| {
-                clock.fill(&mut record);
+                timestamp::fill_at(&mut record, now_ms);
                 Cmd::Send {
                     record,
                     reply: ReplyTo::Detached(tag),

@@ -600,11 +600,8 @@ async fn batched_detached_records_roundtrip() {
             let before = burst.len();
             let first = burst[0].1;
             let taken = handle.try_send_batch_detached(&mut burst).expect("open");
-            assert!(taken <= CAPACITY, "took {taken} into a queue of {CAPACITY}");
-            assert_eq!(burst.len(), before - taken, "taken records leave the vec");
-            if let Some((_, tag)) = burst.first() {
-                assert_eq!(*tag, first + taken as u64, "taken from the front, in order");
-            }
+            let front = burst.first().map(|(_, tag)| *tag);
+            assert_burst_take(before, first, taken, CAPACITY, burst.len(), front);
             if taken == 0 {
                 // Full: wait for a report (the queued records guarantee one comes).
                 take(rx.recv().await.expect("a report"));

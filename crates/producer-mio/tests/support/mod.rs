@@ -1,25 +1,21 @@
 //! What the mio drivers' tests share: a 3-broker mock cluster, a varied record workload, a
-//! hang guard, and a record-by-record comparison against what an independent consumer
-//! (`producer-tests`' read-back: librdkafka, CRC checks on) reads back.
+//! hang guard; the record-by-record comparison against what an independent consumer reads
+//! back is `producer-tests`' (shared with the tokio driver's tests).
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_core::{Delivery, Record, RecordMetadata};
-use producer_tests::rdkafka::Timestamp;
-use producer_tests::{read_back_all, MockKafka};
+use producer_tests::MockKafka;
+
+pub use producer_tests::verify::{assert_burst_take, verify_delivered};
 
 pub const PARTITIONS: i32 = 6;
-/// The LogAppendTime librdkafka's mock puts in every successful Produce response.
-pub const MOCK_LOG_APPEND_TIME: i64 = 1234;
 /// How long a test may go on before it counts as hung. Not a timing assertion: a test that
 /// works finishes long before, whatever the machine's load.
 pub const HANG_GUARD: Duration = Duration::from_secs(120);
-/// How long reading back may take before the read-back gives up (and the count check fails).
-const READ_BACK_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `test` on a thread of its own and waits for it to end: its panic is the test's, and a
 /// test still running after [`HANG_GUARD`] fails as hung instead of hanging the suite.
@@ -144,115 +140,6 @@ impl Reports {
             .enumerate()
             .map(|(i, r)| r.unwrap_or_else(|| panic!("record {i} got no report")))
             .collect()
-    }
-}
-
-/// Checks the reports against each other and against what a consumer reads back: every
-/// record is at the partition and offset of its report, with the same key, value, headers and
-/// timestamp; offsets per partition are contiguous from 0 and follow the send order.
-/// `ts_window` bounds the timestamps the driver filled in.
-pub fn verify(
-    bootstrap: &str,
-    topic: &str,
-    records: &[Record],
-    reports: &[RecordMetadata],
-    ts_window: (i64, i64),
-) {
-    assert_eq!(records.len(), reports.len());
-    let mut at: HashMap<(i32, i64), usize> = HashMap::new();
-    let mut last_offset: HashMap<i32, i64> = HashMap::new();
-    for (i, (rec, meta)) in records.iter().zip(reports).enumerate() {
-        assert_eq!(&*meta.topic, topic);
-        assert!((0..PARTITIONS).contains(&meta.partition));
-        if let Some(p) = rec.partition {
-            assert_eq!(
-                meta.partition, p,
-                "record {i} ignored its explicit partition"
-            );
-        }
-        assert!(meta.offset >= 0, "record {i} has no offset");
-        // The mock answers every Produce with LogAppendTime 1234 (a quirk of librdkafka's mock
-        // handler), which the core faithfully reports; the record's own timestamp is checked
-        // against what the consumer reads.
-        if meta.timestamp != MOCK_LOG_APPEND_TIME {
-            match rec.timestamp {
-                Some(ts) => assert_eq!(meta.timestamp, ts, "record {i}"),
-                None => assert!(
-                    (ts_window.0..=ts_window.1).contains(&meta.timestamp),
-                    "record {i}"
-                ),
-            }
-        }
-        // Per-partition order: later sends to one partition get higher offsets.
-        if let Some(prev) = last_offset.insert(meta.partition, meta.offset) {
-            assert!(
-                meta.offset > prev,
-                "record {i} at offset {} after {prev} in partition {}",
-                meta.offset,
-                meta.partition
-            );
-        }
-        assert!(
-            at.insert((meta.partition, meta.offset), i).is_none(),
-            "two records at one offset"
-        );
-    }
-    let mut per_partition: HashMap<i32, i64> = HashMap::new();
-    for &(p, _) in at.keys() {
-        *per_partition.entry(p).or_default() += 1;
-    }
-    for (&p, &count) in &per_partition {
-        assert_eq!(
-            last_offset[&p],
-            count - 1,
-            "offsets of partition {p} are not contiguous from 0"
-        );
-    }
-
-    let consumed = read_back_all(bootstrap, topic, PARTITIONS, READ_BACK_LIMIT);
-    assert_eq!(
-        consumed.len(),
-        records.len(),
-        "read back {} records, {} were produced",
-        consumed.len(),
-        records.len()
-    );
-    let mut seen = vec![false; records.len()];
-    for msg in consumed {
-        let i = *at.get(&(msg.partition, msg.offset)).unwrap_or_else(|| {
-            panic!(
-                "unexpected record at partition {} offset {}",
-                msg.partition, msg.offset
-            )
-        });
-        assert!(!seen[i], "record {i} read twice");
-        seen[i] = true;
-        let rec = &records[i];
-        assert_eq!(msg.key.as_deref(), rec.key.as_deref(), "key of record {i}");
-        assert_eq!(
-            msg.value.as_deref(),
-            rec.value.as_deref(),
-            "value of record {i}"
-        );
-        let expected: Vec<(String, Option<Vec<u8>>)> = rec
-            .headers
-            .iter()
-            .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
-            .collect();
-        assert_eq!(msg.headers, expected, "headers of record {i}");
-        let Timestamp::CreateTime(ts) = msg.timestamp else {
-            panic!("record {i} has {:?}", msg.timestamp)
-        };
-        match rec.timestamp {
-            Some(expected) => assert_eq!(ts, expected, "timestamp of record {i}"),
-            None => assert!(
-                (ts_window.0..=ts_window.1).contains(&ts),
-                "record {i}: timestamp {ts} filled by the driver is outside {ts_window:?}"
-            ),
-        }
-        if reports[i].timestamp != MOCK_LOG_APPEND_TIME {
-            assert_eq!(ts, reports[i].timestamp, "reported timestamp of record {i}");
-        }
     }
 }
 

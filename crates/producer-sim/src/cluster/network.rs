@@ -79,6 +79,7 @@ impl SimCluster {
     /// Starts a connection to `host:port`. The outcome arrives one latency later as
     /// [`NetEvent::Connected`] or [`NetEvent::ConnectFailed`] (no broker at that address, or it is
     /// stopped).
+    #[must_use = "the connection is only reachable through its id"]
     pub fn connect(&mut self, now: Instant, host: &str, port: u16) -> ConnId {
         let now = self.clock(now);
         let id = self.next_conn;
@@ -153,6 +154,7 @@ impl SimCluster {
 
     /// Handles everything broker-side due at or before `now`, then returns the next client-side
     /// event due at or before `now` (the earliest first), or `None`.
+    #[must_use = "a dropped event is lost to the client"]
     pub fn poll_event(&mut self, now: Instant) -> Option<NetEvent> {
         let now = self.clock(now);
         self.advance(now);
@@ -187,6 +189,7 @@ impl SimCluster {
 
     /// When the next event is due: a client-side delivery (after stalls) or a broker-side
     /// arrival. `None` when nothing is scheduled (or everything left is stalled indefinitely).
+    #[must_use]
     pub fn next_event_time(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut consider = |t: Instant| {

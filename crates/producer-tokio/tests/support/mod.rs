@@ -1,9 +1,9 @@
 //! What the tokio driver's tests share: a mock cluster with one topic, record workloads, and
-//! the comparison of reports against what an independent consumer (`producer-tests`' read-back,
-//! librdkafka with CRC checks) reads back.
+//! reading back with an independent consumer (`producer-tests`' read-back, librdkafka with CRC
+//! checks; its comparison of reports with what is read back is shared with the mio driver's
+//! tests).
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -11,15 +11,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_tests::{read_back_all, Consumed, MockKafka};
+
+pub use producer_tests::verify::{assert_burst_take, verify_delivered, MOCK_LOG_APPEND_TIME};
 use producer_tokio::{
     Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Record, RecordMetadata,
 };
 
 pub const TOPIC: &str = "driver-test";
 pub const PARTITIONS: i32 = 6;
-/// The LogAppendTime librdkafka's mock puts in every successful Produce response although its
-/// topics keep CreateTime (rdkafka_mock_handlers.c); the core reports it faithfully.
-pub const MOCK_LOG_APPEND_TIME: i64 = 1234;
 /// How long reading back may take before the read-back gives up (and the count check fails).
 const READ_BACK_LIMIT: Duration = Duration::from_secs(60);
 
@@ -160,57 +159,20 @@ pub fn assert_timestamp(c: &Consumed, sent: &Record, ts_window: (i64, i64), i: u
     ts
 }
 
-/// Checks the reports against what a consumer reads back: every record is at the partition
-/// and offset of its report, once, with the same key, value, headers and timestamp (a filled
-/// one within `ts_window`); per partition, offsets follow the send order.
+/// Checks the reports against what a consumer reads back (see
+/// [`producer_tests::verify::verify_delivered`]).
 pub fn verify(
     mock: &MockKafka,
     sent: &[Record],
     reports: &[RecordMetadata],
     ts_window: (i64, i64),
 ) {
-    assert_eq!(sent.len(), reports.len());
-    let mut at: HashMap<(i32, i64), usize> = HashMap::new();
-    let mut last_offset: HashMap<i32, i64> = HashMap::new();
-    for (i, (r, m)) in sent.iter().zip(reports).enumerate() {
-        assert_eq!(&*m.topic, TOPIC);
-        if let Some(p) = r.partition {
-            assert_eq!(m.partition, p, "explicit partition of {i}");
-        }
-        assert!(m.offset >= 0, "record {i} has no offset");
-        if let Some(prev) = last_offset.insert(m.partition, m.offset) {
-            assert!(
-                m.offset > prev,
-                "record {i} at {} after {prev} in partition {}",
-                m.offset,
-                m.partition
-            );
-        }
-        assert!(
-            at.insert((m.partition, m.offset), i).is_none(),
-            "two reports at {}-{}",
-            m.partition,
-            m.offset
-        );
-    }
-    let mut seen = vec![false; sent.len()];
-    for c in consume_all(mock, sent.len()) {
-        let i = *at
-            .get(&(c.partition, c.offset))
-            .unwrap_or_else(|| panic!("unexpected record at {}-{}", c.partition, c.offset));
-        assert!(
-            !std::mem::replace(&mut seen[i], true),
-            "record {i} read twice"
-        );
-        let r = &sent[i];
-        assert_eq!(c.key.as_deref(), r.key.as_deref(), "key of {i}");
-        assert_eq!(c.value.as_deref(), r.value.as_deref(), "value of {i}");
-        assert_eq!(c.headers, headers_of(r), "headers of {i}");
-        let ts = assert_timestamp(&c, r, ts_window, i);
-        let reported = reports[i].timestamp;
-        assert!(
-            reported == ts || reported == MOCK_LOG_APPEND_TIME,
-            "reported timestamp of {i}: {reported}"
-        );
-    }
+    verify_delivered(
+        &mock.bootstrap_servers(),
+        TOPIC,
+        PARTITIONS,
+        sent,
+        reports,
+        ts_window,
+    );
 }

@@ -1,12 +1,11 @@
 //! Shared helpers of the scenario and property tests: building a cluster and a producer, and
 //! checking the invariants every run must keep.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use producer_core::{Config, ConfigBuilder, ProduceError, Producer, Record};
+use producer_core::{Config, ConfigBuilder, ErrorCode, ProduceError, Producer, Record};
 use producer_sim::drive::Harness;
 use producer_sim::{SimCluster, SimConfig};
 
@@ -104,6 +103,22 @@ pub fn reports(h: &Harness<u64>) -> HashMap<u64, Result<(i32, i64), ProduceError
     out
 }
 
+/// Broker errors that mean the broker did not write the batch (it was refused whole before
+/// the append).
+const REFUSED_BEFORE_APPEND: [ErrorCode; 11] = [
+    ErrorCode::CORRUPT_MESSAGE,
+    ErrorCode::MESSAGE_TOO_LARGE,
+    ErrorCode::RECORD_LIST_TOO_LARGE,
+    ErrorCode::INVALID_REQUIRED_ACKS,
+    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode::INVALID_TIMESTAMP,
+    ErrorCode::INVALID_REQUEST,
+    ErrorCode::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    ErrorCode::POLICY_VIOLATION,
+    ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
+    ErrorCode::INVALID_RECORD,
+];
+
 /// Whether an error means the record was certainly not written.
 pub fn certainly_not_written(e: &ProduceError) -> bool {
     match e {
@@ -112,7 +127,7 @@ pub fn certainly_not_written(e: &ProduceError) -> bool {
             code,
             possibly_persisted,
             ..
-        } => !possibly_persisted && [2, 10, 18, 21, 29, 32, 42, 43, 44, 76, 87].contains(&code.0),
+        } => !possibly_persisted && REFUSED_BEFORE_APPEND.contains(code),
         ProduceError::UnknownTopic
         | ProduceError::UnknownPartition { .. }
         | ProduceError::Refused(_) => true,

@@ -1,5 +1,4 @@
 //! A tiny hand-rolled client driving the simulator with kafka-protocol's client-side encoders.
-#![allow(dead_code)]
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
@@ -12,9 +11,15 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use producer_core::ErrorCode;
 use producer_sim::{ConnId, NetEvent, SimCluster, SimConfig};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
+
+/// The newest Produce version the default broker advertises (it advertises 3-11).
+pub const NEWEST_PRODUCE: i16 = 11;
+/// The first flexible Produce version (compact strings and arrays, tagged fields).
+pub const FIRST_FLEXIBLE_PRODUCE: i16 = 9;
 
 /// The client: owns the sim and virtual time.
 pub struct Client {
@@ -184,7 +189,7 @@ impl Client {
         req.transaction_timeout_ms = i32::MAX;
         let r: kafka_protocol::messages::InitProducerIdResponse =
             self.roundtrip(conn, ApiKey::InitProducerId, version, &req);
-        assert_eq!(r.error_code, 0);
+        assert_eq!(r.error_code, ErrorCode::NONE.0);
         (r.producer_id.0, r.producer_epoch)
     }
 
@@ -212,12 +217,12 @@ impl Client {
         topic: &str,
         partition: i32,
         batch: Bytes,
-    ) -> (i16, i64) {
+    ) -> (ErrorCode, i64) {
         let r = self
             .produce(conn, version, -1, &[(topic, partition, batch)])
             .expect("response");
         let p = &r.responses[0].partition_responses[0];
-        (p.error_code, p.base_offset)
+        (ErrorCode(p.error_code), p.base_offset)
     }
 }
 
