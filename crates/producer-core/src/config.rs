@@ -112,7 +112,9 @@ pub struct Config {
     pub reconnect_backoff: Duration,
     /// `reconnect.backoff.max.ms`.
     pub reconnect_backoff_max: Duration,
-    /// `request.timeout.ms`: on the wire, and the client-side deadline of each request.
+    /// `request.timeout.ms`: on the wire, and the client-side deadline of each request; it
+    /// also bounds each connection attempt (name resolution included) from the moment the core
+    /// emits [`crate::Output::Connect`]: a driver needs no connect timer of its own.
     pub request_timeout: Duration,
     /// `delivery.timeout.ms`: bounds each record's life from its batch's creation.
     pub delivery_timeout: Duration,

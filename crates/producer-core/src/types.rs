@@ -255,6 +255,15 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
+impl DeliveryFailure {
+    /// A failure with the record handed back: for a driver that reports a record the core
+    /// refused or never saw.
+    #[must_use]
+    pub fn new(error: ProduceError, record: Record) -> Box<Self> {
+        Box::new(DeliveryFailure { error, record })
+    }
+}
+
 impl RecordMetadata {
     /// Where a record landed: `offset` -1 when unknown, `timestamp` the log-append time or the
     /// record's own.
@@ -387,7 +396,9 @@ pub enum SendErrorReason {
     /// The producer hit a fatal error.
     #[error("producer failed: {0}")]
     Fatal(ProduceError),
-    /// An explicit negative partition.
+    /// An explicit partition that is negative, or not below the topic's partition count (when
+    /// the topic's metadata is known; otherwise the record waits for it and, if the partition
+    /// does not exist, fails with [`ProduceError::UnknownPartition`]).
     #[error("invalid partition {0}")]
     InvalidPartition(i32),
 }

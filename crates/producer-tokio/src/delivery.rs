@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use producer_core::{Delivery, ProduceError, Record, RecordMetadata};
+use producer_core::{DeliveryFailure, ProduceError, Record, RecordMetadata};
 use producer_driver::Cohort;
 use tokio::sync::oneshot;
 use tracing::warn;
@@ -106,7 +106,5 @@ pub(crate) struct Reply {
 /// The failure report of a record the driver fails itself (the core refused it when handed
 /// over, or the producer closed before it was).
 pub(crate) fn failure(error: ProduceError, record: Record) -> DeliveryResult {
-    Delivery::failed((), error, record)
-        .result
-        .map_err(DeliveryError::Failed)
+    Err(DeliveryError::Failed(DeliveryFailure::new(error, record)))
 }
