@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::record::Compression;
-use crate::security::{SaslConfig, SecurityProtocol};
+use crate::security::{SaslConfig, SecurityProtocol, TlsConfig};
 
 /// How many acknowledgements the producer asks for (`acks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,16 @@ pub enum ConfigError {
     /// PLAIN or SCRAM without a username.
     #[error("SASL {0} needs a username (sasl.username)")]
     SaslUsernameMissing(crate::sasl::Mechanism),
+    /// `security.protocol` SSL or SASL_SSL without a way to verify brokers: neither
+    /// `ssl.ca.location` nor the platform roots.
+    #[error("security.protocol {0} needs ssl.ca.location (or the platform roots, opted in)")]
+    TlsTrustMissing(SecurityProtocol),
+    /// TLS settings with `security.protocol` PLAINTEXT or SASL_PLAINTEXT.
+    #[error("TLS settings are given but security.protocol is {0} (use SSL or SASL_SSL)")]
+    TlsWithoutTlsProtocol(SecurityProtocol),
+    /// A client certificate without its key, or a key without its certificate.
+    #[error("ssl.certificate.location and ssl.key.location go together (mTLS needs both)")]
+    TlsClientCertificateIncomplete,
 }
 
 /// A validated producer configuration. Build one with [`Config::builder`].
@@ -135,6 +145,8 @@ pub struct Config {
     /// The SASL mechanism and credentials (`sasl.mechanism`, `sasl.username`,
     /// `sasl.password`); required with a SASL security protocol.
     pub sasl: Option<SaslConfig>,
+    /// TLS settings (`ssl.*`); required with `SSL` and `SASL_SSL`.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Config {
@@ -168,6 +180,7 @@ impl Config {
                 seed: 0x5eed,
                 security_protocol: SecurityProtocol::Plaintext,
                 sasl: None,
+                tls: None,
             },
             idempotence_explicit: None,
             delivery_explicit: false,
@@ -235,6 +248,14 @@ impl ConfigBuilder {
         seed: u64);
     setter!(/// `security.protocol` (default PLAINTEXT).
         security_protocol: SecurityProtocol);
+
+    /// TLS settings (`ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+    /// `ssl.endpoint.identification.algorithm`); needs `security_protocol` SSL or SASL_SSL.
+    #[must_use = "the builder is returned, not changed in place"]
+    pub fn tls(mut self, v: TlsConfig) -> Self {
+        self.config.tls = Some(v);
+        self
+    }
 
     /// SASL authentication (`sasl.mechanism` and its credentials); needs
     /// `security_protocol` SASL_PLAINTEXT or SASL_SSL.
@@ -323,6 +344,21 @@ impl ConfigBuilder {
                 return Err(ConfigError::SaslUsernameMissing(s.mechanism))
             }
             _ => {}
+        }
+        match (&c.tls, c.security_protocol.uses_tls()) {
+            (Some(_), false) => {
+                return Err(ConfigError::TlsWithoutTlsProtocol(c.security_protocol))
+            }
+            (None, true) => return Err(ConfigError::TlsTrustMissing(c.security_protocol)),
+            (Some(t), true) => {
+                if t.ca_location.is_none() && !t.platform_roots {
+                    return Err(ConfigError::TlsTrustMissing(c.security_protocol));
+                }
+                if t.certificate_location.is_some() != t.key_location.is_some() {
+                    return Err(ConfigError::TlsClientCertificateIncomplete);
+                }
+            }
+            (None, false) => {}
         }
         c.retry_backoff_max = c.retry_backoff_max.max(Duration::from_millis(1));
         c.reconnect_backoff_max = c.reconnect_backoff_max.max(c.reconnect_backoff);
@@ -418,6 +454,24 @@ mod tests {
         b().security_protocol(SecurityProtocol::SaslPlaintext)
             .sasl(SaslConfig::scram_sha256("", "p")),
         ConfigError::SaslUsernameMissing(crate::sasl::Mechanism::ScramSha256)
+    );
+    refused!(
+        tls_without_a_way_to_verify_brokers,
+        b().security_protocol(SecurityProtocol::Ssl),
+        ConfigError::TlsTrustMissing(SecurityProtocol::Ssl)
+    );
+    refused!(
+        tls_settings_on_a_plaintext_protocol,
+        b().tls(TlsConfig::with_ca("ca.pem")),
+        ConfigError::TlsWithoutTlsProtocol(SecurityProtocol::Plaintext)
+    );
+    refused!(
+        a_client_certificate_without_its_key,
+        b().security_protocol(SecurityProtocol::Ssl).tls(TlsConfig {
+            certificate_location: Some("client.pem".into()),
+            ..TlsConfig::with_ca("ca.pem")
+        }),
+        ConfigError::TlsClientCertificateIncomplete
     );
     refused!(
         zero_request_timeout,

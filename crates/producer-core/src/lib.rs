@@ -29,7 +29,7 @@ pub use error_code::ErrorCode;
 pub use producer::{Producer, Stats};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
-pub use security::{SaslConfig, SecurityProtocol};
+pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
 pub use types::{
     ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
     SendError, SendErrorReason,

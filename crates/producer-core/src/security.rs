@@ -3,6 +3,7 @@
 //! plaintext bytes); the protocol says whether the driver must wrap connections in it.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use crate::sasl::{Mechanism, Secret};
 
@@ -140,6 +141,80 @@ impl fmt::Debug for SaslConfig {
             .field("password", &self.password)
             .field("nonce_seed", &self.nonce_seed.map(|_| "<redacted>"))
             .finish()
+    }
+}
+
+/// TLS settings for `SSL` and `SASL_SSL` (the drivers apply them; the core only validates
+/// them): how the broker's certificate is verified, and the client's own certificate for mTLS.
+/// Files are PEM; the drivers read them when they start, and a missing or malformed file is a
+/// typed error then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// `ssl.ca.location`: the CA certificates (PEM) the broker's certificate must chain to.
+    pub ca_location: Option<PathBuf>,
+    /// Trust the platform's root certificates too (opt-in; for brokers with publicly trusted
+    /// certificates, as managed services have).
+    pub platform_roots: bool,
+    /// `ssl.certificate.location`: the client's certificate chain (PEM), for mTLS.
+    pub certificate_location: Option<PathBuf>,
+    /// `ssl.key.location`: the client's private key (PEM, PKCS#8, PKCS#1 or SEC1), for mTLS.
+    pub key_location: Option<PathBuf>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (the default, true) checks that the
+    /// certificate names the host connected to; `none` (false) does not (the chain is still
+    /// verified).
+    pub endpoint_identification: bool,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            ca_location: None,
+            platform_roots: false,
+            certificate_location: None,
+            key_location: None,
+            endpoint_identification: true,
+        }
+    }
+}
+
+impl TlsConfig {
+    /// Verifies brokers against the CA certificates in `path` (PEM).
+    #[must_use]
+    pub fn with_ca(path: impl Into<PathBuf>) -> Self {
+        TlsConfig {
+            ca_location: Some(path.into()),
+            ..TlsConfig::default()
+        }
+    }
+
+    /// Verifies brokers against the platform's root certificates.
+    #[must_use]
+    pub fn with_platform_roots() -> Self {
+        TlsConfig {
+            platform_roots: true,
+            ..TlsConfig::default()
+        }
+    }
+
+    /// Presents a client certificate (mTLS): its chain and private key, both PEM files.
+    #[must_use]
+    pub fn with_client_certificate(
+        mut self,
+        certificate: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.certificate_location = Some(certificate.into());
+        self.key_location = Some(key.into());
+        self
+    }
+
+    /// `ssl.endpoint.identification.algorithm`: true for `https` (check the host name), false
+    /// for `none`.
+    #[must_use]
+    pub fn with_endpoint_identification(mut self, on: bool) -> Self {
+        self.endpoint_identification = on;
+        self
     }
 }
 

@@ -6,11 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use support::run::*;
 use producer_core::{
     AuthError, ErrorCode, Event, Mechanism, OAuthToken, ProduceError, SaslConfig, SecurityProtocol,
 };
 use producer_sim::{SimConfig, SimSasl};
+use support::run::*;
 
 const TOPICS: &[(&str, i32)] = &[("orders", 4), ("clicks", 3)];
 const NAMES: &[&str] = &["orders", "clicks"];

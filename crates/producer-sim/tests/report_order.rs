@@ -4,8 +4,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::run::*;
 use producer_core::{ProduceError, Record};
+use support::run::*;
 
 const TOPICS: &[(&str, i32)] = &[("orders", 1)];
 
