@@ -191,7 +191,7 @@ impl Config {
 /// Builds a [`Config`]; every setter documents the Kafka config it stands for.
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
-    config: Config,
+    pub(crate) config: Config,
     idempotence_explicit: Option<bool>,
     delivery_explicit: bool,
 }

@@ -16,6 +16,7 @@ mod outputs;
 mod partition;
 pub mod partitioner;
 mod producer;
+pub mod properties;
 pub mod protocol;
 pub mod record;
 pub mod sasl;
