@@ -135,7 +135,11 @@ fn requests_only_go_to_the_leader_and_carry_only_its_partitions() {
         .filter(|r| r.api_key == API_PRODUCE)
     {
         for p in &r.produce {
-            assert_eq!(p.error_code, 0, "a request went to a non-leader: {r:?}");
+            assert_eq!(
+                p.error_code,
+                ErrorCode::NONE.0,
+                "a request went to a non-leader: {r:?}"
+            );
         }
     }
 }
@@ -283,7 +287,9 @@ fn single_record_too_large_for_the_broker_fails_with_the_record() {
     check_run(&h, &sent, &[("t", 1)], true);
     let d = &h.deliveries[0];
     let f = d.result.as_ref().unwrap_err();
-    assert!(matches!(f.error, ProduceError::Broker { code, .. } if code.0 == 10));
+    assert!(
+        matches!(f.error, ProduceError::Broker { code, .. } if code == ErrorCode::MESSAGE_TOO_LARGE)
+    );
     assert_eq!(id_of(f.record.value.as_deref().unwrap()), 0);
 }
 
@@ -320,7 +326,7 @@ fn corrupt_message_is_not_retried() {
     assert_eq!(attempts, 1, "CORRUPT_MESSAGE answered once, never retried");
     assert!(reports(&h)
         .values()
-        .any(|r| matches!(r, Err(ProduceError::Broker { code, .. }) if code.0 == 2)));
+        .any(|r| matches!(r, Err(ProduceError::Broker { code, .. }) if *code == ErrorCode::CORRUPT_MESSAGE)));
 }
 
 #[test]

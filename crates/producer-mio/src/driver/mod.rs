@@ -2,24 +2,23 @@
 //! `mio::Registry`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use mio::event::Event as MioEvent;
-use mio::net::TcpStream;
-use mio::{Interest, Registry, Token, Waker};
+use mio::{Registry, Token, Waker};
 use producer_core::{
-    Config, ConnId, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
+    Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
 };
 use producer_driver::{log_event, timestamp};
 
 use crate::resolver::Resolver;
 use crate::sink::{DeliveryQueue, DeliverySink};
-use crate::socket::{connect_progress, ConnectProgress, Sock, SockState};
+use crate::socket::{Sock, SockState};
 use crate::tokens::TokenRange;
+
+mod sockets;
 
 /// Size of the reusable read buffer.
 const READ_BUF: usize = 64 * 1024;
@@ -405,209 +404,6 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             self.events.pop_front();
         }
         self.events.push_back(e);
-    }
-
-    fn start_connection(&mut self, now: Instant, conn: ConnId, host: String, port: u16) {
-        let key = conn.as_u64();
-        if let Some(old) = self.remove(key) {
-            // Cannot happen (ConnIds are unique); never leak a socket if it does.
-            tracing::debug!(host = %old.host, conn = key, "replacing connection with the same id");
-        }
-        let Some(slot) = self.free_tokens.pop_front() else {
-            tracing::warn!(%host, port, "no free token in the driver's token range; connection attempt fails");
-            self.core.handle_connect_failed(now, conn);
-            return;
-        };
-        let token = self.tokens.connection_token(slot);
-        self.by_token[slot] = Some(key);
-        tracing::info!(%host, port, conn = key, "connecting");
-        let literal = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .ok();
-        let sock = Sock::new(conn, token, host, port);
-        let (host, port) = (sock.host.clone(), sock.port);
-        self.socks.insert(key, sock);
-        match literal {
-            Some(ip) => self.connect_next(now, key, VecDeque::from([SocketAddr::new(ip, port)])),
-            None => {
-                if let Err(e) = self.resolver.resolve(key, host.clone(), port) {
-                    tracing::warn!(%host, port, error = %e, "cannot start name resolution");
-                    self.connect_failed(now, key);
-                }
-            }
-        }
-    }
-
-    /// Starts a non-blocking connect to the first address of `addrs`; the others are tried in
-    /// turn if it fails. With none left, the connection fails.
-    fn connect_next(&mut self, now: Instant, key: u64, mut addrs: VecDeque<SocketAddr>) {
-        while let Some(addr) = addrs.pop_front() {
-            let Some(s) = self.socks.get_mut(&key) else {
-                return;
-            };
-            let attempt = TcpStream::connect(addr).and_then(|mut stream| {
-                self.registry.register(
-                    &mut stream,
-                    s.token,
-                    Interest::READABLE | Interest::WRITABLE,
-                )?;
-                Ok(stream)
-            });
-            match attempt {
-                Ok(stream) => {
-                    s.state = SockState::Connecting {
-                        stream,
-                        addr,
-                        rest: addrs,
-                    };
-                    return;
-                }
-                Err(e) => tracing::warn!(host = %s.host, %addr, error = %e, "connect failed"),
-            }
-        }
-        self.connect_failed(now, key);
-    }
-
-    /// Drops a connection that never got established and tells the core.
-    fn connect_failed(&mut self, now: Instant, key: u64) {
-        if let Some(s) = self.remove(key) {
-            self.core.handle_connect_failed(now, s.id);
-        }
-    }
-
-    /// Drops an established connection that failed and tells the core.
-    fn lost(&mut self, now: Instant, key: u64, why: &dyn std::fmt::Display) {
-        if let Some(s) = self.remove(key) {
-            tracing::warn!(host = %s.host, port = s.port, conn = key, reason = %why, "connection lost");
-            self.core.handle_disconnected(now, s.id);
-        }
-    }
-
-    /// Forgets a connection: deregisters and closes its socket, frees its token.
-    fn remove(&mut self, key: u64) -> Option<Sock> {
-        let mut s = self.socks.remove(&key)?;
-        if let Some(stream) = s.stream_mut() {
-            let _ = self.registry.deregister(stream);
-        }
-        if let Some(slot) = self.tokens.connection_slot(s.token) {
-            self.by_token[slot] = None;
-            self.free_tokens.push_back(slot);
-        }
-        Some(s)
-    }
-
-    fn on_socket_event(&mut self, now: Instant, key: u64, event: &MioEvent) {
-        let Some(s) = self.socks.get_mut(&key) else {
-            return;
-        };
-        match &mut s.state {
-            SockState::Resolving => {}
-            SockState::Connecting { stream, addr, rest } => match connect_progress(stream, event) {
-                ConnectProgress::Pending => {}
-                ConnectProgress::Failed(why) => {
-                    tracing::warn!(host = %s.host, %addr, error = %why, "connect failed");
-                    let rest = std::mem::take(rest);
-                    let _ = self.registry.deregister(stream);
-                    s.state = SockState::Resolving;
-                    self.connect_next(now, key, rest);
-                }
-                ConnectProgress::Established => {
-                    let addr = *addr;
-                    let SockState::Connecting { stream, .. } =
-                        std::mem::replace(&mut s.state, SockState::Resolving)
-                    else {
-                        return;
-                    };
-                    if let Err(e) = stream.set_nodelay(true) {
-                        tracing::debug!(error = %e, "set_nodelay failed");
-                    }
-                    s.state = SockState::Connected { stream };
-                    tracing::info!(host = %s.host, %addr, conn = key, "connected");
-                    let id = s.id;
-                    // The core answers with ApiVersions; handle_event's drive() writes it
-                    // at once (the socket is writable now).
-                    self.core.handle_connected(now, id);
-                }
-            },
-            SockState::Connected { .. } => {
-                if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    self.read_in(now, key);
-                }
-                if event.is_writable() || event.is_write_closed() {
-                    self.write_out(now, key);
-                }
-            }
-        }
-    }
-
-    /// Reads until `WouldBlock`, feeding the core.
-    fn read_in(&mut self, now: Instant, key: u64) {
-        loop {
-            let Some(Sock {
-                state: SockState::Connected { stream },
-                id,
-                ..
-            }) = self.socks.get_mut(&key)
-            else {
-                return;
-            };
-            let id = *id;
-            match stream.read(&mut self.read_buf) {
-                Ok(0) => return self.lost(now, key, &"closed by the broker"),
-                Ok(n) => {
-                    self.core.handle_read(now, id, &self.read_buf[..n]);
-                    // Act on the responses at once: new requests go out while reading, and a
-                    // connection the core dropped (bad bytes) is closed before reading more.
-                    self.drive(now);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.lost(now, key, &e),
-            }
-        }
-    }
-
-    fn transmit(&mut self, now: Instant, conn: ConnId, bytes: Bytes) {
-        let key = conn.as_u64();
-        let Some(s) = self.socks.get_mut(&key) else {
-            return;
-        };
-        if bytes.is_empty() {
-            return;
-        }
-        s.out.push(bytes);
-        if s.out.queued_bytes() > self.max_queued_bytes {
-            // The core bounds what it has in flight, so this means the socket is stuck.
-            let why = format!(
-                "{} bytes queued for writing, above the limit of {}",
-                s.out.queued_bytes(),
-                self.max_queued_bytes
-            );
-            return self.lost(now, key, &why);
-        }
-        if matches!(s.state, SockState::Connected { .. }) {
-            self.write_out(now, key);
-        }
-    }
-
-    /// Writes queued frames until the queue is empty or the socket would block.
-    fn write_out(&mut self, now: Instant, key: u64) {
-        let Some(s) = self.socks.get_mut(&key) else {
-            return;
-        };
-        let SockState::Connected { stream } = &mut s.state else {
-            return;
-        };
-        match s.out.write_with(|iov| stream.write_vectored(iov)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == io::ErrorKind::WriteZero => {
-                self.lost(now, key, &"write returned 0")
-            }
-            Err(e) => self.lost(now, key, &e),
-        }
     }
 }
 
