@@ -312,6 +312,19 @@ impl<T> Producer<T> {
         self.connection_lost(conn, true);
     }
 
+    /// [`Producer::handle_tls_failed`]: as an authentication failure, except that the driver
+    /// has closed the connection already (no `Disconnect` is emitted for it).
+    pub(super) fn tls_failed(&mut self, conn: ConnId, reason: String) {
+        let node_id = self.brokers.slot(conn.slot).node_id;
+        let error = AuthError::Tls(reason);
+        self.outputs.push_back(Output::Event(Event::AuthenticationFailed {
+            node_id,
+            error: error.clone(),
+        }));
+        self.fail_waiting_records(&ProduceError::Authentication(error));
+        self.connection_lost(conn, false);
+    }
+
     /// Fails every record that is not in flight: held for metadata, or in a partition with
     /// nothing in flight.
     fn fail_waiting_records(&mut self, error: &ProduceError) {

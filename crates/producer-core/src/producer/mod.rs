@@ -203,6 +203,19 @@ impl<T> Producer<T> {
         }
     }
 
+    /// The driver's TLS handshake on `conn` failed, for `reason` (a certificate that does not
+    /// verify, a name mismatch, a missing client certificate, a peer that does not speak TLS).
+    /// Handled as an authentication failure: [`crate::Event::AuthenticationFailed`], the
+    /// records waiting fail at once with [`crate::ProduceError::Authentication`], and the
+    /// reconnect backs off. The driver closes the connection itself; call this instead of
+    /// [`Producer::handle_connect_failed`] or [`Producer::handle_disconnected`].
+    pub fn handle_tls_failed(&mut self, now: Instant, conn: ConnId, reason: String) {
+        self.touch(now);
+        if self.brokers.conn(conn).is_some() {
+            self.tls_failed(conn, reason);
+        }
+    }
+
     /// The connection `conn` was closed by the peer or failed. Batches in flight on it are
     /// retried as possibly written.
     pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {

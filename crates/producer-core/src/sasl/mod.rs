@@ -116,6 +116,11 @@ pub enum AuthError {
     /// OAUTHBEARER: the application's token provider gave no token.
     #[error("no OAUTHBEARER token: {0}")]
     TokenUnavailable(String),
+    /// The driver's TLS handshake failed (the broker's certificate did not verify, its name did
+    /// not match, the broker asked for a client certificate it did not get, the peer does not
+    /// speak TLS), as the driver reported it with [`crate::Producer::handle_tls_failed`].
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
     /// The broker answered ApiVersions without SaslHandshake v1 or SaslAuthenticate, so SASL
     /// cannot be spoken with it (a listener without SASL, or a pre-1.0 broker).
     #[error("the broker does not offer SaslHandshake v1 and SaslAuthenticate")]
