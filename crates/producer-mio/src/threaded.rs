@@ -15,6 +15,7 @@ use producer_driver::timestamp;
 use producer_driver::{Cohort, CommandQueue, FlushTracker, Refused};
 
 use crate::driver::MioDriver;
+use crate::error::StartError;
 use crate::sink::DeliverySink;
 use crate::tokens::TokenRange;
 
@@ -151,8 +152,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Starts the producer thread. `queue_capacity` (at least 1) bounds the commands waiting
     /// for the thread (those in the queue plus those the thread took in its last bulk take and
     /// has not handed to the core yet); `on_delivery` receives every report on the producer thread. Fails if the
-    /// `Poll`, its waker or the thread cannot be created.
-    pub fn spawn<F>(config: Config, queue_capacity: usize, on_delivery: F) -> io::Result<Self>
+    /// `Poll`, its waker or the thread cannot be created ([`StartError::Io`]), or the TLS
+    /// files of an `SSL` or `SASL_SSL` configuration cannot be used ([`StartError::Tls`]).
+    pub fn spawn<F>(config: Config, queue_capacity: usize, on_delivery: F) -> Result<Self, StartError>
     where
         F: FnMut(Delivery<T>) + Send + 'static,
     {

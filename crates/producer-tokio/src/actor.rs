@@ -25,6 +25,8 @@ pub(crate) struct Settings {
     pub(crate) read_buffer: usize,
     pub(crate) write_backlog: usize,
     pub(crate) on_delivery: Option<OnDelivery>,
+    /// TLS for every connection (`SSL`, `SASL_SSL`).
+    pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
 }
 
 /// Spawns the producer task for `config` on `runtime`; the first handle to it.
@@ -52,6 +54,7 @@ pub(crate) fn spawn(
         read_buffer: settings.read_buffer,
         write_backlog: settings.write_backlog,
         congested: 0,
+        tls: settings.tls,
     };
     runtime.spawn(actor.run());
     ProducerHandle::new(shared)
@@ -121,6 +124,7 @@ struct Actor {
     write_backlog: usize,
     /// Connections whose write backlog is over the limit; while any is, no command is read.
     congested: usize,
+    tls: Option<producer_driver::tls::TlsSetup>,
 }
 
 impl Actor {
@@ -315,6 +319,10 @@ impl Actor {
                 self.remove_conn(conn);
                 self.core.handle_connect_failed(t, conn);
             }
+            Net::TlsFailed(conn, reason) => {
+                self.remove_conn(conn);
+                self.core.handle_tls_failed(t, conn, reason);
+            }
             Net::Data(conn, bytes) => self.core.handle_read(t, conn, &bytes),
             Net::Drained(conn) => {
                 let limit = self.write_backlog;
@@ -396,6 +404,7 @@ impl Actor {
             backlog: backlog.clone(),
             backlog_limit: self.write_backlog,
             read_buffer: self.read_buffer,
+            tls: self.tls.clone(),
         };
         let task = tokio::spawn(io.run(host, port));
         self.conns.insert(

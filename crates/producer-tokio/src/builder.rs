@@ -83,7 +83,8 @@ impl ProducerBuilder {
     }
 
     /// Spawns the producer task on the current tokio runtime and returns a handle to it. Fails
-    /// outside a runtime, or when a capacity or buffer size is 0.
+    /// outside a runtime, when a capacity or buffer size is 0, or (for `SSL` and `SASL_SSL`)
+    /// when the TLS files cannot be used ([`StartError::Tls`]: they are read here, once).
     pub fn start(self) -> Result<ProducerHandle, StartError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         for (name, v) in [
@@ -95,6 +96,7 @@ impl ProducerBuilder {
                 return Err(StartError::Zero(name));
             }
         }
+        let tls = producer_driver::tls::TlsSetup::from_config(&self.config)?;
         let mut config = self.config;
         // Every DeliveryFuture must resolve, successes included.
         config.report_successes = true;
@@ -108,6 +110,7 @@ impl ProducerBuilder {
             read_buffer: self.read_buffer,
             write_backlog,
             on_delivery: self.on_delivery,
+            tls,
         };
         Ok(actor::spawn(&runtime, config, settings))
     }

@@ -2,7 +2,6 @@
 //! `mio::Registry`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +10,10 @@ use mio::{Registry, Token, Waker};
 use producer_core::{
     Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
 };
+use producer_driver::tls::TlsSetup;
 use producer_driver::{log_event, timestamp};
+
+use crate::error::StartError;
 
 use crate::resolver::Resolver;
 use crate::sink::{DeliveryQueue, DeliverySink};
@@ -98,6 +100,8 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     events: VecDeque<Event>,
     /// Most bytes queued for writing on one connection.
     max_queued_bytes: usize,
+    /// TLS for every connection (`SSL`, `SASL_SSL`).
+    tls: Option<TlsSetup>,
 }
 
 impl<T, S: DeliverySink<T>> std::fmt::Debug for MioDriver<T, S> {
@@ -119,8 +123,10 @@ impl<T> MioDriver<T> {
     /// through [`MioDriver::waker`].
     ///
     /// The core starts connecting at once. Fails if the registry cannot be cloned, the waker
-    /// cannot be registered, or `tokens` has fewer than 2 tokens.
-    pub fn new(config: Config, registry: &Registry, tokens: TokenRange) -> io::Result<Self> {
+    /// cannot be registered, or `tokens` has fewer than 2 tokens ([`StartError::Io`]); or,
+    /// for `SSL` and `SASL_SSL`, if the TLS files cannot be used ([`StartError::Tls`]: they
+    /// are read here, once).
+    pub fn new(config: Config, registry: &Registry, tokens: TokenRange) -> Result<Self, StartError> {
         Self::with_sink(config, registry, tokens, None, DeliveryQueue::default())
     }
 
@@ -133,7 +139,7 @@ impl<T> MioDriver<T> {
         registry: &Registry,
         tokens: TokenRange,
         waker: Arc<Waker>,
-    ) -> io::Result<Self> {
+    ) -> Result<Self, StartError> {
         Self::with_sink(
             config,
             registry,
@@ -160,7 +166,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         tokens: TokenRange,
         waker: Option<Arc<Waker>>,
         sink: S,
-    ) -> io::Result<Self> {
+    ) -> Result<Self, StartError> {
+        let tls = TlsSetup::from_config(&config)?;
         tokens.check()?;
         let waker = match waker {
             Some(w) => w,
@@ -184,6 +191,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             sink,
             events: VecDeque::new(),
             max_queued_bytes,
+            tls,
         };
         driver.drive(Instant::now());
         Ok(driver)
