@@ -154,7 +154,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// has not handed to the core yet); `on_delivery` receives every report on the producer thread. Fails if the
     /// `Poll`, its waker or the thread cannot be created ([`StartError::Io`]), or the TLS
     /// files of an `SSL` or `SASL_SSL` configuration cannot be used ([`StartError::Tls`]).
-    pub fn spawn<F>(config: Config, queue_capacity: usize, on_delivery: F) -> Result<Self, StartError>
+    pub fn spawn<F>(
+        config: Config,
+        queue_capacity: usize,
+        on_delivery: F,
+    ) -> Result<Self, StartError>
     where
         F: FnMut(Delivery<T>) + Send + 'static,
     {

@@ -197,13 +197,28 @@ impl ConnIo {
             }
             Ok::<(), io::Error>(())
         };
+        tokio::pin!(reader);
         tokio::select! {
-            end = reader => end,
+            end = &mut reader => end,
             r = writer => match r {
                 // The producer task dropped its sender: every queued frame is written; close.
                 Ok(()) => {
                     let _ = wr.shutdown().await;
                     End::Finished
+                }
+                // A broker that rejects the client during the TLS 1.3 handshake's last flight
+                // closes the connection after its alert; the first write may fail on the
+                // closed socket before the alert is read. The reader ends at once on it (the
+                // socket is closed); it says whether this was TLS.
+                Err(e) if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+                {
+                    match reader.await {
+                        End::Tls(reason) => End::Tls(reason),
+                        _ => End::Lost(Some(e)),
+                    }
                 }
                 Err(e) => End::Lost(Some(e)),
             },

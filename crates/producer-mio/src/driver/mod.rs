@@ -126,7 +126,11 @@ impl<T> MioDriver<T> {
     /// cannot be registered, or `tokens` has fewer than 2 tokens ([`StartError::Io`]); or,
     /// for `SSL` and `SASL_SSL`, if the TLS files cannot be used ([`StartError::Tls`]: they
     /// are read here, once).
-    pub fn new(config: Config, registry: &Registry, tokens: TokenRange) -> Result<Self, StartError> {
+    pub fn new(
+        config: Config,
+        registry: &Registry,
+        tokens: TokenRange,
+    ) -> Result<Self, StartError> {
         Self::with_sink(config, registry, tokens, None, DeliveryQueue::default())
     }
 
