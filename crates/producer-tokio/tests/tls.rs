@@ -88,8 +88,15 @@ async fn expect_tls_failures(config: Config, n: usize) -> String {
 async fn tls_delivers_and_reads_back() {
     let pki = TestPki::new();
     let cluster = tls_cluster(&pki, BrokerCert::Valid, false, "127.0.0.1");
-    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(&pki.ca));
-    produce_and_verify(&cluster, config, N).await;
+    // Large batches: requests of several hundred KB, more than rustls buffers at once.
+    let config = Config::builder(cluster.bootstrap())
+        .security_protocol(SecurityProtocol::Ssl)
+        .tls(TlsConfig::with_ca(&pki.ca))
+        .batch_size(256 * 1024)
+        .linger(Duration::from_millis(50))
+        .build()
+        .expect("config");
+    produce_and_verify(&cluster, config, 10 * N).await;
     assert_eq!(cluster.handshakes_failed(), 0);
 }
 
