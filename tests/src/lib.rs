@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 
 pub use rdkafka;
 
+pub mod oauth_broker;
 pub mod tls;
 pub mod verify;
 

@@ -37,6 +37,7 @@ mod sink;
 mod socket;
 mod threaded;
 mod tls;
+mod token;
 mod tokens;
 
 pub use driver::MioDriver;

@@ -15,8 +15,10 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// What a connection task tells the producer task.
+/// What a connection task (or the token provider's task) tells the producer task.
 pub(crate) enum Net {
+    /// The OAUTHBEARER token provider's answer.
+    Token(crate::token::TokenResult),
     Connected(ConnId),
     ConnectFailed(ConnId),
     /// The TLS handshake failed, or the broker's first TLS record was a fatal alert (as a TLS
