@@ -10,13 +10,12 @@
 //!   within `min(max_block, delivery_timeout)` when it never reached the cluster);
 //! * sending after close.
 
-mod common;
-
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{dead_port, produce, runtime, verify, Driver, Expect, Pacing};
+use producer_tests::drive::{core_report, tokio_report};
+use producer_tests::{dead_port, produce, runtime, verify, Driver, Expect, Pacing, ID_HEADER};
 use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_tests::{errors, MockKafka};
 use producer_tokio::{DeliveryError, SendError, TrySendError};
@@ -28,7 +27,7 @@ fn good(i: usize) -> Record {
     Record::new(GOOD, format!("good-{i}"))
         .with_key(format!("k{i}"))
         .with_timestamp(1_700_000_000_000 + i as i64)
-        .with_header(common::ID_HEADER, Some(Bytes::from(i.to_string())))
+        .with_header(ID_HEADER, Some(Bytes::from(i.to_string())))
 }
 
 fn bad(topic: &str, what: &str) -> Record {
@@ -69,7 +68,7 @@ fn tokio_case(
         let elapsed = started.elapsed();
         let mut reports = Vec::new();
         for f in good_f {
-            reports.push(vec![f.await.map_err(|e| format!("{e:?}"))]);
+            reports.push(vec![tokio_report(f.await).0]);
         }
         h.close().await;
         (errs, reports, elapsed)
@@ -99,14 +98,14 @@ fn mio_case(
             nbad += 1;
         }
     }
-    let mut good_reports: Vec<Vec<Result<_, String>>> = vec![Vec::new(); goods.len()];
+    let mut good_reports: producer_tests::Reports = vec![Vec::new(); goods.len()];
     let mut errs: Vec<Option<producer_core::DeliveryFailure>> = vec![None; bads.len()];
     let mut elapsed = Duration::ZERO;
     let mut bad_left = bads.len();
     while bad_left > 0 || good_reports.iter().any(Vec::is_empty) {
         let d = rx.recv_timeout(Duration::from_secs(30)).expect("a report");
         match d.opaque {
-            (true, i) => good_reports[i].push(d.result.map_err(|e| format!("{:?}", e.error))),
+            (true, i) => good_reports[i].push(core_report(d).1),
             (false, i) => {
                 let e = d
                     .result
@@ -137,14 +136,15 @@ fn mio_case(
     (errs, elapsed)
 }
 
-fn check_goods(mock: &MockKafka, goods: &[Record], reports: common::Reports) {
-    let run = common::Run {
+fn check_goods(mock: &MockKafka, goods: &[Record], reports: producer_tests::Reports) {
+    let run = producer_tests::Run {
+        returned: vec![None; reports.len()],
         reports,
         start_ms: 0,
         end_ms: 0,
         elapsed: Duration::ZERO,
     };
-    verify(mock, &[(GOOD, 3)], goods, &run, Expect::ExactlyOnce, false);
+    verify(&mock.bootstrap_servers(), &[(GOOD, 3)], goods, &run, Expect::ExactlyOnce, false);
 }
 
 fn mock() -> MockKafka {
@@ -154,7 +154,7 @@ fn mock() -> MockKafka {
 // ---- unknown topic ----
 
 fn unknown_topic_config(mock: &MockKafka) -> Config {
-    common::config(mock)
+    mock.producer_config()
         .max_block(Duration::from_millis(500))
         .build()
         .unwrap()
@@ -210,7 +210,7 @@ fn no_such_partition() -> Record {
 }
 
 fn small_requests(mock: &MockKafka) -> Config {
-    common::config(mock)
+    mock.producer_config()
         .max_request_size(10_000)
         .build()
         .unwrap()
@@ -400,7 +400,7 @@ fn tokio_send_after_close_hands_the_record_back() {
     let goods: Vec<Record> = (0..100).map(good).collect();
     let rt = runtime();
     let reports = rt.block_on(async {
-        let h = producer_tokio::Producer::start(common::config(&mock).build().unwrap()).unwrap();
+        let h = producer_tokio::Producer::start(mock.producer_config().build().unwrap()).unwrap();
         let other = h.clone();
         let mut fs = Vec::new();
         for r in &goods {
@@ -420,7 +420,7 @@ fn tokio_send_after_close_hands_the_record_back() {
         }
         let mut reports = Vec::new();
         for f in fs {
-            reports.push(vec![f.await.map_err(|e| format!("{e:?}"))]);
+            reports.push(vec![tokio_report(f.await).0]);
         }
         reports
     });
@@ -433,13 +433,13 @@ fn mio_send_after_close_hands_the_record_back() {
     let goods: Vec<Record> = (0..100).map(good).collect();
     let run = produce(
         Driver::MioThreaded,
-        common::config(&mock).build().unwrap(),
+        mock.producer_config().build().unwrap(),
         &goods,
         &Pacing::burst(),
         &mut |_| {},
     );
     verify(
-        &mock,
+        &mock.bootstrap_servers(),
         &[(GOOD, 3)],
         &goods,
         &run,
@@ -448,7 +448,7 @@ fn mio_send_after_close_hands_the_record_back() {
     );
 
     let p = producer_mio::ThreadedProducer::<u8>::spawn(
-        common::config(&mock).build().unwrap(),
+        mock.producer_config().build().unwrap(),
         4,
         |_| {},
     )

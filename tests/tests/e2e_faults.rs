@@ -28,11 +28,9 @@
 //!   without idempotence (the core then keeps one batch per partition in flight), strict order
 //!   is asserted.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{produce, verify, workload, Driver, Expect, Keys, Pacing};
+use producer_tests::{produce, verify, workload, Driver, Expect, Keys, Pacing};
 use producer_core::Acks;
 use producer_tests::{api, errors, MockKafka};
 
@@ -144,7 +142,7 @@ fn inject(mock: &MockKafka, fault: Fault, chunk: usize) {
 fn run(case: Case) {
     let mock = MockKafka::new(3, TOPICS).unwrap();
     mock.set_rtt(-1, case.rtt).unwrap();
-    let config = common::config(&mock)
+    let config = mock.producer_config()
         .max_in_flight(case.max_in_flight)
         .acks(case.acks)
         .enable_idempotence(case.idempotence)
@@ -177,7 +175,7 @@ fn run(case: Case) {
         drop(tx);
         (run, faults.join().unwrap())
     });
-    let s = verify(&mock, TOPICS, &records, &run, case.expect, false);
+    let s = verify(&mock.bootstrap_servers(), TOPICS, &records, &run, case.expect, false);
     println!(
         "{:?} {:?} (in flight {}, rtt {:?}): {} records in {:?}, {} read back, {} duplicated and {} reordered by the mock",
         case.driver,

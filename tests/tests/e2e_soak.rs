@@ -24,14 +24,14 @@
 //! sequence numbers) are the mock's and are counted, not failed; see `e2e_faults.rs`.
 //! Printed: RSS every `SOAK_REPORT_SECS`, and the peak (VmHWM) before and after the read back.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys};
+use producer_tests::{
+    check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys,
+};
 use producer_tests::{api, errors, MockKafka};
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -150,7 +150,7 @@ fn produce_child(bootstrap: &str, p: &Params) -> Produced {
         .unwrap();
     let topics = &p.topics();
     println!("{}", rss_line("child started"));
-    let rt = common::runtime();
+    let rt = producer_tests::runtime();
     rt.block_on(async {
         let h = producer_tokio::Producer::start(config).unwrap();
         let reported = Arc::new(AtomicUsize::new(0));
@@ -344,7 +344,7 @@ fn soak_tokio_with_periodic_faults() {
     let mut inversions = 0usize;
     let mut consumed = 0usize;
     let counts: HashMap<&str, i32> = topics.iter().copied().collect();
-    common::read_back_each(
+    producer_tests::read_back_each(
         &mock.bootstrap_servers(),
         topics,
         Duration::from_secs(600),
