@@ -57,7 +57,6 @@ use rdkafka::client::{Client, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr, RDKafkaType};
 
-
 /// Kafka API keys used with the error-injection and request-tracking calls.
 pub mod api {
     /// Produce.

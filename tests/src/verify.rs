@@ -69,6 +69,9 @@ pub struct Summary {
     pub inversions: usize,
     /// Records missing from the log (only tolerated by [`Expect::AtMostOnce`]).
     pub missing: usize,
+    /// Records whose report carries their batch's max timestamp: Apache Kafka's answer to a
+    /// retried batch it had already appended (deduplicated).
+    pub answered_as_duplicates: usize,
 }
 
 /// How a run is judged.
@@ -86,6 +89,9 @@ pub struct Rules<'a> {
     /// A timestamp the broker may report instead of the record's own (librdkafka's mock
     /// reports a fixed log-append time although its topics keep CreateTime).
     pub broker_reported_timestamp: Option<i64>,
+    /// Topics that were not read back (deleted): their records' reports are checked, their
+    /// presence in the log is not.
+    pub unread_topics: &'a [&'a str],
 }
 
 /// The timestamp librdkafka's mock puts in every Produce response (`LogAppendTimeMs` 1234),
@@ -133,17 +139,76 @@ fn check_success(i: usize, r: &Record, m: &RecordMetadata, partitions: i32, rule
         assert!(m.offset >= 0, "record {i}: offset {}", m.offset);
     }
     if let Some(t) = r.timestamp {
+        // Kafka answers a batch it already has (a retry it deduplicated) with the batch's
+        // max timestamp as "log append time": checked against the log in `check_timestamps`.
         assert!(
-            m.timestamp == t || Some(m.timestamp) == rules.broker_reported_timestamp,
+            m.timestamp >= t || Some(m.timestamp) == rules.broker_reported_timestamp,
             "record {i}: reported timestamp {} (sent {t})",
             m.timestamp
         );
     }
 }
 
+/// Every success report's timestamp is its record's own (as read back), or librdkafka's mock's
+/// fixed one, or (Apache Kafka answering a retried batch it had already appended: it answers
+/// with that batch's max timestamp as the log-append time) the largest timestamp of the run of
+/// consecutive records, in the same partition, whose reports carry that same timestamp.
+/// Returns how many records were reported that way.
+fn check_timestamps(
+    rules: &Rules<'_>,
+    outcome: &[Result<&RecordMetadata, &Failure>],
+    log: &BTreeMap<(String, i32), BTreeMap<i64, usize>>,
+    stamp: &HashMap<(String, i32, i64), i64>,
+) -> usize {
+    let mut answered_as_duplicates = 0;
+    for ((topic, p), offsets) in log {
+        // Successes reported at the offset they are at: (offset, reported, own).
+        let entries: Vec<(i64, i64, i64)> = offsets
+            .iter()
+            .filter_map(|(&o, &i)| match outcome[i] {
+                Ok(m) if m.offset == o => Some((o, m.timestamp, stamp[&(topic.clone(), *p, o)])),
+                _ => None,
+            })
+            .collect();
+        let mut k = 0;
+        while k < entries.len() {
+            // The group: consecutive offsets reported with the same timestamp.
+            let mut end = k;
+            while end + 1 < entries.len()
+                && entries[end + 1].0 == entries[end].0 + 1
+                && entries[end + 1].1 == entries[k].1
+            {
+                end += 1;
+            }
+            let group = &entries[k..=end];
+            let reported = group[0].1;
+            let foreign = group
+                .iter()
+                .any(|&(_, rep, own)| rep != own && Some(rep) != rules.broker_reported_timestamp);
+            if foreign {
+                let max = group.iter().map(|e| e.2).max().unwrap_or(i64::MIN);
+                assert_eq!(
+                    reported, max,
+                    "{topic}-{p}@{}..={}: reported timestamp {reported} is neither the records' own nor the max of their batch",
+                    group[0].0,
+                    group[group.len() - 1].0
+                );
+                answered_as_duplicates += group.len();
+            }
+            k = end + 1;
+        }
+    }
+    answered_as_duplicates
+}
+
 /// Checks the reports of `run` and the records `consumed` from the topics of `rules` against
 /// `records` as sent. Panics with a description of the first violation.
-pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[Consumed]) -> Summary {
+pub fn check_run(
+    rules: &Rules<'_>,
+    records: &[Record],
+    run: &Run,
+    consumed: &[Consumed],
+) -> Summary {
     let reports = &run.reports;
     assert_eq!(reports.len(), records.len());
     let partitions: HashMap<&str, i32> = rules.topics.iter().copied().collect();
@@ -177,6 +242,8 @@ pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[C
 
     // (topic, partition) -> offset -> id
     let mut log: BTreeMap<(String, i32), BTreeMap<i64, usize>> = BTreeMap::new();
+    // (topic, partition, offset) -> timestamp as read back
+    let mut stamp: HashMap<(String, i32, i64), i64> = HashMap::new();
     let mut copies = vec![0usize; records.len()];
     for c in consumed {
         let i = id_of(c);
@@ -198,13 +265,18 @@ pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[C
             }
         }
         copies[i] += 1;
+        stamp.insert(
+            (c.topic.clone(), c.partition, c.offset),
+            c.timestamp.to_millis().unwrap_or(-1),
+        );
         log.entry((c.topic.clone(), c.partition))
             .or_default()
             .insert(c.offset, i);
     }
     summary.consumed = consumed.len();
+    let unread = |i: usize| rules.unread_topics.contains(&&*records[i].topic);
     let missing: Vec<usize> = (0..records.len())
-        .filter(|&i| copies[i] == 0 && outcome[i].is_ok())
+        .filter(|&i| copies[i] == 0 && outcome[i].is_ok() && !unread(i))
         .collect();
     if rules.expect == Expect::AtMostOnce && !missing.is_empty() {
         println!(
@@ -238,7 +310,7 @@ pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[C
     // Reported offsets hold the reported record.
     if !rules.acks0 {
         for (i, o) in outcome.iter().enumerate() {
-            if let Ok(m) = o {
+            if let (Ok(m), false) = (o, unread(i)) {
                 let at = log
                     .get(&(m.topic.to_string(), m.partition))
                     .and_then(|o| o.get(&m.offset));
@@ -253,6 +325,9 @@ pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[C
             }
         }
     }
+    if !rules.acks0 {
+        summary.answered_as_duplicates = check_timestamps(rules, &outcome, &log, &stamp);
+    }
     if !summary.duplicates.is_empty() {
         let extra: usize = summary.duplicates.iter().map(|(_, n)| n - 1).sum();
         println!(
@@ -262,7 +337,10 @@ pub fn check_run(rules: &Rules<'_>, records: &[Record], run: &Run, consumed: &[C
         );
     }
     if summary.inversions > 0 {
-        println!("mock reorders: {} inversions of send order", summary.inversions);
+        println!(
+            "mock reorders: {} inversions of send order",
+            summary.inversions
+        );
     }
     summary
 }
@@ -329,6 +407,7 @@ pub fn verify(
         acks0,
         failures_allowed: false,
         broker_reported_timestamp: Some(MOCK_LOG_APPEND_TIME),
+        unread_topics: &[],
     };
     check_run(&rules, records, run, &consumed)
 }

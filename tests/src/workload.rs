@@ -38,6 +38,9 @@ pub enum Keys {
     Null,
     /// Two thirds keyed, one third null; every 11th record has an explicit partition.
     Mixed,
+    /// Every record has an explicit partition; half of them also have a key (the explicit
+    /// partition wins over the key's hash).
+    Explicit,
 }
 
 /// Java's murmur2 (Kafka's `Utils.murmur2`), written here independently of the core's
@@ -105,11 +108,14 @@ pub fn make_record_at(
         Keys::All => true,
         Keys::Null => false,
         Keys::Mixed => i % 3 != 0,
+        Keys::Explicit => i % 2 == 0,
     };
     if keyed {
         r = r.with_key(format!("key-{}", i % 97));
     }
-    if keys == Keys::Mixed && i % 11 == 0 {
+    if keys == Keys::Explicit {
+        r = r.with_partition((i / topics.len() % partitions as usize) as i32);
+    } else if keys == Keys::Mixed && i % 11 == 0 {
         r = r.with_partition((i / 11 % partitions as usize) as i32);
     }
     if i % 4 != 3 {

@@ -6,17 +6,17 @@
 //!   is made unknown with a topic-level UNKNOWN_TOPIC_OR_PARTITION), after `max_block`;
 //! * a record larger than `max_request_size`;
 //! * a partition the topic does not have;
-//! * an unreachable bootstrap address (the core fails held records with `DeliveryTimeout`
-//!   within `min(max_block, delivery_timeout)` when it never reached the cluster);
+//! * an unreachable bootstrap address (the core fails held records with `DeliveryTimeout`,
+//!   certainly not written, when it never reached the cluster);
 //! * sending after close.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_tests::drive::{core_report, tokio_report};
 use producer_tests::{dead_port, produce, runtime, verify, Driver, Expect, Pacing, ID_HEADER};
-use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
 use producer_tests::{errors, MockKafka};
 use producer_tokio::{DeliveryError, SendError, TrySendError};
 
@@ -43,11 +43,10 @@ fn tokio_case(
     mock: &MockKafka,
     config: Config,
     bads: Vec<Record>,
-) -> (Vec<(DeliveryError, Record)>, Duration) {
+) -> Vec<(DeliveryError, Record)> {
     let goods: Vec<Record> = (0..bads.len() * 10 + 10).map(good).collect();
     let rt = runtime();
-    let started = Instant::now();
-    let (errs, good_reports, elapsed) = rt.block_on(async {
+    let (errs, good_reports) = rt.block_on(async {
         let h = producer_tokio::Producer::start(config).unwrap();
         let mut good_f = Vec::new();
         let mut bad_f = Vec::new();
@@ -65,16 +64,15 @@ fn tokio_case(
                 Err(e) => errs.push((e, sent)),
             }
         }
-        let elapsed = started.elapsed();
         let mut reports = Vec::new();
         for f in good_f {
             reports.push(vec![tokio_report(f.await).0]);
         }
         h.close().await;
-        (errs, reports, elapsed)
+        (errs, reports)
     });
     check_goods(mock, &goods, good_reports);
-    (errs, elapsed)
+    errs
 }
 
 /// The same through the threaded mio producer; returns the bad records' failures.
@@ -82,14 +80,13 @@ fn mio_case(
     mock: &MockKafka,
     config: Config,
     bads: Vec<Record>,
-) -> (Vec<(producer_core::DeliveryFailure, Record)>, Duration) {
+) -> Vec<(producer_core::DeliveryFailure, Record)> {
     let goods: Vec<Record> = (0..bads.len() * 10 + 10).map(good).collect();
     let (tx, rx) = mpsc::channel::<Delivery<(bool, usize)>>();
     let p = producer_mio::ThreadedProducer::<(bool, usize)>::spawn(config, 256, move |d| {
         let _ = tx.send(d);
     })
     .unwrap();
-    let started = Instant::now();
     let mut nbad = 0;
     for (i, g) in goods.iter().enumerate() {
         p.send_with(g.clone(), (true, i)).unwrap();
@@ -100,7 +97,6 @@ fn mio_case(
     }
     let mut good_reports: producer_tests::Reports = vec![Vec::new(); goods.len()];
     let mut errs: Vec<Option<producer_core::DeliveryFailure>> = vec![None; bads.len()];
-    let mut elapsed = Duration::ZERO;
     let mut bad_left = bads.len();
     while bad_left > 0 || good_reports.iter().any(Vec::is_empty) {
         let d = rx.recv_timeout(Duration::from_secs(30)).expect("a report");
@@ -116,9 +112,6 @@ fn mio_case(
                     "two reports for bad record {i}"
                 );
                 bad_left -= 1;
-                if bad_left == 0 {
-                    elapsed = started.elapsed();
-                }
             }
         }
     }
@@ -128,12 +121,10 @@ fn mio_case(
         "a report after every record had one"
     );
     check_goods(mock, &goods, good_reports);
-    let errs = errs
-        .into_iter()
+    errs.into_iter()
         .zip(bads)
         .map(|(e, b)| (e.unwrap(), b))
-        .collect();
-    (errs, elapsed)
+        .collect()
 }
 
 fn check_goods(mock: &MockKafka, goods: &[Record], reports: producer_tests::Reports) {
@@ -144,7 +135,14 @@ fn check_goods(mock: &MockKafka, goods: &[Record], reports: producer_tests::Repo
         end_ms: 0,
         elapsed: Duration::ZERO,
     };
-    verify(&mock.bootstrap_servers(), &[(GOOD, 3)], goods, &run, Expect::ExactlyOnce, false);
+    verify(
+        &mock.bootstrap_servers(),
+        &[(GOOD, 3)],
+        goods,
+        &run,
+        Expect::ExactlyOnce,
+        false,
+    );
 }
 
 fn mock() -> MockKafka {
@@ -166,7 +164,7 @@ fn tokio_unknown_topic_fails_after_max_block_with_the_record() {
     mock.topic_error(GHOST, errors::UNKNOWN_TOPIC_OR_PARTITION)
         .unwrap();
     let sent = bad(GHOST, "unknown-topic");
-    let (errs, elapsed) = tokio_case(&mock, unknown_topic_config(&mock), vec![sent]);
+    let errs = tokio_case(&mock, unknown_topic_config(&mock), vec![sent]);
     let (e, sent) = errs.into_iter().next().unwrap();
     match e {
         DeliveryError::Failed(f) => {
@@ -175,10 +173,6 @@ fn tokio_unknown_topic_fails_after_max_block_with_the_record() {
         }
         other => panic!("expected Failed(UnknownTopic), got {other:?}"),
     }
-    assert!(
-        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_secs(5),
-        "failed after {elapsed:?}, max_block 500 ms"
-    );
 }
 
 #[test]
@@ -187,14 +181,10 @@ fn mio_unknown_topic_fails_after_max_block_with_the_record() {
     mock.topic_error(GHOST, errors::UNKNOWN_TOPIC_OR_PARTITION)
         .unwrap();
     let sent = bad(GHOST, "unknown-topic");
-    let (errs, elapsed) = mio_case(&mock, unknown_topic_config(&mock), vec![sent]);
+    let errs = mio_case(&mock, unknown_topic_config(&mock), vec![sent]);
     let (f, sent) = errs.into_iter().next().unwrap();
     assert_eq!(f.error, ProduceError::UnknownTopic, "{f:?}");
     assert_eq!(f.record, sent);
-    assert!(
-        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_secs(5),
-        "failed after {elapsed:?}, max_block 500 ms"
-    );
 }
 
 // ---- too large, and a partition that does not exist ----
@@ -219,7 +209,7 @@ fn small_requests(mock: &MockKafka) -> Config {
 #[test]
 fn tokio_too_large_and_missing_partition_come_back_typed() {
     let mock = mock();
-    let (errs, _) = tokio_case(
+    let errs = tokio_case(
         &mock,
         small_requests(&mock),
         vec![too_large(), no_such_partition()],
@@ -259,7 +249,7 @@ fn tokio_too_large_and_missing_partition_come_back_typed() {
 #[test]
 fn mio_too_large_and_missing_partition_come_back_typed() {
     let mock = mock();
-    let (errs, _) = mio_case(
+    let errs = mio_case(
         &mock,
         small_requests(&mock),
         vec![too_large(), no_such_partition()],
@@ -332,17 +322,16 @@ fn unreachable_config() -> Config {
         .unwrap()
 }
 
-fn assert_never_reached(error: &ProduceError, elapsed: Duration) {
+/// The records of a producer that never reached its cluster fail with a delivery timeout that
+/// says they were certainly not written. (When they fail, `min(max_block, delivery_timeout)`,
+/// is the core's business: `producer-core`'s own tests check it in virtual time; a wall-clock
+/// bound here would only measure the machine's load.)
+fn assert_never_reached(error: &ProduceError) {
     assert_eq!(
         error,
         &ProduceError::DeliveryTimeout {
             possibly_persisted: false
         }
-    );
-    // min(max_block 1 s, delivery_timeout 3 s), plus slack for a loaded machine.
-    assert!(
-        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2_500),
-        "failed after {elapsed:?}"
     );
 }
 
@@ -352,7 +341,6 @@ fn tokio_unreachable_bootstrap_fails_records_with_delivery_timeout() {
     rt.block_on(async {
         let h = producer_tokio::Producer::start(unreachable_config()).unwrap();
         let sent: Vec<Record> = (0..5).map(good).collect();
-        let started = Instant::now();
         let mut fs = Vec::new();
         for r in &sent {
             fs.push(h.send(r.clone()).await.unwrap());
@@ -360,7 +348,7 @@ fn tokio_unreachable_bootstrap_fails_records_with_delivery_timeout() {
         for (f, r) in fs.into_iter().zip(&sent) {
             match f.await {
                 Err(DeliveryError::Failed(fail)) => {
-                    assert_never_reached(&fail.error, started.elapsed());
+                    assert_never_reached(&fail.error);
                     assert_eq!(&fail.record, r);
                 }
                 other => panic!("expected Failed(DeliveryTimeout), got {other:?}"),
@@ -378,14 +366,13 @@ fn mio_unreachable_bootstrap_fails_records_with_delivery_timeout() {
     })
     .unwrap();
     let sent: Vec<Record> = (0..5).map(good).collect();
-    let started = Instant::now();
     for (i, r) in sent.iter().enumerate() {
         p.send_with(r.clone(), i).unwrap();
     }
     for _ in 0..sent.len() {
         let d = rx.recv_timeout(Duration::from_secs(10)).expect("a report");
         let f = d.result.expect_err("delivered to nowhere");
-        assert_never_reached(&f.error, started.elapsed());
+        assert_never_reached(&f.error);
         assert_eq!(f.record, sent[d.opaque]);
     }
     p.close();

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use producer_tests::{produce, verify, workload, Driver, Expect, Keys, Pacing};
 use producer_core::{Acks, Compression};
 use producer_tests::MockKafka;
+use producer_tests::{produce, verify, workload, Driver, Expect, Keys, Pacing};
 
 const TOPICS: &[(&str, i32)] = &[("matrix-a", 6), ("matrix-b", 3)];
 
@@ -47,7 +47,8 @@ impl Case {
 
 fn run(case: Case) {
     let mock = MockKafka::new(3, TOPICS).unwrap();
-    let mut b = mock.producer_config()
+    let mut b = mock
+        .producer_config()
         .compression(case.compression)
         .acks(case.acks)
         .enable_idempotence(case.idempotence);

@@ -21,7 +21,10 @@
 //! the partition its report names (murmur2 for keyed records); each reported offset holds its
 //! record. Duplicates (broker down, dropped connections: the mock appends retries again) and
 //! send-order inversions (injected errors with five requests in flight: the mock does not check
-//! sequence numbers) are the mock's and are counted, not failed; see `e2e_faults.rs`.
+//! sequence numbers) are the mock's and are counted, not failed; see `e2e_faults.rs`. The strict
+//! property (exactly once, in send order, no tolerance) under a long mixed fault schedule is
+//! asserted against Apache Kafka by `kafka_random::{tokio,mio}_random_fault_schedule`, whose
+//! long mode (`KAFKA_RANDOM_SECS=600`) is this soak's counterpart.
 //! Printed: RSS every `SOAK_REPORT_SECS`, and the peak (VmHWM) before and after the read back.
 
 use std::collections::HashMap;
@@ -29,10 +32,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use producer_tests::{
-    check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys,
-};
 use producer_tests::{api, errors, MockKafka};
+use producer_tests::{check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -58,14 +59,18 @@ fn nap(d: Duration, stop: &AtomicBool) {
     }
 }
 
+/// The faults of the rotation: leader moves, broker down/up, mixed Produce errors, dropped
+/// connections, round-trip delay, delayed per-broker errors.
+const FAULT_KINDS: usize = 6;
+
 /// Injects one fault every `every` until `stop`; returns how many of each kind.
 fn fault_loop(
     mock: &MockKafka,
     topics: &[(&str, i32)],
     every: Duration,
     stop: &AtomicBool,
-) -> [usize; 6] {
-    let mut counts = [0; 6];
+) -> [usize; FAULT_KINDS] {
+    let mut counts = [0; FAULT_KINDS];
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
         rng ^= rng << 13;
@@ -79,7 +84,7 @@ fn fault_loop(
         if stop.load(Ordering::Relaxed) {
             return counts;
         }
-        let kind = k % 6;
+        let kind = k % FAULT_KINDS;
         k += 1;
         counts[kind] += 1;
         let broker = (next() % 3) as i32 + 1;

@@ -136,7 +136,10 @@ impl std::fmt::Display for LaunchError {
         match self {
             LaunchError::Dist(e) => write!(f, "{e}"),
             LaunchError::NodeExited { node, status, log } => {
-                write!(f, "Kafka node {node} exited during start-up ({status}); its log:\n{log}")
+                write!(
+                    f,
+                    "Kafka node {node} exited during start-up ({status}); its log:\n{log}"
+                )
             }
             LaunchError::Timeout { waiting_for, logs } => {
                 write!(f, "timed out waiting for {waiting_for}; node logs:\n{logs}")
@@ -304,8 +307,13 @@ impl KafkaCluster {
             }
         }
         let ctl_log = cluster.dir.join("kafkactl.log");
-        let ctl = ctl::start(&cluster.spawner, dist, &cluster.internal_bootstrap(), &ctl_log)
-            .map_err(LaunchError::Other)?;
+        let ctl = ctl::start(
+            &cluster.spawner,
+            dist,
+            &cluster.internal_bootstrap(),
+            &ctl_log,
+        )
+        .map_err(LaunchError::Other)?;
         cluster.ctl = Some(ctl);
         cluster.startup = started.elapsed();
         Ok(cluster)
@@ -315,7 +323,8 @@ impl KafkaCluster {
         let _ = fs::remove_dir_all(&self.dir);
         fs::create_dir_all(&self.dir).map_err(|e| StartFailure::Failed(other(e)))?;
         let n = self.spec.nodes;
-        let (held, mut ports) = hold_free_ports(3 * n).map_err(|e| StartFailure::Failed(other(e)))?;
+        let (held, mut ports) =
+            hold_free_ports(3 * n).map_err(|e| StartFailure::Failed(other(e)))?;
         if self.attempts == 1 {
             for (i, p) in self.spec.first_ports.iter().enumerate().take(3) {
                 ports[i] = *p;
@@ -331,7 +340,8 @@ impl KafkaCluster {
         self.proxies.clear();
         if self.spec.proxied {
             for (i, p) in ports.iter().enumerate() {
-                let proxy = Proxy::start(i as i32 + 1, addr(p.client)).map_err(|e| StartFailure::Failed(other(e)))?;
+                let proxy = Proxy::start(i as i32 + 1, addr(p.client))
+                    .map_err(|e| StartFailure::Failed(other(e)))?;
                 self.proxies.push(proxy);
             }
         }
@@ -348,7 +358,8 @@ impl KafkaCluster {
             })
             .collect();
         for node in &self.nodes {
-            fs::write(&node.props, self.properties(node)).map_err(|e| StartFailure::Failed(other(e)))?;
+            fs::write(&node.props, self.properties(node))
+                .map_err(|e| StartFailure::Failed(other(e)))?;
         }
         self.format().map_err(StartFailure::Failed)?;
         for node in &self.nodes {
@@ -432,7 +443,10 @@ impl KafkaCluster {
         );
         set(
             "advertised.listeners",
-            &format!("INTERNAL://127.0.0.1:{},CLIENT://127.0.0.1:{advertised_client}", p.internal),
+            &format!(
+                "INTERNAL://127.0.0.1:{},CLIENT://127.0.0.1:{advertised_client}",
+                p.internal
+            ),
         );
         set("controller.listener.names", "CONTROLLER");
         set("inter.broker.listener.name", "INTERNAL");
@@ -440,15 +454,28 @@ impl KafkaCluster {
             "listener.security.protocol.map",
             "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT",
         );
-        set("log.dirs", &self.dir.join(format!("node-{}-data", node.id)).display().to_string());
+        set(
+            "log.dirs",
+            &self
+                .dir
+                .join(format!("node-{}-data", node.id))
+                .display()
+                .to_string(),
+        );
         set("default.replication.factor", &rf.to_string());
         set("min.insync.replicas", &min_isr.to_string());
         set("offsets.topic.replication.factor", &rf.to_string());
         set("offsets.topic.num.partitions", "1");
         set("transaction.state.log.replication.factor", &rf.to_string());
         set("transaction.state.log.min.isr", &min_isr.to_string());
-        set("share.coordinator.state.topic.replication.factor", &rf.to_string());
-        set("share.coordinator.state.topic.min.isr", &min_isr.to_string());
+        set(
+            "share.coordinator.state.topic.replication.factor",
+            &rf.to_string(),
+        );
+        set(
+            "share.coordinator.state.topic.min.isr",
+            &min_isr.to_string(),
+        );
         set("group.initial.rebalance.delay.ms", "0");
         // Tests create their topics; a producer's Metadata must not create them (the tests of a
         // topic created late and of a topic deleted mid-stream depend on it).
@@ -498,10 +525,24 @@ impl KafkaCluster {
             let props = node.props.display().to_string();
             let args = self.java_args(
                 "128m",
-                &["kafka.tools.StorageTool", "format", "-t", &id, "-c", &props, "--ignore-formatted"],
+                &[
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    &id,
+                    "-c",
+                    &props,
+                    "--ignore-formatted",
+                ],
             );
-            let jvm = Jvm::start(&self.spawner, &format!("format node {}", node.id), &args, &node.log, false)
-                .map_err(other)?;
+            let jvm = Jvm::start(
+                &self.spawner,
+                &format!("format node {}", node.id),
+                &args,
+                &node.log,
+                false,
+            )
+            .map_err(other)?;
             tools.push((node, jvm));
         }
         for (node, mut jvm) in tools {
@@ -522,7 +563,14 @@ impl KafkaCluster {
     fn launch(&self, node: &Node) -> Result<Jvm, LaunchError> {
         let heap = format!("{}m", self.spec.heap_mb);
         let args = self.java_args(&heap, &["kafka.Kafka", &node.props.display().to_string()]);
-        Jvm::start(&self.spawner, &format!("node {}", node.id), &args, &node.log, false).map_err(other)
+        Jvm::start(
+            &self.spawner,
+            &format!("node {}", node.id),
+            &args,
+            &node.log,
+            false,
+        )
+        .map_err(other)
     }
 
     fn stop_nodes(&mut self) {
@@ -595,7 +643,9 @@ impl KafkaCluster {
 
     /// KafkaCtl (admin and Java read-back).
     pub fn ctl(&self) -> &Ctl {
-        self.ctl.as_ref().expect("KafkaCtl runs once the cluster started")
+        self.ctl
+            .as_ref()
+            .expect("KafkaCtl runs once the cluster started")
     }
 
     // ---- figures ----
@@ -635,7 +685,13 @@ impl KafkaCluster {
     pub fn logs(&self, lines: usize) -> String {
         let mut s = String::new();
         for n in &self.nodes {
-            let _ = writeln!(s, "---- node {} ({}):\n{}", n.id, n.log.display(), log_tail(&n.log, lines));
+            let _ = writeln!(
+                s,
+                "---- node {} ({}):\n{}",
+                n.id,
+                n.log.display(),
+                log_tail(&n.log, lines)
+            );
         }
         let ctl_log = self.dir.join("kafkactl.log");
         if ctl_log.exists() {
@@ -685,7 +741,11 @@ pub fn describe(cluster: &KafkaCluster, topic: &str) -> Result<Vec<PartitionInfo
 }
 
 /// The Java consumer's view of `topic` (see [`Ctl::java_read_back`]).
-pub fn java_read_back(cluster: &KafkaCluster, topic: &str, partitions: i32) -> Result<Vec<Consumed>, String> {
+pub fn java_read_back(
+    cluster: &KafkaCluster,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<Consumed>, String> {
     cluster.ctl().java_read_back(topic, partitions)
 }
 
@@ -695,6 +755,11 @@ pub(crate) fn views(cluster: &KafkaCluster, topics: &[&str]) -> Vec<(i32, Cluste
     cluster
         .nodes
         .iter()
-        .filter_map(|n| Some((n.id, metadata(addr(n.ports.internal), topics, Duration::from_secs(2)).ok()?)))
+        .filter_map(|n| {
+            Some((
+                n.id,
+                metadata(addr(n.ports.internal), topics, Duration::from_secs(2)).ok()?,
+            ))
+        })
         .collect()
 }

@@ -39,7 +39,12 @@ pub struct Ctl {
 }
 
 /// Starts KafkaCtl against `bootstrap` and waits for its `ready` line.
-pub(crate) fn start(spawner: &Spawner, dist: &Dist, bootstrap: &str, log: &Path) -> Result<Ctl, String> {
+pub(crate) fn start(
+    spawner: &Spawner,
+    dist: &Dist,
+    bootstrap: &str,
+    log: &Path,
+) -> Result<Ctl, String> {
     let args = vec![
         "-Xmx256m".to_string(),
         "-XX:+UseSerialGC".to_string(),
@@ -50,7 +55,8 @@ pub(crate) fn start(spawner: &Spawner, dist: &Dist, bootstrap: &str, log: &Path)
         "KafkaCtl".to_string(),
         bootstrap.to_string(),
     ];
-    let mut jvm = Jvm::start(spawner, "KafkaCtl", &args, log, true).map_err(|e| format!("start KafkaCtl: {e}"))?;
+    let mut jvm = Jvm::start(spawner, "KafkaCtl", &args, log, true)
+        .map_err(|e| format!("start KafkaCtl: {e}"))?;
     let child = jvm.child_mut();
     let stdin = child.stdin.take().expect("piped stdin");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -76,7 +82,9 @@ fn unhex(s: &str) -> Result<Option<Vec<u8>>, String> {
         "_" => Ok(Some(Vec::new())),
         _ => (0..s.len())
             .step_by(2)
-            .map(|i| u8::from_str_radix(s.get(i..i + 2).ok_or("odd hex")?, 16).map_err(|e| e.to_string()))
+            .map(|i| {
+                u8::from_str_radix(s.get(i..i + 2).ok_or("odd hex")?, 16).map_err(|e| e.to_string())
+            })
             .collect::<Result<Vec<u8>, String>>()
             .map(Some),
     }
@@ -97,8 +105,11 @@ fn parse_record(topic: &str, line: &str) -> Result<Consumed, String> {
     let mut headers = Vec::new();
     if f[7] != "-" {
         for h in f[7].split(',') {
-            let (k, v) = h.split_once('=').ok_or_else(|| format!("bad header {h:?}"))?;
-            let key = String::from_utf8(unhex(k)?.unwrap_or_default()).map_err(|e| e.to_string())?;
+            let (k, v) = h
+                .split_once('=')
+                .ok_or_else(|| format!("bad header {h:?}"))?;
+            let key =
+                String::from_utf8(unhex(k)?.unwrap_or_default()).map_err(|e| e.to_string())?;
             headers.push((key, unhex(v)?));
         }
     }
@@ -116,17 +127,26 @@ fn parse_record(topic: &str, line: &str) -> Result<Consumed, String> {
 impl Ctl {
     /// Sends one command line; returns the text after `ok`, or the error (`err ...`, or the
     /// JVM gone with its log). `on_record` receives the `rec` lines that come first.
-    fn call(&self, command: &str, mut on_record: impl FnMut(&str) -> Result<(), String>) -> Result<String, String> {
+    fn call(
+        &self,
+        command: &str,
+        mut on_record: impl FnMut(&str) -> Result<(), String>,
+    ) -> Result<String, String> {
         let mut p = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
         let gone = |what: &str, e: String| {
             let jvm = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
             format!("KafkaCtl {what}: {e}; its log:\n{}", log_tail(&jvm.log, 40))
         };
-        writeln!(p.stdin, "{command}").and_then(|_| p.stdin.flush()).map_err(|e| gone("write", e.to_string()))?;
+        writeln!(p.stdin, "{command}")
+            .and_then(|_| p.stdin.flush())
+            .map_err(|e| gone("write", e.to_string()))?;
         let mut line = String::new();
         loop {
             line.clear();
-            let n = p.stdout.read_line(&mut line).map_err(|e| gone("read", e.to_string()))?;
+            let n = p
+                .stdout
+                .read_line(&mut line)
+                .map_err(|e| gone("read", e.to_string()))?;
             if n == 0 {
                 return Err(gone("read", "it exited".into()));
             }
@@ -146,7 +166,13 @@ impl Ctl {
     /// Creates `topic` with `partitions` partitions, replication factor `rf` and topic
     /// `configs`. Returns once the controller accepted it (brokers may learn of it a moment
     /// later: the cluster's `create_topic` waits for that).
-    pub fn create_topic(&self, topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> Result<(), String> {
+    pub fn create_topic(
+        &self,
+        topic: &str,
+        partitions: i32,
+        rf: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<(), String> {
         let mut cmd = format!("create {topic} {partitions} {rf}");
         for (k, v) in configs {
             cmd.push_str(&format!(" {k}={v}"));
@@ -212,7 +238,10 @@ impl Ctl {
             Ok(())
         })?;
         if n.parse::<usize>().ok() != Some(out.len()) {
-            return Err(format!("KafkaCtl counted {n} records, {} parsed", out.len()));
+            return Err(format!(
+                "KafkaCtl counted {n} records, {} parsed",
+                out.len()
+            ));
         }
         out.sort_by_key(|c| (c.partition, c.offset));
         Ok(out)

@@ -28,7 +28,8 @@ const LOG4J2: &str = include_str!("../../kafka/log4j2.properties");
 pub const SKIP_ENV: &str = "SKIP_KAFKA_TESTS";
 
 /// What to install, said when a tool is missing.
-const INSTALL_HINT: &str = "install Java 17 and Maven (Debian: `apt-get install openjdk-17-jdk-headless maven`, \
+const INSTALL_HINT: &str =
+    "install Java 17 and Maven (Debian: `apt-get install openjdk-17-jdk-headless maven`, \
      or run `.ci/install-deps`), or set SKIP_KAFKA_TESTS=1 to skip the real-Kafka tier explicitly";
 
 /// Why the distribution could not be prepared.
@@ -70,7 +71,10 @@ impl fmt::Display for DistError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DistError::ToolMissing { tool } => {
-                write!(f, "the real-Kafka tests need `{tool}`, which is not installed: {INSTALL_HINT}")
+                write!(
+                    f,
+                    "the real-Kafka tests need `{tool}`, which is not installed: {INSTALL_HINT}"
+                )
             }
             DistError::JavaTooOld { found } => write!(
                 f,
@@ -97,7 +101,10 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DistError {
 
 /// The Kafka version pinned in `tests/kafka/pom.xml` (`<kafka.version>`).
 pub fn kafka_version() -> &'static str {
-    let start = POM.find("<kafka.version>").expect("pom.xml names kafka.version") + 15;
+    let start = POM
+        .find("<kafka.version>")
+        .expect("pom.xml names kafka.version")
+        + 15;
     let end = start + POM[start..].find('<').expect("closed kafka.version");
     &POM[start..end]
 }
@@ -143,9 +150,11 @@ impl Dist {
     /// The distribution under `target/kafka`, prepared on the first call in this process.
     pub fn shared() -> Result<&'static Dist, String> {
         static DIST: OnceLock<Result<Dist, String>> = OnceLock::new();
-        DIST.get_or_init(|| Dist::prepare(&target_dir().join("kafka"), None).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)
+        DIST.get_or_init(|| {
+            Dist::prepare(&target_dir().join("kafka"), None).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)
     }
 
     /// Prepares the distribution under `home`: checks the tools, fetches the jars with Maven
@@ -233,7 +242,12 @@ fn write_if_changed(path: &Path, content: &str) -> Result<(), DistError> {
 }
 
 /// `mvn dependency:copy-dependencies` into `lib.tmp`, renamed to `lib` when complete.
-fn fetch_jars(home: &Path, base: &Path, lib: &Path, settings: Option<&Path>) -> Result<(), DistError> {
+fn fetch_jars(
+    home: &Path,
+    base: &Path,
+    lib: &Path,
+    settings: Option<&Path>,
+) -> Result<(), DistError> {
     let pom = base.join("pom.xml");
     write_if_changed(&pom, POM)?;
     let tmp = base.join("lib.tmp");
@@ -258,27 +272,45 @@ fn fetch_jars(home: &Path, base: &Path, lib: &Path, settings: Option<&Path>) -> 
             error: e,
         },
     })?;
-    let log = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let log =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         let failed = log
             .lines()
             .find_map(failed_artifact)
             .map(|a| format!(" (Maven could not fetch {a})"))
             .unwrap_or_default();
-        let errors: Vec<&str> = log.lines().filter(|l| l.contains("[ERROR]")).take(12).collect();
+        let errors: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("[ERROR]"))
+            .take(12)
+            .collect();
         return Err(DistError::Maven {
-            artifact: format!("{} and its dependencies, as tests/kafka/pom.xml lists them{failed}", broker_artifact()),
+            artifact: format!(
+                "{} and its dependencies, as tests/kafka/pom.xml lists them{failed}",
+                broker_artifact()
+            ),
             log: errors.join("\n"),
         });
     }
-    fs::write(tmp.join(".complete"), broker_artifact()).map_err(io_err("mark the jars complete"))?;
-    fs::rename(&tmp, lib).map_err(io_err(format!("rename {} to {}", tmp.display(), lib.display())))
+    fs::write(tmp.join(".complete"), broker_artifact())
+        .map_err(io_err("mark the jars complete"))?;
+    fs::rename(&tmp, lib).map_err(io_err(format!(
+        "rename {} to {}",
+        tmp.display(),
+        lib.display()
+    )))
 }
 
 /// The artifact a Maven error line names: "Could not transfer artifact G:A:T:V from/to ..." or
 /// "Plugin G:A:V or one of its dependencies could not be resolved" or "Failure to find G:A:T:V".
 fn failed_artifact(line: &str) -> Option<String> {
-    for marker in ["Could not transfer artifact ", "Failure to find ", "Plugin ", "Could not find artifact "] {
+    for marker in [
+        "Could not transfer artifact ",
+        "Failure to find ",
+        "Plugin ",
+        "Could not find artifact ",
+    ] {
         if let Some(at) = line.find(marker) {
             let rest = &line[at + marker.len()..];
             let name: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
@@ -292,7 +324,9 @@ fn failed_artifact(line: &str) -> Option<String> {
 
 /// FNV-1a of the source, to recompile KafkaCtl when it changed.
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {

@@ -23,6 +23,7 @@ pub mod dist;
 pub mod probe;
 pub mod process;
 pub mod proxy;
+pub mod suite;
 pub mod wire;
 
 use std::io::Write;
@@ -77,7 +78,13 @@ pub struct TestCluster {
 impl TestCluster {
     /// Creates a topic (see [`KafkaCluster::create_topic`]) that the health check between
     /// tests waits on; panics with the logs if it fails.
-    pub fn topic(&mut self, prefix: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> String {
+    pub fn topic(
+        &mut self,
+        prefix: &str,
+        partitions: i32,
+        rf: i16,
+        configs: &[(&str, &str)],
+    ) -> String {
         let name = unique_topic(prefix);
         self.cluster
             .create_topic(&name, partitions, rf, configs)
@@ -159,5 +166,7 @@ pub fn own_cluster(spec: ClusterSpec) -> Option<KafkaCluster> {
     if skip_requested() {
         return None;
     }
-    Some(KafkaCluster::start(spec).unwrap_or_else(|e| panic!("the real-Kafka tier cannot run: {e}")))
+    Some(
+        KafkaCluster::start(spec).unwrap_or_else(|e| panic!("the real-Kafka tier cannot run: {e}")),
+    )
 }

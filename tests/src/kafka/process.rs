@@ -135,7 +135,10 @@ impl Jvm {
     /// may belong to another process by now).
     pub fn signal(&mut self, signal: libc::c_int) -> io::Result<()> {
         if let Some(status) = self.exited() {
-            return Err(io::Error::other(format!("{} has exited ({status})", self.name)));
+            return Err(io::Error::other(format!(
+                "{} has exited ({status})",
+                self.name
+            )));
         }
         // SAFETY: kill(2) on our own child's pid, not yet reaped (checked above).
         if unsafe { libc::kill(self.child.id() as libc::pid_t, signal) } == 0 {

@@ -220,7 +220,12 @@ impl Proxy {
             if left.is_zero() {
                 return None;
             }
-            frames = self.shared.frames_changed.wait_timeout(frames, left).unwrap().0;
+            frames = self
+                .shared
+                .frames_changed
+                .wait_timeout(frames, left)
+                .unwrap()
+                .0;
         }
     }
 

@@ -9,10 +9,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
 };
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// The Metadata version asked (Kafka 4 serves 0-13; 12 is the newest the producer speaks).
@@ -76,10 +76,17 @@ impl ClusterView {
 
 /// Sends one Metadata request for `topics` (none: no topics, just the brokers) to `addr` and
 /// returns the answer, or why there is none.
-pub fn metadata(addr: SocketAddr, topics: &[&str], timeout: Duration) -> Result<ClusterView, String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+pub fn metadata(
+    addr: SocketAddr,
+    topics: &[&str],
+    timeout: Duration,
+) -> Result<ClusterView, String> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     let header = RequestHeader::default()
         .with_request_api_key(ApiKey::Metadata as i16)
@@ -99,30 +106,43 @@ pub fn metadata(addr: SocketAddr, topics: &[&str], timeout: Duration) -> Result<
         .with_allow_auto_topic_creation(false);
     let mut body = BytesMut::new();
     header
-        .encode(&mut body, ApiKey::Metadata.request_header_version(METADATA_VERSION))
+        .encode(
+            &mut body,
+            ApiKey::Metadata.request_header_version(METADATA_VERSION),
+        )
         .map_err(|e| e.to_string())?;
-    request.encode(&mut body, METADATA_VERSION).map_err(|e| e.to_string())?;
+    request
+        .encode(&mut body, METADATA_VERSION)
+        .map_err(|e| e.to_string())?;
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
-    s.write_all(&frame).map_err(|e| format!("write to {addr}: {e}"))?;
+    s.write_all(&frame)
+        .map_err(|e| format!("write to {addr}: {e}"))?;
     let mut len = [0u8; 4];
-    s.read_exact(&mut len).map_err(|e| format!("read from {addr}: {e}"))?;
+    s.read_exact(&mut len)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
     let mut resp = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut resp).map_err(|e| format!("read from {addr}: {e}"))?;
+    s.read_exact(&mut resp)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
     let mut resp = Bytes::from(resp);
     // Response header v1: correlation id, tagged fields.
     let header_version = ApiKey::Metadata.response_header_version(METADATA_VERSION);
-    kafka_protocol::messages::ResponseHeader::decode(&mut resp, header_version).map_err(|e| e.to_string())?;
+    kafka_protocol::messages::ResponseHeader::decode(&mut resp, header_version)
+        .map_err(|e| e.to_string())?;
     let m = MetadataResponse::decode(&mut resp, METADATA_VERSION).map_err(|e| e.to_string())?;
     if resp.has_remaining() {
-        return Err(format!("{} bytes after the Metadata response", resp.remaining()));
+        return Err(format!(
+            "{} bytes after the Metadata response",
+            resp.remaining()
+        ));
     }
     let mut view = ClusterView {
         controller: m.controller_id.0,
         ..ClusterView::default()
     };
     for b in &m.brokers {
-        view.brokers.insert(b.node_id.0, (b.host.to_string(), b.port as u16));
+        view.brokers
+            .insert(b.node_id.0, (b.host.to_string(), b.port as u16));
     }
     for t in &m.topics {
         let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();

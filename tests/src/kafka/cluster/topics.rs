@@ -31,18 +31,27 @@ impl KafkaCluster {
     /// Metadata shows it.
     pub fn delete_topic(&self, topic: &str) -> Result<(), LaunchError> {
         self.ctl().delete_topic(topic).map_err(LaunchError::Other)?;
-        self.wait_until(&format!("every live broker to forget {topic}"), PROPAGATION, None, || {
-            let live = self.live_nodes();
-            views(self, &[topic])
-                .iter()
-                .filter(|(n, _)| live.contains(n))
-                .all(|(_, v)| v.topics.get(topic).is_none_or(|(err, _)| *err != 0))
-        })
+        self.wait_until(
+            &format!("every live broker to forget {topic}"),
+            PROPAGATION,
+            None,
+            || {
+                let live = self.live_nodes();
+                views(self, &[topic])
+                    .iter()
+                    .filter(|(n, _)| live.contains(n))
+                    .all(|(_, v)| v.topics.get(topic).is_none_or(|(err, _)| *err != 0))
+            },
+        )
     }
 
     /// Sets topic configs (an empty value restores the broker default). Takes effect on the
     /// leaders within moments; the admin call returns when the controller has it.
-    pub fn alter_topic_config(&self, topic: &str, configs: &[(&str, &str)]) -> Result<(), LaunchError> {
+    pub fn alter_topic_config(
+        &self,
+        topic: &str,
+        configs: &[(&str, &str)],
+    ) -> Result<(), LaunchError> {
         self.ctl()
             .alter_topic_config(topic, configs)
             .map_err(LaunchError::Other)
@@ -51,15 +60,11 @@ impl KafkaCluster {
     /// Makes `broker` the leader of `topic`/`partition` (reassignment + preferred election),
     /// then waits until every live broker reports it.
     pub fn move_leader(&self, topic: &str, partition: i32, broker: i32) -> Result<(), LaunchError> {
-        let leader = self
-            .ctl()
+        // The admin client's own answer may predate the election's effect: the brokers'
+        // Metadata decides.
+        self.ctl()
             .move_leader(topic, partition, broker)
             .map_err(LaunchError::Other)?;
-        if leader != broker {
-            return Err(LaunchError::Other(format!(
-                "{topic}-{partition}: leader {leader} after electing {broker}"
-            )));
-        }
         self.wait_until(
             &format!("every live broker to report {broker} leading {topic}-{partition}"),
             PROPAGATION,
@@ -103,19 +108,29 @@ impl KafkaCluster {
     /// Waits until every live broker reports a leader (a live broker) for every partition of
     /// `topics`.
     pub fn wait_led(&self, topics: &[&str], timeout: Duration) -> Result<(), LaunchError> {
-        self.wait_until(&format!("leaders for every partition of {topics:?}"), timeout, None, || {
-            self.every_live_node_sees(topics, ClusterView::all_led)
-        })
+        self.wait_until(
+            &format!("leaders for every partition of {topics:?}"),
+            timeout,
+            None,
+            || self.every_live_node_sees(topics, ClusterView::all_led),
+        )
     }
 
     /// Waits until every live broker reports every replica of `topics` in sync.
     pub fn wait_in_sync(&self, topics: &[&str], timeout: Duration) -> Result<(), LaunchError> {
-        self.wait_until(&format!("all replicas of {topics:?} in sync"), timeout, None, || {
-            self.every_live_node_sees(topics, ClusterView::all_in_sync)
-        })
+        self.wait_until(
+            &format!("all replicas of {topics:?} in sync"),
+            timeout,
+            None,
+            || self.every_live_node_sees(topics, ClusterView::all_in_sync),
+        )
     }
 
-    fn every_live_node_sees(&self, topics: &[&str], check: impl Fn(&ClusterView, &[&str]) -> bool) -> bool {
+    fn every_live_node_sees(
+        &self,
+        topics: &[&str],
+        check: impl Fn(&ClusterView, &[&str]) -> bool,
+    ) -> bool {
         let live = self.live_nodes();
         let v = views(self, topics);
         !live.is_empty()
