@@ -603,6 +603,11 @@ impl KafkaCluster {
         }
     }
 
+    /// Node `id`'s internal listener (never proxied).
+    pub fn internal_addr(&self, id: i32) -> SocketAddr {
+        addr(self.node(id).ports.internal)
+    }
+
     /// The producers' bootstrap list (through the proxies).
     pub fn bootstrap(&self) -> Vec<(String, u16)> {
         self.node_ids()

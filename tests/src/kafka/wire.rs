@@ -1,7 +1,8 @@
-//! A Metadata request of the launcher's own (encoded and decoded by the `kafka-protocol`
-//! crate, on a plain blocking socket), for readiness checks: which brokers a node lists, and
-//! the leader and in-sync replicas of every partition, as that node sees them now (no client
-//! cache in between).
+//! Requests of the launcher's own (encoded and decoded by the `kafka-protocol` crate, on a plain
+//! blocking socket), for readiness checks: Metadata (which brokers a node lists, the leader and
+//! in-sync replicas of every partition, as that node sees them now, no client cache in
+//! between), and ListOffsets (whether a leader serves its partitions yet: a broker lists itself
+//! leader in Metadata a moment before it accepts requests for the partition).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -9,9 +10,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -74,25 +77,84 @@ impl ClusterView {
     }
 }
 
-/// Sends one Metadata request for `topics` (none: no topics, just the brokers) to `addr` and
-/// returns the answer, or why there is none.
-pub fn metadata(
+/// The ListOffsets version asked (flexible; Kafka 4 serves 1-10).
+const LIST_OFFSETS_VERSION: i16 = 7;
+
+/// Sends one request and returns the decoded answer (nothing may follow it).
+fn call<Req: Encodable, Resp: Decodable>(
     addr: SocketAddr,
-    topics: &[&str],
+    api: ApiKey,
+    version: i16,
+    request: &Req,
     timeout: Duration,
-) -> Result<ClusterView, String> {
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
+) -> Result<Resp, String> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Metadata as i16)
-        .with_request_api_version(METADATA_VERSION)
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
         .with_correlation_id(1)
         .with_client_id(Some(StrBytes::from_static_str("kafka-launcher")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, api.request_header_version(version))
+        .map_err(|e| e.to_string())?;
+    request.encode(&mut body, version).map_err(|e| e.to_string())?;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).map_err(|e| format!("write to {addr}: {e}"))?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).map_err(|e| format!("read from {addr}: {e}"))?;
+    let mut resp = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut resp).map_err(|e| format!("read from {addr}: {e}"))?;
+    let mut resp = Bytes::from(resp);
+    kafka_protocol::messages::ResponseHeader::decode(&mut resp, api.response_header_version(version))
+        .map_err(|e| e.to_string())?;
+    let r = Resp::decode(&mut resp, version).map_err(|e| e.to_string())?;
+    if resp.has_remaining() {
+        return Err(format!("{} bytes after the {api:?} response", resp.remaining()));
+    }
+    Ok(r)
+}
+
+/// Asks `addr` (a partition's leader) for the end offset of each partition of `topic` in
+/// `partitions`; returns the partitions it answered with an error for (empty: it serves them
+/// all).
+pub fn unserved_partitions(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<Vec<(i32, i16)>, String> {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(p)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(-1)
+                    })
+                    .collect(),
+            )]);
+    let r: ListOffsetsResponse = call(addr, ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &request, timeout)?;
+    Ok(r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.error_code != 0)
+        .map(|p| (p.partition_index, p.error_code))
+        .collect())
+}
+
+/// Sends one Metadata request for `topics` (none: no topics, just the brokers) to `addr` and
+/// returns the answer, or why there is none.
+pub fn metadata(addr: SocketAddr, topics: &[&str], timeout: Duration) -> Result<ClusterView, String> {
     let request = MetadataRequest::default()
         .with_topics(Some(
             topics
@@ -104,38 +166,7 @@ pub fn metadata(
                 .collect(),
         ))
         .with_allow_auto_topic_creation(false);
-    let mut body = BytesMut::new();
-    header
-        .encode(
-            &mut body,
-            ApiKey::Metadata.request_header_version(METADATA_VERSION),
-        )
-        .map_err(|e| e.to_string())?;
-    request
-        .encode(&mut body, METADATA_VERSION)
-        .map_err(|e| e.to_string())?;
-    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    s.write_all(&frame)
-        .map_err(|e| format!("write to {addr}: {e}"))?;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .map_err(|e| format!("read from {addr}: {e}"))?;
-    let mut resp = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut resp)
-        .map_err(|e| format!("read from {addr}: {e}"))?;
-    let mut resp = Bytes::from(resp);
-    // Response header v1: correlation id, tagged fields.
-    let header_version = ApiKey::Metadata.response_header_version(METADATA_VERSION);
-    kafka_protocol::messages::ResponseHeader::decode(&mut resp, header_version)
-        .map_err(|e| e.to_string())?;
-    let m = MetadataResponse::decode(&mut resp, METADATA_VERSION).map_err(|e| e.to_string())?;
-    if resp.has_remaining() {
-        return Err(format!(
-            "{} bytes after the Metadata response",
-            resp.remaining()
-        ));
-    }
+    let m: MetadataResponse = call(addr, ApiKey::Metadata, METADATA_VERSION, &request, timeout)?;
     let mut view = ClusterView {
         controller: m.controller_id.0,
         ..ClusterView::default()

@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{views, KafkaCluster, LaunchError};
-use crate::kafka::wire::ClusterView;
+use crate::kafka::wire::{unserved_partitions, ClusterView};
 
 /// How long a topic change may take to reach every broker.
 const PROPAGATION: Duration = Duration::from_secs(30);
 
 impl KafkaCluster {
     /// Creates `topic` (`partitions`, replication factor `rf`, topic `configs`) and waits
-    /// until every live broker reports a leader for each of its partitions.
+    /// until every live broker reports a leader for each of its partitions and each leader
+    /// serves its partitions (answers ListOffsets for them).
     pub fn create_topic(
         &self,
         topic: &str,
@@ -24,7 +25,47 @@ impl KafkaCluster {
         self.ctl()
             .create_topic(topic, partitions, rf, configs)
             .map_err(LaunchError::Other)?;
-        self.wait_led(&[topic], PROPAGATION)
+        self.wait_led(&[topic], PROPAGATION)?;
+        self.wait_served(topic, PROPAGATION)
+    }
+
+    /// Waits until the leader of every partition of `topic` (as Metadata names it) answers
+    /// ListOffsets for it without an error.
+    pub fn wait_served(&self, topic: &str, timeout: Duration) -> Result<(), LaunchError> {
+        let mut last = String::new();
+        self.wait_until(&format!("the leaders of {topic} to serve it"), timeout, None, || {
+            let Ok(leaders) = self.leaders(topic) else {
+                return false;
+            };
+            let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            for (p, l) in leaders {
+                by_leader.entry(l).or_default().push(p);
+            }
+            by_leader.iter().all(|(&leader, parts)| {
+                if !self.node_ids().contains(&leader) {
+                    return false;
+                }
+                let addr = self.internal_addr(leader);
+                match unserved_partitions(addr, topic, parts, Duration::from_secs(2)) {
+                    Ok(bad) if bad.is_empty() => true,
+                    Ok(bad) => {
+                        last = format!("leader {leader} answered {bad:?}");
+                        false
+                    }
+                    Err(e) => {
+                        last = e;
+                        false
+                    }
+                }
+            })
+        })
+        .map_err(|e| match e {
+            LaunchError::Timeout { waiting_for, logs } => LaunchError::Timeout {
+                waiting_for: format!("{waiting_for}; last: {last}"),
+                logs,
+            },
+            e => e,
+        })
     }
 
     /// Deletes `topic`; returns once the controller no longer lists it and no live broker's
@@ -83,7 +124,8 @@ impl KafkaCluster {
                     })
                 })
             },
-        )
+        )?;
+        self.wait_served(topic, PROPAGATION)
     }
 
     /// The first live broker's view of `topics`.
