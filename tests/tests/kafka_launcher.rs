@@ -234,6 +234,27 @@ fn a_broker_that_fails_to_start_ends_with_its_log() {
     }
 }
 
+/// The storage is formatted (the format tool has its own heap); the broker JVM then runs out of
+/// its 24 MiB heap while starting and exits: start-up ends with its log, not a hang.
+#[test]
+fn a_broker_jvm_that_dies_during_start_up_ends_with_its_log() {
+    let _serial = kafka::exclusive();
+    if kafka::skip_requested() {
+        return;
+    }
+    let err = KafkaCluster::start(ClusterSpec::single().name("oom").heap_mb(24))
+        .err()
+        .expect("a broker in a 24 MiB heap must not start");
+    match &err {
+        LaunchError::NodeExited { node, log, .. } => {
+            assert_eq!(*node, 1);
+            assert!(log.contains("OutOfMemoryError"), "the log says why: {log}");
+            assert!(log.contains("kafka.Kafka"), "the broker JVM (not the format tool) died: {log}");
+        }
+        other => panic!("expected the node to exit with its log, got {other}"),
+    }
+}
+
 #[test]
 fn maven_unreachable_is_a_clear_error_naming_the_artifact() {
     if kafka::skip_requested() {

@@ -99,14 +99,20 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DistError {
     move |error| DistError::Io { what, error }
 }
 
+/// A property of `tests/kafka/pom.xml`.
+fn pom_property(name: &str) -> &'static str {
+    let open = format!("<{name}>");
+    let start = POM
+        .find(&open)
+        .unwrap_or_else(|| panic!("pom.xml names {name}"))
+        + open.len();
+    let end = start + POM[start..].find('<').expect("a closed property");
+    &POM[start..end]
+}
+
 /// The Kafka version pinned in `tests/kafka/pom.xml` (`<kafka.version>`).
 pub fn kafka_version() -> &'static str {
-    let start = POM
-        .find("<kafka.version>")
-        .expect("pom.xml names kafka.version")
-        + 15;
-    let end = start + POM[start..].find('<').expect("closed kafka.version");
-    &POM[start..end]
+    pom_property("kafka.version")
 }
 
 /// The broker artifact, as Maven names it.
@@ -258,7 +264,10 @@ fn fetch_jars(
         .arg("-f")
         .arg(&pom)
         .arg(format!("-Dmaven.repo.local={}", home.join("m2").display()))
-        .arg("dependency:copy-dependencies")
+        .arg(format!(
+            "org.apache.maven.plugins:maven-dependency-plugin:{}:copy-dependencies",
+            pom_property("dependency-plugin.version")
+        ))
         .arg("-DincludeScope=runtime")
         .arg(format!("-DoutputDirectory={}", tmp.display()))
         .stdin(Stdio::null());
@@ -277,6 +286,7 @@ fn fetch_jars(
     if !out.status.success() {
         let failed = log
             .lines()
+            .filter(|l| l.contains("[ERROR]"))
             .find_map(failed_artifact)
             .map(|a| format!(" (Maven could not fetch {a})"))
             .unwrap_or_default();
