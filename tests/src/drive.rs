@@ -2,6 +2,8 @@
 //! drivers' APIs (`producer_tokio`, `producer_mio`), so that an API change touches this file
 //! only. [`produce`] sends records in order, calls a hook between chunks (where a test injects
 //! faults or changes the cluster), flushes, closes, and returns every report each record got.
+// `is_multiple_of` is newer than the workspace MSRV (1.85).
+#![allow(unknown_lints, clippy::manual_is_multiple_of)]
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -133,13 +133,12 @@ pub fn make_record_at(
     r
 }
 
+/// Records `0..n` of [`make_record`].
 pub fn workload(n: usize, topics: &[(&str, i32)], keys: Keys, value_len: usize) -> Vec<Record> {
     (0..n)
         .map(|i| make_record(i, topics, keys, value_len))
         .collect()
 }
-
-/// How the workload is paced: the hook runs before chunk `k` (records `k*chunk..`), after a
 
 /// The workload index of a record read back (its first header, [`ID_HEADER`]).
 pub fn id_of(c: &Consumed) -> usize {

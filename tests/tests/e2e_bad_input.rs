@@ -39,11 +39,7 @@ fn bad(topic: &str, what: &str) -> Record {
 
 /// Runs `sends` (good records interleaved with one bad record each) through the tokio
 /// driver; returns the bad records' errors in order and checks the good ones end to end.
-fn tokio_case(
-    mock: &MockKafka,
-    config: Config,
-    bads: Vec<Record>,
-) -> Vec<(DeliveryError, Record)> {
+fn tokio_case(mock: &MockKafka, config: Config, bads: Vec<Record>) -> Vec<(DeliveryError, Record)> {
     let goods: Vec<Record> = (0..bads.len() * 10 + 10).map(good).collect();
     let rt = runtime();
     let (errs, good_reports) = rt.block_on(async {

@@ -81,7 +81,8 @@ impl Case {
 const LEADER_MOVE_EVERY: usize = 4;
 /// Chunks before which `BrokerDownUp` takes a broker down or brings it up:
 /// (chunk, broker, up).
-const BROKER_DOWN_UP: [(usize, i32, bool); 4] = [(4, 2, false), (9, 2, true), (11, 3, false), (15, 3, true)];
+const BROKER_DOWN_UP: [(usize, i32, bool); 4] =
+    [(4, 2, false), (9, 2, true), (11, 3, false), (15, 3, true)];
 /// Chunks before which `Inject(code)` pushes `INJECT_COUNT` errors.
 const INJECT_AT: [usize; 3] = [3, 10, 16];
 /// Errors pushed at each of `INJECT_AT`.

@@ -346,7 +346,10 @@ fn every_connection_cut_with_five_in_flight(driver: Driver, idempotent: bool) {
             t
         },
     );
-    assert!(o.tally.cuts > 0, "no connection had the requests in flight wanted");
+    assert!(
+        o.tally.cuts > 0,
+        "no connection had the requests in flight wanted"
+    );
     assert_eq!(o.summary.failed, 0);
 }
 

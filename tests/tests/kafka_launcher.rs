@@ -249,7 +249,10 @@ fn a_broker_jvm_that_dies_during_start_up_ends_with_its_log() {
         LaunchError::NodeExited { node, log, .. } => {
             assert_eq!(*node, 1);
             assert!(log.contains("OutOfMemoryError"), "the log says why: {log}");
-            assert!(log.contains("kafka.Kafka"), "the broker JVM (not the format tool) died: {log}");
+            assert!(
+                log.contains("kafka.Kafka"),
+                "the broker JVM (not the format tool) died: {log}"
+            );
         }
         other => panic!("expected the node to exit with its log, got {other}"),
     }

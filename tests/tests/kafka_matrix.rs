@@ -18,7 +18,9 @@ use producer_core::{Acks, Compression, Record};
 use producer_tests::kafka::suite::{expect_for, producer_config, rules};
 use producer_tests::kafka::{shared_cluster, ClusterSpec, TestCluster};
 use producer_tests::readback::{read_back_topics, wait_for_log_size};
-use producer_tests::{check_run, produce, workload, Consumed, Driver, Expect, Keys, Pacing, ID_HEADER};
+use producer_tests::{
+    check_run, produce, workload, Consumed, Driver, Expect, Keys, Pacing, ID_HEADER,
+};
 
 const PARTITIONS: i32 = 6;
 const RECORDS_PER_RUN: usize = 600;
@@ -32,7 +34,12 @@ enum AckMode {
 }
 
 impl AckMode {
-    const ALL: [AckMode; 4] = [AckMode::None, AckMode::Leader, AckMode::AllNotIdempotent, AckMode::AllIdempotent];
+    const ALL: [AckMode; 4] = [
+        AckMode::None,
+        AckMode::Leader,
+        AckMode::AllNotIdempotent,
+        AckMode::AllIdempotent,
+    ];
 
     fn acks(self) -> Acks {
         match self {
@@ -85,8 +92,17 @@ fn codec_matrix(driver: Driver, compression: Compression, java: bool) {
     let all: Vec<(&str, i32)> = runs.iter().map(|r| (r.0.as_str(), PARTITIONS)).collect();
     // acks=0: delivered means written to the socket; wait for the brokers to append it all.
     let expected = (runs.len() * RECORDS_PER_RUN) as i64;
-    wait_for_log_size(&kafka.internal_bootstrap(), &all, expected, Duration::from_secs(30));
-    let mut logs = by_topic(read_back_topics(&kafka.internal_bootstrap(), &all, Duration::from_secs(120)));
+    wait_for_log_size(
+        &kafka.internal_bootstrap(),
+        &all,
+        expected,
+        Duration::from_secs(30),
+    );
+    let mut logs = by_topic(read_back_topics(
+        &kafka.internal_bootstrap(),
+        &all,
+        Duration::from_secs(120),
+    ));
     for (topic, keys, mode, records, run) in &runs {
         let topics = [(topic.as_str(), PARTITIONS)];
         let mut r = rules(&topics, expect_for(mode.idempotent()));
@@ -105,7 +121,10 @@ fn codec_matrix(driver: Driver, compression: Compression, java: bool) {
             let seen = kafka.ctl().java_read_back(topic, PARTITIONS).unwrap();
             let s = check_run(&r, records, run, &seen);
             assert_eq!(s.consumed, records.len());
-            println!("  Java consumer read {topic} back: {} records, each as sent", s.consumed);
+            println!(
+                "  Java consumer read {topic} back: {} records, each as sent",
+                s.consumed
+            );
         }
     }
 }
@@ -185,14 +204,34 @@ fn large_records_and_headers(driver: Driver, compression: Compression) {
     let topic = kafka.topic("large", 3, 3, &[]);
     let topics = [(topic.as_str(), 3)];
     // Up to ~900 KiB: just under max.request.size (1 MiB) and the broker's message.max.bytes.
-    let sizes = [900 * 1024, 1, 300 * 1024, 64 * 1024, 700 * 1024, 17, 128 * 1024];
+    let sizes = [
+        900 * 1024,
+        1,
+        300 * 1024,
+        64 * 1024,
+        700 * 1024,
+        17,
+        128 * 1024,
+    ];
     let records: Vec<Record> = (0..70)
         .map(|i| big_record(&topic, i, sizes[i % sizes.len()], 1 + (i * 7) % 40))
         .collect();
-    let config = producer_config(&kafka).compression(compression).build().unwrap();
+    let config = producer_config(&kafka)
+        .compression(compression)
+        .build()
+        .unwrap();
     let run = produce(driver, config, &records, &Pacing::burst(), &mut |_| {});
-    let consumed = read_back_topics(&kafka.internal_bootstrap(), &topics, Duration::from_secs(120));
-    let s = check_run(&rules(&topics, Expect::ExactlyOnce), &records, &run, &consumed);
+    let consumed = read_back_topics(
+        &kafka.internal_bootstrap(),
+        &topics,
+        Duration::from_secs(120),
+    );
+    let s = check_run(
+        &rules(&topics, Expect::ExactlyOnce),
+        &records,
+        &run,
+        &consumed,
+    );
     let java = kafka.ctl().java_read_back(&topic, 3).unwrap();
     check_run(&rules(&topics, Expect::ExactlyOnce), &records, &run, &java);
     println!(
@@ -217,13 +256,25 @@ fn mio_large_records_and_many_headers_zstd() {
 fn many_partitions_and_topics(driver: Driver) {
     let Some(mut kafka) = cluster() else { return };
     let counts = [1, 2, 7, 32, 100];
-    let names: Vec<String> = counts.iter().map(|&n| kafka.topic(&format!("parts-{n}"), n, 3, &[])).collect();
+    let names: Vec<String> = counts
+        .iter()
+        .map(|&n| kafka.topic(&format!("parts-{n}"), n, 3, &[]))
+        .collect();
     let topics: Vec<(&str, i32)> = names.iter().map(String::as_str).zip(counts).collect();
     let records = workload(10_000, &topics, Keys::Mixed, 60);
     let config = producer_config(&kafka).build().unwrap();
     let run = produce(driver, config, &records, &Pacing::burst(), &mut |_| {});
-    let consumed = read_back_topics(&kafka.internal_bootstrap(), &topics, Duration::from_secs(120));
-    let s = check_run(&rules(&topics, Expect::ExactlyOnce), &records, &run, &consumed);
+    let consumed = read_back_topics(
+        &kafka.internal_bootstrap(),
+        &topics,
+        Duration::from_secs(120),
+    );
+    let s = check_run(
+        &rules(&topics, Expect::ExactlyOnce),
+        &records,
+        &run,
+        &consumed,
+    );
     // The 100-partition topic: records reach the partitions of their keys' murmur2 (97 keys),
     // their explicit partitions, and the sticky partitions of null keys.
     let used: std::collections::BTreeSet<i32> = consumed
@@ -280,11 +331,21 @@ fn protocol_probe(driver: Driver) {
     let topics = [(topic.as_str(), 6)];
     let probe = producer_tests::kafka::probe::Probe::attach(&kafka);
     let mut sent = 0;
-    for (i, compression) in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
-        .into_iter()
-        .enumerate()
+    for (i, compression) in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
     {
-        for (acks, idempotent) in [(Acks::All, true), (Acks::Leader, false), (Acks::None, false)] {
+        for (acks, idempotent) in [
+            (Acks::All, true),
+            (Acks::Leader, false),
+            (Acks::None, false),
+        ] {
             let config = producer_config(&kafka)
                 .compression(compression)
                 .acks(acks)
@@ -299,17 +360,30 @@ fn protocol_probe(driver: Driver) {
         }
     }
     let report = probe.finish();
-    println!("protocol probe, {driver:?}, Kafka {}:\n{report}", producer_tests::kafka::dist::kafka_version());
+    println!(
+        "protocol probe, {driver:?}, Kafka {}:\n{report}",
+        producer_tests::kafka::dist::kafka_version()
+    );
     assert!(report.errors.is_empty(), "decode errors:\n{report}");
     for api in ["ApiVersions", "Metadata", "InitProducerId", "Produce"] {
-        assert!(report.versions.contains_key(api), "no {api} request seen:\n{report}");
+        assert!(
+            report.versions.contains_key(api),
+            "no {api} request seen:\n{report}"
+        );
     }
-    assert!(report.produce_records >= sent, "{} records decoded, {sent} sent", report.produce_records);
+    assert!(
+        report.produce_records >= sent,
+        "{} records decoded, {sent} sent",
+        report.produce_records
+    );
     // Every version used is one the broker offers.
     for (api, versions) in &report.versions {
         let (lo, hi) = report.broker_ranges[api];
         for v in versions.keys() {
-            assert!((lo..=hi).contains(v), "{api} v{v} outside the broker's v{lo}-v{hi}");
+            assert!(
+                (lo..=hi).contains(v),
+                "{api} v{v} outside the broker's v{lo}-v{hi}"
+            );
         }
     }
 }

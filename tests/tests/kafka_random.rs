@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use producer_core::ProduceError;
 use producer_tests::kafka::probe::Probe;
-use producer_tests::kafka::suite::{produce_with_faults, producer_config, read_back_and_check, rules, FaultTally, Progress};
+use producer_tests::kafka::suite::{
+    produce_with_faults, producer_config, read_back_and_check, rules, FaultTally, Progress,
+};
 use producer_tests::kafka::{shared_cluster, ClusterSpec, Direction, KafkaCluster};
 use producer_tests::{workload, Driver, Expect, Failure, Keys, Pacing};
 
@@ -152,7 +154,8 @@ fn one_fault(
         }
         8 => {
             // NOT_ENOUGH_REPLICAS: min ISR 3 on `b` while a broker is down.
-            k.alter_topic_config(b, &[("min.insync.replicas", "3")]).unwrap();
+            k.alter_topic_config(b, &[("min.insync.replicas", "3")])
+                .unwrap();
             t.config_changes += 1;
             k.kill(node).unwrap();
             t.kills += 1;
@@ -160,20 +163,25 @@ fn one_fault(
             restart(k, node);
             t.restarts += 1;
             k.wait_in_sync(&[b], Duration::from_secs(60)).unwrap();
-            k.alter_topic_config(b, &[("min.insync.replicas", "")]).unwrap();
+            k.alter_topic_config(b, &[("min.insync.replicas", "")])
+                .unwrap();
         }
         _ => {
             // MESSAGE_TOO_LARGE: `a`'s batches limited to 4 KiB for a while.
-            k.alter_topic_config(a, &[("max.message.bytes", "4096")]).unwrap();
+            k.alter_topic_config(a, &[("max.message.bytes", "4096")])
+                .unwrap();
             t.config_changes += 1;
             p.hold(rng.millis(1_000, 3_000));
-            k.alter_topic_config(a, &[("max.message.bytes", "")]).unwrap();
+            k.alter_topic_config(a, &[("max.message.bytes", "")])
+                .unwrap();
         }
     }
 }
 
 fn random_fault_schedule(driver: Driver, default_seed: u64) {
-    let Some(mut kafka) = shared_cluster(ClusterSpec::three) else { return };
+    let Some(mut kafka) = shared_cluster(ClusterSpec::three) else {
+        return;
+    };
     let secs = env_u64("KAFKA_RANDOM_SECS", 40);
     let seed = env_u64("KAFKA_RANDOM_SEED", default_seed);
     let a = kafka.topic("rand-a", 6, 3, &[]);
@@ -183,6 +191,10 @@ fn random_fault_schedule(driver: Driver, default_seed: u64) {
     let config = producer_config(&kafka)
         .request_timeout(request_timeout)
         .max_block(Duration::from_secs(5))
+        // The deleted topic's records are retried until they time out, filling the buffer
+        // meanwhile: 30 s keeps that (and so the back-pressure on the rest) bounded, and still
+        // outlasts every fault of the schedule.
+        .delivery_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let topics = [(a.as_str(), 6), (b.as_str(), 3), (doomed.as_str(), 3)];
@@ -194,35 +206,41 @@ fn random_fault_schedule(driver: Driver, default_seed: u64) {
     let half_way = n / CHUNK / 2;
     let probe = Probe::attach(k);
     let started = Instant::now();
-    let (run, tally) = produce_with_faults(driver, config, &records, &Pacing::chunks(CHUNK, PAUSE), |p| {
-        let mut rng = Rng(seed.max(1));
-        let mut bag = Bag { left: Vec::new() };
-        let mut t = FaultTally::default();
-        let mut deleted = false;
-        p.wait_chunk(10);
-        while !p.finished() {
-            if !deleted && p.chunk() >= half_way {
-                // A topic deleted mid-stream: its later records fail, typed.
-                k.delete_topic(gone).unwrap();
-                deleted = true;
-                t.deletions += 1;
+    let (run, tally) = produce_with_faults(
+        driver,
+        config,
+        &records,
+        &Pacing::chunks(CHUNK, PAUSE),
+        |p| {
+            let mut rng = Rng(seed.max(1));
+            let mut bag = Bag { left: Vec::new() };
+            let mut t = FaultTally::default();
+            let mut deleted = false;
+            p.wait_chunk(10);
+            while !p.finished() {
+                if !deleted && p.chunk() >= half_way {
+                    // A topic deleted mid-stream: its later records fail, typed.
+                    k.delete_topic(gone).unwrap();
+                    deleted = true;
+                    t.deletions += 1;
+                }
+                let kind = bag.draw(&mut rng);
+                one_fault(k, kind, &mut rng, p, names, request_timeout, &mut t);
+                // Recovered before the next fault: every replica back in sync (so one broker at
+                // most is ever down, and leaders can be moved to any broker).
+                let mut live = vec![names.0, names.1];
+                if !deleted {
+                    live.push(gone);
+                }
+                k.wait_in_sync(&live, Duration::from_secs(90)).unwrap();
+                // The pause between faults, drawn from the seed.
+                if !p.hold(rng.millis(300, 2_000)) {
+                    break;
+                }
             }
-            let kind = bag.draw(&mut rng);
-            one_fault(k, kind, &mut rng, p, names, request_timeout, &mut t);
-            // Recovered before the next fault: every replica back in sync (so one broker at
-            // most is ever down, and leaders can be moved to any broker).
-            let mut live = vec![names.0, names.1];
-            if !deleted {
-                live.push(gone);
-            }
-            k.wait_in_sync(&live, Duration::from_secs(90)).unwrap();
-            // The pause between faults, drawn from the seed.
-            if !p.hold(rng.millis(300, 2_000)) {
-                break;
-            }
-        }
-        t
-    });
+            t
+        },
+    );
     let probe = probe.finish();
     assert!(probe.errors.is_empty(), "protocol probe:\n{probe}");
     let mut r = rules(&topics, Expect::ExactlyOnce);
@@ -234,12 +252,17 @@ fn random_fault_schedule(driver: Driver, default_seed: u64) {
     let s = read_back_and_check(&kafka, &r, &records, &run);
     for (i, rep) in run.reports.iter().enumerate() {
         if let Err(f) = &rep[0] {
-            assert_eq!(&*records[i].topic, doomed, "record {i} of a kept topic failed: {f:?}");
+            assert_eq!(
+                &*records[i].topic, doomed,
+                "record {i} of a kept topic failed: {f:?}"
+            );
             assert!(
                 matches!(
                     f,
                     Failure::Produce(
-                        ProduceError::UnknownTopic | ProduceError::DeliveryTimeout { .. } | ProduceError::Broker { .. }
+                        ProduceError::UnknownTopic
+                            | ProduceError::DeliveryTimeout { .. }
+                            | ProduceError::Broker { .. }
                     )
                 ),
                 "record {i}: {f:?}"

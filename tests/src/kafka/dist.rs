@@ -230,7 +230,7 @@ fn check_java() -> Result<(), DistError> {
         .nth(1)
         .and_then(|s| s.split('.').next())
         .and_then(|s| s.parse::<u32>().ok());
-    if !major.is_some_and(|m| m >= 17) {
+    if major.is_none_or(|m| m < 17) {
         return Err(DistError::JavaTooOld {
             found: v.lines().next().unwrap_or("").to_string(),
         });

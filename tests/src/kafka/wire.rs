@@ -88,9 +88,12 @@ fn call<Req: Encodable, Resp: Decodable>(
     request: &Req,
     timeout: Duration,
 ) -> Result<Resp, String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     let header = RequestHeader::default()
         .with_request_api_key(api as i16)
@@ -101,20 +104,31 @@ fn call<Req: Encodable, Resp: Decodable>(
     header
         .encode(&mut body, api.request_header_version(version))
         .map_err(|e| e.to_string())?;
-    request.encode(&mut body, version).map_err(|e| e.to_string())?;
+    request
+        .encode(&mut body, version)
+        .map_err(|e| e.to_string())?;
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
-    s.write_all(&frame).map_err(|e| format!("write to {addr}: {e}"))?;
+    s.write_all(&frame)
+        .map_err(|e| format!("write to {addr}: {e}"))?;
     let mut len = [0u8; 4];
-    s.read_exact(&mut len).map_err(|e| format!("read from {addr}: {e}"))?;
+    s.read_exact(&mut len)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
     let mut resp = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut resp).map_err(|e| format!("read from {addr}: {e}"))?;
+    s.read_exact(&mut resp)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
     let mut resp = Bytes::from(resp);
-    kafka_protocol::messages::ResponseHeader::decode(&mut resp, api.response_header_version(version))
-        .map_err(|e| e.to_string())?;
+    kafka_protocol::messages::ResponseHeader::decode(
+        &mut resp,
+        api.response_header_version(version),
+    )
+    .map_err(|e| e.to_string())?;
     let r = Resp::decode(&mut resp, version).map_err(|e| e.to_string())?;
     if resp.has_remaining() {
-        return Err(format!("{} bytes after the {api:?} response", resp.remaining()));
+        return Err(format!(
+            "{} bytes after the {api:?} response",
+            resp.remaining()
+        ));
     }
     Ok(r)
 }
@@ -143,7 +157,13 @@ pub fn unserved_partitions(
                     })
                     .collect(),
             )]);
-    let r: ListOffsetsResponse = call(addr, ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &request, timeout)?;
+    let r: ListOffsetsResponse = call(
+        addr,
+        ApiKey::ListOffsets,
+        LIST_OFFSETS_VERSION,
+        &request,
+        timeout,
+    )?;
     Ok(r.topics
         .iter()
         .flat_map(|t| t.partitions.iter())
@@ -154,7 +174,11 @@ pub fn unserved_partitions(
 
 /// Sends one Metadata request for `topics` (none: no topics, just the brokers) to `addr` and
 /// returns the answer, or why there is none.
-pub fn metadata(addr: SocketAddr, topics: &[&str], timeout: Duration) -> Result<ClusterView, String> {
+pub fn metadata(
+    addr: SocketAddr,
+    topics: &[&str],
+    timeout: Duration,
+) -> Result<ClusterView, String> {
     let request = MetadataRequest::default()
         .with_topics(Some(
             topics

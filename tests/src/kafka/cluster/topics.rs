@@ -33,32 +33,37 @@ impl KafkaCluster {
     /// ListOffsets for it without an error.
     pub fn wait_served(&self, topic: &str, timeout: Duration) -> Result<(), LaunchError> {
         let mut last = String::new();
-        self.wait_until(&format!("the leaders of {topic} to serve it"), timeout, None, || {
-            let Ok(leaders) = self.leaders(topic) else {
-                return false;
-            };
-            let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-            for (p, l) in leaders {
-                by_leader.entry(l).or_default().push(p);
-            }
-            by_leader.iter().all(|(&leader, parts)| {
-                if !self.node_ids().contains(&leader) {
+        self.wait_until(
+            &format!("the leaders of {topic} to serve it"),
+            timeout,
+            None,
+            || {
+                let Ok(leaders) = self.leaders(topic) else {
                     return false;
+                };
+                let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+                for (p, l) in leaders {
+                    by_leader.entry(l).or_default().push(p);
                 }
-                let addr = self.internal_addr(leader);
-                match unserved_partitions(addr, topic, parts, Duration::from_secs(2)) {
-                    Ok(bad) if bad.is_empty() => true,
-                    Ok(bad) => {
-                        last = format!("leader {leader} answered {bad:?}");
-                        false
+                by_leader.iter().all(|(&leader, parts)| {
+                    if !self.node_ids().contains(&leader) {
+                        return false;
                     }
-                    Err(e) => {
-                        last = e;
-                        false
+                    let addr = self.internal_addr(leader);
+                    match unserved_partitions(addr, topic, parts, Duration::from_secs(2)) {
+                        Ok(bad) if bad.is_empty() => true,
+                        Ok(bad) => {
+                            last = format!("leader {leader} answered {bad:?}");
+                            false
+                        }
+                        Err(e) => {
+                            last = e;
+                            false
+                        }
                     }
-                }
-            })
-        })
+                })
+            },
+        )
         .map_err(|e| match e {
             LaunchError::Timeout { waiting_for, logs } => LaunchError::Timeout {
                 waiting_for: format!("{waiting_for}; last: {last}"),
