@@ -581,6 +581,14 @@ impl KafkaCluster {
         }
     }
 
+    /// Node `id`, or an error naming the ids there are.
+    fn try_node(&self, id: i32) -> Result<&Node, LaunchError> {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| other(format!("no node {id} (nodes {:?})", self.node_ids())))
+    }
+
     fn node(&self, id: i32) -> &Node {
         self.nodes
             .iter()

@@ -30,7 +30,7 @@ impl KafkaCluster {
     /// SIGKILLs node `id` and reaps it. Its partitions move once the controller fences it
     /// (`broker.session.timeout.ms`, 3 s).
     pub fn kill(&self, id: i32) -> Result<(), LaunchError> {
-        let node = self.node(id);
+        let node = self.try_node(id)?;
         let mut jvm = node.jvm.lock().unwrap();
         match jvm.take() {
             Some(mut j) => {
@@ -45,7 +45,7 @@ impl KafkaCluster {
     /// SIGTERM: a controlled shutdown (leaders move away first). Waits up to `timeout` for
     /// the JVM to exit and returns how long it took; kills it and fails after that.
     pub fn terminate(&self, id: i32, timeout: Duration) -> Result<Duration, LaunchError> {
-        let node = self.node(id);
+        let node = self.try_node(id)?;
         let mut guard = node.jvm.lock().unwrap();
         let Some(mut jvm) = guard.take() else {
             return Err(other(format!("node {id} is not running")));
@@ -66,7 +66,7 @@ impl KafkaCluster {
 
     /// SIGSTOP: node `id` hangs (connections stay open, nothing is answered).
     pub fn pause(&self, id: i32) -> Result<(), LaunchError> {
-        let node = self.node(id);
+        let node = self.try_node(id)?;
         let mut jvm = node.jvm.lock().unwrap();
         let j = jvm
             .as_mut()
@@ -78,7 +78,7 @@ impl KafkaCluster {
 
     /// SIGCONT after [`pause`](Self::pause).
     pub fn resume(&self, id: i32) -> Result<(), LaunchError> {
-        let node = self.node(id);
+        let node = self.try_node(id)?;
         let mut jvm = node.jvm.lock().unwrap();
         let j = jvm
             .as_mut()
@@ -93,7 +93,7 @@ impl KafkaCluster {
     /// took.
     pub fn restart(&self, id: i32, timeout: Duration) -> Result<Duration, LaunchError> {
         let started = Instant::now();
-        let node = self.node(id);
+        let node = self.try_node(id)?;
         {
             let mut jvm = node.jvm.lock().unwrap();
             if jvm.as_mut().is_some_and(|j| j.exited().is_none()) {

@@ -104,13 +104,32 @@ impl KafkaCluster {
     }
 
     /// Makes `broker` the leader of `topic`/`partition` (reassignment + preferred election),
-    /// then waits until every live broker reports it.
+    /// then waits until every live broker reports it and it serves the partition.
     pub fn move_leader(&self, topic: &str, partition: i32, broker: i32) -> Result<(), LaunchError> {
+        self.request_leader_move(topic, partition, broker)?;
+        self.wait_leader(topic, partition, broker)
+    }
+
+    /// Asks the controller to make `broker` the leader of `topic`/`partition` (reassignment
+    /// with `broker` first, then a preferred election) and returns when it has accepted; the
+    /// brokers learn of the new leader a moment later ([`wait_leader`](Self::wait_leader)).
+    pub fn request_leader_move(
+        &self,
+        topic: &str,
+        partition: i32,
+        broker: i32,
+    ) -> Result<(), LaunchError> {
         // The admin client's own answer may predate the election's effect: the brokers'
         // Metadata decides.
         self.ctl()
             .move_leader(topic, partition, broker)
-            .map_err(LaunchError::Other)?;
+            .map(drop)
+            .map_err(LaunchError::Other)
+    }
+
+    /// Waits until every live broker reports `broker` leading `topic`/`partition`, and it
+    /// serves the partition.
+    pub fn wait_leader(&self, topic: &str, partition: i32, broker: i32) -> Result<(), LaunchError> {
         self.wait_until(
             &format!("every live broker to report {broker} leading {topic}-{partition}"),
             PROPAGATION,
