@@ -21,7 +21,9 @@ pub use rdkafka;
 pub mod drive;
 pub mod kafka;
 pub mod mock;
+pub mod oauth_broker;
 pub mod readback;
+pub mod tls;
 pub mod verify;
 pub mod workload;
 

@@ -23,6 +23,7 @@
 //! | [`set_api_version`](MockKafka::set_api_version) | `rd_kafka_mock_set_apiversion` | yes |
 //! | [`start_request_tracking`](MockKafka::start_request_tracking), [`requests`](MockKafka::requests), [`clear_requests`](MockKafka::clear_requests) | `rd_kafka_mock_start_request_tracking`, `_get_requests`, `_clear_requests` | **no** |
 //! | [`push_leader_response`](MockKafka::push_leader_response) | `rd_kafka_mock_partition_push_leader_response` | **no** |
+//! | [`set_advertised`](MockKafka::set_advertised) | `rd_kafka_mock_broker_set_host_port` | **no** |
 //!
 //! Not wrapped (not useful to a producer): follower/rack/coordinator/consumer-group controls,
 //! broker decommission/add, telemetry.
@@ -304,6 +305,26 @@ impl MockKafka {
         check("broker_up", unsafe {
             rd::rd_kafka_mock_broker_set_up(self.cluster, broker)
         })
+    }
+
+    /// Makes Metadata (and [`MockKafka::bootstrap_servers`]) name `host:port` for `broker`
+    /// instead of its own listener, which keeps listening where it was: for a proxy in front of
+    /// the broker that every client must go through (the TLS tests' terminating proxy).
+    pub fn set_advertised(&self, broker: i32, host: &str, port: u16) -> Result<(), MockError> {
+        let host = CString::new(host).map_err(|_| MockError {
+            op: "set_advertised",
+            code: RDKafkaErrorCode::InvalidArgument,
+        })?;
+        // SAFETY: valid cluster; the host string outlives the call (the mock copies it).
+        unsafe {
+            rd::rd_kafka_mock_broker_set_host_port(
+                self.cluster,
+                broker,
+                host.as_ptr(),
+                c_int::from(port),
+            )
+        };
+        Ok(())
     }
 
     /// Delays every response of `broker` (`-1`: all brokers) by `rtt` (millisecond resolution).

@@ -393,7 +393,8 @@ fn tokio_send_after_close_hands_the_record_back() {
     let goods: Vec<Record> = (0..100).map(good).collect();
     let rt = runtime();
     let reports = rt.block_on(async {
-        let h = producer_tokio::ProducerHandle::start(mock.producer_config().build().unwrap()).unwrap();
+        let h =
+            producer_tokio::ProducerHandle::start(mock.producer_config().build().unwrap()).unwrap();
         let other = h.clone();
         let mut fs = Vec::new();
         for r in &goods {

@@ -12,6 +12,8 @@
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
 //!   clock).
 //! * [`log_event`]: the core's events, logged with `tracing`.
+//! * [`tls`]: the rustls client configuration for `SSL` and `SASL_SSL` (CA file or platform
+//!   roots, mTLS, endpoint identification), with typed errors for unusable files.
 //!
 //! Nothing here does I/O or depends on a runtime; nothing here is protocol logic (that is the
 //! core's).
@@ -23,6 +25,7 @@ mod command_queue;
 mod events;
 mod flush;
 pub mod timestamp;
+pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};

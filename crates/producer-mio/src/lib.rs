@@ -31,13 +31,17 @@
 #![allow(clippy::result_large_err)]
 
 mod driver;
+mod error;
 mod resolver;
 mod sink;
 mod socket;
 mod threaded;
+mod tls;
+mod token;
 mod tokens;
 
 pub use driver::MioDriver;
+pub use error::StartError;
 pub use sink::{DeliveryQueue, DeliverySink};
 pub use threaded::{BatchClosed, SendError, ThreadedProducer};
 pub use tokens::TokenRange;

@@ -9,6 +9,7 @@ use mio::event::Event as MioEvent;
 use mio::net::TcpStream;
 use mio::Token;
 use producer_core::ConnId;
+use producer_driver::tls::rustls::ClientConnection;
 use producer_driver::WriteQueue;
 
 /// Where one connection stands.
@@ -21,8 +22,16 @@ pub(crate) enum SockState {
         addr: SocketAddr,
         rest: VecDeque<SocketAddr>,
     },
-    /// Established.
-    Connected { stream: TcpStream },
+    /// TCP established, TLS handshake in progress (`SSL`, `SASL_SSL`).
+    Handshaking {
+        stream: TcpStream,
+        tls: Box<ClientConnection>,
+    },
+    /// Established (with TLS when `tls` is set); the core knows it.
+    Connected {
+        stream: TcpStream,
+        tls: Option<Box<ClientConnection>>,
+    },
 }
 
 /// One connection the core asked for.
@@ -34,6 +43,8 @@ pub(crate) struct Sock {
     pub(crate) state: SockState,
     /// Frames the core transmitted that the socket has not taken yet.
     pub(crate) out: WriteQueue,
+    /// The broker sent data on it (a TLS error before that is a TLS setup failure).
+    pub(crate) received: bool,
 }
 
 impl Sock {
@@ -46,13 +57,16 @@ impl Sock {
             port,
             state: SockState::Resolving,
             out: WriteQueue::default(),
+            received: false,
         }
     }
 
     /// The socket, once one exists (connecting or connected).
     pub(crate) fn stream_mut(&mut self) -> Option<&mut TcpStream> {
         match &mut self.state {
-            SockState::Connecting { stream, .. } | SockState::Connected { stream } => Some(stream),
+            SockState::Connecting { stream, .. }
+            | SockState::Handshaking { stream, .. }
+            | SockState::Connected { stream, .. } => Some(stream),
             SockState::Resolving => None,
         }
     }

@@ -10,11 +10,12 @@ use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
-use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
+use producer_core::{Config, Delivery, OAuthToken, ProduceError, Record, SendErrorReason};
 use producer_driver::timestamp;
 use producer_driver::{Cohort, CommandQueue, FlushTracker, Refused};
 
 use crate::driver::MioDriver;
+use crate::error::StartError;
 use crate::sink::DeliverySink;
 use crate::tokens::TokenRange;
 
@@ -151,13 +152,51 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Starts the producer thread. `queue_capacity` (at least 1) bounds the commands waiting
     /// for the thread (those in the queue plus those the thread took in its last bulk take and
     /// has not handed to the core yet); `on_delivery` receives every report on the producer thread. Fails if the
-    /// `Poll`, its waker or the thread cannot be created.
-    pub fn spawn<F>(config: Config, queue_capacity: usize, on_delivery: F) -> io::Result<Self>
+    /// `Poll`, its waker or the thread cannot be created ([`StartError::Io`]), or the TLS
+    /// files of an `SSL` or `SASL_SSL` configuration cannot be used ([`StartError::Tls`]).
+    pub fn spawn<F>(
+        config: Config,
+        queue_capacity: usize,
+        on_delivery: F,
+    ) -> Result<Self, StartError>
+    where
+        F: FnMut(Delivery<T>) + Send + 'static,
+    {
+        Self::start(config, queue_capacity, on_delivery, None)
+    }
+
+    /// [`ThreadedProducer::spawn`] with an OAUTHBEARER token provider (for
+    /// `sasl.mechanism=OAUTHBEARER`): whenever the core needs a token, `provider` is called on
+    /// a helper thread of its own, so it may block (see [`MioDriver::set_token_provider`]).
+    pub fn spawn_with_token_provider<F, P>(
+        config: Config,
+        queue_capacity: usize,
+        on_delivery: F,
+        provider: P,
+    ) -> Result<Self, StartError>
+    where
+        F: FnMut(Delivery<T>) + Send + 'static,
+        P: FnMut() -> Result<OAuthToken, String> + Send + 'static,
+    {
+        Self::start(
+            config,
+            queue_capacity,
+            on_delivery,
+            Some(Box::new(provider)),
+        )
+    }
+
+    fn start<F>(
+        config: Config,
+        queue_capacity: usize,
+        on_delivery: F,
+        provider: Option<crate::token::Provider>,
+    ) -> Result<Self, StartError>
     where
         F: FnMut(Delivery<T>) + Send + 'static,
     {
         let poll = Poll::new()?;
-        let driver = MioDriver::with_sink(
+        let mut driver = MioDriver::with_sink(
             config,
             poll.registry(),
             TokenRange::new(mio::Token(0), 1024),
@@ -167,6 +206,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                 flushes: FlushTracker::default(),
             },
         )?;
+        if let Some(provider) = provider {
+            driver.set_token_provider(provider);
+        }
         let shared = Arc::new(Shared {
             queue: CommandQueue::new(queue_capacity),
             waker: driver.waker().clone(),

@@ -17,6 +17,7 @@ use crate::connection::{ConnIo, Net};
 use crate::delivery::{failure, DeliveryResult, OnDelivery, Reply};
 use crate::error::DeliveryError;
 use crate::handle::{Cmd, ProducerHandle, Shared};
+use crate::token::TokenProvider;
 
 /// The driver's settings, checked by [`crate::ProducerBuilder::start`].
 pub(crate) struct Settings {
@@ -25,6 +26,10 @@ pub(crate) struct Settings {
     pub(crate) read_buffer: usize,
     pub(crate) write_backlog: usize,
     pub(crate) on_delivery: Option<OnDelivery>,
+    /// TLS for every connection (`SSL`, `SASL_SSL`).
+    pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
+    /// The OAUTHBEARER token provider, if any.
+    pub(crate) token_provider: Option<TokenProvider>,
 }
 
 /// Spawns the producer task for `config` on `runtime`; the first handle to it.
@@ -52,6 +57,8 @@ pub(crate) fn spawn(
         read_buffer: settings.read_buffer,
         write_backlog: settings.write_backlog,
         congested: 0,
+        tls: settings.tls,
+        token_provider: settings.token_provider,
     };
     runtime.spawn(actor.run());
     ProducerHandle::new(shared)
@@ -121,6 +128,8 @@ struct Actor {
     write_backlog: usize,
     /// Connections whose write backlog is over the limit; while any is, no command is read.
     congested: usize,
+    tls: Option<producer_driver::tls::TlsSetup>,
+    token_provider: Option<TokenProvider>,
 }
 
 impl Actor {
@@ -315,6 +324,11 @@ impl Actor {
                 self.remove_conn(conn);
                 self.core.handle_connect_failed(t, conn);
             }
+            Net::Token(token) => self.core.handle_token(t, token),
+            Net::TlsFailed(conn, reason) => {
+                self.remove_conn(conn);
+                self.core.handle_tls_failed(t, conn, reason);
+            }
             Net::Data(conn, bytes) => self.core.handle_read(t, conn, &bytes),
             Net::Drained(conn) => {
                 let limit = self.write_backlog;
@@ -343,11 +357,19 @@ impl Actor {
                         debug!(conn = conn.as_u64(), "connection closed by the producer");
                     }
                 }
-                Output::TokenRequest => {
-                    // No OAUTHBEARER token provider can be configured on this driver yet: the
-                    // core fails the connections that wait for one, with this reason.
-                    self.core.handle_token(now(), Err(NO_TOKEN_PROVIDER.into()));
-                }
+                Output::TokenRequest => match &self.token_provider {
+                    // The core asks once at a time: one provider task at most.
+                    Some(provider) => {
+                        let (provider, net) = (provider.clone(), self.net_tx.clone());
+                        tokio::spawn(async move {
+                            let token = provider.fetch().await;
+                            let _ = net.send(Net::Token(token)).await;
+                        });
+                    }
+                    // Without a provider, the core fails the connections that wait for a
+                    // token, with this reason.
+                    None => self.core.handle_token(now(), Err(NO_TOKEN_PROVIDER.into())),
+                },
                 Output::Delivery(d) => {
                     let result = d.result.map_err(DeliveryError::Failed);
                     self.report(d.opaque, result);
@@ -396,6 +418,7 @@ impl Actor {
             backlog: backlog.clone(),
             backlog_limit: self.write_backlog,
             read_buffer: self.read_buffer,
+            tls: self.tls.clone(),
         };
         let task = tokio::spawn(io.run(host, port));
         self.conns.insert(
@@ -442,4 +465,5 @@ impl Actor {
 }
 
 /// Why OAUTHBEARER fails on this driver today.
-const NO_TOKEN_PROVIDER: &str = "producer-tokio has no OAUTHBEARER token provider";
+pub(crate) const NO_TOKEN_PROVIDER: &str =
+    "producer-tokio has no OAUTHBEARER token provider (ProducerBuilder::oauth_token_provider)";

@@ -1,11 +1,14 @@
 //! The driver's own settings, and starting the producer task.
 
-use producer_core::Config;
+use std::future::Future;
+
+use producer_core::{Config, OAuthToken};
 
 use crate::actor::{self, Settings};
 use crate::delivery::{OnDelivery, Report};
 use crate::error::StartError;
 use crate::handle::ProducerHandle;
+use crate::token::TokenProvider;
 
 /// Driver settings (queue and buffer sizes, the delivery callback) for a producer about to
 /// start; [`ProducerBuilder::start`] spawns it. The protocol's settings are the [`Config`]'s.
@@ -18,6 +21,7 @@ pub struct ProducerBuilder {
     read_buffer: usize,
     write_backlog: Option<usize>,
     on_delivery: Option<OnDelivery>,
+    token_provider: Option<TokenProvider>,
 }
 
 impl ProducerBuilder {
@@ -30,6 +34,7 @@ impl ProducerBuilder {
             read_buffer: 64 * 1024,
             write_backlog: None,
             on_delivery: None,
+            token_provider: None,
         }
     }
 
@@ -48,6 +53,22 @@ impl ProducerBuilder {
         F: Fn(Report) + Send + Sync + 'static,
     {
         self.on_delivery = Some(OnDelivery::new(f));
+        self
+    }
+
+    /// The OAUTHBEARER token provider (for `sasl.mechanism=OAUTHBEARER`): whenever the core
+    /// needs a token (a connection authenticating without a valid one), `provider()` is called
+    /// and its future run in a task of its own, so it may take its time (an HTTP call to the
+    /// identity provider); connections wait for its answer, the rest of the producer does not.
+    /// An `Err` (or a provider that panics) fails the connections waiting for it, and their
+    /// records, with [`producer_core::AuthError::TokenUnavailable`]. Without a provider every
+    /// token request is answered with that error.
+    pub fn oauth_token_provider<F, Fut>(mut self, provider: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<OAuthToken, String>> + Send + 'static,
+    {
+        self.token_provider = Some(TokenProvider::new(provider));
         self
     }
 
@@ -83,7 +104,8 @@ impl ProducerBuilder {
     }
 
     /// Spawns the producer task on the current tokio runtime and returns a handle to it. Fails
-    /// outside a runtime, or when a capacity or buffer size is 0.
+    /// outside a runtime, when a capacity or buffer size is 0, or (for `SSL` and `SASL_SSL`)
+    /// when the TLS files cannot be used ([`StartError::Tls`]: they are read here, once).
     pub fn start(self) -> Result<ProducerHandle, StartError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         for (name, v) in [
@@ -95,6 +117,7 @@ impl ProducerBuilder {
                 return Err(StartError::Zero(name));
             }
         }
+        let tls = producer_driver::tls::TlsSetup::from_config(&self.config)?;
         let mut config = self.config;
         // Every DeliveryFuture must resolve, successes included.
         config.report_successes = true;
@@ -108,6 +131,8 @@ impl ProducerBuilder {
             read_buffer: self.read_buffer,
             write_backlog,
             on_delivery: self.on_delivery,
+            tls,
+            token_provider: self.token_provider,
         };
         Ok(actor::spawn(&runtime, config, settings))
     }

@@ -108,4 +108,9 @@ pub enum StartError {
     /// A driver setting that must be positive was set to 0 (its name is given).
     #[error("{0} must be positive")]
     Zero(&'static str),
+    /// `security.protocol` is SSL or SASL_SSL and the TLS settings cannot be used: a file
+    /// missing or unreadable, not PEM, without a certificate or key, or a client key that does
+    /// not match its certificate.
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] producer_driver::tls::TlsSetupError),
 }

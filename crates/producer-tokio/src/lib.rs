@@ -67,6 +67,7 @@ mod connection;
 mod delivery;
 mod error;
 mod handle;
+mod token;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
@@ -75,5 +76,5 @@ pub use handle::ProducerHandle;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, DeliveryFailure, ErrorCode, Header,
-    ProduceError, Record, RecordMetadata, SendErrorReason,
+    OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
 };

@@ -316,10 +316,11 @@ impl<T> Producer<T> {
     pub(super) fn tls_failed(&mut self, conn: ConnId, reason: String) {
         let node_id = self.brokers.slot(conn.slot).node_id;
         let error = AuthError::Tls(reason);
-        self.outputs.push_back(Output::Event(Event::AuthenticationFailed {
-            node_id,
-            error: error.clone(),
-        }));
+        self.outputs
+            .push_back(Output::Event(Event::AuthenticationFailed {
+                node_id,
+                error: error.clone(),
+            }));
         self.fail_waiting_records(&error);
         self.connection_lost(conn, false);
     }

@@ -2,7 +2,6 @@
 //! `mio::Registry`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,14 +10,22 @@ use mio::{Registry, Token, Waker};
 use producer_core::{
     Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
 };
+use producer_driver::tls::TlsSetup;
 use producer_driver::{log_event, timestamp};
+
+use crate::error::StartError;
 
 use crate::resolver::Resolver;
 use crate::sink::{DeliveryQueue, DeliverySink};
 use crate::socket::{Sock, SockState};
+use crate::token::TokenFetcher;
 use crate::tokens::TokenRange;
 
 mod sockets;
+
+/// Why OAUTHBEARER fails without a token provider ([`MioDriver::set_token_provider`]).
+pub(crate) const NO_TOKEN_PROVIDER: &str =
+    "producer-mio has no OAUTHBEARER token provider (MioDriver::set_token_provider)";
 
 /// Size of the reusable read buffer.
 const READ_BUF: usize = 64 * 1024;
@@ -98,6 +105,10 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     events: VecDeque<Event>,
     /// Most bytes queued for writing on one connection.
     max_queued_bytes: usize,
+    /// TLS for every connection (`SSL`, `SASL_SSL`).
+    tls: Option<TlsSetup>,
+    /// The application's OAUTHBEARER token provider, on its helper thread.
+    oauth: Option<TokenFetcher>,
 }
 
 impl<T, S: DeliverySink<T>> std::fmt::Debug for MioDriver<T, S> {
@@ -119,8 +130,14 @@ impl<T> MioDriver<T> {
     /// through [`MioDriver::waker`].
     ///
     /// The core starts connecting at once. Fails if the registry cannot be cloned, the waker
-    /// cannot be registered, or `tokens` has fewer than 2 tokens.
-    pub fn new(config: Config, registry: &Registry, tokens: TokenRange) -> io::Result<Self> {
+    /// cannot be registered, or `tokens` has fewer than 2 tokens ([`StartError::Io`]); or,
+    /// for `SSL` and `SASL_SSL`, if the TLS files cannot be used ([`StartError::Tls`]: they
+    /// are read here, once).
+    pub fn new(
+        config: Config,
+        registry: &Registry,
+        tokens: TokenRange,
+    ) -> Result<Self, StartError> {
         Self::with_sink(config, registry, tokens, None, DeliveryQueue::default())
     }
 
@@ -133,7 +150,7 @@ impl<T> MioDriver<T> {
         registry: &Registry,
         tokens: TokenRange,
         waker: Arc<Waker>,
-    ) -> io::Result<Self> {
+    ) -> Result<Self, StartError> {
         Self::with_sink(
             config,
             registry,
@@ -160,7 +177,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         tokens: TokenRange,
         waker: Option<Arc<Waker>>,
         sink: S,
-    ) -> io::Result<Self> {
+    ) -> Result<Self, StartError> {
+        let tls = TlsSetup::from_config(&config)?;
         tokens.check()?;
         let waker = match waker {
             Some(w) => w,
@@ -184,9 +202,26 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             sink,
             events: VecDeque::new(),
             max_queued_bytes,
+            tls,
+            oauth: None,
         };
         driver.drive(Instant::now());
         Ok(driver)
+    }
+
+    /// Sets the OAUTHBEARER token provider (for `sasl.mechanism=OAUTHBEARER`): whenever the
+    /// core needs a token, `provider` is called on a helper thread (started at the first call),
+    /// so it may block (an HTTP call to the identity provider); its answer comes back through
+    /// the waker and goes to the core (an `Err` fails the connections waiting for it, and
+    /// their records, with [`producer_core::AuthError::TokenUnavailable`]). A provider that
+    /// panics answers with an error. Call it before the loop runs (right after creating the
+    /// driver); it replaces any provider set before. Without one, every token request is
+    /// answered with an error.
+    pub fn set_token_provider<F>(&mut self, provider: F)
+    where
+        F: FnMut() -> Result<producer_core::OAuthToken, String> + Send + 'static,
+    {
+        self.oauth = Some(TokenFetcher::new(self.waker.clone(), Box::new(provider)));
     }
 
     /// The waker the driver uses (its own, or the one given to [`MioDriver::with_waker`]).
@@ -335,11 +370,15 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         self.drive(now);
     }
 
-    /// Collects finished name resolutions and starts their connections. Called by
+    /// Collects finished name resolutions and starts their connections, and hands the token
+    /// provider's answer to the core. Called by
     /// [`MioDriver::handle_event`] for the driver's own waker; call it yourself on your waker's
     /// event when you gave the driver your waker ([`MioDriver::with_waker`]).
     pub fn handle_wake(&mut self) {
         let now = Instant::now();
+        if let Some(token) = self.oauth.as_mut().and_then(TokenFetcher::try_next) {
+            self.core.handle_token(now, token);
+        }
         while let Some(r) = self.resolver.try_next() {
             let Some(s) = self.socks.get(&r.key) else {
                 continue;
@@ -384,12 +423,15 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     }
                 }
                 Output::TokenRequest => {
-                    // No OAUTHBEARER token provider can be configured on this driver yet: the
-                    // core fails the connections that wait for one, with this reason.
-                    self.core.handle_token(
-                        now,
-                        Err("producer-mio has no OAUTHBEARER token provider".into()),
-                    );
+                    let asked = match self.oauth.as_mut() {
+                        Some(t) => t.request(),
+                        None => Err(NO_TOKEN_PROVIDER.into()),
+                    };
+                    // Without a provider (or its thread), the core fails the connections that
+                    // wait for a token, with the reason.
+                    if let Err(reason) = asked {
+                        self.core.handle_token(now, Err(reason));
+                    }
                 }
                 Output::Delivery(d) => self.sink.deliver(d),
                 Output::Event(e) => self.keep_event(e),

@@ -15,6 +15,7 @@ use producer_core::ConnId;
 use super::MioDriver;
 use crate::sink::DeliverySink;
 use crate::socket::{connect_progress, ConnectProgress, Sock, SockState};
+use crate::tls::{self, Handshake, Received};
 
 impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     pub(super) fn start_connection(&mut self, now: Instant, conn: ConnId, host: String, port: u16) {
@@ -95,6 +96,15 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         }
     }
 
+    /// Drops a connection whose TLS setup failed and tells the core (an authentication
+    /// failure: the records waiting fail at once).
+    fn tls_failed(&mut self, now: Instant, key: u64, reason: String) {
+        if let Some(s) = self.remove(key) {
+            tracing::warn!(host = %s.host, port = s.port, conn = key, %reason, "TLS handshake failed");
+            self.core.handle_tls_failed(now, s.id, reason);
+        }
+    }
+
     /// Forgets a connection: deregisters and closes its socket, frees its token.
     pub(super) fn remove(&mut self, key: u64) -> Option<Sock> {
         let mut s = self.socks.remove(&key)?;
@@ -133,21 +143,68 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::debug!(error = %e, "set_nodelay failed");
                     }
-                    s.state = SockState::Connected { stream };
                     tracing::info!(host = %s.host, %addr, conn = key, "connected");
-                    let id = s.id;
-                    // The core answers with ApiVersions; handle_event's drive() writes it
-                    // at once (the socket is writable now).
-                    self.core.handle_connected(now, id);
+                    let Some(setup) = &self.tls else {
+                        s.state = SockState::Connected { stream, tls: None };
+                        let id = s.id;
+                        // The core answers with ApiVersions; handle_event's drive() writes it
+                        // at once (the socket is writable now).
+                        self.core.handle_connected(now, id);
+                        return;
+                    };
+                    match setup.connect(&s.host) {
+                        Ok(tls) => {
+                            s.state = SockState::Handshaking {
+                                stream,
+                                tls: Box::new(tls),
+                            };
+                            self.advance_handshake(now, key);
+                        }
+                        Err(e) => {
+                            s.state = SockState::Connected { stream, tls: None };
+                            self.tls_failed(now, key, e.to_string());
+                        }
+                    }
                 }
             },
-            SockState::Connected { .. } => {
+            SockState::Handshaking { .. } => self.advance_handshake(now, key),
+            SockState::Connected { tls, .. } => {
+                // Reading TLS may leave records for rustls to send (an alert, a key update).
+                let tls = tls.is_some();
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     self.read_in(now, key);
                 }
-                if event.is_writable() || event.is_write_closed() {
+                if tls || event.is_writable() || event.is_write_closed() {
                     self.write_out(now, key);
                 }
+            }
+        }
+    }
+
+    /// Moves the TLS handshake on; once done, the core is told the connection is up.
+    fn advance_handshake(&mut self, now: Instant, key: u64) {
+        let Some(s) = self.socks.get_mut(&key) else {
+            return;
+        };
+        let SockState::Handshaking { stream, tls: conn } = &mut s.state else {
+            return;
+        };
+        match tls::handshake(conn, stream) {
+            Handshake::Pending => {}
+            Handshake::Failed(reason) => self.tls_failed(now, key, reason),
+            Handshake::Done => {
+                let SockState::Handshaking { stream, tls } =
+                    std::mem::replace(&mut s.state, SockState::Resolving)
+                else {
+                    return;
+                };
+                s.state = SockState::Connected {
+                    stream,
+                    tls: Some(tls),
+                };
+                tracing::info!(host = %s.host, port = s.port, conn = key, "TLS established");
+                let id = s.id;
+                self.core.handle_connected(now, id);
             }
         }
     }
@@ -156,24 +213,66 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     fn read_in(&mut self, now: Instant, key: u64) {
         loop {
             let Some(Sock {
-                state: SockState::Connected { stream },
+                state: SockState::Connected { stream, tls },
                 id,
+                received,
                 ..
             }) = self.socks.get_mut(&key)
             else {
                 return;
             };
             let id = *id;
-            match stream.read(&mut self.read_buf) {
-                Ok(0) => return self.lost(now, key, &"closed by the broker"),
-                Ok(n) => {
+            let Some(tls) = tls else {
+                match stream.read(&mut self.read_buf) {
+                    Ok(0) => return self.lost(now, key, &"closed by the broker"),
+                    Ok(n) => {
+                        self.core.handle_read(now, id, &self.read_buf[..n]);
+                        // Act on the responses at once: new requests go out while reading, and
+                        // a connection the core dropped (bad bytes) is closed before reading
+                        // more.
+                        self.drive(now);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return self.lost(now, key, &e),
+                }
+                continue;
+            };
+            match tls::receive(tls, stream) {
+                Received::Records => {}
+                Received::WouldBlock => return,
+                Received::Closed => return self.lost(now, key, &"closed by the broker"),
+                Received::Io(e) => return self.lost(now, key, &e),
+                // A TLS 1.3 broker that rejects the client's certificate says so in its first
+                // record after the handshake: still a TLS setup failure.
+                Received::Tls(reason) if !*received => return self.tls_failed(now, key, reason),
+                Received::Tls(reason) => return self.lost(now, key, &reason),
+            }
+            self.take_plaintext(now, key);
+        }
+    }
+
+    /// Hands every decrypted byte of `key`'s TLS session to the core.
+    fn take_plaintext(&mut self, now: Instant, key: u64) {
+        loop {
+            let Some(Sock {
+                state: SockState::Connected { tls: Some(tls), .. },
+                id,
+                received,
+                ..
+            }) = self.socks.get_mut(&key)
+            else {
+                return;
+            };
+            let id = *id;
+            match tls::plaintext(tls, &mut self.read_buf) {
+                Ok(None) => return,
+                Ok(Some(0)) => return self.lost(now, key, &"TLS session closed by the broker"),
+                Ok(Some(n)) => {
+                    *received = true;
                     self.core.handle_read(now, id, &self.read_buf[..n]);
-                    // Act on the responses at once: new requests go out while reading, and a
-                    // connection the core dropped (bad bytes) is closed before reading more.
                     self.drive(now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.lost(now, key, &e),
             }
         }
@@ -207,10 +306,14 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         let Some(s) = self.socks.get_mut(&key) else {
             return;
         };
-        let SockState::Connected { stream } = &mut s.state else {
+        let SockState::Connected { stream, tls } = &mut s.state else {
             return;
         };
-        match s.out.write_with(|iov| stream.write_vectored(iov)) {
+        let written = match tls {
+            Some(tls) => tls::send(tls, stream, &mut s.out),
+            None => s.out.write_with(|iov| stream.write_vectored(iov)),
+        };
+        match written {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) if e.kind() == io::ErrorKind::WriteZero => {

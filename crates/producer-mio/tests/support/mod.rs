@@ -10,6 +10,7 @@ use bytes::Bytes;
 use producer_core::{Delivery, Record, RecordMetadata};
 use producer_tests::MockKafka;
 
+#[allow(unused_imports)]
 pub use producer_tests::verify::{assert_burst_take, verify_delivered};
 
 pub const PARTITIONS: i32 = 6;

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use producer_tests::{read_back_all, Consumed, MockKafka};
 
+#[allow(unused_imports)]
 pub use producer_tests::verify::{assert_burst_take, verify_delivered, MOCK_LOG_APPEND_TIME};
 use producer_tokio::{
     Config, ConfigBuilder, DeliveryError, DeliveryFuture, ProduceError, Record, RecordMetadata,
