@@ -2,15 +2,13 @@
 //! partitions) across compression codecs, keyed and null-key records, acks 0/1/all and
 //! idempotence on and off. Each dimension value is covered at least once per driver (not the
 //! cartesian product). Every case reads back what it produced with librdkafka (CRCs checked)
-//! and compares record by record (see `common::verify`).
-
-mod common;
+//! and compares record by record (see `producer_tests::verify`).
 
 use std::time::Duration;
 
-use common::{produce, verify, workload, Driver, Expect, Keys, Pacing};
 use producer_core::{Acks, Compression};
 use producer_tests::MockKafka;
+use producer_tests::{produce, verify, workload, Driver, Expect, Keys, Pacing};
 
 const TOPICS: &[(&str, i32)] = &[("matrix-a", 6), ("matrix-b", 3)];
 
@@ -49,7 +47,8 @@ impl Case {
 
 fn run(case: Case) {
     let mock = MockKafka::new(3, TOPICS).unwrap();
-    let mut b = common::config(&mock)
+    let mut b = mock
+        .producer_config()
         .compression(case.compression)
         .acks(case.acks)
         .enable_idempotence(case.idempotence);
@@ -62,7 +61,7 @@ fn run(case: Case) {
     let run = produce(case.driver, config, &records, &Pacing::burst(), &mut |_| {});
     let expect = Expect::ExactlyOnce;
     let s = verify(
-        &mock,
+        &mock.bootstrap_servers(),
         TOPICS,
         &records,
         &run,
@@ -277,6 +276,6 @@ fn murmur2_matches_kafka_test_vectors() {
         ),
         ("abc", 479470107),
     ] {
-        assert_eq!(common::murmur2(s.as_bytes()), h, "{s}");
+        assert_eq!(producer_tests::murmur2(s.as_bytes()), h, "{s}");
     }
 }

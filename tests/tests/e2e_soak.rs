@@ -21,18 +21,19 @@
 //! the partition its report names (murmur2 for keyed records); each reported offset holds its
 //! record. Duplicates (broker down, dropped connections: the mock appends retries again) and
 //! send-order inversions (injected errors with five requests in flight: the mock does not check
-//! sequence numbers) are the mock's and are counted, not failed; see `e2e_faults.rs`.
+//! sequence numbers) are the mock's and are counted, not failed; see `e2e_faults.rs`. The strict
+//! property (exactly once, in send order, no tolerance) under a long mixed fault schedule is
+//! asserted against Apache Kafka by `kafka_random::{tokio,mio}_random_fault_schedule`, whose
+//! long mode (`KAFKA_RANDOM_SECS=600`) is this soak's counterpart.
 //! Printed: RSS every `SOAK_REPORT_SECS`, and the peak (VmHWM) before and after the read back.
-
-mod common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys};
 use producer_tests::{api, errors, MockKafka};
+use producer_tests::{check_consumed, id_of, key_partition, make_record_at, now_ms, rss_kib, Keys};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -58,14 +59,18 @@ fn nap(d: Duration, stop: &AtomicBool) {
     }
 }
 
+/// The faults of the rotation: leader moves, broker down/up, mixed Produce errors, dropped
+/// connections, round-trip delay, delayed per-broker errors.
+const FAULT_KINDS: usize = 6;
+
 /// Injects one fault every `every` until `stop`; returns how many of each kind.
 fn fault_loop(
     mock: &MockKafka,
     topics: &[(&str, i32)],
     every: Duration,
     stop: &AtomicBool,
-) -> [usize; 6] {
-    let mut counts = [0; 6];
+) -> [usize; FAULT_KINDS] {
+    let mut counts = [0; FAULT_KINDS];
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
         rng ^= rng << 13;
@@ -79,7 +84,7 @@ fn fault_loop(
         if stop.load(Ordering::Relaxed) {
             return counts;
         }
-        let kind = k % 6;
+        let kind = k % FAULT_KINDS;
         k += 1;
         counts[kind] += 1;
         let broker = (next() % 3) as i32 + 1;
@@ -150,7 +155,7 @@ fn produce_child(bootstrap: &str, p: &Params) -> Produced {
         .unwrap();
     let topics = &p.topics();
     println!("{}", rss_line("child started"));
-    let rt = common::runtime();
+    let rt = producer_tests::runtime();
     rt.block_on(async {
         let h = producer_tokio::ProducerHandle::start(config).unwrap();
         let reported = Arc::new(AtomicUsize::new(0));
@@ -344,7 +349,7 @@ fn soak_tokio_with_periodic_faults() {
     let mut inversions = 0usize;
     let mut consumed = 0usize;
     let counts: HashMap<&str, i32> = topics.iter().copied().collect();
-    common::read_back_each(
+    producer_tests::read_back_each(
         &mock.bootstrap_servers(),
         topics,
         Duration::from_secs(600),

@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use producer_tests::rdkafka::config::ClientConfig;
+use producer_tests::rdkafka::error::KafkaError;
 use producer_tests::rdkafka::message::{Header, Message, OwnedHeaders};
 use producer_tests::rdkafka::producer::{
     BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext,
@@ -24,10 +26,24 @@ enum Report {
     Err(RDKafkaErrorCode),
 }
 
+/// Delivery reports by record id, and how many times librdkafka said it could not reach a
+/// broker (its error callback: transport failure, all brokers down).
 #[derive(Default)]
-struct Reports(Mutex<HashMap<usize, Report>>);
+struct Reports(Mutex<HashMap<usize, Report>>, AtomicUsize);
 
-impl ClientContext for Reports {}
+impl ClientContext for Reports {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let unreachable = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::AllBrokersDown)
+        );
+        if unreachable {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        } else {
+            eprintln!("librdkafka error: {error} ({reason})");
+        }
+    }
+}
 
 impl ProducerContext for Reports {
     type DeliveryOpaque = usize;
@@ -70,6 +86,9 @@ struct Sent {
 }
 
 const BASE_TS: i64 = 1_700_000_000_000;
+
+/// A broker id the 2-broker mock does not have.
+const NO_SUCH_BROKER: i32 = 9;
 
 fn make(id: usize, topic: &'static str) -> Sent {
     Sent {
@@ -218,16 +237,23 @@ fn leader_moves_broker_outage_and_rtt_mid_stream_lose_nothing() {
     p.flush(Duration::from_secs(10)).expect("flush 2");
     mock.set_rtt(-1, Duration::ZERO).unwrap();
 
-    // Take the leader down while records are queued, then bring it back.
+    // Take the leader down while records are queued, then bring it back. Wait until the
+    // producer has found the broker unreachable: with the only leader down, nothing of the
+    // new records can have been delivered by then.
     mock.broker_down(3).unwrap();
+    let refused_before = p.context().1.load(Ordering::Relaxed);
     deliver(600..900);
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(500) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.context().1.load(Ordering::Relaxed) == refused_before {
+        assert!(
+            Instant::now() < deadline,
+            "librdkafka never reported broker 3 unreachable"
+        );
         p.poll(Duration::from_millis(50));
     }
     let pending = p.in_flight_count();
-    assert!(
-        pending > 0,
+    assert_eq!(
+        pending, 300,
         "with the only leader down nothing can be delivered"
     );
     mock.broker_up(3).unwrap();
@@ -348,9 +374,15 @@ fn per_broker_errors_stack_and_drain() {
     .unwrap();
     assert_eq!(mock.broker_error_stack_len(1, api::PRODUCE).unwrap(), 2);
     assert_eq!(mock.broker_error_stack_len(2, api::PRODUCE).unwrap(), 0);
-    assert!(mock.broker_error_stack_len(9, api::PRODUCE).is_err());
     assert!(mock
-        .push_broker_request_errors(9, api::PRODUCE, &[(6, Duration::ZERO)])
+        .broker_error_stack_len(NO_SUCH_BROKER, api::PRODUCE)
+        .is_err());
+    assert!(mock
+        .push_broker_request_errors(
+            NO_SUCH_BROKER,
+            api::PRODUCE,
+            &[(errors::NOT_LEADER_OR_FOLLOWER, Duration::ZERO)]
+        )
         .is_err());
 
     // Put both partitions on broker 1 and produce: the two errors are consumed by retries.

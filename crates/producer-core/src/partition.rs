@@ -431,9 +431,12 @@ impl<T> PartitionQueue<T> {
     /// order through [`PartitionQueue::pop_done`]. With idempotence, batches that had been sent
     /// leave a hole in the sequence, so the partition restarts it before sending again. Only if
     /// the open batch cannot be closed are its records returned, to be reported at once.
+    ///
+    /// `error` makes each batch's error from whether an earlier attempt of it may have been
+    /// written.
     pub(crate) fn fail_idle(
         &mut self,
-        error: &ProduceError,
+        error: impl Fn(bool) -> ProduceError,
         idempotent: bool,
     ) -> Option<Unreported<T>> {
         if self.inflight > 0 {
@@ -443,7 +446,8 @@ impl<T> PartitionQueue<T> {
         for (i, b) in self.batches.iter_mut().enumerate() {
             if !b.is_done() {
                 sent_failed |= i < self.sent;
-                b.finish(Err(error.clone()));
+                let e = error(b.possibly_persisted());
+                b.finish(Err(e));
             }
         }
         if sent_failed && idempotent {
@@ -451,7 +455,7 @@ impl<T> PartitionQueue<T> {
         }
         self.sent = self.batches.len();
         let open = self.open.take()?;
-        match open.into_failed(error.clone()) {
+        match open.into_failed(error(false)) {
             Ok(batch) => {
                 self.batches.push_back(batch);
                 self.sent = self.batches.len();

@@ -331,8 +331,14 @@ pub enum ProduceError {
     /// The producer could not authenticate to the cluster (wrong credentials, mechanism not
     /// enabled, the broker's SCRAM signature did not verify, no OAUTHBEARER token): the record
     /// failed at once instead of waiting for its delivery timeout.
-    #[error("authentication failed: {0}")]
-    Authentication(crate::AuthError),
+    #[error("authentication failed: {error}{}", if *possibly_persisted { " (an earlier attempt may have been written)" } else { "" })]
+    Authentication {
+        /// Why authentication failed.
+        error: crate::AuthError,
+        /// An earlier attempt of the record's batch may have been written (it was sent before,
+        /// on a connection that was then lost or timed out).
+        possibly_persisted: bool,
+    },
     /// The producer was closed before the record could be sent.
     #[error("producer closed")]
     Closed,

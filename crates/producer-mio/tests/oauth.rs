@@ -79,7 +79,10 @@ fn the_providers_token_goes_on_the_wire_and_is_reused_while_valid() {
         };
         for e in failures(oauth_config(&broker), 20, Some(Box::new(provider))) {
             match e {
-                ProduceError::Authentication(AuthError::Rejected { code, message }) => {
+                ProduceError::Authentication {
+                    error: AuthError::Rejected { code, message },
+                    ..
+                } => {
                     assert_eq!(code, ErrorCode(REJECTED));
                     assert!(message
                         .as_deref()
@@ -118,9 +121,10 @@ fn a_providers_error_fails_the_records_with_it() {
         for e in failures(oauth_config(&broker), 20, Some(Box::new(provider))) {
             assert_eq!(
                 e,
-                ProduceError::Authentication(AuthError::TokenUnavailable(
-                    "identity provider down".into()
-                ))
+                ProduceError::Authentication {
+                    error: AuthError::TokenUnavailable("identity provider down".into()),
+                    possibly_persisted: false,
+                }
             );
         }
         assert!(calls.load(Ordering::Acquire) >= 1);
@@ -135,7 +139,10 @@ fn a_provider_that_panics_fails_the_records() {
         let provider = || -> Result<OAuthToken, String> { panic!("provider bug") };
         for e in failures(oauth_config(&broker), 5, Some(Box::new(provider))) {
             match e {
-                ProduceError::Authentication(AuthError::TokenUnavailable(reason)) => {
+                ProduceError::Authentication {
+                    error: AuthError::TokenUnavailable(reason),
+                    ..
+                } => {
                     assert!(reason.contains("panicked"), "{reason}")
                 }
                 other => panic!("expected no token, got {other:?}"),
@@ -150,7 +157,10 @@ fn without_a_provider_the_records_fail_with_no_token() {
         let broker = OAuthBroker::start().expect("broker");
         for e in failures(oauth_config(&broker), 5, None) {
             match e {
-                ProduceError::Authentication(AuthError::TokenUnavailable(reason)) => {
+                ProduceError::Authentication {
+                    error: AuthError::TokenUnavailable(reason),
+                    ..
+                } => {
                     assert!(reason.contains("set_token_provider"), "{reason}")
                 }
                 other => panic!("expected no token, got {other:?}"),

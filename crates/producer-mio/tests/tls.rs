@@ -90,7 +90,10 @@ fn expect_tls_failures(config: Config, n: usize) -> String {
             "record handed back"
         );
         match f.error {
-            ProduceError::Authentication(AuthError::Tls(reason)) => reasons.push(reason),
+            ProduceError::Authentication {
+                error: AuthError::Tls(reason),
+                ..
+            } => reasons.push(reason),
             other => panic!("expected a TLS authentication failure, got {other:?}"),
         }
     }

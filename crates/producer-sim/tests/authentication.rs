@@ -157,7 +157,9 @@ fn refused(
     assert_eq!(r.len(), sent.len());
     for (id, result) in &r {
         match result {
-            Err(ProduceError::Authentication(e)) => assert!(expected(e), "record {id}: {e:?}"),
+            Err(ProduceError::Authentication { error: e, .. }) => {
+                assert!(expected(e), "record {id}: {e:?}")
+            }
             other => panic!("record {id}: {other:?}"),
         }
     }

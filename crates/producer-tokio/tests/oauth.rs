@@ -64,7 +64,10 @@ async fn the_providers_token_goes_on_the_wire_and_is_reused_while_valid() {
     });
     for e in failures(builder, 20).await {
         match e {
-            ProduceError::Authentication(AuthError::Rejected { code, message }) => {
+            ProduceError::Authentication {
+                error: AuthError::Rejected { code, message },
+                ..
+            } => {
                 assert_eq!(code, ErrorCode(REJECTED));
                 assert!(message
                     .as_deref()
@@ -101,9 +104,10 @@ async fn a_providers_error_fails_the_records_with_it() {
     for e in failures(builder, 20).await {
         assert_eq!(
             e,
-            ProduceError::Authentication(AuthError::TokenUnavailable(
-                "identity provider down".into()
-            ))
+            ProduceError::Authentication {
+                error: AuthError::TokenUnavailable("identity provider down".into()),
+                possibly_persisted: false,
+            }
         );
     }
     assert!(calls.load(Ordering::Acquire) >= 1);
@@ -120,7 +124,10 @@ async fn a_provider_that_panics_fails_the_records() {
         .oauth_token_provider(|| async { panic!("provider bug") });
     for e in failures(builder, 5).await {
         match e {
-            ProduceError::Authentication(AuthError::TokenUnavailable(reason)) => {
+            ProduceError::Authentication {
+                error: AuthError::TokenUnavailable(reason),
+                ..
+            } => {
                 assert!(reason.contains("panicked"), "{reason}")
             }
             other => panic!("expected no token, got {other:?}"),
@@ -133,7 +140,10 @@ async fn without_a_provider_the_records_fail_with_no_token() {
     let broker = OAuthBroker::start().expect("broker");
     for e in failures(ProducerBuilder::new(oauth_config(&broker)), 5).await {
         match e {
-            ProduceError::Authentication(AuthError::TokenUnavailable(reason)) => {
+            ProduceError::Authentication {
+                error: AuthError::TokenUnavailable(reason),
+                ..
+            } => {
                 assert!(reason.contains("oauth_token_provider"), "{reason}")
             }
             other => panic!("expected no token, got {other:?}"),

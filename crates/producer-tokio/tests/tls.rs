@@ -76,7 +76,10 @@ async fn expect_tls_failures(config: Config, n: usize) -> String {
     for (f, r) in futures.into_iter().zip(&sent) {
         let e = f.await.expect_err("a TLS failure must fail the record");
         match assert_handed_back(e, r) {
-            ProduceError::Authentication(AuthError::Tls(reason)) => reasons.push(reason),
+            ProduceError::Authentication {
+                error: AuthError::Tls(reason),
+                ..
+            } => reasons.push(reason),
             other => panic!("expected a TLS authentication failure, got {other:?}"),
         }
     }

@@ -307,8 +307,7 @@ impl<T> Producer<T> {
                 node_id,
                 error: error.clone(),
             }));
-        let failure = ProduceError::Authentication(error);
-        self.fail_waiting_records(&failure);
+        self.fail_waiting_records(&error);
         self.connection_lost(conn, true);
     }
 
@@ -317,26 +316,31 @@ impl<T> Producer<T> {
     pub(super) fn tls_failed(&mut self, conn: ConnId, reason: String) {
         let node_id = self.brokers.slot(conn.slot).node_id;
         let error = AuthError::Tls(reason);
-        self.outputs.push_back(Output::Event(Event::AuthenticationFailed {
-            node_id,
-            error: error.clone(),
-        }));
-        self.fail_waiting_records(&ProduceError::Authentication(error));
+        self.outputs
+            .push_back(Output::Event(Event::AuthenticationFailed {
+                node_id,
+                error: error.clone(),
+            }));
+        self.fail_waiting_records(&error);
         self.connection_lost(conn, false);
     }
 
-    /// Fails every record that is not in flight: held for metadata, or in a partition with
-    /// nothing in flight.
-    fn fail_waiting_records(&mut self, error: &ProduceError) {
+    /// Fails every record that is not in flight with `error`: held for metadata, or in a
+    /// partition with nothing in flight.
+    fn fail_waiting_records(&mut self, error: &AuthError) {
         let idem = self.config.idempotence;
+        let failure = |possibly_persisted| ProduceError::Authentication {
+            error: error.clone(),
+            possibly_persisted,
+        };
         for t in 0..self.topics.len() {
             let held = std::mem::take(&mut self.topics.get_mut(t).holding);
             for h in held {
-                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, failure(false));
             }
             for p in 0..self.topics.partition_count(t) {
-                if let Some(records) = self.topics.partition_mut(t, p).fail_idle(error, idem) {
-                    self.fail_records(t, p as i32, records, error.clone());
+                if let Some(records) = self.topics.partition_mut(t, p).fail_idle(failure, idem) {
+                    self.fail_records(t, p as i32, records, failure(false));
                 }
                 self.emit_done(t, p);
             }

@@ -1,0 +1,223 @@
+//! Requests of the launcher's own (encoded and decoded by the `kafka-protocol` crate, on a plain
+//! blocking socket), for readiness checks: Metadata (which brokers a node lists, the leader and
+//! in-sync replicas of every partition, as that node sees them now, no client cache in
+//! between), and ListOffsets (whether a leader serves its partitions yet: a broker lists itself
+//! leader in Metadata a moment before it accepts requests for the partition).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+/// The Metadata version asked (Kafka 4 serves 0-13; 12 is the newest the producer speaks).
+const METADATA_VERSION: i16 = 12;
+
+/// One partition as a node reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    /// The partition's error code (0 = none).
+    pub error: i16,
+    /// The leader's node id, -1 when none.
+    pub leader: i32,
+    /// The leader epoch.
+    pub leader_epoch: i32,
+    /// Replica node ids, preferred first.
+    pub replicas: Vec<i32>,
+    /// In-sync replica node ids.
+    pub isr: Vec<i32>,
+}
+
+/// A node's view of the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterView {
+    /// Live brokers: node id -> (host, port) on the listener the request came in on.
+    pub brokers: BTreeMap<i32, (String, u16)>,
+    /// The active controller's id as brokers report it.
+    pub controller: i32,
+    /// Asked topics: name -> (topic error code, partitions by index).
+    pub topics: BTreeMap<String, (i16, BTreeMap<i32, PartitionView>)>,
+}
+
+impl ClusterView {
+    /// Whether every asked topic exists with `partitions` partitions (when given), each with a
+    /// leader among the live brokers.
+    pub fn all_led(&self, topics: &[&str]) -> bool {
+        topics.iter().all(|t| {
+            self.topics.get(*t).is_some_and(|(err, parts)| {
+                *err == 0
+                    && !parts.is_empty()
+                    && parts
+                        .values()
+                        .all(|p| p.error == 0 && self.brokers.contains_key(&p.leader))
+            })
+        })
+    }
+
+    /// Whether every partition of the asked topics has all its replicas in sync.
+    pub fn all_in_sync(&self, topics: &[&str]) -> bool {
+        self.all_led(topics)
+            && topics.iter().all(|t| {
+                self.topics[*t].1.values().all(|p| {
+                    let mut a = p.replicas.clone();
+                    let mut b = p.isr.clone();
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    a == b
+                })
+            })
+    }
+}
+
+/// The ListOffsets version asked (flexible; Kafka 4 serves 1-10).
+const LIST_OFFSETS_VERSION: i16 = 7;
+
+/// Sends one request and returns the decoded answer (nothing may follow it).
+fn call<Req: Encodable, Resp: Decodable>(
+    addr: SocketAddr,
+    api: ApiKey,
+    version: i16,
+    request: &Req,
+    timeout: Duration,
+) -> Result<Resp, String> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("kafka-launcher")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, api.request_header_version(version))
+        .map_err(|e| e.to_string())?;
+    request
+        .encode(&mut body, version)
+        .map_err(|e| e.to_string())?;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    s.write_all(&frame)
+        .map_err(|e| format!("write to {addr}: {e}"))?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
+    let mut resp = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut resp)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
+    let mut resp = Bytes::from(resp);
+    kafka_protocol::messages::ResponseHeader::decode(
+        &mut resp,
+        api.response_header_version(version),
+    )
+    .map_err(|e| e.to_string())?;
+    let r = Resp::decode(&mut resp, version).map_err(|e| e.to_string())?;
+    if resp.has_remaining() {
+        return Err(format!(
+            "{} bytes after the {api:?} response",
+            resp.remaining()
+        ));
+    }
+    Ok(r)
+}
+
+/// Asks `addr` (a partition's leader) for the end offset of each partition of `topic` in
+/// `partitions`; returns the partitions it answered with an error for (empty: it serves them
+/// all).
+pub fn unserved_partitions(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<Vec<(i32, i16)>, String> {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(p)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(-1)
+                    })
+                    .collect(),
+            )]);
+    let r: ListOffsetsResponse = call(
+        addr,
+        ApiKey::ListOffsets,
+        LIST_OFFSETS_VERSION,
+        &request,
+        timeout,
+    )?;
+    Ok(r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.error_code != 0)
+        .map(|p| (p.partition_index, p.error_code))
+        .collect())
+}
+
+/// Sends one Metadata request for `topics` (none: no topics, just the brokers) to `addr` and
+/// returns the answer, or why there is none.
+pub fn metadata(
+    addr: SocketAddr,
+    topics: &[&str],
+    timeout: Duration,
+) -> Result<ClusterView, String> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false);
+    let m: MetadataResponse = call(addr, ApiKey::Metadata, METADATA_VERSION, &request, timeout)?;
+    let mut view = ClusterView {
+        controller: m.controller_id.0,
+        ..ClusterView::default()
+    };
+    for b in &m.brokers {
+        view.brokers
+            .insert(b.node_id.0, (b.host.to_string(), b.port as u16));
+    }
+    for t in &m.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_index,
+                    PartitionView {
+                        error: p.error_code,
+                        leader: p.leader_id.0,
+                        leader_epoch: p.leader_epoch,
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    },
+                )
+            })
+            .collect();
+        view.topics.insert(name, (t.error_code, parts));
+    }
+    Ok(view)
+}
