@@ -11,7 +11,7 @@
 //! the offsets their reports name; the deleted topic's records each get one report, failures
 //! typed with the record handed back.
 //!
-//! CI mode: 40 s per driver. Long mode, opt-in:
+//! CI mode: 30 s per driver (60 s in all). Long mode, opt-in:
 //! `KAFKA_RANDOM_SECS=600 cargo test --release -p producer-tests --test kafka_random -- --nocapture`
 //! (`KAFKA_RANDOM_SEED=n` replays a schedule; the seed of each run is printed).
 
@@ -182,7 +182,7 @@ fn random_fault_schedule(driver: Driver, default_seed: u64) {
     let Some(mut kafka) = shared_cluster(ClusterSpec::three) else {
         return;
     };
-    let secs = env_u64("KAFKA_RANDOM_SECS", 40);
+    let secs = env_u64("KAFKA_RANDOM_SECS", 30);
     let seed = env_u64("KAFKA_RANDOM_SEED", default_seed);
     let a = kafka.topic("rand-a", 6, 3, &[]);
     let b = kafka.topic("rand-b", 3, 3, &[]);
