@@ -302,3 +302,54 @@ impl ServerCertVerifier for ChainOnly {
         self.inner.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_addresses_are_verified_as_addresses_and_names_as_names() {
+        assert!(matches!(
+            server_name("127.0.0.1"),
+            Ok(ServerName::IpAddress(_))
+        ));
+        assert!(matches!(server_name("[::1]"), Ok(ServerName::IpAddress(_))));
+        assert!(matches!(
+            server_name("broker-1.example.com"),
+            Ok(ServerName::DnsName(n)) if n.as_ref() == "broker-1.example.com"
+        ));
+        assert!(server_name("not a host name").is_err());
+    }
+
+    #[test]
+    fn plaintext_protocols_need_no_tls_and_tls_ones_need_settings() {
+        let plain = Config::builder([("localhost", 9092)]).build().unwrap();
+        assert!(TlsSetup::from_config(&plain).unwrap().is_none());
+        // A Config assembled by hand past the builder's check.
+        let mut ssl = plain;
+        ssl.security_protocol = producer_core::SecurityProtocol::Ssl;
+        assert!(matches!(
+            TlsSetup::from_config(&ssl),
+            Err(TlsSetupError::Missing)
+        ));
+    }
+
+    #[test]
+    fn a_key_file_without_a_key_is_a_typed_error() {
+        let dir = std::env::temp_dir().join(format!("producer-driver-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("empty.key");
+        std::fs::write(&path, b"no PEM here\n").unwrap();
+        let r = private_key(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(r, Err(TlsSetupError::NoPrivateKey { path: p }) if p == path));
+    }
+
+    #[test]
+    fn errors_say_which_setting_and_file() {
+        let e = client_config(&TlsConfig::with_ca("/nonexistent/ca.pem")).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("ssl.ca.location"), "{shown}");
+        assert!(shown.contains("/nonexistent/ca.pem"), "{shown}");
+    }
+}

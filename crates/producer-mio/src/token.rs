@@ -85,7 +85,7 @@ impl TokenFetcher {
                 for () in req_rx {
                     // A provider that panics answers with an error; the thread goes on.
                     let token =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| provider()))
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut provider))
                             .unwrap_or_else(|_| {
                                 Err("the OAUTHBEARER token provider panicked".into())
                             });
