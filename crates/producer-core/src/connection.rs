@@ -106,6 +106,10 @@ pub(crate) struct Connection {
     /// When this connection must authenticate again (85-95% of the session lifetime the broker
     /// gave), if it gave one.
     pub(crate) reauthenticate_at: Option<Instant>,
+    /// When the last SaslAuthenticate request was sent: the broker's session starts no earlier,
+    /// so the lifetime is counted from here (not from when the answer arrived, which may be
+    /// much later).
+    pub(crate) auth_sent_at: Option<Instant>,
     /// Correlation ids of recent acks=0 requests, which get no response (the newest
     /// [`NO_RESPONSE_MEMORY`]).
     no_response: VecDeque<i32>,
@@ -123,6 +127,7 @@ impl Connection {
             opened_at,
             exchange: None,
             reauthenticate_at: None,
+            auth_sent_at: None,
             no_response: VecDeque::new(),
             next_correlation_id: 0,
         }

@@ -176,6 +176,9 @@ impl<T> Producer<T> {
         else {
             return;
         };
+        if let Some(c) = self.brokers.conn_mut(conn) {
+            c.auth_sent_at = Some(self.now);
+        }
         let req = SaslAuthenticateRequest { auth_bytes: token };
         self.send_control_request(
             conn,
@@ -220,16 +223,21 @@ impl<T> Producer<T> {
     }
 
     /// The exchange succeeded: the connection is ready, and re-authenticates at 85-95% of the
-    /// session lifetime the broker gave (as the Java client does), if it gave one.
+    /// session lifetime the broker gave (as the Java client does), if it gave one, counted from
+    /// when the last SaslAuthenticate was sent (the broker's session cannot have started
+    /// earlier). An answer so late that this moment has passed starts re-authentication at
+    /// once, before any other request.
     fn authenticated(&mut self, conn: ConnId, session_lifetime_ms: i64) {
         let now = self.now;
-        let reauth_at = (session_lifetime_ms > 0).then(|| {
-            let lifetime = Duration::from_millis(session_lifetime_ms as u64);
-            now + lifetime.mul_f64(self.rng.factor(0.85, 0.95))
-        });
+        let factor = self.rng.factor(0.85, 0.95);
         let Some(c) = self.brokers.conn_mut(conn) else {
             return;
         };
+        let start = c.auth_sent_at.unwrap_or(now);
+        let reauth_at = (session_lifetime_ms > 0).then(|| {
+            let lifetime = Duration::from_millis(session_lifetime_ms as u64);
+            start + lifetime.mul_f64(factor)
+        });
         let reauthentication = c.state == ConnState::Reauthenticating;
         c.state = ConnState::Ready;
         c.exchange = None;
@@ -248,6 +256,11 @@ impl<T> Producer<T> {
             self.mark_broker_dirty(conn.slot);
         } else {
             self.connection_usable(conn);
+        }
+        if reauth_at.is_some_and(|at| at <= now) {
+            // Requests are sent only from `poll_output`, after this: the connection is
+            // re-authenticating by then and sends none.
+            self.begin_authentication(conn, true);
         }
     }
 
