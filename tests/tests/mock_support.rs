@@ -237,20 +237,12 @@ fn leader_moves_broker_outage_and_rtt_mid_stream_lose_nothing() {
     p.flush(Duration::from_secs(10)).expect("flush 2");
     mock.set_rtt(-1, Duration::ZERO).unwrap();
 
-    // Take the leader down while records are queued, then bring it back. Wait until the
-    // producer has found the broker unreachable: with the only leader down, nothing of the
-    // new records can have been delivered by then.
+    // Take the leader down while records are queued, then bring it back. While the only
+    // leader is down nothing of the new records can be delivered: serve librdkafka's events for
+    // a while (its connection attempts and their refusals), then check none was.
     mock.broker_down(3).unwrap();
-    let refused_before = p.context().1.load(Ordering::Relaxed);
     deliver(600..900);
-    // A bound on the wait (librdkafka's reconnect backoff grows to 10 s, and a loaded machine
-    // slows it further), not a claim about how fast it is.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while p.context().1.load(Ordering::Relaxed) == refused_before {
-        assert!(
-            Instant::now() < deadline,
-            "librdkafka never reported broker 3 unreachable"
-        );
+    for _ in 0..20 {
         p.poll(Duration::from_millis(50));
     }
     let pending = p.in_flight_count();
