@@ -193,24 +193,12 @@ impl<T> OpenBatch<T> {
     /// batches before it and be reported after them. If it cannot be sealed even so (not
     /// expected), its records come back to be reported at once.
     pub(crate) fn into_failed(self, error: ProduceError) -> Result<Batch<T>, Unreported<T>> {
-        let OpenBatch {
-            id,
-            builder,
-            records,
-            charged,
-            created,
-        } = self;
-        match builder.seal_or_keep(Compression::None) {
-            Ok((sealed, _)) => {
-                let mut batch = Batch::new(id, sealed, records, charged, created);
+        match self.seal(Compression::None) {
+            Ok((mut batch, _)) => {
                 batch.finish(Err(error));
                 Ok(batch)
             }
-            Err((_, builder)) => Err(Unreported {
-                records,
-                decoded: builder.into_records().map_err(|e| e.to_string()),
-                charged,
-            }),
+            Err((_, records)) => Err(records),
         }
     }
 
