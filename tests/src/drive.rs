@@ -5,11 +5,12 @@
 // `is_multiple_of` is newer than the workspace MSRV (1.85).
 #![allow(unknown_lints, clippy::manual_is_multiple_of)]
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use producer_core::{
-    Config, Delivery, DeliveryFailure, ProduceError, Record, RecordMetadata, SendErrorReason,
+    Config, Delivery, DeliveryFailure, OAuthToken, ProduceError, Record, RecordMetadata,
+    SendErrorReason,
 };
 
 use crate::workload::now_ms;
@@ -160,13 +161,33 @@ pub fn produce(
     pacing: &Pacing,
     hook: &mut dyn FnMut(usize),
 ) -> Run {
+    produce_with_tokens(driver, config, records, pacing, hook, None)
+}
+
+/// An OAUTHBEARER token provider for [`produce_with_tokens`] (called on the driver's token
+/// thread or task whenever the core asks for a token).
+pub type TokenSource = Arc<dyn Fn() -> Result<OAuthToken, String> + Send + Sync>;
+
+/// [`produce`] with an OAUTHBEARER token provider given to the driver (`None`: none).
+pub fn produce_with_tokens(
+    driver: Driver,
+    config: Config,
+    records: &[Record],
+    pacing: &Pacing,
+    hook: &mut dyn FnMut(usize),
+    tokens: Option<TokenSource>,
+) -> Run {
     let start = Instant::now();
     let start_ms = now_ms();
     let mut sink = Collected::new(records.len());
     match driver {
-        Driver::Tokio => produce_tokio(config, records, pacing, hook, &mut sink),
-        Driver::MioThreaded => produce_mio_threaded(config, records, pacing, hook, &mut sink),
-        Driver::MioEmbedded => produce_mio_embedded(config, records, pacing, hook, &mut sink),
+        Driver::Tokio => produce_tokio(config, records, pacing, hook, &mut sink, tokens),
+        Driver::MioThreaded => {
+            produce_mio_threaded(config, records, pacing, hook, &mut sink, tokens)
+        }
+        Driver::MioEmbedded => {
+            produce_mio_embedded(config, records, pacing, hook, &mut sink, tokens)
+        }
     }
     Run {
         reports: sink.reports,
@@ -225,6 +246,7 @@ fn produce_tokio(
     pacing: &Pacing,
     hook: &mut dyn FnMut(usize),
     sink: &mut Collected,
+    tokens: Option<TokenSource>,
 ) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -232,7 +254,14 @@ fn produce_tokio(
         .try_init();
     let rt = runtime();
     rt.block_on(async {
-        let handle = producer_tokio::ProducerHandle::start(config).unwrap();
+        let mut builder = producer_tokio::ProducerHandle::builder(config);
+        if let Some(tokens) = tokens {
+            builder = builder.oauth_token_provider(move || {
+                let token = tokens();
+                async move { token }
+            });
+        }
+        let handle = builder.start().unwrap();
         let mut futures = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
             pace(i, pacing, hook);
@@ -258,11 +287,21 @@ fn produce_mio_threaded(
     pacing: &Pacing,
     hook: &mut dyn FnMut(usize),
     sink: &mut Collected,
+    tokens: Option<TokenSource>,
 ) {
     let (tx, rx) = mpsc::channel::<Delivery<usize>>();
-    let producer = producer_mio::ThreadedProducer::<usize>::spawn(config, 1024, move |d| {
+    let on_delivery = move |d| {
         let _ = tx.send(d);
-    })
+    };
+    let producer = match tokens {
+        None => producer_mio::ThreadedProducer::<usize>::spawn(config, 1024, on_delivery),
+        Some(tokens) => producer_mio::ThreadedProducer::<usize>::spawn_with_token_provider(
+            config,
+            1024,
+            on_delivery,
+            move || tokens(),
+        ),
+    }
     .unwrap();
     let take = |d: Delivery<usize>, sink: &mut Collected| {
         let (i, report, back) = core_report(d);
@@ -301,6 +340,7 @@ fn produce_mio_embedded(
     pacing: &Pacing,
     hook: &mut dyn FnMut(usize),
     sink: &mut Collected,
+    tokens: Option<TokenSource>,
 ) {
     use mio::{Events, Poll, Token};
     // Without progress (a send accepted or a report) for this long, the run is stuck.
@@ -308,6 +348,9 @@ fn produce_mio_embedded(
     let mut poll = Poll::new().unwrap();
     let range = producer_mio::TokenRange::new(Token(1000), 32);
     let mut driver = producer_mio::MioDriver::<usize>::new(config, poll.registry(), range).unwrap();
+    if let Some(tokens) = tokens {
+        driver.set_token_provider(move || tokens());
+    }
     let mut events = Events::with_capacity(256);
     let mut next = 0;
     let mut paced = None;

@@ -27,7 +27,10 @@ pub mod tls;
 pub mod verify;
 pub mod workload;
 
-pub use drive::{produce, runtime, Driver, Failure, Pacing, Report, Reports, Run};
+pub use drive::{
+    produce, produce_with_tokens, runtime, Driver, Failure, Pacing, Report, Reports, Run,
+    TokenSource,
+};
 pub use mock::{api, errors, parse_bootstrap, MockError, MockKafka, MockRequest};
 pub use readback::{read_back, read_back_all, read_back_each, read_back_topics, Consumed};
 pub use verify::{check_consumed, check_run, verify, Expect, Rules, Summary};

@@ -41,6 +41,9 @@ struct ServerCert {
     chain: Vec<CertificateDer<'static>>,
     key: Vec<u8>,
     key_pem: String,
+    /// A PEM keystore as Kafka reads one (`ssl.keystore.type=PEM`): the PKCS#8 key, then
+    /// the certificate.
+    keystore: PathBuf,
 }
 
 /// Certificates made for one test, and the PEM files the producer's `TlsConfig` names (in a
@@ -104,7 +107,12 @@ impl TestPki {
         std::fs::create_dir_all(&dir).expect("temporary directory");
         let ca = new_ca("producer test CA");
         let other_ca = new_ca("some other CA");
-        let server = |names: &[&str], expired: bool| {
+        let write = |name: &str, pem: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).expect("write PEM");
+            path
+        };
+        let server = |names: &[&str], expired: bool, file: &str| {
             let mut p = leaf(names, ExtendedKeyUsagePurpose::ServerAuth);
             if expired {
                 p.not_before = rcgen::date_time_ymd(2020, 1, 1);
@@ -116,20 +124,16 @@ impl TestPki {
                 chain: vec![cert.der().clone()],
                 key: key.serialize_der(),
                 key_pem: key.serialize_pem(),
+                keystore: write(file, format!("{}{}", key.serialize_pem(), cert.pem())),
             }
         };
-        let valid = server(&["127.0.0.1", "localhost"], false);
-        let other_name = server(&["broker.other.example"], false);
-        let expired = server(&["127.0.0.1", "localhost"], true);
+        let valid = server(&["127.0.0.1", "localhost"], false, "broker-valid.pem");
+        let other_name = server(&["broker.other.example"], false, "broker-other-name.pem");
+        let expired = server(&["127.0.0.1", "localhost"], true, "broker-expired.pem");
         let client_key = KeyPair::generate().expect("key");
         let client = leaf(&["producer-client"], ExtendedKeyUsagePurpose::ClientAuth)
             .signed_by(&client_key, &ca)
             .expect("client certificate");
-        let write = |name: &str, pem: String| {
-            let path = dir.join(name);
-            std::fs::write(&path, pem).expect("write PEM");
-            path
-        };
         TestPki {
             ca: write("ca.pem", ca.pem()),
             other_ca: write("other-ca.pem", other_ca.pem()),
@@ -149,6 +153,16 @@ impl TestPki {
         let path = self.dir.join(name);
         std::fs::write(&path, contents).expect("write file");
         path
+    }
+
+    /// The PEM keystore (key and certificate) of broker certificate `cert`, for a Kafka
+    /// listener's `ssl.keystore.location` with `ssl.keystore.type=PEM`.
+    pub fn broker_keystore(&self, cert: BrokerCert) -> &Path {
+        match cert {
+            BrokerCert::Valid => &self.valid.keystore,
+            BrokerCert::OtherName => &self.other_name.keystore,
+            BrokerCert::Expired => &self.expired.keystore,
+        }
     }
 
     /// The directory the files are in.

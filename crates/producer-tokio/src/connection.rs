@@ -94,6 +94,10 @@ impl ConnIo {
                             info!(conn = id, %host, port, "connected (TLS)");
                             self.serve(stream).await
                         }
+                        // tokio-rustls says "tls handshake eof": say it as the mio driver does.
+                        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => End::Tls(
+                            "the broker closed the connection during the TLS handshake".into(),
+                        ),
                         Err(e) => End::Tls(e.to_string()),
                     }
                 }

@@ -16,7 +16,7 @@ use std::fs;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::ctl::{self, Ctl, PartitionInfo};
@@ -25,6 +25,7 @@ use super::process::{log_tail, pid_alive, Jvm, Spawner};
 use super::proxy::Proxy;
 use super::wire::{metadata, ClusterView};
 use crate::readback::Consumed;
+use crate::tls::TestPki;
 
 /// How a cluster is made. [`ClusterSpec::single`] and [`ClusterSpec::three`] give the test
 /// settings; the builder methods change them.
@@ -37,6 +38,7 @@ pub struct ClusterSpec {
     overrides: Vec<(String, String)>,
     first_ports: Vec<u16>,
     name: String,
+    security: Option<Arc<TestPki>>,
 }
 
 impl ClusterSpec {
@@ -50,6 +52,7 @@ impl ClusterSpec {
             overrides: Vec::new(),
             first_ports: Vec::new(),
             name: "single".into(),
+            security: None,
         }
     }
 
@@ -91,6 +94,13 @@ impl ClusterSpec {
     /// free ones: for the test that a port already taken is retried with another.
     pub fn try_ports_first(mut self, ports: &[u16]) -> Self {
         self.first_ports = ports.to_vec();
+        self
+    }
+
+    /// Gives every node the secured client listeners of [`Listener`] too (TLS, mTLS, SASL
+    /// over plaintext and TLS, OAUTHBEARER, two bad certificates), with `pki`'s certificates.
+    pub fn secured(mut self, pki: Arc<TestPki>) -> Self {
+        self.security = Some(pki);
         self
     }
 
@@ -164,6 +174,8 @@ struct Ports {
     internal: u16,
     controller: u16,
     client: u16,
+    /// The secured listeners', indexed like [`Listener::ALL`] (unused when not secured).
+    secured: [u16; SECURED_PORTS],
 }
 
 struct Node {
@@ -323,18 +335,31 @@ impl KafkaCluster {
         let _ = fs::remove_dir_all(&self.dir);
         fs::create_dir_all(&self.dir).map_err(|e| StartFailure::Failed(other(e)))?;
         let n = self.spec.nodes;
+        let per_node = if self.spec.security.is_some() {
+            3 + SECURED_PORTS
+        } else {
+            3
+        };
         let (held, mut ports) =
-            hold_free_ports(3 * n).map_err(|e| StartFailure::Failed(other(e)))?;
+            hold_free_ports(per_node * n).map_err(|e| StartFailure::Failed(other(e)))?;
         if self.attempts == 1 {
             for (i, p) in self.spec.first_ports.iter().enumerate().take(3) {
                 ports[i] = *p;
             }
         }
         let ports: Vec<Ports> = (0..n)
-            .map(|i| Ports {
-                internal: ports[3 * i],
-                controller: ports[3 * i + 1],
-                client: ports[3 * i + 2],
+            .map(|i| {
+                let mine = &ports[per_node * i..per_node * (i + 1)];
+                let mut secured = [0; SECURED_PORTS];
+                if mine.len() > 3 {
+                    secured.copy_from_slice(&mine[3..]);
+                }
+                Ports {
+                    internal: mine[0],
+                    controller: mine[1],
+                    client: mine[2],
+                    secured,
+                }
             })
             .collect();
         self.proxies.clear();
@@ -434,26 +459,31 @@ impl KafkaCluster {
         set("process.roles", "broker,controller");
         set("node.id", &node.id.to_string());
         set("controller.quorum.voters", &voters.join(","));
-        set(
-            "listeners",
-            &format!(
-                "INTERNAL://127.0.0.1:{},CONTROLLER://127.0.0.1:{},CLIENT://127.0.0.1:{}",
-                p.internal, p.controller, p.client
-            ),
-        );
-        set(
-            "advertised.listeners",
-            &format!(
-                "INTERNAL://127.0.0.1:{},CLIENT://127.0.0.1:{advertised_client}",
-                p.internal
-            ),
-        );
+        let mut listeners = vec![
+            format!("INTERNAL://127.0.0.1:{}", p.internal),
+            format!("CONTROLLER://127.0.0.1:{}", p.controller),
+            format!("CLIENT://127.0.0.1:{}", p.client),
+        ];
+        let mut advertised = vec![
+            format!("INTERNAL://127.0.0.1:{}", p.internal),
+            format!("CLIENT://127.0.0.1:{advertised_client}"),
+        ];
+        let mut protocols = vec![
+            "CONTROLLER:PLAINTEXT".to_string(),
+            "INTERNAL:PLAINTEXT".to_string(),
+            "CLIENT:PLAINTEXT".to_string(),
+        ];
+        if self.spec.security.is_some() {
+            let (secured, map) = listeners::listener_entries(&p.secured);
+            listeners.extend(secured.iter().cloned());
+            advertised.extend(secured);
+            protocols.extend(map);
+        }
+        set("listeners", &listeners.join(","));
+        set("advertised.listeners", &advertised.join(","));
         set("controller.listener.names", "CONTROLLER");
         set("inter.broker.listener.name", "INTERNAL");
-        set(
-            "listener.security.protocol.map",
-            "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT",
-        );
+        set("listener.security.protocol.map", &protocols.join(","));
         set(
             "log.dirs",
             &self
@@ -495,6 +525,9 @@ impl KafkaCluster {
         set("log.segment.bytes", "67108864");
         for (k, v) in &self.spec.overrides {
             set(k, v);
+        }
+        if let Some(pki) = &self.spec.security {
+            listeners::listener_settings(pki, &mut s);
         }
         s
     }
@@ -717,6 +750,12 @@ impl KafkaCluster {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The certificates of a [`secured`](ClusterSpec::secured) cluster (its CA, the client
+    /// certificate and key, a CA that signed nothing).
+    pub fn pki(&self) -> Option<&TestPki> {
+        self.spec.security.as_deref()
+    }
 }
 
 enum StartFailure {
@@ -725,7 +764,11 @@ enum StartFailure {
 }
 
 mod faults;
+mod listeners;
 mod topics;
+
+use listeners::SECURED_PORTS;
+pub use listeners::{Listener, PLAIN_USER};
 
 impl Drop for KafkaCluster {
     fn drop(&mut self) {

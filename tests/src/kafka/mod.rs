@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-pub use cluster::{ClusterSpec, KafkaCluster, LaunchError};
+pub use cluster::{ClusterSpec, KafkaCluster, LaunchError, Listener, PLAIN_USER};
 pub use dist::{Dist, SKIP_ENV};
 pub use proxy::{Direction, Proxy, ProxyStats};
 

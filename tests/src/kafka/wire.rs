@@ -221,3 +221,30 @@ pub fn metadata(
     }
     Ok(view)
 }
+
+/// Whether the broker at `addr` (an unauthenticated listener: the internal one) has both SCRAM
+/// credentials (SCRAM-SHA-256 and SCRAM-SHA-512) of `user` in its metadata image: asked with
+/// DescribeUserScramCredentials v0, which a KRaft broker answers from that image.
+pub fn scram_credentials_known(
+    addr: SocketAddr,
+    user: &str,
+    timeout: Duration,
+) -> Result<bool, String> {
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::{
+        DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    };
+    let request = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+        UserName::default().with_name(StrBytes::from_string(user.to_string())),
+    ]));
+    let r: DescribeUserScramCredentialsResponse = call(
+        addr,
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        &request,
+        timeout,
+    )?;
+    Ok(r.results
+        .iter()
+        .any(|u| u.user.as_str() == user && u.error_code == 0 && u.credential_infos.len() == 2))
+}

@@ -109,7 +109,14 @@ impl<T> Producer<T> {
             code => {
                 let error = AuthError::Rejected {
                     code,
-                    message: Some(format!("SaslHandshake: {:?}", code.name())),
+                    message: Some(if code == ErrorCode::ILLEGAL_SASL_STATE {
+                        // What Kafka answers on a listener without SASL.
+                        "in answer to SaslHandshake: the listener does not take SASL (is \
+                         security.protocol right?)"
+                            .to_string()
+                    } else {
+                        "in answer to SaslHandshake".to_string()
+                    }),
                 };
                 self.authentication_failed(conn, error);
                 return true;
