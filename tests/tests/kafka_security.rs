@@ -357,6 +357,51 @@ fn oauthbearer_with_a_token_provider_delivers() {
     assert!(calls.load(std::sync::atomic::Ordering::Relaxed) >= DRIVERS.len());
 }
 
+/// Tokens of 3 s: the broker ends each session when its token expires (KIP-368: the session
+/// lifetime is the token's), so over 12 s of production each connection re-authenticates
+/// several times, each time with a fresh token (one past 80% of its lifetime is not used
+/// again); an expired token would be refused by Kafka's validator and fail the records.
+#[test]
+fn oauthbearer_short_lived_tokens_are_renewed_by_reauthentication() {
+    let Some(mut kafka) = cluster() else { return };
+    for driver in DRIVERS {
+        let before: usize = kafka
+            .reauthentications_logged()
+            .iter()
+            .map(|(_, n)| n)
+            .sum();
+        let topic = kafka.topic("sec-oauth-renew", PARTITIONS, 1, &[]);
+        let topics = [(topic.as_str(), PARTITIONS)];
+        let records = workload(12_000, &topics, Keys::All, 100);
+        let config = config_for(&kafka, Listener::OAuthBearer, "127.0.0.1")
+            .security_protocol(SecurityProtocol::SaslPlaintext)
+            .sasl(SaslConfig::oauthbearer())
+            .build()
+            .unwrap();
+        let (tokens, calls) = jws_provider("alice", Duration::from_secs(3));
+        // 100 records every 100 ms: 12 s.
+        let pacing = Pacing::chunks(100, Duration::from_millis(100));
+        let run = produce_with_tokens(driver, config, &records, &pacing, &mut |_| {}, Some(tokens));
+        let s = read_back_and_check(&kafka, &rules(&topics, Expect::ExactlyOnce), &records, &run);
+        let reauths: usize = kafka
+            .reauthentications_logged()
+            .iter()
+            .map(|(_, n)| n)
+            .sum::<usize>()
+            - before;
+        let calls = calls.load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "oauth renewal {driver:?}: {} records in {:.1} s, read back each once in order; \
+             {calls} tokens asked for, {reauths} re-authentications in the broker's log",
+            records.len(),
+            run.elapsed.as_secs_f64()
+        );
+        assert_eq!(s.consumed, records.len());
+        assert!(reauths >= 3, "{reauths} re-authentications");
+        assert!(calls >= 4, "{calls} tokens for 12 s of 3 s tokens");
+    }
+}
+
 // ---- bad input ----
 
 #[test]

@@ -5,6 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+/// The share of a token's lifetime during which new sessions use it; after it the next
+/// authentication asks for a fresh token.
+const TOKEN_REFRESH_FACTOR: f64 = 0.8;
+
 use crate::connection::{ConnState, RequestKind};
 use crate::protocol::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use crate::protocol::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
@@ -303,7 +307,10 @@ impl<T> Producer<T> {
             .collect();
         match token {
             Ok(token) => {
-                let until = self.now + token.lifetime;
+                // Used for new sessions until 80% of its lifetime has passed (Java's default
+                // `sasl.login.refresh.window.factor`): a session started later would get the
+                // short remainder, and its re-authentication an expired token.
+                let until = self.now + token.lifetime.mul_f64(TOKEN_REFRESH_FACTOR);
                 self.auth.tokens.current = Some((token, until));
                 for conn in waiting {
                     self.start_exchange(conn);

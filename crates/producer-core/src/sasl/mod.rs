@@ -13,6 +13,18 @@ use std::fmt;
 pub use oauthbearer::OAuthToken;
 pub(crate) use scram::NonceSource;
 
+/// The SCRAM client's side of an exchange, for the `scram_server_messages` fuzz target only
+/// (see `fuzz/`; compiled under `cargo fuzz`, which sets `--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_scram_exchange(
+    sha512: bool,
+    server_first: &[u8],
+    server_final: &[u8],
+) -> Result<bool, AuthError> {
+    scram::fuzz_exchange(sha512, server_first, server_final)
+}
+
 use crate::ErrorCode;
 
 /// A SASL mechanism the producer can authenticate with.

@@ -11,8 +11,10 @@ use super::{AuthError, Secret, Step};
 pub struct OAuthToken {
     /// The token (a JWT for most providers).
     pub value: Secret,
-    /// How long the token stays valid from when it was handed over: connections authenticated
-    /// after that ask for a new one.
+    /// How long the token stays valid from when it was handed over. Connections
+    /// (re-)authenticating after 80% of it has passed ask for a new one (as Java's
+    /// `sasl.login.refresh.window.factor` of 0.8), so a session never starts on a token about
+    /// to expire.
     pub lifetime: Duration,
     /// SASL extensions sent with the token (`key=value`; Confluent Cloud uses
     /// `logicalCluster` and `identityPoolId`).

@@ -40,6 +40,21 @@ impl Hash {
         }
     }
 
+    /// Whether `tag` is the HMAC of `data` under `key`, compared in constant time (by the
+    /// `hmac` crate's `verify_slice`).
+    fn verify_hmac(self, key: &[u8], data: &[u8], tag: &[u8]) -> bool {
+        fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], data: &[u8], tag: &[u8]) -> bool {
+            let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
+                .expect("HMAC takes keys of any length");
+            mac.update(data);
+            mac.verify_slice(tag).is_ok()
+        }
+        match self {
+            Hash::Sha256 => run::<Hmac<Sha256>>(key, data, tag),
+            Hash::Sha512 => run::<Hmac<Sha512>>(key, data, tag),
+        }
+    }
+
     fn digest(self, data: &[u8]) -> Vec<u8> {
         match self {
             Hash::Sha256 => Sha256::digest(data).to_vec(),
@@ -96,9 +111,11 @@ enum State {
     SentFirst {
         client_first_bare: String,
     },
-    /// The client-final was sent; waiting for the server's signature.
+    /// The client-final was sent; waiting for the server's signature, the HMAC of
+    /// `auth_message` under `server_key`.
     SentFinal {
-        server_signature: Vec<u8>,
+        server_key: Vec<u8>,
+        auth_message: String,
     },
     Done,
 }
@@ -163,12 +180,18 @@ impl ScramClient {
             .map_err(|_| AuthError::Scram("the broker's message is not UTF-8".into()))?;
         match std::mem::replace(&mut self.state, State::Done) {
             State::SentFirst { client_first_bare } => {
-                let (final_message, server_signature) =
+                let (final_message, server_key, auth_message) =
                     self.client_final(&client_first_bare, server)?;
-                self.state = State::SentFinal { server_signature };
+                self.state = State::SentFinal {
+                    server_key,
+                    auth_message,
+                };
                 Ok(Step::Send(final_message.into_bytes()))
             }
-            State::SentFinal { server_signature } => {
+            State::SentFinal {
+                server_key,
+                auth_message,
+            } => {
                 let attrs = attributes(server)?;
                 if let Some(e) = lookup(&attrs, 'e') {
                     return Err(AuthError::Scram(format!("the broker says: {e}")));
@@ -178,7 +201,10 @@ impl ScramClient {
                 let v = STANDARD
                     .decode(v)
                     .map_err(|_| AuthError::Scram("server signature is not base64".into()))?;
-                if !constant_time_eq(&v, &server_signature) {
+                if !self
+                    .hash
+                    .verify_hmac(&server_key, auth_message.as_bytes(), &v)
+                {
                     return Err(AuthError::BadServerSignature);
                 }
                 Ok(Step::Done)
@@ -189,13 +215,13 @@ impl ScramClient {
         }
     }
 
-    /// The client-final message for the server-first `server`, and the server signature to
-    /// expect.
+    /// The client-final message for the server-first `server`, and what the server signature
+    /// is checked with (the server key and the auth message).
     fn client_final(
         &self,
         client_first_bare: &str,
         server_first: &str,
-    ) -> Result<(String, Vec<u8>), AuthError> {
+    ) -> Result<(String, Vec<u8>, String), AuthError> {
         let attrs = attributes(server_first)?;
         if lookup(&attrs, 'm').is_some() {
             return Err(AuthError::Scram(
@@ -234,10 +260,29 @@ impl ScramClient {
             .map(|(k, s)| k ^ s)
             .collect();
         let server_key = h.hmac(&salted, &[b"Server Key"]);
-        let server_signature = h.hmac(&server_key, &[auth_message.as_bytes()]);
         let message = format!("{without_proof},p={}", STANDARD.encode(proof));
-        Ok((message, server_signature))
+        Ok((message, server_key, auth_message))
     }
+}
+
+/// One SCRAM exchange (SHA-512 when `sha512`, else SHA-256; user `fuzz`, a fixed nonce
+/// `fuzznonce`) fed the broker's `server_first` then `server_final`: `Ok(true)` when the
+/// exchange completes with a verified signature. For the fuzz target only (`cargo fuzz` builds
+/// with `--cfg fuzzing`): whatever the bytes, a typed error or success, never a panic.
+#[cfg(fuzzing)]
+pub(super) fn fuzz_exchange(
+    sha512: bool,
+    server_first: &[u8],
+    server_final: &[u8],
+) -> Result<bool, AuthError> {
+    let hash = if sha512 { Hash::Sha512 } else { Hash::Sha256 };
+    let (mut client, _first) =
+        ScramClient::start(hash, "fuzz", &Secret::new("password"), "fuzznonce".into());
+    match client.step(server_first)? {
+        Step::Send(_) => {}
+        Step::Done => return Ok(false),
+    }
+    Ok(matches!(client.step(server_final)?, Step::Done))
 }
 
 /// The `a=value` attributes of a SCRAM message, in order.
@@ -256,11 +301,6 @@ fn attributes(message: &str) -> Result<Vec<(char, &str)>, AuthError> {
 
 fn lookup<'a>(attrs: &[(char, &'a str)], name: char) -> Option<&'a str> {
     attrs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-}
-
-/// Compares two signatures without an early exit on the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
