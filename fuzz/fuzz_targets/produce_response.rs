@@ -6,13 +6,29 @@ use producer_core::protocol::produce::ProduceResponse;
 use producer_core::protocol::ApiKey;
 
 fuzz_target!(|data: &[u8]| {
-    producer_fuzz::fuzz_response(ApiKey::Produce, data, ProduceResponse::parse, |version, body, _len| {
-        if version < 10 {
-            assert!(body.node_endpoints.is_empty(), "leader hints exist from v10 only");
-            assert!(body.topics.iter().flat_map(|t| &t.partitions).all(|p| p.current_leader.is_none()));
-        }
-        if version < 8 {
-            assert!(body.topics.iter().flat_map(|t| &t.partitions).all(|p| p.record_errors.is_empty()));
-        }
-    });
+    producer_fuzz::fuzz_response(
+        ApiKey::Produce,
+        data,
+        ProduceResponse::parse,
+        |version, body, _len| {
+            if version < 10 {
+                assert!(
+                    body.node_endpoints.is_empty(),
+                    "leader hints exist from v10 only"
+                );
+                assert!(body
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .all(|p| p.current_leader.is_none()));
+            }
+            if version < 8 {
+                assert!(body
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .all(|p| p.record_errors.is_empty()));
+            }
+        },
+    );
 });

@@ -5,7 +5,11 @@
 //! has `parse(version, &[u8])` (nom inside) returning the body or a [`DecodeError`] naming the
 //! API, version and field that was wrong. Versions follow Kafka's JSON message definitions.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
+pub mod end_txn;
+pub mod find_coordinator;
 pub mod frame;
 pub mod header;
 pub mod init_producer_id;
@@ -14,6 +18,7 @@ pub mod primitives;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
+pub mod txn_offset_commit;
 
 use std::fmt;
 
@@ -37,17 +42,32 @@ pub enum ApiKey {
     SaslHandshake,
     /// SaslAuthenticate (36).
     SaslAuthenticate,
+    /// FindCoordinator (10).
+    FindCoordinator,
+    /// AddPartitionsToTxn (24).
+    AddPartitionsToTxn,
+    /// AddOffsetsToTxn (25).
+    AddOffsetsToTxn,
+    /// EndTxn (26).
+    EndTxn,
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit,
 }
 
 impl ApiKey {
     /// Every API this crate speaks.
-    pub const ALL: [ApiKey; 6] = [
+    pub const ALL: [ApiKey; 11] = [
         ApiKey::Produce,
         ApiKey::Metadata,
         ApiKey::ApiVersions,
         ApiKey::InitProducerId,
         ApiKey::SaslHandshake,
         ApiKey::SaslAuthenticate,
+        ApiKey::FindCoordinator,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
+        ApiKey::EndTxn,
+        ApiKey::TxnOffsetCommit,
     ];
 
     /// The numeric key on the wire.
@@ -59,6 +79,11 @@ impl ApiKey {
             ApiKey::InitProducerId => 22,
             ApiKey::SaslHandshake => 17,
             ApiKey::SaslAuthenticate => 36,
+            ApiKey::FindCoordinator => 10,
+            ApiKey::AddPartitionsToTxn => 24,
+            ApiKey::AddOffsetsToTxn => 25,
+            ApiKey::EndTxn => 26,
+            ApiKey::TxnOffsetCommit => 28,
         }
     }
 
@@ -71,6 +96,11 @@ impl ApiKey {
             22 => Some(ApiKey::InitProducerId),
             17 => Some(ApiKey::SaslHandshake),
             36 => Some(ApiKey::SaslAuthenticate),
+            10 => Some(ApiKey::FindCoordinator),
+            24 => Some(ApiKey::AddPartitionsToTxn),
+            25 => Some(ApiKey::AddOffsetsToTxn),
+            26 => Some(ApiKey::EndTxn),
+            28 => Some(ApiKey::TxnOffsetCommit),
             _ => None,
         }
     }
@@ -86,6 +116,12 @@ impl ApiKey {
             // v1, which carries them in SaslAuthenticate (KIP-152), as every 1.0+ broker does.
             ApiKey::SaslHandshake => (1, 1),
             ApiKey::SaslAuthenticate => (0, 2),
+            ApiKey::FindCoordinator => (0, 6),
+            // v4+ batch transactions and are spoken between brokers only.
+            ApiKey::AddPartitionsToTxn => (0, 3),
+            ApiKey::AddOffsetsToTxn => (0, 4),
+            ApiKey::EndTxn => (0, 5),
+            ApiKey::TxnOffsetCommit => (0, 5),
         }
     }
 
@@ -99,6 +135,11 @@ impl ApiKey {
             // Never flexible.
             ApiKey::SaslHandshake => i16::MAX,
             ApiKey::SaslAuthenticate => 2,
+            ApiKey::FindCoordinator
+            | ApiKey::AddPartitionsToTxn
+            | ApiKey::AddOffsetsToTxn
+            | ApiKey::EndTxn
+            | ApiKey::TxnOffsetCommit => 3,
         }
     }
 
@@ -135,6 +176,11 @@ impl ApiKey {
             ApiKey::InitProducerId => "InitProducerId",
             ApiKey::SaslHandshake => "SaslHandshake",
             ApiKey::SaslAuthenticate => "SaslAuthenticate",
+            ApiKey::FindCoordinator => "FindCoordinator",
+            ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+            ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+            ApiKey::EndTxn => "EndTxn",
+            ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         }
     }
 }
