@@ -127,6 +127,20 @@ fn check_response(kp: &KpResponse, version: i16) -> Result<(), TestCaseError> {
             -1
         }
     );
+    let expected_finalized: Vec<(String, i16, i16)> = if version >= 3 {
+        kp.finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.max_version_level, f.min_version_level))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let finalized: Vec<(String, i16, i16)> = body
+        .finalized_features
+        .iter()
+        .map(|f| (f.name.clone(), f.max_version_level, f.min_version_level))
+        .collect();
+    prop_assert_eq!(finalized, expected_finalized);
 
     // Every strict prefix is an error (the parser reads up to the last byte). With error 35 a
     // prefix may legitimately read as a v0 fallback body, so only the absence of panics counts.

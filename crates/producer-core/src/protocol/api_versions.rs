@@ -9,7 +9,8 @@
 //! [`ApiVersionsResponse::parse`] recognises that fallback body whatever version was asked for.
 
 use super::primitives::{
-    array, field, int16, int32, int64, parse_tag_value, skip_tags, tagged_fields, PResult, Put,
+    array, field, int16, int32, int64, parse_tag_value, skip_tags, string, tagged_fields, PResult,
+    Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::error_code::ErrorCode;
@@ -72,6 +73,10 @@ pub struct ApiVersionsResponse {
     pub throttle_time_ms: i32,
     /// The epoch of the finalized features (v3+ tagged field 1); -1 when absent or unknown.
     pub finalized_features_epoch: i64,
+    /// The cluster-wide finalized features (v3+ tagged field 2), e.g. `transaction.version`
+    /// (2: transactions of KIP-890 part 2) and `metadata.version`; valid only when
+    /// `finalized_features_epoch` >= 0.
+    pub finalized_features: Vec<FinalizedFeature>,
 }
 
 impl ApiVersionsResponse {
@@ -146,6 +151,46 @@ fn api_version(i: &[u8], flexible: bool) -> PResult<'_, ApiVersionRange> {
     ))
 }
 
+/// One finalized feature of an ApiVersions response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizedFeature {
+    /// The feature's name (`transaction.version`, `metadata.version`, ...).
+    pub name: String,
+    /// The cluster-wide finalized maximum level.
+    pub max_version_level: i16,
+    /// The cluster-wide finalized minimum level.
+    pub min_version_level: i16,
+}
+
+impl ApiVersionsResponse {
+    /// The finalized (maximum) level of feature `name`, when the broker reported it with a
+    /// valid epoch; `None` otherwise (an older broker, or the feature not finalized).
+    pub fn finalized_level(&self, name: &str) -> Option<i16> {
+        if self.finalized_features_epoch < 0 {
+            return None;
+        }
+        self.finalized_features
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.max_version_level)
+    }
+}
+
+fn finalized_feature(i: &[u8]) -> PResult<'_, FinalizedFeature> {
+    let (i, name) = field("Name", string(true))(i)?;
+    let (i, max_version_level) = field("MaxVersionLevel", int16)(i)?;
+    let (i, min_version_level) = field("MinVersionLevel", int16)(i)?;
+    let (i, ()) = field("tagged fields", |i| skip_tags(i, true))(i)?;
+    Ok((
+        i,
+        FinalizedFeature {
+            name,
+            max_version_level,
+            min_version_level,
+        },
+    ))
+}
+
 fn parse_body(i: &[u8], version: i16) -> PResult<'_, ApiVersionsResponse> {
     let flexible = API.is_flexible(version);
     let (i, error_code) = field("ErrorCode", int16)(i)?;
@@ -156,13 +201,23 @@ fn parse_body(i: &[u8], version: i16) -> PResult<'_, ApiVersionsResponse> {
         (i, 0)
     };
     let mut finalized_features_epoch = -1;
+    let mut finalized_features = Vec::new();
     let (i, ()) = field("tagged fields", |i| {
         tagged_fields(i, flexible, |tag, data| {
-            // Tags 0 (SupportedFeatures), 2 (FinalizedFeatures), 3 (ZkMigrationReady) and any
-            // unknown ones are skipped.
-            if tag == 1 {
-                finalized_features_epoch =
-                    parse_tag_value(data, field("FinalizedFeaturesEpoch", int64))?;
+            // Tags 0 (SupportedFeatures), 3 (ZkMigrationReady) and any unknown ones are
+            // skipped.
+            match tag {
+                1 => {
+                    finalized_features_epoch =
+                        parse_tag_value(data, field("FinalizedFeaturesEpoch", int64))?;
+                }
+                2 => {
+                    finalized_features = parse_tag_value(
+                        data,
+                        field("FinalizedFeatures", array(true, finalized_feature)),
+                    )?;
+                }
+                _ => {}
             }
             Ok(())
         })
@@ -174,6 +229,7 @@ fn parse_body(i: &[u8], version: i16) -> PResult<'_, ApiVersionsResponse> {
             api_keys,
             throttle_time_ms,
             finalized_features_epoch,
+            finalized_features,
         },
     ))
 }
@@ -231,6 +287,7 @@ mod tests {
                 api_keys: vec![range(0, 3, 11), range(18, 0, 3)],
                 throttle_time_ms: 0,
                 finalized_features_epoch: -1,
+                finalized_features: Vec::new(),
             }
         );
     }
@@ -260,11 +317,16 @@ mod tests {
         0x00, 0x00, 0x00, 0x03, 0x00, 0x0b, 0x00, // Produce 3..=11, no tags
         0x00, 0x03, 0x00, 0x01, 0x00, 0x0c, 0x01, 0x07, 0x01, 0xaa, // Metadata 1..=12, unknown tag 7
         0x00, 0x00, 0x00, 0x64, // ThrottleTimeMs 100
-        0x03,                   // 3 tagged fields
+        0x04,                   // 4 tagged fields
         0x00, 0x08,             // tag 0 SupportedFeatures, 8 bytes:
         0x02, 0x02, b'x', 0x00, 0x01, 0x00, 0x02, 0x00, //   [{name "x", min 1, max 2}]
         0x01, 0x08,             // tag 1 FinalizedFeaturesEpoch, 8 bytes:
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x05, //   5
+        0x02, 0x1a,             // tag 2 FinalizedFeatures, 26 bytes:
+        0x02, 0x14,             //   [{name (19 bytes)
+        b't', b'r', b'a', b'n', b's', b'a', b'c', b't', b'i', b'o', b'n', b'.',
+        b'v', b'e', b'r', b's', b'i', b'o', b'n',
+        0x00, 0x02, 0x00, 0x00, 0x00, //   max 2, min 0, no tags}]
         0x03, 0x01, 0x01,       // tag 3 ZkMigrationReady, 1 byte: true
     ];
 
@@ -279,8 +341,15 @@ mod tests {
                 api_keys: vec![range(0, 3, 11), range(3, 1, 12)],
                 throttle_time_ms: 100,
                 finalized_features_epoch: 5,
+                finalized_features: vec![FinalizedFeature {
+                    name: "transaction.version".into(),
+                    max_version_level: 2,
+                    min_version_level: 0,
+                }],
             }
         );
+        assert_eq!(p.body.finalized_level("transaction.version"), Some(2));
+        assert_eq!(p.body.finalized_level("metadata.version"), None);
         // Trailing bytes are counted, not rejected.
         let mut longer = V3_BODY.to_vec();
         longer.push(0);
@@ -355,6 +424,7 @@ mod tests {
             ],
             throttle_time_ms: 0,
             finalized_features_epoch: -1,
+            finalized_features: Vec::new(),
         };
         // Broker supports more than we do: our max.
         assert_eq!(resp.negotiate(ApiKey::Produce), Some(11));
