@@ -12,6 +12,7 @@ pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
+pub mod metrics;
 mod outputs;
 mod partition;
 pub mod partitioner;
@@ -27,6 +28,7 @@ mod types;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError};
 pub use error_code::ErrorCode;
+pub use metrics::MetricsSnapshot;
 pub use producer::{Producer, Stats};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
