@@ -14,6 +14,8 @@
 //! * [`log_event`]: the core's events, logged with `tracing`.
 //! * [`tls`]: the rustls client configuration for `SSL` and `SASL_SSL` (CA file or platform
 //!   roots, mTLS, endpoint identification), with typed errors for unusable files.
+//! * `metrics_facade` (feature `metrics`): the core's metrics published through the
+//!   `metrics` facade crate.
 //!
 //! Nothing here does I/O or depends on a runtime; nothing here is protocol logic (that is the
 //! core's).
@@ -24,6 +26,8 @@
 mod command_queue;
 mod events;
 mod flush;
+#[cfg(feature = "metrics")]
+pub mod metrics_facade;
 pub mod timestamp;
 pub mod tls;
 mod write_queue;

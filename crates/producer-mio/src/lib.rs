@@ -23,6 +23,13 @@
 //! the producer's events (retries at `warn`, fatal errors at `error`). What they share with
 //! the tokio driver (flush tracking, write queues, the command queue, timestamps, event
 //! logging) is in `producer-driver`.
+//!
+//! # Metrics
+//! [`MioDriver::metrics`] and [`ThreadedProducer::metrics`] give the core's
+//! [`MetricsSnapshot`] (names and meanings in [`producer_core::metrics`]); render it as
+//! Prometheus text with [`MetricsSnapshot::render_prometheus`], or, with the feature
+//! `metrics`, hand it to the [`metrics`](https://docs.rs/metrics) facade with
+//! `metrics_facade::publish`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -47,5 +54,9 @@ pub use threaded::{BatchClosed, SendError, ThreadedProducer};
 pub use tokens::TokenRange;
 
 pub use producer_core::{
-    Config, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,
+    Config, Delivery, DeliveryFailure, Event, MetricsSnapshot, ProduceError, Record, RecordMetadata,
 };
+
+/// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub use producer_driver::metrics_facade;

@@ -377,3 +377,113 @@ fn prometheus_text_parses_back_to_the_snapshot() {
         assert!(hist.count() > 0, "{name} recorded something");
     }
 }
+
+/// `producer_driver::metrics_facade::publish` hands a real run's snapshot to the installed
+/// `metrics` recorder under the documented names, with the snapshot's values.
+#[test]
+fn the_metrics_facade_gets_the_snapshot() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let mut h = harness(cluster(3, TOPICS, 9), |b| b);
+    h.cluster.inject_error(inject(
+        ErrorCode::NOT_LEADER_OR_FOLLOWER,
+        "clicks",
+        2,
+        1,
+        false,
+    ));
+    let sent = send_many(&mut h, NAMES, 0, 500, false);
+    assert!(h.flush(secs(60)));
+    check_run(&h, &sent, TOPICS, true);
+    let m = h.producer.metrics();
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || producer_driver::metrics_facade::publish(&m));
+    type Published = (String, Vec<(String, String)>, DebugValue);
+    let published: Vec<Published> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, v)| {
+            let key = key.key();
+            let labels = key
+                .labels()
+                .map(|l| (l.key().to_string(), l.value().to_string()))
+                .collect();
+            (key.name().to_string(), labels, v)
+        })
+        .collect();
+    let get = |name: &str, labels: &[(&str, &str)]| -> &DebugValue {
+        &published
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && labels.len() == l.len()
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .unwrap_or_else(|| panic!("{name} {labels:?} not published"))
+            .2
+    };
+    let counter = |name: &str, labels: &[(&str, &str)]| match get(name, labels) {
+        DebugValue::Counter(v) => *v,
+        other => panic!("{name} is not a counter: {other:?}"),
+    };
+    let gauge = |name: &str, labels: &[(&str, &str)]| match get(name, labels) {
+        DebugValue::Gauge(v) => v.into_inner(),
+        other => panic!("{name} is not a gauge: {other:?}"),
+    };
+    let c = &m.counters;
+    assert_eq!(counter("kafka_producer_records_delivered_total", &[]), 500);
+    assert_eq!(
+        counter("kafka_producer_records_sent_total", &[]),
+        c.records_sent
+    );
+    assert_eq!(
+        counter("kafka_producer_produce_requests_total", &[]),
+        c.produce_requests
+    );
+    assert_eq!(counter("kafka_producer_retries_total", &[]), 1);
+    assert_eq!(
+        counter(
+            "kafka_producer_errors_total",
+            &[("code", "6"), ("name", "NOT_LEADER_OR_FOLLOWER")]
+        ),
+        1
+    );
+    assert_eq!(gauge("kafka_producer_buffered_records", &[]), 0.0);
+    let (pid, _) = m.producer_id.unwrap();
+    assert_eq!(gauge("kafka_producer_producer_id", &[]), pid as f64);
+    for b in &m.brokers {
+        let broker = format!("{}:{}", b.host, b.port);
+        let node = b.node_id.to_string();
+        let state = [
+            ("broker", broker.as_str()),
+            ("node_id", node.as_str()),
+            ("state", b.state.as_str()),
+        ];
+        assert_eq!(gauge("kafka_producer_connection_state", &state), 1.0);
+    }
+    assert_eq!(
+        counter("kafka_producer_request_latency_seconds_count", &[]),
+        m.request_latency.count()
+    );
+    assert_eq!(
+        counter(
+            "kafka_producer_delivery_latency_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        500
+    );
+    let (bound, n) = m.batch_size.buckets().nth(8).unwrap();
+    let le = (bound.unwrap() as f64).to_string();
+    assert_eq!(
+        counter(
+            "kafka_producer_batch_size_bytes_bucket",
+            &[("le", le.as_str())]
+        ),
+        n
+    );
+}

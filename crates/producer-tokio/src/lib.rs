@@ -55,6 +55,10 @@
 //!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 //!   [`ProducerHandle::send_batch_detached`] and [`ProducerHandle::try_send_batch_detached`]
 //!   queue a whole burst of them under one lock with one wall-clock reading.
+//! * **Metrics.** [`ProducerHandle::metrics`] asks the task for the core's [`MetricsSnapshot`]
+//!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
+//!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
+//!   [`metrics`](https://docs.rs/metrics) facade with `metrics_facade::publish`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -76,5 +80,9 @@ pub use handle::ProducerHandle;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, DeliveryFailure, ErrorCode, Header,
-    OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
+    MetricsSnapshot, OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
 };
+
+/// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub use producer_driver::metrics_facade;
