@@ -19,7 +19,13 @@ struct Row {
 
 /// The rows of the first table under `## Configuration`.
 fn readme_rows() -> Vec<Row> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    // The workspace's README; a packaged crate carries it at its root.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let packaged = dir.join("README.md");
+    let path = match packaged.exists() {
+        true => packaged,
+        false => dir.join("../../README.md"),
+    };
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let section = text
         .split("\n## Configuration\n")
