@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 use producer_core::metrics::ConnectionState;
 use producer_core::{Config, Delivery, Record};
@@ -23,10 +23,19 @@ fn run() {
     let config = Config::builder(cluster.servers(false)).build().unwrap();
     let records: Vec<Record> = (0..N).map(|i| record(topic, i)).collect();
     let (tx, rx) = mpsc::channel::<Delivery<usize>>();
+    // The callback asks for metrics too: on the producer thread that answers None at once
+    // (waiting for the thread would deadlock it).
+    let from_callback: Arc<OnceLock<ThreadedProducer<usize>>> = Arc::default();
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let (slot, seen) = (from_callback.clone(), answers.clone());
     let producer = ThreadedProducer::<usize>::spawn(config, 8192, move |d| {
+        if let Some(p) = slot.get() {
+            seen.lock().unwrap().push(p.metrics().is_none());
+        }
         let _ = tx.send(d);
     })
     .unwrap();
+    from_callback.set(producer.clone()).unwrap();
     let before = producer
         .metrics()
         .expect("a snapshot from outside the callback");
@@ -42,6 +51,9 @@ fn run() {
         reports.take(rx.recv_timeout(HANG_GUARD).expect("a report"));
     }
     assert!(reports.all().len() == N);
+    let answers = answers.lock().unwrap().clone();
+    assert_eq!(answers.len(), N, "the callback asked once per report");
+    assert!(answers.iter().all(|&none| none), "None from the callback");
 
     let m = producer.metrics().expect("a snapshot");
     let c = &m.counters;
