@@ -16,7 +16,7 @@
 //! | `kafka_producer_bytes_sent_total` | counter | | bytes of the record batches carried by Produce requests (retries included) |
 //! | `kafka_producer_records_delivered_total` | counter | | records reported delivered |
 //! | `kafka_producer_records_failed_total` | counter | | records reported failed |
-//! | `kafka_producer_produce_requests_total` | counter | | Produce requests sent |
+//! | `kafka_producer_produce_requests_total` | counter | | Produce requests sent (records per request = records sent / this) |
 //! | `kafka_producer_batches_sent_total` | counter | | batches carried by Produce requests (retries included); batches per request = this / requests |
 //! | `kafka_producer_retries_total` | counter | | batches put back to be sent again |
 //! | `kafka_producer_errors_total` | counter | `code`, `name` | partition errors in Produce responses, by error code (one per batch) |
