@@ -446,14 +446,14 @@ impl MetricsSnapshot {
             "request_latency_seconds",
             "Produce request round trips.",
             &self.request_latency,
-            1e-6,
+            1e6,
         )?;
         histogram(
             out,
             "delivery_latency_seconds",
             "Age of a batch's first record at its success report, once per record.",
             &self.delivery_latency,
-            1e-6,
+            1e6,
         )?;
         histogram(
             out,
@@ -492,19 +492,25 @@ fn broker_labels(out: &mut String, b: &BrokerMetrics) -> fmt::Result {
     write!(out, ":{}\",node_id=\"{}\"", b.port, b.node_id)
 }
 
-fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram, scale: f64) -> fmt::Result {
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    h: &Histogram,
+    per_unit: f64,
+) -> fmt::Result {
     header(out, name, help, "histogram")?;
     for (bound, n) in h.buckets() {
         match bound {
             Some(b) => writeln!(
                 out,
                 "{PREFIX}{name}_bucket{{le=\"{}\"}} {n}",
-                b as f64 * scale
+                b as f64 / per_unit
             )?,
             None => writeln!(out, "{PREFIX}{name}_bucket{{le=\"+Inf\"}} {n}")?,
         }
     }
-    writeln!(out, "{PREFIX}{name}_sum {}", h.sum() as f64 * scale)?;
+    writeln!(out, "{PREFIX}{name}_sum {}", h.sum() as f64 / per_unit)?;
     writeln!(out, "{PREFIX}{name}_count {}", h.count())
 }
 
@@ -557,6 +563,30 @@ mod tests {
         );
         assert_eq!(s.errors_with(ErrorCode(19)), 2);
         assert_eq!(s.errors_with(ErrorCode(7)), 0);
+    }
+
+    #[test]
+    fn latencies_render_in_seconds_without_float_noise() {
+        let mut s = MetricsSnapshot::default();
+        s.request_latency.record(33_168);
+        s.batch_size.record(100);
+        let text = s.to_string();
+        for line in [
+            "kafka_producer_request_latency_seconds_bucket{le=\"0.000128\"} 0\n",
+            "kafka_producer_request_latency_seconds_bucket{le=\"0.065536\"} 1\n",
+            "kafka_producer_request_latency_seconds_bucket{le=\"+Inf\"} 1\n",
+            "kafka_producer_request_latency_seconds_sum 0.033168\n",
+            "kafka_producer_request_latency_seconds_count 1\n",
+            "kafka_producer_batch_size_bytes_bucket{le=\"128\"} 1\n",
+            "kafka_producer_batch_size_bytes_sum 100\n",
+            "# TYPE kafka_producer_batch_size_bytes histogram\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+        assert!(
+            !text.contains("producer_id"),
+            "no producer id before one is assigned"
+        );
     }
 
     #[test]

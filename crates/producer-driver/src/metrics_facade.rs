@@ -60,19 +60,19 @@ pub fn publish(snapshot: &MetricsSnapshot) {
         gauge!(format!("{PREFIX}producer_id")).set(id as f64);
         gauge!(format!("{PREFIX}producer_epoch")).set(f64::from(epoch));
     }
-    histogram("request_latency_seconds", &snapshot.request_latency, 1e-6);
-    histogram("delivery_latency_seconds", &snapshot.delivery_latency, 1e-6);
+    histogram("request_latency_seconds", &snapshot.request_latency, 1e6);
+    histogram("delivery_latency_seconds", &snapshot.delivery_latency, 1e6);
     histogram("batch_size_bytes", &snapshot.batch_size, 1.0);
 }
 
-fn histogram(name: &str, h: &Histogram, scale: f64) {
+fn histogram(name: &str, h: &Histogram, per_unit: f64) {
     for (bound, n) in h.buckets() {
         let le = match bound {
-            Some(b) => (b as f64 * scale).to_string(),
+            Some(b) => (b as f64 / per_unit).to_string(),
             None => "+Inf".to_string(),
         };
         counter!(format!("{PREFIX}{name}_bucket"), "le" => le).absolute(n);
     }
     counter!(format!("{PREFIX}{name}_count")).absolute(h.count());
-    gauge!(format!("{PREFIX}{name}_sum")).set(h.sum() as f64 * scale);
+    gauge!(format!("{PREFIX}{name}_sum")).set(h.sum() as f64 / per_unit);
 }

@@ -339,16 +339,16 @@ fn prometheus_text_parses_back_to_the_snapshot() {
             assert_eq!(value("kafka_producer_connection_state", &l), want);
         }
     }
-    for (name, hist, scale) in [
+    for (name, hist, per_unit) in [
         (
             "kafka_producer_request_latency_seconds",
             &m.request_latency,
-            1e-6,
+            1e6,
         ),
         (
             "kafka_producer_delivery_latency_seconds",
             &m.delivery_latency,
-            1e-6,
+            1e6,
         ),
         ("kafka_producer_batch_size_bytes", &m.batch_size, 1.0),
     ] {
@@ -362,7 +362,7 @@ fn prometheus_text_parses_back_to_the_snapshot() {
         };
         let want: Vec<(f64, f64)> = hist
             .buckets()
-            .map(|(b, n)| (b.map_or(f64::INFINITY, |b| b as f64 * scale), n as f64))
+            .map(|(b, n)| (b.map_or(f64::INFINITY, |b| b as f64 / per_unit), n as f64))
             .collect();
         let got: Vec<(f64, f64)> = parsed.iter().map(|b| (b.less_than, b.count)).collect();
         assert_eq!(got.len(), HISTOGRAM_BUCKETS + 1, "{name}");
