@@ -7,10 +7,10 @@
 //! * [`mock`]: [`MockKafka`], librdkafka's mock cluster and its fault injection;
 //! * [`kafka`]: Apache Kafka from Maven Central: the cluster launcher, the fault proxy, the
 //!   admin program, the protocol probe;
-//! * [`workload`]: the records the suites send (self-identifying, varied);
+//! * [`workload`](mod@workload): the records the suites send (self-identifying, varied);
 //! * [`drive`]: [`produce`], the one function that drives the producers (tokio, mio);
 //! * [`readback`]: the independent librdkafka consumer (`check.crcs=true`);
-//! * [`verify`]: the comparison of reports and log, record by record.
+//! * [`verify`](mod@verify): the comparison of reports and log, record by record.
 //!
 //! Binaries: `mock_cluster` (src/bin/mock_cluster.rs) runs a mock cluster in its own process
 //! for benchmarks; `kafka_cluster` (src/bin/kafka_cluster.rs) runs a local 3-node Apache Kafka

@@ -27,6 +27,20 @@ pub(crate) enum ConnState {
     Reauthenticating,
 }
 
+impl ConnState {
+    /// The state as [`crate::Producer::metrics`] reports it.
+    pub(crate) fn reported(self) -> crate::metrics::ConnectionState {
+        use crate::metrics::ConnectionState as S;
+        match self {
+            ConnState::Connecting => S::Connecting,
+            ConnState::Negotiating => S::Negotiating,
+            ConnState::Authenticating => S::Authenticating,
+            ConnState::Ready => S::Ready,
+            ConnState::Reauthenticating => S::Reauthenticating,
+        }
+    }
+}
+
 /// The API versions agreed with one broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Versions {

@@ -14,9 +14,28 @@
 //! * [`log_event`]: the core's events, logged with `tracing`.
 //! * [`tls`]: the rustls client configuration for `SSL` and `SASL_SSL` (CA file or platform
 //!   roots, mTLS, endpoint identification), with typed errors for unusable files.
+//! * `metrics_facade` (feature `metrics`): the core's metrics published through the
+//!   `metrics` facade crate.
 //!
 //! Nothing here does I/O or depends on a runtime; nothing here is protocol logic (that is the
 //! core's).
+//!
+//! # Example
+//! A driver's flush bookkeeping: records carry their [`Cohort`] through the core (in the
+//! opaque value), and a flush is answered once every record accepted before it is reported.
+//! ```
+//! use producer_driver::FlushTracker;
+//!
+//! let mut flushes = FlushTracker::<&str>::default();
+//! let a = flushes.accept();
+//! let b = flushes.accept();
+//! assert_eq!(flushes.flush("flush 1").count(), 0, "two records are unreported");
+//! let c = flushes.accept(); // after the flush: does not hold it up
+//! assert_eq!(flushes.reported(a).count(), 0);
+//! assert_eq!(flushes.reported(b).collect::<Vec<_>>(), ["flush 1"]);
+//! assert_eq!(flushes.flush("flush 2").count(), 0, "c is unreported");
+//! assert_eq!(flushes.reported(c).collect::<Vec<_>>(), ["flush 2"]);
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -24,6 +43,8 @@
 mod command_queue;
 mod events;
 mod flush;
+#[cfg(feature = "metrics")]
+pub mod metrics_facade;
 pub mod timestamp;
 pub mod tls;
 mod write_queue;

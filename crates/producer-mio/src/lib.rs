@@ -23,6 +23,43 @@
 //! the producer's events (retries at `warn`, fatal errors at `error`). What they share with
 //! the tokio driver (flush tracking, write queues, the command queue, timestamps, event
 //! logging) is in `producer-driver`.
+//!
+//! # Example
+//! A threaded producer whose only broker accepts connections and never answers: the record
+//! fails once its delivery timeout has passed, and comes back in its report.
+//! ```
+//! use std::sync::mpsc;
+//! use std::time::Duration;
+//! use producer_mio::{Config, Record, ThreadedProducer};
+//!
+//! let silent_broker = std::net::TcpListener::bind("127.0.0.1:0")?;
+//! let port = silent_broker.local_addr()?.port();
+//! let config = Config::builder([("127.0.0.1", port)])
+//!     .request_timeout(Duration::from_millis(100))
+//!     .max_block(Duration::from_millis(200))
+//!     .delivery_timeout(Duration::from_millis(300))
+//!     .build()?;
+//! let (reports, received) = mpsc::channel();
+//! let producer = ThreadedProducer::<u32>::spawn(config, 1024, move |report| {
+//!     let _ = reports.send(report);
+//! })?;
+//! producer.send_with(Record::new("events", "hello"), 7)?;
+//! let report = received.recv()?;
+//! assert_eq!(report.opaque, 7);
+//! let failure = report.result.expect_err("no broker answered");
+//! assert_eq!(failure.record.value.as_deref(), Some(&b"hello"[..]));
+//! let metrics = producer.metrics().expect("asked from outside the callback");
+//! assert_eq!(metrics.counters.records_failed, 1);
+//! producer.close();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Metrics
+//! [`MioDriver::metrics`] and [`ThreadedProducer::metrics`] give the core's
+//! [`MetricsSnapshot`] (names and meanings in [`producer_core::metrics`]); render it as
+//! Prometheus text with [`MetricsSnapshot::render_prometheus`], or, with the feature
+//! `metrics`, hand it to the [`metrics`](https://docs.rs/metrics) facade with
+//! `metrics_facade::publish`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -47,5 +84,9 @@ pub use threaded::{BatchClosed, SendError, ThreadedProducer};
 pub use tokens::TokenRange;
 
 pub use producer_core::{
-    Config, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,
+    Config, Delivery, DeliveryFailure, Event, MetricsSnapshot, ProduceError, Record, RecordMetadata,
 };
+
+/// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub use producer_driver::metrics_facade;

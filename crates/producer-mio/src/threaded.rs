@@ -10,7 +10,9 @@ use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
-use producer_core::{Config, Delivery, OAuthToken, ProduceError, Record, SendErrorReason};
+use producer_core::{
+    Config, Delivery, MetricsSnapshot, OAuthToken, ProduceError, Record, SendErrorReason,
+};
 use producer_driver::timestamp;
 use producer_driver::{Cohort, CommandQueue, FlushTracker, Refused};
 
@@ -57,6 +59,7 @@ impl<T> SendError<T> {
 enum Command<T> {
     Send(Record, T),
     Flush(SyncSender<()>),
+    Metrics(SyncSender<MetricsSnapshot>),
 }
 
 /// What the handles and the thread share.
@@ -69,6 +72,8 @@ struct Shared<T> {
     close_requested: AtomicBool,
     /// A wake-up is pending: senders skip the (syscall) wake while it is set.
     wake_pending: AtomicBool,
+    /// The core's metrics as the thread stopped (set before the queue stops).
+    final_metrics: Mutex<Option<MetricsSnapshot>>,
 }
 
 /// How many records the thread hands to the driver between two releases of the queue's held
@@ -214,6 +219,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             waker: driver.waker().clone(),
             close_requested: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
+            final_metrics: Mutex::new(None),
         });
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()
@@ -343,6 +349,33 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                 tracing::error!("the producer thread panicked (in the delivery callback?)");
             }
         }
+    }
+
+    /// A snapshot of the core's metrics (see [`producer_core::metrics`]; render it with
+    /// [`MetricsSnapshot::render_prometheus`]). Blocks while the producer thread takes it
+    /// between two batches of commands; after the thread ended, the snapshot it took as it
+    /// stopped. `None` only when called from the delivery callback (the thread is busy
+    /// calling it). Meant for a scrape interval, not for every record.
+    pub fn metrics(&self) -> Option<MetricsSnapshot> {
+        if thread::current().id() == self.inner.thread_id {
+            return None;
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        if self
+            .inner
+            .shared
+            .queue
+            .push_control(Command::Metrics(tx))
+            .is_ok()
+        {
+            self.inner.shared.wake();
+            if let Ok(m) = rx.recv() {
+                return Some(m);
+            }
+        }
+        // The thread stopped: it left its last snapshot before stopping the queue.
+        let last = self.inner.shared.final_metrics.lock();
+        last.unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Whether `close` was called or the producer thread ended.
@@ -485,6 +518,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                     answer(self.driver.sink_mut().flushes.flush(done));
                     now = Instant::now();
                 }
+                Command::Metrics(reply) => {
+                    let _ = reply.try_send(self.driver.metrics());
+                }
             }
         }
         if self.taken.is_empty() && self.unreleased > 0 {
@@ -526,6 +562,12 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
 
     /// After the core closed: refuse new sends, fail what is still queued, answer flushes.
     fn shutdown(&mut self) {
+        let last = self.driver.metrics();
+        *self
+            .shared
+            .final_metrics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
         let queued = self.shared.queue.stop();
         if let Some((record, opaque)) = self.stash.take() {
             (self.driver.sink_mut().on_delivery)(Delivery::failed(
@@ -542,6 +584,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 ),
                 Command::Flush(done) => {
                     let _ = done.try_send(());
+                }
+                Command::Metrics(reply) => {
+                    let _ = reply.try_send(last.clone());
                 }
             }
         }

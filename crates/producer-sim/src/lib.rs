@@ -43,6 +43,36 @@
 //! let t1 = sim.next_event_time().unwrap();
 //! assert_eq!(sim.poll_event(t1), Some(NetEvent::Connected(conn)));
 //! ```
+//!
+//! A producer against it, through [`drive::Harness`] (the reference run loop, in virtual
+//! time), with an error injected and the brokers' logs read back:
+//! ```
+//! use std::time::{Duration, Instant};
+//! use producer_core::{Config, ErrorCode, Producer, Record};
+//! use producer_sim::{drive::Harness, InjectedError, SimCluster, SimConfig, API_PRODUCE};
+//!
+//! let t0 = Instant::now();
+//! let mut sim = SimCluster::new(SimConfig::with_brokers(3, 7), t0);
+//! sim.create_topic("events", 3).unwrap();
+//! sim.inject_error(InjectedError {
+//!     api_key: API_PRODUCE,
+//!     topic: Some("events".into()),
+//!     partition: None,
+//!     error_code: ErrorCode::NOT_ENOUGH_REPLICAS.0,
+//!     count: 1,
+//!     persist: false,
+//! });
+//! let config = Config::builder(sim.bootstrap()).build().unwrap();
+//! let mut h = Harness::new(Producer::new(config, t0), sim, t0);
+//! for i in 0..100u32 {
+//!     h.send(Record::new("events", format!("value-{i}")), i).unwrap();
+//! }
+//! assert!(h.flush(Duration::from_secs(30)), "every record reported");
+//! assert!(h.deliveries.iter().all(|d| d.result.is_ok()), "the error was retried");
+//! let logged: usize = (0..3).map(|p| h.cluster.log("events", p).len()).sum();
+//! assert_eq!(logged, 100);
+//! assert_eq!(h.producer.metrics().counters.retries, 1);
+//! ```
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]

@@ -209,6 +209,12 @@ impl Actor {
             }
         }
         self.shared.closing.store(true, Ordering::Release);
+        let last = self.core.metrics();
+        *self
+            .shared
+            .final_metrics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
         let queued = self.shared.queue.stop();
         // Senders waiting for space see the queue stopped and give up.
         self.shared.space.notify_waiters();
@@ -224,6 +230,9 @@ impl Actor {
                 ),
                 Cmd::Flush(tx) | Cmd::Close(tx) => {
                     let _ = tx.send(());
+                }
+                Cmd::Metrics(tx) => {
+                    let _ = tx.send(last.clone());
                 }
             }
         }
@@ -267,6 +276,9 @@ impl Actor {
             Cmd::Close(tx) => {
                 self.close_waiters.push(tx);
                 self.core.close(t);
+            }
+            Cmd::Metrics(tx) => {
+                let _ = tx.send(self.core.metrics());
             }
         }
     }

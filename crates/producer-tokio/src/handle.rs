@@ -3,9 +3,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use producer_core::{Config, Record};
+use producer_core::{Config, MetricsSnapshot, Record};
 use producer_driver::timestamp;
 use producer_driver::{CommandQueue, Refused};
+use std::sync::Mutex;
 use tokio::sync::{oneshot, Notify};
 
 use crate::builder::ProducerBuilder;
@@ -17,6 +18,7 @@ pub(crate) enum Cmd {
     Send { record: Record, reply: ReplyTo },
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
+    Metrics(oneshot::Sender<MetricsSnapshot>),
 }
 
 /// State shared by the handles and the producer task.
@@ -33,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) cmd_ready: Notify,
     /// Wakes senders waiting for space.
     pub(crate) space: Notify,
+    /// The core's metrics as the task stopped (set before the queue stops).
+    pub(crate) final_metrics: Mutex<Option<MetricsSnapshot>>,
 }
 
 impl Shared {
@@ -43,6 +47,7 @@ impl Shared {
             queue: CommandQueue::new(command_capacity),
             cmd_ready: Notify::new(),
             space: Notify::new(),
+            final_metrics: Mutex::new(None),
         }
     }
 
@@ -246,6 +251,24 @@ impl ProducerHandle {
             return; // Already stopped.
         }
         let _ = rx.await;
+    }
+
+    /// A snapshot of the core's metrics (see [`producer_core::metrics`]; render it with
+    /// [`MetricsSnapshot::render_prometheus`]), taken by the producer task between two batches
+    /// of commands; after the task stopped, the snapshot it took as it stopped. Meant for a
+    /// scrape interval, not for every record.
+    pub async fn metrics(&self) -> MetricsSnapshot {
+        let (tx, rx) = oneshot::channel();
+        if self.shared().push_control(Cmd::Metrics(tx)) {
+            if let Ok(m) = rx.await {
+                return m;
+            }
+        }
+        // The task stopped: it left its last snapshot before stopping the queue.
+        let last = self.shared().final_metrics.lock();
+        last.unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
     }
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.

@@ -13,6 +13,34 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A runnable one: the only broker accepts connections and never answers, so the record fails
+//! once its delivery timeout has passed and comes back with the error.
+//! ```
+//! use std::time::Duration;
+//! use producer_tokio::{Config, ProducerHandle, Record};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! runtime.block_on(async {
+//!     let silent_broker = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//!     let port = silent_broker.local_addr()?.port();
+//!     let config = Config::builder([("127.0.0.1", port)])
+//!         .request_timeout(Duration::from_millis(100))
+//!         .max_block(Duration::from_millis(200))
+//!         .delivery_timeout(Duration::from_millis(300))
+//!         .build()?;
+//!     let handle = ProducerHandle::start(config)?;
+//!     let delivery = handle.send(Record::new("events", "hello")).await?;
+//!     let failure = delivery.await.expect_err("no broker answered");
+//!     let record = failure.record().expect("handed back");
+//!     assert_eq!(record.value.as_deref(), Some(&b"hello"[..]));
+//!     assert_eq!(handle.metrics().await.counters.records_failed, 1);
+//!     handle.close().await;
+//!     Ok::<(), Box<dyn std::error::Error>>(())
+//! })
+//! # }
+//! ```
+//!
 //! # How it works
 //! * **The producer task.** [`ProducerHandle::start`] (or [`ProducerHandle::builder`] to tune
 //!   the driver) spawns one task that owns [`producer_core::Producer`]. It reads commands from
@@ -55,6 +83,10 @@
 //!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 //!   [`ProducerHandle::send_batch_detached`] and [`ProducerHandle::try_send_batch_detached`]
 //!   queue a whole burst of them under one lock with one wall-clock reading.
+//! * **Metrics.** [`ProducerHandle::metrics`] asks the task for the core's [`MetricsSnapshot`]
+//!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
+//!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
+//!   [`metrics`](https://docs.rs/metrics) facade with `metrics_facade::publish`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -76,5 +108,9 @@ pub use handle::ProducerHandle;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, DeliveryFailure, ErrorCode, Header,
-    OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
+    MetricsSnapshot, OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
 };
+
+/// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub use producer_driver::metrics_facade;

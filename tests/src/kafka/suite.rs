@@ -203,7 +203,7 @@ pub fn expect_for(config_idempotent: bool) -> Expect {
 
 /// Reads every topic of `rules` except its unread ones back with librdkafka through the
 /// internal listeners (past the proxies), and checks the run against it (see
-/// [`check_run`](crate::verify::check_run)).
+/// [`crate::verify::check_run`]).
 pub fn read_back_and_check(
     cluster: &KafkaCluster,
     rules: &Rules<'_>,

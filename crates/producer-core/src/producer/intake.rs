@@ -310,6 +310,7 @@ impl<T> Producer<T> {
                 if let Some(buf) = spare {
                     self.buffers.give(buf, self.config.batch_size);
                 }
+                self.metrics.batch_closed(batch.len_bytes());
                 self.topics.partition_mut(topic, p).push_closed(batch);
                 self.mark_partition_dirty(topic, p);
             }

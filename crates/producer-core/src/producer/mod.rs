@@ -29,6 +29,7 @@ use std::time::Instant;
 use crate::brokers::Brokers;
 use crate::buffer::{BufferPool, BufferUse};
 use crate::config::Config;
+use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot};
 use crate::outputs::OutputQueue;
 use crate::partitioner::Rng;
 use crate::timer::{TimerKind, Timers};
@@ -40,10 +41,20 @@ use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
 
-/// Counters an operator may want to read.
+/// Counters an operator may want to read: plain totals over the producer's life, each updated
+/// once per request, batch or report run (never per record). [`Producer::metrics`] gives them
+/// together with the gauges and histograms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// Records carried by Produce requests (each attempt counts: retries included).
+    pub records_sent: u64,
+    /// Bytes of the record batches carried by Produce requests (retries included).
+    pub bytes_sent: u64,
+    /// Records reported delivered.
+    pub records_delivered: u64,
+    /// Records reported failed.
+    pub records_failed: u64,
     /// Produce requests built.
     pub produce_requests: u64,
     /// Batches sent (retries included).
@@ -96,6 +107,8 @@ pub struct Producer<T> {
     lifecycle: Lifecycle,
     auth: Auth,
     stats: Stats,
+    /// Histograms and errors by code.
+    metrics: Metrics,
     /// Inputs made work due (connections, requests); `poll_output` does it.
     work_pending: bool,
 }
@@ -118,6 +131,7 @@ impl<T> Producer<T> {
             lifecycle: Lifecycle::default(),
             auth: Auth::new(&config),
             stats: Stats::default(),
+            metrics: Metrics::default(),
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
             config,
@@ -129,9 +143,49 @@ impl<T> Producer<T> {
         &self.config
     }
 
-    /// Counters.
+    /// The counters (cheap: a reference). [`Producer::metrics`] has them too, with the rest.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// A snapshot of every metric: the counters, errors by code, buffer use, each broker's
+    /// connection state and requests in flight, the producer id, and the latency and batch-size
+    /// histograms (names and meanings in [`crate::metrics`]). Call it whenever the numbers are
+    /// wanted (a scrape, a log line); it reads the producer's state and changes nothing. It
+    /// copies the histograms and allocates a vector of brokers, so it is meant for a scrape
+    /// interval, not for every record.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let mut s = MetricsSnapshot {
+            counters: self.stats.clone(),
+            buffered_records: self.buffered.records(),
+            buffered_bytes: self.buffered.bytes(),
+            producer_id: self.pid.assigned(),
+            ..MetricsSnapshot::default()
+        };
+        self.metrics.snapshot_into(&mut s);
+        let now = self.now;
+        s.brokers = self
+            .brokers
+            .iter()
+            .map(|b| {
+                let (state, in_flight_requests, in_flight_produce) = match &b.conn {
+                    Some(c) => (c.state.reported(), c.inflight.len(), c.produce_in_flight()),
+                    None if b.reconnect_at.is_some_and(|t| t > now) => {
+                        (ConnectionState::BackingOff, 0, 0)
+                    }
+                    None => (ConnectionState::Disconnected, 0, 0),
+                };
+                BrokerMetrics {
+                    node_id: b.node_id,
+                    host: b.host.clone(),
+                    port: b.port,
+                    state,
+                    in_flight_requests,
+                    in_flight_produce,
+                }
+            })
+            .collect();
+        s
     }
 
     /// Records accepted and not yet reported.

@@ -19,6 +19,7 @@ impl<T> Producer<T> {
         error: ProduceError,
     ) {
         self.buffered.release(p.size, 1);
+        self.stats.records_failed += 1;
         let record = Record {
             topic: self.topics.name(topic),
             partition: p.explicit_partition.then_some(partition),
@@ -62,6 +63,7 @@ impl<T> Producer<T> {
             "records of a batch did not decode: {decoded:?}"
         );
         self.buffered.release(charged, records.len());
+        self.stats.records_failed += records.len() as u64;
         let mut decoded = decoded.unwrap_or_default().into_iter();
         let name = self.topics.name(topic);
         for p in records {
@@ -86,6 +88,7 @@ impl<T> Producer<T> {
     /// completes a close this may have been waiting for.
     pub(super) fn emit_done(&mut self, topic: u32, p: u32) {
         while let Some(batch) = self.topics.partition_mut(topic, p).pop_done() {
+            let created = batch.created();
             let Finished {
                 result,
                 records,
@@ -97,6 +100,11 @@ impl<T> Producer<T> {
                     self.buffers
                         .give(sealed.into_buffer(), self.config.batch_size);
                     self.buffered.release(charged, records.len());
+                    self.stats.records_delivered += records.len() as u64;
+                    self.metrics.batch_delivered(
+                        self.now.saturating_duration_since(created),
+                        records.len(),
+                    );
                     if self.config.report_successes {
                         let name = self.topics.name(topic);
                         let base = if base >= 0 { base } else { -1 };

@@ -311,6 +311,12 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         self.core.buffered_records()
     }
 
+    /// A snapshot of the core's metrics ([`Producer::metrics`]; names in
+    /// [`producer_core::metrics`]). Call it between driver calls, per scrape.
+    pub fn metrics(&self) -> producer_core::MetricsSnapshot {
+        self.core.metrics()
+    }
+
     /// The delivery sink.
     pub fn sink(&self) -> &S {
         &self.sink

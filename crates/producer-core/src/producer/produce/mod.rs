@@ -112,6 +112,7 @@ impl<T> Producer<T> {
         let max = self.config.max_request_size;
         let mut size = 64 + self.config.client_id.len();
         let mut chosen: Vec<BatchRef> = Vec::new();
+        let (mut records, mut bytes) = (0u64, 0u64);
         for k in 0..n {
             let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
             if self
@@ -139,6 +140,8 @@ impl<T> Producer<T> {
                 break;
             }
             size += len;
+            records += pq.batch(i).record_count() as u64;
+            bytes += pq.batch(i).len_bytes() as u64;
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
                 topic: t,
@@ -198,6 +201,8 @@ impl<T> Producer<T> {
         });
         self.stats.produce_requests += 1;
         self.stats.batches_sent += chosen.len() as u64;
+        self.stats.records_sent += records;
+        self.stats.bytes_sent += bytes;
         self.outputs.push_back(Output::Transmit {
             conn,
             bytes: buf.into(),
@@ -326,6 +331,9 @@ impl<T> Producer<T> {
     fn resolve(&mut self, conn: ConnId, t: u32, p: u32, i: usize, r: &PartitionProduceResponse) {
         let idem = self.idempotent();
         let code = r.error_code;
+        if code != ErrorCode::NONE {
+            self.metrics.partition_error(code);
+        }
         let possibly_persisted = self.topics.partition(t, p).batch(i).possibly_persisted();
         let broker_error = || ProduceError::Broker {
             code,
