@@ -18,7 +18,7 @@ use producer_core::protocol::{parse_response_header, ApiKey};
 use producer_core::ErrorCode;
 use proptest::prelude::*;
 
-const VERSIONS: std::ops::RangeInclusive<i16> = 0..=3;
+const VERSIONS: std::ops::RangeInclusive<i16> = 0..=4;
 
 fn encode_kp(resp: &KpResponse, version: i16) -> Vec<u8> {
     let mut buf = BytesMut::new();
@@ -265,6 +265,6 @@ fn v3_request_answered_with_v0_unsupported_version() {
     );
     // The client retries ApiVersions at the broker's max.
     assert_eq!(parsed.body.negotiate(ApiKey::ApiVersions), Some(2));
-    // Produce 0..=7 overlaps ours (3..=11) at 3..=7.
+    // Produce 0..=7 overlaps ours (3..=12) at 3..=7.
     assert_eq!(parsed.body.negotiate(ApiKey::Produce), Some(7));
 }

@@ -13,7 +13,7 @@ use producer_core::protocol::init_producer_id::{InitProducerIdRequest, InitProdu
 use producer_core::ErrorCode;
 use proptest::prelude::*;
 
-const VERSIONS: std::ops::RangeInclusive<i16> = 0..=4;
+const VERSIONS: std::ops::RangeInclusive<i16> = 0..=5;
 
 fn unknown_tags() -> impl Strategy<Value = BTreeMap<i32, Bytes>> {
     proptest::collection::btree_map(

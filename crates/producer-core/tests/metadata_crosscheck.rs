@@ -1,4 +1,4 @@
-//! Metadata v1-12 cross-checked against the independent `kafka-protocol` codec.
+//! Metadata v1-13 cross-checked against the independent `kafka-protocol` codec.
 //!
 //! Requests: ours encodes, kafka-protocol decodes. Responses: kafka-protocol encodes (with
 //! unknown tagged fields at flexible versions), ours parses. Plus truncation and garbage.
@@ -15,7 +15,7 @@ use producer_core::protocol::{ApiKey, DecodeError};
 use producer_core::ErrorCode;
 use proptest::prelude::*;
 
-const VERSIONS: std::ops::RangeInclusive<i16> = 1..=12;
+const VERSIONS: std::ops::RangeInclusive<i16> = 1..=13;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -162,9 +162,10 @@ fn response() -> impl Strategy<Value = MetadataResponse> {
         any::<i32>(),
         proptest::collection::vec(topic(), 0..4),
         any::<i32>(),
+        any::<i16>(),
     )
         .prop_map(
-            |(throttle_time_ms, brokers, cluster_id, controller_id, topics, ops)| {
+            |(throttle_time_ms, brokers, cluster_id, controller_id, topics, ops, error)| {
                 MetadataResponse {
                     throttle_time_ms,
                     brokers,
@@ -172,6 +173,7 @@ fn response() -> impl Strategy<Value = MetadataResponse> {
                     controller_id,
                     topics,
                     cluster_authorized_operations: ops,
+                    error_code: ErrorCode(error),
                 }
             },
         )
@@ -238,6 +240,11 @@ fn project(full: &MetadataResponse, version: i16) -> MetadataResponse {
         } else {
             i32::MIN
         },
+        error_code: if version >= 13 {
+            full.error_code
+        } else {
+            ErrorCode::NONE
+        },
     }
 }
 
@@ -302,6 +309,7 @@ fn to_kp(
         })
         .collect();
     kp.cluster_authorized_operations = r.cluster_authorized_operations;
+    kp.error_code = r.error_code.0;
     kp.unknown_tagged_fields = tags;
     kp
 }

@@ -19,7 +19,7 @@ const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
 fn api_versions_every_version_lists_the_configured_ranges() {
     let mut c = cluster(1, 1);
     let conn = c.connect_to(1);
-    for v in 0..=3 {
+    for v in 0..=4 {
         let r: ApiVersionsResponse =
             c.roundtrip(conn, ApiKey::ApiVersions, v, &api_versions_request());
         assert_eq!(r.error_code, ErrorCode::NONE.0, "v{v}");
@@ -32,10 +32,10 @@ fn api_versions_every_version_lists_the_configured_ranges() {
         assert_eq!(
             got,
             vec![
-                (API_PRODUCE, 3, 11),
-                (API_METADATA, 0, 12),
-                (API_API_VERSIONS, 0, 3),
-                (API_INIT_PRODUCER_ID, 0, 4)
+                (API_PRODUCE, 3, 12),
+                (API_METADATA, 0, 13),
+                (API_API_VERSIONS, 0, 4),
+                (API_INIT_PRODUCER_ID, 0, 5)
             ],
             "v{v}"
         );
@@ -45,7 +45,15 @@ fn api_versions_every_version_lists_the_configured_ranges() {
 
 #[test]
 fn api_versions_too_new_gets_v0_unsupported_version_with_the_list() {
-    let mut c = cluster(1, 1);
+    // A broker of Kafka 3.x's ranges (ApiVersions 0-3), asked at v4.
+    let mut cfg = producer_sim::SimConfig::with_brokers(1, 1);
+    cfg.brokers[0].api_versions = Some(vec![
+        (API_PRODUCE, 3, 11),
+        (API_METADATA, 0, 12),
+        (API_API_VERSIONS, 0, 3),
+        (API_INIT_PRODUCER_ID, 0, 4),
+    ]);
+    let mut c = Client::new(cfg);
     let conn = c.connect_to(1);
     let corr = c.send(conn, ApiKey::ApiVersions, 4, &api_versions_request());
     let frame = c.recv_frame(conn).unwrap();
@@ -79,9 +87,9 @@ fn unsupported_api_version_closes_the_connection() {
     let mut c = cluster(1, 1);
     c.sim.create_topic("t", 1).unwrap();
     let conn = c.connect_to(1);
-    // Produce v12 is not advertised by default (3-11).
+    // Produce v13 (topics by id) is not advertised by default (3-12).
     let req = produce_request(-1, &[("t", 0, batch(B::plain(1)))]);
-    c.send(conn, ApiKey::Produce, 12, &req);
+    c.send(conn, ApiKey::Produce, 13, &req);
     assert!(c.recv_frame(conn).is_none());
     assert!(c.closed.contains(&conn));
     assert!(c.sim.violations()[0].contains("outside the broker's advertised range"));

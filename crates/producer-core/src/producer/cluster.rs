@@ -110,6 +110,12 @@ impl<T> Producer<T> {
             return false;
         };
         self.stats.trailing_response_bytes += parsed.trailing as u64;
+        if parsed.body.error_code != ErrorCode::NONE {
+            // v13's top-level error: the broker could not answer at all (nothing in the answer
+            // is to be used); ask again after the retry backoff.
+            self.metadata.wanted = true;
+            return true;
+        }
         self.apply_metadata(parsed.body);
         true
     }

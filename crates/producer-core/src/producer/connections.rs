@@ -14,9 +14,9 @@ use crate::ErrorCode;
 
 use super::Producer;
 
-/// The ApiVersions version asked first; a broker that refuses it is asked again at the
-/// highest version it offers (or v0).
-const API_VERSIONS_FIRST: i16 = 3;
+/// The ApiVersions version asked first (the highest this crate speaks); a broker that refuses
+/// it is asked again at the highest version it offers (or v0).
+const API_VERSIONS_FIRST: i16 = ApiKey::ApiVersions.supported_versions().1;
 
 impl<T> Producer<T> {
     /// Opens a new connection for a broker slot: the driver is told to connect, and the attempt

@@ -1,8 +1,9 @@
-//! ApiVersions (key 18), versions 0-3: which APIs and versions a broker speaks.
+//! ApiVersions (key 18), versions 0-4: which APIs and versions a broker speaks.
 //!
 //! The first request on every connection. v3 is the first flexible version (KIP-511) and adds the
 //! client software name and version; its response still uses response header v0 (see
-//! [`ApiKey::response_header_version`]).
+//! [`ApiKey::response_header_version`]). v4 has v3's shape (KAFKA-17011 lets a supported
+//! feature's minimum be 0).
 //!
 //! A broker that does not support the request version answers with a **v0-encoded** body
 //! carrying `UNSUPPORTED_VERSION` (35) and, since Kafka 2.4, its own `ApiKeys` list;
@@ -418,8 +419,8 @@ mod tests {
             api_keys: vec![
                 range(0, 0, 13),
                 range(3, 0, 8),
-                range(22, 5, 6),
-                range(18, 0, 4),
+                range(22, 6, 6),
+                range(18, 0, 5),
                 range(18, 0, 1),
             ],
             throttle_time_ms: 0,
@@ -427,14 +428,14 @@ mod tests {
             finalized_features: Vec::new(),
         };
         // Broker supports more than we do: our max.
-        assert_eq!(resp.negotiate(ApiKey::Produce), Some(11));
+        assert_eq!(resp.negotiate(ApiKey::Produce), Some(12));
         // Broker max below ours: its max.
         assert_eq!(resp.negotiate(ApiKey::Metadata), Some(8));
         // First entry wins for duplicates.
-        assert_eq!(resp.version_range(ApiKey::ApiVersions), Some((0, 4)));
-        assert_eq!(resp.negotiate(ApiKey::ApiVersions), Some(3));
+        assert_eq!(resp.version_range(ApiKey::ApiVersions), Some((0, 5)));
+        assert_eq!(resp.negotiate(ApiKey::ApiVersions), Some(4));
         // Disjoint ranges.
-        assert_eq!(resp.version_range(ApiKey::InitProducerId), Some((5, 6)));
+        assert_eq!(resp.version_range(ApiKey::InitProducerId), Some((6, 6)));
         assert_eq!(resp.negotiate(ApiKey::InitProducerId), None);
         // Not listed at all.
         let empty = ApiVersionsResponse {
@@ -453,7 +454,7 @@ mod tests {
 
     #[test]
     fn unsupported_parse_versions_are_rejected() {
-        for v in [-1, 4, i16::MAX] {
+        for v in [-1, 5, i16::MAX] {
             assert_eq!(
                 ApiVersionsResponse::parse(v, V3_BODY),
                 Err(DecodeError::UnsupportedVersion {

@@ -1,9 +1,9 @@
-//! InitProducerId (key 22), versions 0-4: obtaining a producer id and epoch.
+//! InitProducerId (key 22), versions 0-5: obtaining a producer id and epoch.
 //!
 //! Idempotent producers send it (with a null transactional id) to any broker before their first
 //! Produce request, and again to bump the epoch after a sequence error. v2 is the first flexible
 //! version; v3 adds the current `ProducerId`/`ProducerEpoch` (KIP-360 epoch bump); v4 adds the
-//! `PRODUCER_FENCED` error.
+//! `PRODUCER_FENCED` error, v5 `TRANSACTION_ABORTABLE` (same shape as v4).
 
 use super::primitives::{field, int16, int32, int64, skip_tags, PResult, Put};
 use super::{ApiKey, DecodeError, Parsed};
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn unsupported_parse_versions_are_rejected() {
-        for v in [-1, 5, 6] {
+        for v in [-1, 6, 7] {
             assert_eq!(
                 InitProducerIdResponse::parse(v, V0_BODY),
                 Err(DecodeError::UnsupportedVersion {

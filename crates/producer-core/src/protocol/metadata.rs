@@ -1,8 +1,9 @@
-//! Metadata (API key 3), versions 1-12: which brokers exist and which broker leads each
+//! Metadata (API key 3), versions 1-13: which brokers exist and which broker leads each
 //! partition of the topics a producer writes to.
 //!
 //! Versions 9 and later are flexible (compact encodings, tagged fields). Field order and version
-//! ranges follow Kafka's `MetadataRequest.json` / `MetadataResponse.json`.
+//! ranges follow Kafka's `MetadataRequest.json` / `MetadataResponse.json`; v13's response ends
+//! with a top-level error code.
 
 use super::primitives::{
     array, boolean, field, int16, int32, nullable_string, skip_tags, string, uuid, PResult, Put,
@@ -83,6 +84,9 @@ pub struct MetadataResponse {
     pub topics: Vec<MetadataTopic>,
     /// Cluster authorized-operations bitfield (v8-10 only; `i32::MIN` otherwise).
     pub cluster_authorized_operations: i32,
+    /// The top-level error code (v13+; [`ErrorCode::NONE`] before): a broker that cannot answer
+    /// at all (REBOOTSTRAP_REQUIRED, KIP-1102) says so here, with no brokers or topics.
+    pub error_code: ErrorCode,
 }
 
 /// One broker of a [`MetadataResponse`].
@@ -171,6 +175,11 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, MetadataResponse> {
     } else {
         (i, i32::MIN)
     };
+    let (i, error_code) = if version >= 13 {
+        field("ErrorCode", int16)(i)?
+    } else {
+        (i, 0)
+    };
     let (i, ()) = field("MetadataResponse tagged fields", |i| skip_tags(i, flexible))(i)?;
     Ok((
         i,
@@ -181,6 +190,7 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, MetadataResponse> {
             controller_id,
             topics,
             cluster_authorized_operations,
+            error_code: ErrorCode(error_code),
         },
     ))
 }
@@ -426,6 +436,7 @@ mod tests {
                     topic_authorized_operations: i32::MIN,
                 }],
                 cluster_authorized_operations: i32::MIN,
+                error_code: ErrorCode::NONE,
             }
         );
     }
@@ -537,6 +548,7 @@ mod tests {
                     topic_authorized_operations: i32::MIN,
                 }],
                 cluster_authorized_operations: i32::MIN,
+                error_code: ErrorCode::NONE,
             }
         );
     }
@@ -565,7 +577,7 @@ mod tests {
 
     #[test]
     fn unsupported_versions_are_rejected() {
-        for v in [-1, 0, 13] {
+        for v in [-1, 0, 14] {
             assert_eq!(
                 MetadataResponse::parse(v, &[]),
                 Err(DecodeError::UnsupportedVersion {

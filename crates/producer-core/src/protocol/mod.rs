@@ -108,10 +108,15 @@ impl ApiKey {
     /// The versions this crate can encode and parse (inclusive).
     pub const fn supported_versions(self) -> (i16, i16) {
         match self {
-            ApiKey::Produce => (3, 11),
-            ApiKey::Metadata => (1, 12),
-            ApiKey::ApiVersions => (0, 3),
-            ApiKey::InitProducerId => (0, 4),
+            // v12 is v11 (KIP-890: a transactional Produce adds its partitions to the
+            // transaction); v13 addresses topics by id.
+            ApiKey::Produce => (3, 12),
+            // v13 adds the top-level error code.
+            ApiKey::Metadata => (1, 13),
+            // v4 is v3 (KAFKA-17011: SupportedFeatures with a minimum of 0).
+            ApiKey::ApiVersions => (0, 4),
+            // v5 is v4 (TRANSACTION_ABORTABLE may come back); v6 is two-phase commit (KIP-939).
+            ApiKey::InitProducerId => (0, 5),
             // v0 sends the mechanism's tokens unframed after the handshake; this crate speaks
             // v1, which carries them in SaslAuthenticate (KIP-152), as every 1.0+ broker does.
             ApiKey::SaslHandshake => (1, 1),

@@ -1,8 +1,8 @@
-//! Produce (API key 0), versions 3-11: sending record batches to partition leaders.
+//! Produce (API key 0), versions 3-12: sending record batches to partition leaders.
 //!
 //! Versions 9 and later are flexible (compact encodings, tagged fields). Field order and version
 //! ranges follow Kafka's `ProduceRequest.json` / `ProduceResponse.json`; v11 has the same shape
-//! as v10.
+//! as v10, and v12 the same as v11 (KIP-890).
 //!
 //! The request is on the producer's hot path, so besides the struct form ([`ProduceRequest`])
 //! there is a streaming [`ProduceRequestWriter`] that writes topics and partitions straight into
@@ -762,7 +762,7 @@ mod tests {
 
     #[test]
     fn unsupported_versions_are_rejected() {
-        for v in [2, 12] {
+        for v in [2, 13] {
             assert_eq!(
                 ProduceResponse::parse(v, &[]),
                 Err(DecodeError::UnsupportedVersion {
