@@ -137,6 +137,13 @@ impl SimCluster {
         }
     }
 
+    /// Answers the next `count` Metadata requests of v13 or later with only the top-level
+    /// error `code` (no brokers, no topics), as a broker that cannot answer does (e.g.
+    /// REBOOTSTRAP_REQUIRED, KIP-1102). Older versions have no such field and are unaffected.
+    pub fn inject_metadata_top_level_error(&mut self, code: i16, count: u32) {
+        self.metadata_top_level_error = (count > 0).then_some((code, count));
+    }
+
     /// Adds `extra` to the travel time of the next `count` responses of the broker (later
     /// responses on the same connection wait behind them: TCP order).
     pub fn delay_responses(

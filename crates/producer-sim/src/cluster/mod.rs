@@ -71,6 +71,8 @@ pub struct SimCluster {
     topics: BTreeMap<String, Topic>,
     conns: BTreeMap<u64, Conn>,
     injections: Vec<InjectedError>,
+    /// `(error code, responses left)`: Metadata v13+ answers carrying only a top-level error.
+    metadata_top_level_error: Option<(i16, u32)>,
     request_log: Vec<RequestRecord>,
     violations: Vec<String>,
     /// SCRAM stored and server keys per (hash, user), derived once from the configured
@@ -111,6 +113,7 @@ impl SimCluster {
             topics: BTreeMap::new(),
             conns: BTreeMap::new(),
             injections: Vec::new(),
+            metadata_top_level_error: None,
             request_log: Vec::new(),
             violations: Vec::new(),
             scram_credentials: BTreeMap::new(),

@@ -22,6 +22,13 @@ impl SimCluster {
         if version >= 3 {
             resp.throttle_time_ms = self.take_throttle(broker_id);
         }
+        if version >= 13 {
+            if let Some((code, left)) = self.metadata_top_level_error {
+                self.metadata_top_level_error = (left > 1).then_some((code, left - 1));
+                resp.error_code = code;
+                return resp;
+            }
+        }
         resp.brokers = self
             .brokers
             .values()

@@ -239,6 +239,7 @@ impl SimCluster {
                     .map_err(|e| format!("malformed Metadata request: {e}"))?;
                 self.trailing(broker_id, conn, "Metadata", b.len());
                 let resp = self.metadata(broker_id, version, req);
+                rec.error_code = resp.error_code;
                 encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
             }
             API_INIT_PRODUCER_ID => {
