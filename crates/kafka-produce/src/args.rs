@@ -89,7 +89,12 @@ pub struct Args {
     pub num_records: Option<u64>,
 
     /// Perf mode: the size of each record's value in bytes.
-    #[arg(long = "record-size", value_name = "BYTES", default_value_t = 100, requires = "num_records")]
+    #[arg(
+        long = "record-size",
+        value_name = "BYTES",
+        default_value_t = 100,
+        requires = "num_records"
+    )]
     pub record_size: usize,
 
     /// Perf mode: records per second, paced open-loop (latency counts from each record's
@@ -117,9 +122,8 @@ impl Args {
     pub fn config(&self) -> Result<Config, Failure> {
         let mut b = Config::builder(Vec::<(String, u16)>::new());
         if let Some(path) = &self.config_file {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::Usage(format!("cannot read -F {}: {e}", path.display()))
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(format!("cannot read -F {}: {e}", path.display())))?;
             b = b
                 .set_properties_text(&text)
                 .map_err(|e| Failure::Usage(format!("-F {}: {e}", path.display())))?;

@@ -80,7 +80,11 @@ mod tests {
             l.record(Duration::from_millis(ms));
         }
         assert_eq!(l.len(), 100);
-        assert!((l.quantile_ms(0.5) - 50.0).abs() < 0.1, "{}", l.quantile_ms(0.5));
+        assert!(
+            (l.quantile_ms(0.5) - 50.0).abs() < 0.1,
+            "{}",
+            l.quantile_ms(0.5)
+        );
         assert!((l.max_ms() - 100.0).abs() < 0.1, "{}", l.max_ms());
         assert!(l.summary().starts_with("p50 50.0"), "{}", l.summary());
     }

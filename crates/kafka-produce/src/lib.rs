@@ -8,8 +8,8 @@ pub mod args;
 pub mod latency;
 mod lines;
 mod perf;
-pub mod progress;
 mod produce;
+pub mod progress;
 mod tally;
 
 use std::process::ExitCode;

@@ -19,8 +19,8 @@ impl LineFormat {
                 if i == 0 {
                     return Err("the line's topic is empty");
                 }
-                let topic = std::str::from_utf8(&line[..i])
-                    .map_err(|_| "the line's topic is not UTF-8")?;
+                let topic =
+                    std::str::from_utf8(&line[..i]).map_err(|_| "the line's topic is not UTF-8")?;
                 (topic.into(), line.slice(i + d.len()..))
             }
             None => (

@@ -53,7 +53,12 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         Display::auto(Duration::from_secs(5))
     };
     let progress = Progress::start(display, Some(total), counts.clone());
-    let tally = Tally::new(args.failed.as_deref(), progress.printer(), None, counts.clone())?;
+    let tally = Tally::new(
+        args.failed.as_deref(),
+        progress.printer(),
+        None,
+        counts.clone(),
+    )?;
     let value = payload(args.record_size);
     let template = Record {
         topic,

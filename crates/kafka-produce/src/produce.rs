@@ -151,7 +151,11 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         eprintln!("no bootstrap broker could be reached: {cause}");
         eprintln!(
             "stopped early: the {n} records not delivered went to the failed records{}",
-            if *all_read { "" } else { "; the rest of the input was not read" }
+            if *all_read {
+                ""
+            } else {
+                "; the rest of the input was not read"
+            }
         );
     }
     let latencies = latencies?;
@@ -202,10 +206,8 @@ async fn send_all(
                         Ok(false) => {}
                         Ok(true) => break,
                         Err(e) => {
-                            let why = format!(
-                                "reading {} failed after {seq} records: {e}",
-                                input.name
-                            );
+                            let why =
+                                format!("reading {} failed after {seq} records: {e}", input.name);
                             let _ = tx.blocking_send(Err(Failure::Partial(why)));
                             return;
                         }

@@ -226,9 +226,8 @@ impl Tally {
         use std::sync::atomic::Ordering;
         let mut inner = self.lock();
         inner.stopped = true;
-        let reason = format!(
-            "not delivered: no bootstrap broker could be reached ({cause}); stopped early"
-        );
+        let reason =
+            format!("not delivered: no bootstrap broker could be reached ({cause}); stopped early");
         let left: Vec<(u64, Record)> = match inner.unreported.as_mut() {
             Some(m) => {
                 let mut v: Vec<_> = m.drain().collect();
