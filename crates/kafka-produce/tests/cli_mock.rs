@@ -121,7 +121,9 @@ fn topic_per_line_and_partition_and_a_malformed_line_in_failed() {
         &[("left", 4), ("right", 4)],
         Duration::from_secs(60),
     );
-    let got: Vec<(&str, i32, Option<&[u8]>, Option<&[u8]>)> = back
+    /// Topic, partition, key, value.
+    type Placed<'a> = (&'a str, i32, Option<&'a [u8]>, Option<&'a [u8]>);
+    let got: Vec<Placed> = back
         .iter()
         .map(|c| {
             (
