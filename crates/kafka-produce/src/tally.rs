@@ -135,11 +135,15 @@ impl Tally {
     }
 
     /// A record that could not even be made (a line without its topic): failed at once.
+    /// After an early stop the line counts as not read (the reader thread may still be at it).
     pub(crate) fn refuse_line(&self, reason: &str, line: &[u8]) {
         use std::sync::atomic::Ordering;
+        let mut inner = self.lock();
+        if inner.stopped {
+            return;
+        }
         self.counts.sent.fetch_add(1, Ordering::Relaxed);
         self.counts.failed.fetch_add(1, Ordering::Relaxed);
-        let mut inner = self.lock();
         Self::write_failed(&mut inner, reason, line);
     }
 

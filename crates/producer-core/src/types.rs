@@ -191,8 +191,11 @@ pub enum Event {
     },
     /// The producer hit a fatal error; every record fails, `send` refuses new ones.
     Fatal(ProduceError),
-    /// A connection attempt failed while no other connection was up or being set up: no broker
-    /// can be reached at the moment (librdkafka's `ALL_BROKERS_DOWN`). Emitted once per such
+    /// A connection failed before it became ready (refused, timed out, not resolved, closed
+    /// or refused authentication during its setup) while no other connection was up or being
+    /// set up: no broker can be reached at the moment (librdkafka's `ALL_BROKERS_DOWN`). (A
+    /// ready connection that is lost, an idle one the broker closed, is not such a failure:
+    /// the reconnect that follows may be.) Emitted once per such
     /// episode, again only after some connection has become ready in between. The producer
     /// goes on retrying with reconnect backoff and records keep their delivery timeout; an
     /// application may stop early instead, above all when `cluster_reached` is false (the
