@@ -7,7 +7,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::ToSocketAddrs;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -86,7 +86,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             );
                             tokens.insert(conn, token);
                         }
-                        _ => producer.handle_connect_failed(Instant::now(), conn),
+                        Some(Err(e)) => producer.handle_connect_failed(Instant::now(), conn, e),
+                        None => {
+                            let e = io::Error::new(ErrorKind::NotFound, "no address for the name");
+                            producer.handle_connect_failed(Instant::now(), conn, e)
+                        }
                     }
                 }
                 Output::Transmit { conn, bytes } => {
@@ -142,29 +146,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let conn = s.conn;
             if s.connecting && event.is_writable() {
-                if s.stream.take_error()?.is_none() && s.stream.peer_addr().is_ok() {
-                    s.connecting = false;
-                    producer.handle_connected(now, conn);
-                } else {
+                let failure = match s.stream.take_error()? {
+                    Some(e) => Some(e),
+                    None => s.stream.peer_addr().err(),
+                };
+                if let Some(e) = failure {
                     sockets.remove(&event.token());
-                    producer.handle_connect_failed(now, conn);
+                    producer.handle_connect_failed(now, conn, e);
                     continue;
                 }
+                s.connecting = false;
+                producer.handle_connected(now, conn);
             }
-            let mut closed = false;
+            let mut closed = None;
             if event.is_readable() {
                 loop {
                     match s.stream.read(&mut buf) {
-                        Ok(0) => break closed = true,
+                        Ok(0) => {
+                            let e =
+                                io::Error::new(ErrorKind::UnexpectedEof, "closed by the broker");
+                            break closed = Some(e);
+                        }
                         Ok(n) => producer.handle_read(now, conn, &buf[..n]),
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(_) => break closed = true,
+                        Err(e) => break closed = Some(e),
                     }
                 }
             }
-            if closed {
+            if let Some(reason) = closed {
                 sockets.remove(&event.token());
-                producer.handle_disconnected(now, conn);
+                producer.handle_disconnected(now, conn, reason);
             }
         }
         if producer.poll_timeout().is_some_and(|t| t <= now) {

@@ -15,34 +15,64 @@
 //! another `security.protocol` the quickstart produces and reports, and skips the read-back.
 //!
 //! With no `--brokers` it starts librdkafka's mock cluster (three brokers) in this process,
-//! with the topic `quickstart` of 48 partitions. It shows a progress bar, then prints
-//! delivered / failed counts, records per second and delivery latency percentiles, and finally
+//! with the topic `quickstart` of 48 partitions. It shows progress (a bar on a terminal, the
+//! same `indicatif` display as `kafka-produce`; a line every 5 s otherwise) with delivered and
+//! failed apart, then prints delivered / failed counts, records per second and delivery
+//! latency percentiles, and finally
 //! reads every record back with an independent consumer (librdkafka, CRC checks on) to confirm
 //! they all arrived. Each run's values start with the process id, so the read-back counts this
 //! run's records only.
 //!
 //! With `--brokers`, the topic (`--topic`, default `quickstart`) must exist (or be
 //! auto-created) with `--partitions` partitions (default 48), which the read-back reads.
+//! When no bootstrap broker can be reached (a wrong address, a closed port), it stops at the
+//! first failed connection and says which address failed and why
+//! ([`producer_core::Event::AllBrokersDown`]), instead of waiting out the records' timeouts.
+//! `--help` prints the options.
 //!
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use producer_tokio::{Config, ProducerHandle, Record};
+use clap::Parser;
+use kafka_produce::latency::Latencies;
+use kafka_produce::progress::{Counts, Display, Progress};
+use producer_core::{ConnectionError, Event};
+use producer_tokio::{Config, ProducerHandle, Record, Report};
+use std::sync::atomic::Ordering;
 
-const TOPIC: &str = "quickstart";
 /// 1M x ~110 bytes over 48 partitions stays under the mock's ~5 MiB per partition retention,
 /// so the read-back can see every record.
-const PARTITIONS: i32 = 48;
-const RECORDS: u64 = 1_000_000;
 const VALUE_BYTES: usize = 100;
 
+/// Produce records through the tokio driver (to an embedded mock cluster, or to --brokers),
+/// with progress and latency percentiles, then read them back with an independent consumer.
+#[derive(Debug, Parser)]
+#[command(name = "quickstart")]
+struct Args {
+    /// A real cluster's bootstrap brokers, host:port[,host:port...] (default: an embedded mock
+    /// cluster of three brokers).
+    #[arg(long)]
+    brokers: Option<String>,
+    /// How many records (of 100 bytes) to produce.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// The topic.
+    #[arg(long, default_value = "quickstart")]
+    topic: String,
+    /// The topic's partitions (the mock creates them; with --brokers the read-back reads them).
+    #[arg(long, default_value_t = 48)]
+    partitions: i32,
+    /// A producer setting by its Kafka name, name=value (repeatable), e.g.
+    /// -X security.protocol=SASL_SSL.
+    #[arg(short = 'X', value_name = "NAME=VALUE")]
+    settings: Vec<String>,
+}
+
 fn main() -> ExitCode {
-    match run() {
+    match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("quickstart: {e}");
@@ -51,19 +81,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let records: u64 = arg(&args, "--records").map_or(Ok(RECORDS), str::parse)?;
-    let partitions: i32 = arg(&args, "--partitions").map_or(Ok(PARTITIONS), str::parse)?;
-    let topic_name = arg(&args, "--topic").unwrap_or(TOPIC).to_string();
-    let mock = match arg(&args, "--brokers") {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let records = args.records;
+    let partitions = args.partitions;
+    let topic_name = args.topic.clone();
+    let mock = match &args.brokers {
         Some(_) => None,
         None => Some(producer_tests::MockKafka::new(
             3,
             &[(topic_name.as_str(), partitions)],
         )?),
     };
-    let bootstrap = match (&mock, arg(&args, "--brokers")) {
+    let bootstrap = match (&mock, &args.brokers) {
         (Some(m), _) => m.bootstrap(),
         (None, Some(list)) => producer_tests::parse_bootstrap(list),
         (None, None) => unreachable!("either a mock or --brokers"),
@@ -86,7 +115,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let mut builder = Config::builder(bootstrap);
-    for setting in settings(&args)? {
+    for setting in &args.settings {
         let (name, value) = setting
             .split_once('=')
             .ok_or_else(|| format!("-X {setting}: expected name=value"))?;
@@ -101,32 +130,36 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (failed, latencies, elapsed) = rt.block_on(produce(config, &topic_name, records))?;
-    // Stop the runtime (and its worker threads) before the read-back.
-    drop(rt);
+    let outcome = rt.block_on(produce(config, &topic_name, records))?;
+    // Stop the runtime (and its worker threads) before the read-back; a producer still
+    // waiting out its timeouts after an early stop is not waited for.
+    rt.shutdown_background();
 
-    let mut latencies = latencies;
-    latencies.sort_unstable();
-    let pct = |p: f64| {
-        let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-        latencies.get(i).copied().unwrap_or(0) as f64 / 1000.0
-    };
+    let Outcome {
+        sent,
+        delivered,
+        failed,
+        latencies,
+        elapsed,
+        unreachable,
+    } = outcome;
     let secs = elapsed.as_secs_f64();
-    println!("delivered {}, failed {failed}", records - failed);
+    println!("delivered {delivered}, failed {failed}");
+    if let Some(cause) = unreachable {
+        return Err(format!(
+            "no bootstrap broker could be reached: {cause}\n\
+             stopped early, after sending {sent} records ({delivered} delivered); check \
+             --brokers (and -X security.protocol) and that the cluster is up"
+        )
+        .into());
+    }
     println!(
         "{:.0} records/s ({:.1} MB/s of values) in {:.2} s",
-        records as f64 / secs,
-        (records as usize * VALUE_BYTES) as f64 / secs / 1e6,
+        delivered as f64 / secs,
+        (delivered as usize * VALUE_BYTES) as f64 / secs / 1e6,
         secs
     );
-    println!(
-        "delivery latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
-        pct(0.5),
-        pct(0.9),
-        pct(0.99),
-        pct(0.999),
-        pct(1.0)
-    );
+    println!("delivery latency ms: {}", latencies.summary());
 
     if secured {
         println!("read-back skipped: its consumer reaches PLAINTEXT listeners only");
@@ -147,110 +180,127 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|v| v.starts_with(prefix.as_bytes()))
         .collect();
     println!(
-        "read back {} of {} delivered records ({} distinct, {:.1} s)",
+        "read back {} of {delivered} delivered records ({} distinct, {:.1} s)",
         back.iter()
             .filter(|c| c
                 .value
                 .as_deref()
                 .is_some_and(|v| v.starts_with(prefix.as_bytes())))
             .count(),
-        records - failed,
         mine.len(),
         started.elapsed().as_secs_f64()
     );
-    let ok = mine.len() as u64 == records - failed;
+    let ok = mine.len() as u64 == delivered;
     drop(back);
     // The mock goes last: the read-back consumer has been dropped already.
     drop(mock);
     if !ok {
         return Err("some delivered records were not read back".into());
     }
+    if failed > 0 {
+        return Err(format!("{failed} records failed").into());
+    }
     Ok(())
 }
 
-/// Produces `records` records and returns (failed, latencies in µs, elapsed).
+/// What a produce run gave.
+struct Outcome {
+    sent: u64,
+    delivered: u64,
+    failed: u64,
+    latencies: Latencies,
+    elapsed: Duration,
+    /// Set when no bootstrap broker could be reached: the run stopped early.
+    unreachable: Option<ConnectionError>,
+}
+
+/// Produces `records` records with `send_detached`: each report goes to the `on_delivery`
+/// callback with the record's tag (here: when it was sent, in µs since the start), which counts
+/// it and its latency. The `on_event` callback watches for the cluster being unreachable.
 async fn produce(
     config: Config,
     topic: &str,
     records: u64,
-) -> Result<(u64, Vec<u32>, Duration), Box<dyn std::error::Error>> {
-    let producer = ProducerHandle::start(config)?;
-    let run_id = std::process::id();
-    let done = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let (lat_tx, mut lat_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
-    let progress = tokio::spawn(progress_bar(done.clone(), records));
-    let topic: Arc<str> = Arc::from(topic);
-
+) -> Result<Outcome, Box<dyn std::error::Error>> {
+    let counts = Arc::new(Counts::default());
+    let progress = Progress::start(
+        Display::auto(Duration::from_secs(5)),
+        Some(records),
+        counts.clone(),
+    );
+    let printer = progress.printer();
     let started = Instant::now();
-    for i in 0..records {
-        let mut value = format!("{run_id}:{i:010}:").into_bytes();
-        value.resize(VALUE_BYTES, b'x');
-        let sent_at = Instant::now();
-        let delivery = producer
-            .send(Record::new(topic.clone(), value))
-            .await
-            .map_err(|e| format!("send refused: {e}"))?;
-        let (done, failed, lat_tx) = (done.clone(), failed.clone(), lat_tx.clone());
-        tokio::spawn(async move {
-            if let Err(e) = delivery.await {
-                if failed.fetch_add(1, Ordering::Relaxed) < 5 {
-                    eprintln!("\nrecord {i} failed: {e}");
+    let latencies = Arc::new(Mutex::new(Latencies::new()));
+    let (down_tx, mut down_rx) = tokio::sync::watch::channel(None::<ConnectionError>);
+    let on_report = {
+        let (counts, latencies) = (counts.clone(), latencies.clone());
+        move |report: Report| {
+            let sent_at = Duration::from_micros(report.tag);
+            let latency = started.elapsed().saturating_sub(sent_at);
+            latencies.lock().unwrap().record(latency);
+            match report.result {
+                Ok(_) => counts.delivered.fetch_add(1, Ordering::Relaxed),
+                Err(e) => {
+                    if counts.failed.fetch_add(1, Ordering::Relaxed) < 5 {
+                        printer.suspend(|| eprintln!("a record failed: {e}"));
+                    }
+                    0
                 }
+            };
+        }
+    };
+    let on_event = move |e: &Event| {
+        if let Event::AllBrokersDown {
+            last_error,
+            cluster_reached: false,
+        } = e
+        {
+            down_tx.send_if_modified(|cause| cause.replace(last_error.clone()).is_none());
+        }
+    };
+    let producer = ProducerHandle::builder(config)
+        .on_delivery(on_report)
+        .on_event(on_event)
+        .start()?;
+    let run_id = std::process::id();
+    let topic: Arc<str> = Arc::from(topic);
+    let sending = async {
+        for i in 0..records {
+            let mut value = format!("{run_id}:{i:010}:").into_bytes();
+            value.resize(VALUE_BYTES, b'x');
+            let tag = started.elapsed().as_micros() as u64;
+            producer
+                .send_detached(Record::new(topic.clone(), value), tag)
+                .await
+                .map_err(|e| format!("send refused: {e}"))?;
+            counts.sent.fetch_add(1, Ordering::Relaxed);
+        }
+        producer.close().await;
+        Ok::<_, String>(())
+    };
+    let unreachable = tokio::select! {
+        sent = sending => {
+            sent?;
+            None
+        }
+        cause = async {
+            match down_rx.wait_for(Option::is_some).await {
+                Ok(cause) => cause.clone(),
+                // The producer ended (closed) without it: the sending branch finishes.
+                Err(_) => std::future::pending().await,
             }
-            let _ = lat_tx.send(sent_at.elapsed().as_micros().min(u32::MAX as u128) as u32);
-            done.fetch_add(1, Ordering::Relaxed);
-        });
-    }
-    drop(lat_tx);
-    let mut latencies = Vec::with_capacity(records as usize);
-    while let Some(l) = lat_rx.recv().await {
-        latencies.push(l);
-    }
+        } => cause,
+    };
     let elapsed = started.elapsed();
-    producer.close().await;
-    progress.await?;
-    Ok((failed.load(Ordering::Relaxed), latencies, elapsed))
-}
-
-/// Every `-X name=value` argument's `name=value`.
-fn settings(args: &[String]) -> Result<Vec<&str>, String> {
-    let mut out = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "-X" {
-            let v = it.next().ok_or("-X needs a name=value after it")?;
-            out.push(v.as_str());
-        }
-    }
-    Ok(out)
-}
-
-fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-}
-
-/// Redraws a progress bar on stderr until every record has its report.
-async fn progress_bar(done: Arc<AtomicU64>, total: u64) {
-    let started = Instant::now();
-    loop {
-        let n = done.load(Ordering::Relaxed);
-        let width = 40u64;
-        let filled = (n * width / total.max(1)) as usize;
-        let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        eprint!(
-            "\r[{}{}] {n}/{total} delivered ({rate:.0}/s)",
-            "#".repeat(filled),
-            " ".repeat(width as usize - filled)
-        );
-        let _ = std::io::stderr().flush();
-        if n >= total {
-            eprintln!();
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    progress.finish();
+    let (sent, delivered, failed) = counts.read();
+    let latencies = latencies.lock().unwrap().clone();
+    Ok(Outcome {
+        sent,
+        delivered,
+        failed,
+        latencies,
+        elapsed,
+        unreachable,
+    })
 }

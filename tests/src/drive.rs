@@ -85,9 +85,9 @@ impl Failure {
             Failure::Produce(ProduceError::Broker {
                 possibly_persisted, ..
             })
-            | Failure::Produce(ProduceError::DeliveryTimeout { possibly_persisted }) => {
-                *possibly_persisted
-            }
+            | Failure::Produce(ProduceError::DeliveryTimeout {
+                possibly_persisted, ..
+            }) => *possibly_persisted,
             Failure::Produce(ProduceError::Authentication {
                 possibly_persisted, ..
             }) => *possibly_persisted,

@@ -329,15 +329,26 @@ fn unreachable_config() -> Config {
 }
 
 /// The records of a producer that never reached its cluster fail with a delivery timeout that
-/// says they were certainly not written. (When they fail, `min(max_block, delivery_timeout)`,
-/// is the core's business: `producer-core`'s own tests check it in virtual time; a wall-clock
-/// bound here would only measure the machine's load.)
+/// says they were certainly not written, and names the refused connection (the bootstrap
+/// address and the OS error). (When they fail, `min(max_block, delivery_timeout)`, is the
+/// core's business: `producer-core`'s own tests check it in virtual time; a wall-clock bound
+/// here would only measure the machine's load.)
 fn assert_never_reached(error: &ProduceError) {
-    assert_eq!(
-        error,
-        &ProduceError::DeliveryTimeout {
-            possibly_persisted: false
-        }
+    let ProduceError::DeliveryTimeout {
+        possibly_persisted: false,
+        last_connection_error: Some(cause),
+    } = error
+    else {
+        panic!("expected a delivery timeout naming the connection error, got {error:?}");
+    };
+    assert_eq!(cause.kind, std::io::ErrorKind::ConnectionRefused, "{cause}");
+    assert_eq!(cause.node_id, -1, "{cause}");
+    assert!(!cause.established, "{cause}");
+    assert!(cause.address.starts_with("127.0.0.1:"), "{cause}");
+    let shown = error.to_string();
+    assert!(
+        shown.contains(&cause.address) && shown.contains("refused"),
+        "the message names the address and the refusal: {shown}"
     );
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::connection::{ConnState, Connection};
-use crate::types::ConnId;
+use crate::types::{ConnId, ConnectionError};
 
 /// A broker the producer may connect to: a node from metadata, or a bootstrap address.
 #[derive(Debug)]
@@ -30,6 +30,8 @@ pub(crate) struct BrokerSlot {
     pub(crate) failures: u32,
     /// Round-robin start for the next request, so no partition starves.
     pub(crate) drain_index: usize,
+    /// Why its last connection failed, until a connection to it is ready again.
+    last_error: Option<Box<ConnectionError>>,
 }
 
 impl BrokerSlot {
@@ -46,6 +48,7 @@ impl BrokerSlot {
             reconnect_at: None,
             failures: 0,
             drain_index: 0,
+            last_error: None,
         }
     }
 
@@ -61,11 +64,35 @@ impl BrokerSlot {
         self.reconnect_at.is_none_or(|t| t <= now)
     }
 
-    /// The connection succeeded in negotiating: the reconnect backoff starts over.
-    pub(crate) fn connection_ready(&mut self) {
+    /// The connection succeeded in negotiating: the reconnect backoff starts over, and its
+    /// last connection error is forgotten.
+    fn connection_ready(&mut self) {
         self.failures = 0;
         self.reconnect_at = None;
+        self.last_error = None;
     }
+
+    /// `host:port`, with an IPv6 literal in brackets.
+    pub(crate) fn address(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// What [`Brokers::count_failure`] concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureOutcome {
+    /// Other connections are up or on their way, or this episode was reported already.
+    Counted,
+    /// No connection is up or being set up: report that every broker is down (once per
+    /// episode).
+    AllDown {
+        /// Some connection was ready at some point.
+        cluster_reached: bool,
+    },
 }
 
 /// Every broker slot, by slot number (bootstrap addresses first, then nodes as metadata names
@@ -77,6 +104,12 @@ pub(crate) struct Brokers {
     dirty: Vec<u32>,
     /// Bootstrap slot to try next when no broker is reachable.
     next_bootstrap: usize,
+    /// The latest connection failure of any slot.
+    latest_error: Option<Box<ConnectionError>>,
+    /// Some connection was ready at some point.
+    ever_ready: bool,
+    /// "Every broker is down" was reported, and no connection has been ready since.
+    all_down_reported: bool,
 }
 
 impl Brokers {
@@ -90,6 +123,9 @@ impl Brokers {
             by_node: HashMap::new(),
             dirty: Vec::new(),
             next_bootstrap: 0,
+            latest_error: None,
+            ever_ready: false,
+            all_down_reported: false,
         }
     }
 
@@ -178,14 +214,54 @@ impl Brokers {
         }
     }
 
-    /// A connection failed: the slot counts the failure and, for a bootstrap address, the next
-    /// attempt goes to the next bootstrap address.
-    pub(crate) fn count_failure(&mut self, slot: u32) {
+    /// A connection failed with `error` (its connection already taken out of the slot): the
+    /// slot counts the failure and remembers why and, for a bootstrap address, the next attempt
+    /// goes to the next bootstrap address. `was_ready`: the connection had been usable (its
+    /// loss alone does not mean the brokers are down: an idle connection closed by the broker).
+    pub(crate) fn count_failure(
+        &mut self,
+        slot: u32,
+        error: ConnectionError,
+        was_ready: bool,
+    ) -> FailureOutcome {
+        let error = Box::new(error);
         let b = &mut self.slots[slot as usize];
         b.failures += 1;
+        b.last_error = Some(error.clone());
         if b.node_id < 0 {
             self.next_bootstrap += 1;
         }
+        self.latest_error = Some(error);
+        let none_left = self.slots.iter().all(|b| b.conn.is_none());
+        if was_ready || !none_left || self.all_down_reported {
+            return FailureOutcome::Counted;
+        }
+        self.all_down_reported = true;
+        FailureOutcome::AllDown {
+            cluster_reached: self.ever_ready,
+        }
+    }
+
+    /// A connection of `slot` is ready (set up, authenticated): its backoff and last error are
+    /// forgotten, and a later loss of every broker is a new episode.
+    pub(crate) fn connection_ready(&mut self, slot: u32) {
+        self.slots[slot as usize].connection_ready();
+        self.ever_ready = true;
+        self.all_down_reported = false;
+    }
+
+    /// The connection error to name when a record of a partition led by `leader` times out:
+    /// that broker's last failure if metadata names it (none if it connected since); for a
+    /// partition without a known leader, the latest failure of any connection, unless some
+    /// connection is ready now.
+    pub(crate) fn error_for(&self, leader: i32) -> Option<Box<ConnectionError>> {
+        if let Some(slot) = self.slot_of_node(leader) {
+            return self.slots[slot as usize].last_error.clone();
+        }
+        if self.slots.iter().any(BrokerSlot::is_ready) {
+            return None;
+        }
+        self.latest_error.clone()
     }
 
     /// Marks a slot as having something to send; true when it was not marked yet.

@@ -79,6 +79,6 @@ pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
 pub use types::{
-    ConnId, Delivery, DeliveryFailure, Event, Output, ProduceError, Record, RecordMetadata,
-    SendError, SendErrorReason,
+    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError, Record,
+    RecordMetadata, SendError, SendErrorReason,
 };

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::batch::{Batch, BatchState, OpenBatch, Unreported};
-use crate::types::{ConnId, ProduceError};
+use crate::types::{ConnId, ConnectionError, ProduceError};
 
 /// The sequence after `count` records from `seq`, wrapping from `i32::MAX` to 0 as Kafka does.
 pub(crate) fn next_sequence(seq: i32, count: i32) -> i32 {
@@ -368,10 +368,12 @@ impl<T> PartitionQueue<T> {
     /// failed batch behind the others, so its reports still come after theirs (only if it
     /// cannot be closed are its records returned, to be reported at once). Also returns the
     /// next deadline to arm, if any batch is still younger.
+    /// `connection_error` is what each expired batch's [`ProduceError::DeliveryTimeout`] names.
     pub(crate) fn expire(
         &mut self,
         now: Instant,
         timeout: Duration,
+        connection_error: Option<Box<ConnectionError>>,
     ) -> (Option<Unreported<T>>, Option<Instant>) {
         let mut next_deadline = None;
         for i in 0..self.batches.len() {
@@ -384,7 +386,10 @@ impl<T> PartitionQueue<T> {
                 BatchState::Ready => {
                     let was_sent = i < self.sent;
                     let possibly_persisted = b.possibly_persisted();
-                    b.finish(Err(ProduceError::DeliveryTimeout { possibly_persisted }));
+                    b.finish(Err(ProduceError::DeliveryTimeout {
+                        possibly_persisted,
+                        last_connection_error: connection_error.clone(),
+                    }));
                     if was_sent {
                         // A hole (or a possible duplicate) in the sequence: restart it.
                         let id = b.id();
@@ -411,6 +416,7 @@ impl<T> PartitionQueue<T> {
         if let Some(open) = self.open.take_if(|_| open_expired) {
             let error = ProduceError::DeliveryTimeout {
                 possibly_persisted: false,
+                last_connection_error: connection_error,
             };
             match open.into_failed(error) {
                 Ok(batch) => {

@@ -318,7 +318,17 @@ impl Config {
     /// A configuration from the text of a `.properties` file: `name=value` (or `name: value`)
     /// lines; blank lines and lines starting with `#` or `!` are skipped. Errors name the line.
     pub fn from_properties_text(text: &str) -> Result<Config, PropertyError> {
-        let mut b = Config::builder(Vec::<(String, u16)>::new());
+        Ok(Config::builder(Vec::<(String, u16)>::new())
+            .set_properties_text(text)?
+            .build()?)
+    }
+}
+
+impl ConfigBuilder {
+    /// Applies every setting of the text of a `.properties` file, as
+    /// [`Config::from_properties_text`] reads it. When to call it: while building, before or
+    /// after other settings (later ones win: a file first, then command-line overrides).
+    pub fn set_properties_text(mut self, text: &str) -> Result<Self, PropertyError> {
         for (n, line) in text.lines().enumerate() {
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') || t.starts_with('!') {
@@ -330,9 +340,9 @@ impl Config {
                     text: line.to_string(),
                 });
             };
-            b = b.set(&t[..i], &t[i + 1..])?;
+            self = self.set(&t[..i], &t[i + 1..])?;
         }
-        Ok(b.build()?)
+        Ok(self)
     }
 }
 

@@ -191,6 +191,22 @@ pub enum Event {
     },
     /// The producer hit a fatal error; every record fails, `send` refuses new ones.
     Fatal(ProduceError),
+    /// A connection failed before it became ready (refused, timed out, not resolved, closed
+    /// or refused authentication during its setup) while no other connection was up or being
+    /// set up: no broker can be reached at the moment (librdkafka's `ALL_BROKERS_DOWN`). (A
+    /// ready connection that is lost, an idle one the broker closed, is not such a failure:
+    /// the reconnect that follows may be.) Emitted once per such
+    /// episode, again only after some connection has become ready in between. The producer
+    /// goes on retrying with reconnect backoff and records keep their delivery timeout; an
+    /// application may stop early instead, above all when `cluster_reached` is false (the
+    /// bootstrap addresses are wrong, closed or firewalled).
+    AllBrokersDown {
+        /// The failure that made it so.
+        last_error: ConnectionError,
+        /// Whether any connection of this producer was ever ready (false: the cluster was
+        /// never reached).
+        cluster_reached: bool,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
 }
@@ -304,11 +320,19 @@ pub enum ProduceError {
         /// connection, or was answered with an "unsure" error) before this error came.
         possibly_persisted: bool,
     },
-    /// `delivery_timeout` passed before the record was acknowledged.
-    #[error("delivery timeout expired{}", if *possibly_persisted { " (the record may have been written)" } else { "" })]
+    /// `delivery_timeout` passed before the record was acknowledged (or, for a record waiting
+    /// for its topic's metadata while no broker was ever reached, `max_block`).
+    #[error("delivery timeout expired{}{}",
+        if *possibly_persisted { " (the record may have been written)" } else { "" },
+        last_connection_error.as_deref().map(|e| format!("; last connection error: {e}")).unwrap_or_default())]
     DeliveryTimeout {
         /// The record may have been written before the time ran out.
         possibly_persisted: bool,
+        /// Why the network was the likely cause, when it was: the last failure of a connection
+        /// to the partition's leader (or, for a record with no leader known, the latest failure
+        /// of any connection while none was up), unless that broker connected successfully
+        /// since. `None` when the connections were fine (a slow or throttling broker).
+        last_connection_error: Option<Box<ConnectionError>>,
     },
     /// The topic's metadata did not arrive within `max_block`, or the broker says it does not exist.
     #[error("unknown topic")]
@@ -351,6 +375,52 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+}
+
+/// A connection that failed: the broker it was for and why, as the driver reported it (an OS
+/// error such as a refused connection, a name that did not resolve, the peer closing) or as the
+/// producer decided it (no answer within `request_timeout`, bytes that are not Kafka's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} {address} ({}): {reason}",
+    if *established { "connection lost to" } else { "cannot connect to" },
+    if *node_id < 0 { "bootstrap".to_string() } else { format!("broker {node_id}") })]
+#[non_exhaustive]
+pub struct ConnectionError {
+    /// The broker's node id, or -1 for a bootstrap address.
+    pub node_id: i32,
+    /// `host:port` as the producer asked the driver to connect to it.
+    pub address: String,
+    /// What kind of failure: the OS error's kind (`ConnectionRefused`, `TimedOut`, ...), as the
+    /// driver reported it; `TimedOut` when `request_timeout` ended it, `InvalidData` for bytes
+    /// that could not be read as Kafka responses.
+    pub kind: std::io::ErrorKind,
+    /// The driver's message (for an OS error, with its number: "Connection refused (os error
+    /// 111)"), or the producer's own.
+    pub reason: String,
+    /// Whether the connection had been established before it failed (false: the attempt to
+    /// connect itself failed).
+    pub established: bool,
+}
+
+impl ConnectionError {
+    /// A connection error for `address`: for a driver or test double that reports one on the
+    /// core's behalf.
+    #[must_use]
+    pub fn new(
+        node_id: i32,
+        address: impl Into<String>,
+        kind: std::io::ErrorKind,
+        reason: impl Into<String>,
+        established: bool,
+    ) -> Self {
+        ConnectionError {
+            node_id,
+            address: address.into(),
+            kind,
+            reason: reason.into(),
+            established,
+        }
+    }
 }
 
 /// `send` refused a record; the record and its opaque value come back.

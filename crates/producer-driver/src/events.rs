@@ -22,6 +22,14 @@ pub fn log_event(event: &Event) {
             warn!(%topic, partition, producer_id, epoch, "partition bumped its epoch; sequence restarts at 0")
         }
         Event::Fatal(err) => error!(error = %err, "producer failed; every record fails"),
+        Event::AllBrokersDown {
+            last_error,
+            cluster_reached,
+        } => warn!(
+            error = %last_error,
+            cluster_reached,
+            "no broker can be reached; retrying with reconnect backoff"
+        ),
         Event::BrokerReady { node_id } => info!(node_id, "broker connection ready"),
         Event::ProducerId { producer_id, epoch } => {
             info!(producer_id, epoch, "producer id assigned")

@@ -99,6 +99,19 @@ impl fmt::Display for ConnectFailure {
     }
 }
 
+impl ConnectFailure {
+    /// As the I/O error the core is told of.
+    pub(crate) fn into_io(self) -> io::Error {
+        match self {
+            ConnectFailure::Error(e) => e,
+            ConnectFailure::HungUp => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "hang-up before the connection was established",
+            ),
+        }
+    }
+}
+
 /// Reads the outcome of a non-blocking connect after a readiness `event` for its socket.
 pub(crate) fn connect_progress(stream: &TcpStream, event: &MioEvent) -> ConnectProgress {
     let outcome = match stream.take_error() {

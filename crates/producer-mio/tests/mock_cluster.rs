@@ -354,6 +354,17 @@ fn unreachable_run(host: &str) {
             failure.error
         );
         eprintln!("{host}: {}", failure.error);
+        if let ProduceError::DeliveryTimeout {
+            last_connection_error,
+            ..
+        } = &failure.error
+        {
+            // Refused, timed out or not resolved: the timeout says which, and where.
+            let cause = last_connection_error
+                .as_ref()
+                .expect("a timeout of a cluster never reached names the connection error");
+            assert_eq!(cause.address, format!("{host}:1"), "{cause}");
+        }
         assert_eq!(
             failure.record, records[d.opaque],
             "the record comes back unchanged"

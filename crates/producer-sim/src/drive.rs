@@ -123,7 +123,13 @@ impl<T> Harness<T> {
             NetEvent::ConnectFailed(sim) => {
                 if let Some(c) = self.to_core.remove(&sim) {
                     self.to_sim.remove(&c);
-                    self.producer.handle_connect_failed(now, c);
+                    // The simulated network refuses a connection to an address where no
+                    // broker listens or a stopped one, as a closed port does.
+                    let reason = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        "connection refused (simulated: no broker listening)",
+                    );
+                    self.producer.handle_connect_failed(now, c, reason);
                 }
             }
             NetEvent::Data(sim, bytes) => {
@@ -134,7 +140,11 @@ impl<T> Harness<T> {
             NetEvent::Closed(sim) => {
                 if let Some(c) = self.to_core.remove(&sim) {
                     self.to_sim.remove(&c);
-                    self.producer.handle_disconnected(now, c);
+                    let reason = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "connection reset (simulated: closed by the broker)",
+                    );
+                    self.producer.handle_disconnected(now, c, reason);
                 }
             }
         }

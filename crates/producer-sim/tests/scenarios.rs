@@ -5,7 +5,9 @@ mod support;
 
 use std::time::Duration;
 
-use producer_core::{Acks, Compression, Config, ProduceError, Producer, Record, SendErrorReason};
+use producer_core::{
+    Acks, Compression, Config, Event, ProduceError, Producer, Record, SendErrorReason,
+};
 use producer_sim::drive::Harness;
 use producer_sim::{InjectedError, SimConfig, API_PRODUCE};
 use support::run::*;
@@ -722,12 +724,16 @@ fn records_for_an_unreachable_cluster_fail_with_the_delivery_timeout() {
     assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
     check_run(&h, &sent, &[("t", 1)], true);
     for r in reports(&h).values() {
-        assert_eq!(
-            r,
-            &Err(ProduceError::DeliveryTimeout {
-                possibly_persisted: false
-            })
-        );
+        // The broker's address was refused on every attempt: the timeout names that.
+        match r {
+            Err(ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+                last_connection_error: Some(e),
+            }) => assert_eq!(e.kind, std::io::ErrorKind::ConnectionRefused, "{e}"),
+            other => {
+                panic!("expected a delivery timeout naming the refused connection, got {other:?}")
+            }
+        }
     }
 }
 
@@ -881,4 +887,135 @@ fn records_held_for_metadata_count_their_whole_cost() {
     assert_eq!(h.deliveries.len() as u64, accepted);
     assert!(h.deliveries.iter().all(|d| d.result.is_ok()));
     assert_eq!(h.producer.buffered_bytes(), 0);
+}
+
+/// The events a harness collected that say every broker is down.
+fn all_brokers_down(h: &Harness<u64>) -> Vec<(producer_core::ConnectionError, bool)> {
+    h.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AllBrokersDown {
+                last_error,
+                cluster_reached,
+            } => Some((last_error.clone(), *cluster_reached)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A bootstrap address where nothing listens: the first refused attempt is reported at once
+/// as every broker being down, with the cluster never reached and the refusal named (once,
+/// although the producer goes on retrying), and every record's delivery timeout names the
+/// refused address instead of only saying that time ran out.
+#[test]
+fn a_refused_bootstrap_is_reported_as_all_brokers_down_and_named_by_every_timeout() {
+    let cluster = cluster(1, &[("t", 1)], 28);
+    let now = cluster.now();
+    let config = Config::builder([("nobody-listens", 9092)])
+        .request_timeout(Duration::from_secs(1))
+        .delivery_timeout(Duration::from_secs(2))
+        .max_block(Duration::from_secs(2))
+        .reconnect_backoff(Duration::from_millis(50))
+        .reconnect_backoff_max(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let mut h = Harness::new(Producer::new(config, now), cluster, now);
+    let sent = send_many(&mut h, &["t"], 0, 20, false);
+    assert!(h.run_until(secs(1), |h| !all_brokers_down(h).is_empty()));
+    assert!(
+        h.deliveries.is_empty(),
+        "the event comes before any record fails: an application can stop early on it"
+    );
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    check_run(&h, &sent, &[("t", 1)], true);
+    let down = all_brokers_down(&h);
+    assert!(
+        h.producer.stats().disconnects > 2,
+        "the producer went on retrying"
+    );
+    assert_eq!(down.len(), 1, "one report per episode: {down:?}");
+    let (cause, cluster_reached) = &down[0];
+    assert!(!cluster_reached);
+    assert_eq!(
+        (
+            cause.node_id,
+            cause.address.as_str(),
+            cause.kind,
+            cause.established
+        ),
+        (
+            -1,
+            "nobody-listens:9092",
+            std::io::ErrorKind::ConnectionRefused,
+            false
+        )
+    );
+    assert_eq!(
+        cause.to_string(),
+        "cannot connect to nobody-listens:9092 (bootstrap): connection refused (simulated: no broker listening)"
+    );
+    for (id, r) in reports(&h) {
+        let Err(ProduceError::DeliveryTimeout {
+            possibly_persisted: false,
+            last_connection_error: Some(e),
+        }) = &r
+        else {
+            panic!("record {id}: expected a timeout naming the refused connection, got {r:?}");
+        };
+        assert_eq!(**e, *cause, "record {id}");
+        let shown = r.unwrap_err().to_string();
+        assert!(
+            shown.starts_with("delivery timeout expired; last connection error: cannot connect to nobody-listens:9092"),
+            "{shown}"
+        );
+    }
+}
+
+/// A cluster that was reached and then went down: every broker being down is reported with
+/// `cluster_reached` (the application should usually wait: brokers come back), the records
+/// that time out name the leader's lost connection, and once the broker is back and a
+/// connection is ready, a new outage is a new episode.
+#[test]
+fn all_brokers_down_after_the_cluster_was_reached_is_one_episode_per_outage() {
+    let mut h = harness(cluster(1, &[("t", 1)], 29), |b| {
+        b.delivery_timeout(Duration::from_millis(1500))
+            .request_timeout(Duration::from_millis(1000))
+            .reconnect_backoff(Duration::from_millis(50))
+            .reconnect_backoff_max(Duration::from_millis(200))
+    });
+    let first = send_many(&mut h, &["t"], 0, 5, false);
+    assert!(h.run_until(secs(5), |h| h.deliveries.len() == 5));
+    assert!(
+        all_brokers_down(&h).is_empty(),
+        "a healthy cluster is not down"
+    );
+    h.cluster.stop_broker(1, h.now).unwrap();
+    let second = send_many(&mut h, &["t"], 5, 5, false);
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    let down = all_brokers_down(&h);
+    assert_eq!(down.len(), 1, "{down:?}");
+    assert!(down[0].1, "the cluster had been reached");
+    assert_eq!(down[0].0.kind, std::io::ErrorKind::ConnectionRefused);
+    let r = reports(&h);
+    for s in &second {
+        match &r[&s.id] {
+            Err(ProduceError::DeliveryTimeout {
+                last_connection_error: Some(e),
+                ..
+            }) => assert_eq!(e.node_id, 1, "the leader's connection is named: {e}"),
+            other => panic!("record {}: {other:?}", s.id),
+        }
+    }
+    for s in &first {
+        assert!(r[&s.id].is_ok());
+    }
+    // Back, reached again, down again: a second episode.
+    h.cluster.start_broker(1).unwrap();
+    let third = send_many(&mut h, &["t"], 10, 1, false);
+    assert!(h.run_until(secs(10), |h| h.deliveries.len() == 11));
+    assert!(reports(&h)[&third[0].id].is_ok());
+    h.cluster.stop_broker(1, h.now).unwrap();
+    send_many(&mut h, &["t"], 11, 1, false);
+    assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
+    assert_eq!(all_brokers_down(&h).len(), 2);
 }

@@ -26,6 +26,8 @@ pub(crate) struct Settings {
     pub(crate) read_buffer: usize,
     pub(crate) write_backlog: usize,
     pub(crate) on_delivery: Option<OnDelivery>,
+    /// Receives every core event.
+    pub(crate) on_event: Option<crate::builder::OnEvent>,
     /// TLS for every connection (`SSL`, `SASL_SSL`).
     pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
     /// The OAUTHBEARER token provider, if any.
@@ -52,6 +54,7 @@ pub(crate) fn spawn(
         shared: shared.clone(),
         flushes: FlushTracker::default(),
         on_delivery: settings.on_delivery,
+        on_event: settings.on_event,
         close_waiters: Vec::new(),
         reflush: false,
         read_buffer: settings.read_buffer,
@@ -121,6 +124,8 @@ struct Actor {
     flushes: FlushTracker<oneshot::Sender<()>>,
     /// Receives the reports of detached records.
     on_delivery: Option<OnDelivery>,
+    /// Receives every core event.
+    on_event: Option<crate::builder::OnEvent>,
     close_waiters: Vec<oneshot::Sender<()>>,
     /// Metadata arrived while a flush is pending: flush the core again.
     reflush: bool,
@@ -332,9 +337,9 @@ impl Actor {
                 }
                 self.core.handle_connected(t, conn)
             }
-            Net::ConnectFailed(conn) => {
+            Net::ConnectFailed(conn, reason) => {
                 self.remove_conn(conn);
-                self.core.handle_connect_failed(t, conn);
+                self.core.handle_connect_failed(t, conn, reason);
             }
             Net::Token(token) => self.core.handle_token(t, token),
             Net::TlsFailed(conn, reason) => {
@@ -351,9 +356,9 @@ impl Actor {
                     }
                 }
             }
-            Net::Closed(conn) => {
+            Net::Closed(conn, reason) => {
                 self.remove_conn(conn);
-                self.core.handle_disconnected(t, conn);
+                self.core.handle_disconnected(t, conn, reason);
             }
         }
     }
@@ -391,6 +396,9 @@ impl Actor {
                         self.reflush = true;
                     }
                     log_event(&e);
+                    if let Some(f) = &self.on_event {
+                        (f.0)(&e);
+                    }
                 }
             }
         }

@@ -2,7 +2,9 @@
 
 use std::future::Future;
 
-use producer_core::{Config, OAuthToken};
+use std::sync::Arc;
+
+use producer_core::{Config, Event, OAuthToken};
 
 use crate::actor::{self, Settings};
 use crate::delivery::{OnDelivery, Report};
@@ -21,6 +23,7 @@ pub struct ProducerBuilder {
     read_buffer: usize,
     write_backlog: Option<usize>,
     on_delivery: Option<OnDelivery>,
+    on_event: Option<OnEvent>,
     token_provider: Option<TokenProvider>,
 }
 
@@ -34,6 +37,7 @@ impl ProducerBuilder {
             read_buffer: 64 * 1024,
             write_backlog: None,
             on_delivery: None,
+            on_event: None,
             token_provider: None,
         }
     }
@@ -53,6 +57,18 @@ impl ProducerBuilder {
         F: Fn(Report) + Send + Sync + 'static,
     {
         self.on_delivery = Some(OnDelivery::new(f));
+        self
+    }
+
+    /// The callback that receives every [`Event`] of the producer (they are logged with
+    /// `tracing` either way): to watch for [`Event::AllBrokersDown`] and stop early when the
+    /// cluster cannot be reached, or [`Event::Fatal`]. It runs **on the producer task**, in the
+    /// order the events happen; keep it short and non-blocking (forward to a channel).
+    pub fn on_event<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Event) + Send + Sync + 'static,
+    {
+        self.on_event = Some(OnEvent(Arc::new(f)));
         self
     }
 
@@ -131,9 +147,20 @@ impl ProducerBuilder {
             read_buffer: self.read_buffer,
             write_backlog,
             on_delivery: self.on_delivery,
+            on_event: self.on_event,
             tls,
             token_provider: self.token_provider,
         };
         Ok(actor::spawn(&runtime, config, settings))
+    }
+}
+
+/// The callback of [`ProducerBuilder::on_event`].
+#[derive(Clone)]
+pub(crate) struct OnEvent(pub(crate) Arc<dyn Fn(&Event) + Send + Sync>);
+
+impl std::fmt::Debug for OnEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnEvent(..)")
     }
 }

@@ -20,7 +20,8 @@ pub(crate) enum Net {
     /// The OAUTHBEARER token provider's answer.
     Token(crate::token::TokenResult),
     Connected(ConnId),
-    ConnectFailed(ConnId),
+    /// The connection attempt failed (the OS error of the last address tried).
+    ConnectFailed(ConnId, io::Error),
     /// The TLS handshake failed, or the broker's first TLS record was a fatal alert (as a TLS
     /// 1.3 server sends after the handshake when it rejects the client's certificate); the
     /// reason is rustls' text.
@@ -28,7 +29,9 @@ pub(crate) enum Net {
     Data(ConnId, Bytes),
     /// The connection's write backlog fell back under the limit.
     Drained(ConnId),
-    Closed(ConnId),
+    /// The established connection was lost: the I/O error, or `UnexpectedEof` when the peer
+    /// closed it.
+    Closed(ConnId, io::Error),
 }
 
 /// What a connection task owns.
@@ -75,7 +78,7 @@ impl ConnIo {
             Ok(s) => s,
             Err(e) => {
                 warn!(conn = id, %host, port, error = %e, "connection failed");
-                let _ = self.net.send(Net::ConnectFailed(conn)).await;
+                let _ = self.net.send(Net::ConnectFailed(conn, e)).await;
                 return;
             }
         };
@@ -110,11 +113,12 @@ impl ConnIo {
             }
             End::Lost(Some(e)) => {
                 info!(conn = id, %host, port, error = %e, "connection lost");
-                Net::Closed(conn)
+                Net::Closed(conn, e)
             }
             End::Lost(None) => {
                 info!(conn = id, %host, port, "connection closed by the peer");
-                Net::Closed(conn)
+                let e = io::Error::new(io::ErrorKind::UnexpectedEof, "closed by the broker");
+                Net::Closed(conn, e)
             }
             End::Tls(reason) => {
                 warn!(conn = id, %host, port, %reason, "TLS handshake failed");

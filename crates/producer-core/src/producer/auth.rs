@@ -335,7 +335,8 @@ impl<T> Producer<T> {
                 error: error.clone(),
             }));
         self.fail_waiting_records(&error);
-        self.connection_lost(conn, true);
+        let reason = format!("authentication failed: {error}");
+        self.connection_lost(conn, true, std::io::ErrorKind::PermissionDenied, reason);
     }
 
     /// [`Producer::handle_tls_failed`]: as an authentication failure, except that the driver
@@ -349,7 +350,8 @@ impl<T> Producer<T> {
                 error: error.clone(),
             }));
         self.fail_waiting_records(&error);
-        self.connection_lost(conn, false);
+        let reason = error.to_string();
+        self.connection_lost(conn, false, std::io::ErrorKind::InvalidData, reason);
     }
 
     /// Fails every record that is not in flight with `error`: held for metadata, or in a

@@ -9,7 +9,10 @@ use crate::protocol::header::peek_correlation_id;
 use crate::protocol::produce::ProduceResponse;
 use crate::protocol::{encode_request, parse_response_header, ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
-use crate::types::{ConnId, Event, Output, ProduceError};
+use std::io::ErrorKind;
+
+use crate::brokers::FailureOutcome;
+use crate::types::{ConnId, ConnectionError, Event, Output, ProduceError};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -145,9 +148,8 @@ impl<T> Producer<T> {
     /// `conn` finished its setup (ApiVersions, and authentication with SASL): its broker's
     /// reconnect backoff starts over, and it may send.
     pub(super) fn connection_usable(&mut self, conn: ConnId) {
-        let b = self.brokers.slot_mut(conn.slot);
-        b.connection_ready();
-        let node_id = b.node_id;
+        self.brokers.connection_ready(conn.slot);
+        let node_id = self.brokers.slot(conn.slot).node_id;
         self.outputs
             .push_back(Output::Event(Event::BrokerReady { node_id }));
         self.mark_broker_dirty(conn.slot);
@@ -170,9 +172,10 @@ impl<T> Producer<T> {
                     }
                 }
                 Ok(None) => return,
-                Err(_) => {
+                Err(e) => {
                     self.stats.malformed_responses += 1;
-                    self.connection_lost(conn, true);
+                    let reason = format!("unreadable response frame: {e}");
+                    self.connection_lost(conn, true, ErrorKind::InvalidData, reason);
                     return;
                 }
             }
@@ -195,7 +198,9 @@ impl<T> Producer<T> {
         }
         if expected.is_none() || got != expected {
             self.stats.malformed_responses += 1;
-            self.connection_lost(conn, true);
+            let reason =
+                format!("response with correlation id {got:?} where {expected:?} was expected");
+            self.connection_lost(conn, true, ErrorKind::InvalidData, reason);
             return false;
         }
         let Some(req) = c.inflight.pop_front() else {
@@ -227,7 +232,8 @@ impl<T> Producer<T> {
         };
         if !ok {
             self.stats.malformed_responses += 1;
-            self.connection_lost(conn, true);
+            let reason = format!("unusable {:?} v{} response", req.api, req.version);
+            self.connection_lost(conn, true, ErrorKind::InvalidData, reason);
             return false;
         }
         let alive = self.brokers.conn(conn).is_some();
@@ -243,18 +249,27 @@ impl<T> Producer<T> {
     /// connection redoes it) and the connection is closed.
     fn malformed(&mut self, conn: ConnId, req: InFlightRequest) -> bool {
         self.stats.malformed_responses += 1;
+        let reason = format!("malformed {:?} v{} response", req.api, req.version);
         if let Some(c) = self.brokers.slot_mut(conn.slot).conn.as_mut() {
             c.inflight.push_front(req);
         }
-        self.connection_lost(conn, true);
+        self.connection_lost(conn, true, ErrorKind::InvalidData, reason);
         false
     }
 
     /// Drops a connection: each request in flight on it goes back to its concern (batches are
     /// retried as possibly written, control requests are redone), metadata is refreshed and a
     /// reconnect is scheduled. `ours` says the producer decided it (timeout, bad bytes), so the
-    /// driver must be told.
-    pub(super) fn connection_lost(&mut self, conn: ConnId, ours: bool) {
+    /// driver must be told. `kind` and `reason` say why; the broker remembers them as its last
+    /// connection error (named by the delivery timeouts of its records), and when no connection
+    /// is left, [`Event::AllBrokersDown`] reports them.
+    pub(super) fn connection_lost(
+        &mut self,
+        conn: ConnId,
+        ours: bool,
+        kind: ErrorKind,
+        reason: String,
+    ) {
         let slot = conn.slot;
         let Some(c) = self.brokers.take_conn(conn) else {
             return;
@@ -263,8 +278,18 @@ impl<T> Producer<T> {
             self.outputs.push_back(Output::Disconnect { conn });
         }
         let was_ready = matches!(c.state, ConnState::Ready | ConnState::Reauthenticating);
+        let established = c.state != ConnState::Connecting;
         self.stats.disconnects += 1;
-        self.brokers.count_failure(slot);
+        let b = self.brokers.slot(slot);
+        let error = ConnectionError::new(b.node_id, b.address(), kind, reason, established);
+        if let FailureOutcome::AllDown { cluster_reached } =
+            self.brokers.count_failure(slot, error.clone(), was_ready)
+        {
+            self.outputs.push_back(Output::Event(Event::AllBrokersDown {
+                last_error: error,
+                cluster_reached,
+            }));
+        }
         self.schedule_reconnect(slot);
         for req in c.inflight {
             match req.kind {
@@ -316,7 +341,18 @@ impl<T> Producer<T> {
         };
         if started + timeout <= now {
             let id = c.id;
-            self.connection_lost(id, true);
+            let reason = if c.state == ConnState::Connecting {
+                format!(
+                    "not connected within request.timeout.ms ({} ms)",
+                    timeout.as_millis()
+                )
+            } else {
+                format!(
+                    "no answer within request.timeout.ms ({} ms)",
+                    timeout.as_millis()
+                )
+            };
+            self.connection_lost(id, true, ErrorKind::TimedOut, reason);
         } else {
             self.timers
                 .arm(started + timeout, TimerKind::Request { slot });

@@ -169,6 +169,7 @@ impl<T> Producer<T> {
         } else {
             ProduceError::DeliveryTimeout {
                 possibly_persisted: false,
+                last_connection_error: self.brokers.error_for(-1),
             }
         };
         let t = self.topics.get_mut(topic);

@@ -249,11 +249,20 @@ impl<T> Producer<T> {
         self.connection_established(conn);
     }
 
-    /// The driver could not connect `conn` (refused, unreachable, name not resolved).
-    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId) {
+    /// The driver could not connect `conn` (refused, unreachable, name not resolved, every
+    /// address of the name tried), for `reason`: the OS error of the last attempt, as the
+    /// driver got it (`std::io::Error::other(..)` or `io::Error::new(kind, ..)` for a failure
+    /// of its own, such as a name that resolved to no address). Call it instead of
+    /// [`Producer::handle_connected`]; the driver has nothing to close.
+    ///
+    /// After it, the broker backs off before the next attempt; `reason` becomes the broker's
+    /// last connection error, named by [`ProduceError::DeliveryTimeout`] for its records until
+    /// a connection to it is ready again, and [`crate::Event::AllBrokersDown`] is emitted when
+    /// no other connection is up or being set up.
+    pub fn handle_connect_failed(&mut self, now: Instant, conn: ConnId, reason: std::io::Error) {
         self.touch(now);
         if self.brokers.conn(conn).is_some() {
-            self.connection_lost(conn, false);
+            self.connection_lost(conn, false, reason.kind(), reason.to_string());
         }
     }
 
@@ -270,12 +279,19 @@ impl<T> Producer<T> {
         }
     }
 
-    /// The connection `conn` was closed by the peer or failed. Batches in flight on it are
-    /// retried as possibly written.
-    pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId) {
+    /// The established connection `conn` was closed by the peer or failed, for `reason`: the
+    /// OS error of the read or write that failed, or `io::ErrorKind::UnexpectedEof` for a peer
+    /// that closed it. The driver has closed its socket already (no [`Output::Disconnect`]
+    /// follows).
+    ///
+    /// After it, batches in flight on it are retried as possibly written, requests of the
+    /// connection's setup start over on the next connection (after the reconnect backoff), and
+    /// `reason` becomes the broker's last connection error as for
+    /// [`Producer::handle_connect_failed`].
+    pub fn handle_disconnected(&mut self, now: Instant, conn: ConnId, reason: std::io::Error) {
         self.touch(now);
         if self.brokers.conn(conn).is_some() {
-            self.connection_lost(conn, false);
+            self.connection_lost(conn, false, reason.kind(), reason.to_string());
         }
     }
 

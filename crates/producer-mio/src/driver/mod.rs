@@ -2,6 +2,7 @@
 //! `mio::Registry`.
 
 use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -395,15 +396,17 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             match r.result {
                 Ok(addrs) if !addrs.is_empty() => {
                     tracing::debug!(host = %s.host, port = s.port, ?addrs, "resolved");
-                    self.connect_next(now, r.key, addrs.into());
+                    self.connect_next(now, r.key, addrs.into(), None);
                 }
                 Ok(_) => {
                     tracing::warn!(host = %s.host, port = s.port, "name resolved to no address");
-                    self.connect_failed(now, r.key);
+                    let reason =
+                        io::Error::new(io::ErrorKind::NotFound, "name resolved to no address");
+                    self.connect_failed(now, r.key, reason);
                 }
                 Err(e) => {
                     tracing::warn!(host = %s.host, port = s.port, error = %e, "name resolution failed");
-                    self.connect_failed(now, r.key);
+                    self.connect_failed(now, r.key, e);
                 }
             }
         }

@@ -26,7 +26,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         }
         let Some(slot) = self.free_tokens.pop_front() else {
             tracing::warn!(%host, port, "no free token in the driver's token range; connection attempt fails");
-            self.core.handle_connect_failed(now, conn);
+            let reason = io::Error::other("no free token in the driver's token range");
+            self.core.handle_connect_failed(now, conn, reason);
             return;
         };
         let token = self.tokens.connection_token(slot);
@@ -41,19 +42,28 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         let (host, port) = (sock.host.clone(), sock.port);
         self.socks.insert(key, sock);
         match literal {
-            Some(ip) => self.connect_next(now, key, VecDeque::from([SocketAddr::new(ip, port)])),
+            Some(ip) => {
+                self.connect_next(now, key, VecDeque::from([SocketAddr::new(ip, port)]), None)
+            }
             None => {
                 if let Err(e) = self.resolver.resolve(key, host.clone(), port) {
                     tracing::warn!(%host, port, error = %e, "cannot start name resolution");
-                    self.connect_failed(now, key);
+                    self.connect_failed(now, key, e);
                 }
             }
         }
     }
 
     /// Starts a non-blocking connect to the first address of `addrs`; the others are tried in
-    /// turn if it fails. With none left, the connection fails.
-    pub(super) fn connect_next(&mut self, now: Instant, key: u64, mut addrs: VecDeque<SocketAddr>) {
+    /// turn if it fails. With none left, the connection fails with the last address's error
+    /// (`last`: that of an earlier address whose attempt already failed).
+    pub(super) fn connect_next(
+        &mut self,
+        now: Instant,
+        key: u64,
+        mut addrs: VecDeque<SocketAddr>,
+        mut last: Option<io::Error>,
+    ) {
         while let Some(addr) = addrs.pop_front() {
             let Some(s) = self.socks.get_mut(&key) else {
                 return;
@@ -75,24 +85,29 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     };
                     return;
                 }
-                Err(e) => tracing::warn!(host = %s.host, %addr, error = %e, "connect failed"),
+                Err(e) => {
+                    tracing::warn!(host = %s.host, %addr, error = %e, "connect failed");
+                    last = Some(e);
+                }
             }
         }
-        self.connect_failed(now, key);
+        let reason = last
+            .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address to connect to"));
+        self.connect_failed(now, key, reason);
     }
 
-    /// Drops a connection that never got established and tells the core.
-    pub(super) fn connect_failed(&mut self, now: Instant, key: u64) {
+    /// Drops a connection that never got established and tells the core why.
+    pub(super) fn connect_failed(&mut self, now: Instant, key: u64, reason: io::Error) {
         if let Some(s) = self.remove(key) {
-            self.core.handle_connect_failed(now, s.id);
+            self.core.handle_connect_failed(now, s.id, reason);
         }
     }
 
-    /// Drops an established connection that failed and tells the core.
-    fn lost(&mut self, now: Instant, key: u64, why: &dyn std::fmt::Display) {
+    /// Drops an established connection that failed and tells the core why.
+    fn lost(&mut self, now: Instant, key: u64, why: io::Error) {
         if let Some(s) = self.remove(key) {
             tracing::warn!(host = %s.host, port = s.port, conn = key, reason = %why, "connection lost");
-            self.core.handle_disconnected(now, s.id);
+            self.core.handle_disconnected(now, s.id, why);
         }
     }
 
@@ -131,7 +146,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     let rest = std::mem::take(rest);
                     let _ = self.registry.deregister(stream);
                     s.state = SockState::Resolving;
-                    self.connect_next(now, key, rest);
+                    self.connect_next(now, key, rest, Some(why.into_io()));
                 }
                 ConnectProgress::Established => {
                     let addr = *addr;
@@ -224,7 +239,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             let id = *id;
             let Some(tls) = tls else {
                 match stream.read(&mut self.read_buf) {
-                    Ok(0) => return self.lost(now, key, &"closed by the broker"),
+                    Ok(0) => return self.lost(now, key, closed_by_broker()),
                     Ok(n) => {
                         self.core.handle_read(now, id, &self.read_buf[..n]);
                         // Act on the responses at once: new requests go out while reading, and
@@ -234,19 +249,22 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return self.lost(now, key, &e),
+                    Err(e) => return self.lost(now, key, e),
                 }
                 continue;
             };
             match tls::receive(tls, stream) {
                 Received::Records => {}
                 Received::WouldBlock => return,
-                Received::Closed => return self.lost(now, key, &"closed by the broker"),
-                Received::Io(e) => return self.lost(now, key, &e),
+                Received::Closed => return self.lost(now, key, closed_by_broker()),
+                Received::Io(e) => return self.lost(now, key, e),
                 // A TLS 1.3 broker that rejects the client's certificate says so in its first
                 // record after the handshake: still a TLS setup failure.
                 Received::Tls(reason) if !*received => return self.tls_failed(now, key, reason),
-                Received::Tls(reason) => return self.lost(now, key, &reason),
+                Received::Tls(reason) => {
+                    let why = io::Error::new(io::ErrorKind::InvalidData, reason);
+                    return self.lost(now, key, why);
+                }
             }
             self.take_plaintext(now, key);
         }
@@ -267,13 +285,19 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             let id = *id;
             match tls::plaintext(tls, &mut self.read_buf) {
                 Ok(None) => return,
-                Ok(Some(0)) => return self.lost(now, key, &"TLS session closed by the broker"),
+                Ok(Some(0)) => {
+                    let why = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "TLS session closed by the broker",
+                    );
+                    return self.lost(now, key, why);
+                }
                 Ok(Some(n)) => {
                     *received = true;
                     self.core.handle_read(now, id, &self.read_buf[..n]);
                     self.drive(now);
                 }
-                Err(e) => return self.lost(now, key, &e),
+                Err(e) => return self.lost(now, key, e),
             }
         }
     }
@@ -294,7 +318,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 s.out.queued_bytes(),
                 self.max_queued_bytes
             );
-            return self.lost(now, key, &why);
+            return self.lost(now, key, io::Error::other(why));
         }
         if matches!(s.state, SockState::Connected { .. }) {
             self.write_out(now, key);
@@ -316,10 +340,12 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         match written {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == io::ErrorKind::WriteZero => {
-                self.lost(now, key, &"write returned 0")
-            }
-            Err(e) => self.lost(now, key, &e),
+            Err(e) => self.lost(now, key, e),
         }
     }
+}
+
+/// The reason given to the core when the broker closed a connection.
+fn closed_by_broker() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "closed by the broker")
 }

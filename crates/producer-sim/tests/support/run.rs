@@ -122,7 +122,9 @@ const REFUSED_BEFORE_APPEND: [ErrorCode; 11] = [
 /// Whether an error means the record was certainly not written.
 pub fn certainly_not_written(e: &ProduceError) -> bool {
     match e {
-        ProduceError::DeliveryTimeout { possibly_persisted } => !possibly_persisted,
+        ProduceError::DeliveryTimeout {
+            possibly_persisted, ..
+        } => !possibly_persisted,
         ProduceError::Broker {
             code,
             possibly_persisted,

@@ -447,13 +447,18 @@ impl<T> Producer<T> {
         let now = self.now;
         let deadline = self.config.delivery_timeout;
         let idem = self.idempotent();
+        let leader = self.topics.partition(t, p).leader();
         let pq = self.topics.partition_mut(t, p);
         let b = pq.batch_mut(i);
         if b.created() + deadline <= now {
             let possibly_persisted = b.possibly_persisted();
+            let last_connection_error = self.brokers.error_for(leader);
             pq.fail_sent(
                 i,
-                ProduceError::DeliveryTimeout { possibly_persisted },
+                ProduceError::DeliveryTimeout {
+                    possibly_persisted,
+                    last_connection_error,
+                },
                 idem,
             );
             return;
@@ -498,11 +503,16 @@ impl<T> Producer<T> {
     /// flight waits for its response.
     fn expire_partition(&mut self, topic: u32, p: u32) {
         let (now, timeout) = (self.now, self.config.delivery_timeout);
+        let leader = self.topics.partition(topic, p).leader();
+        let last_connection_error = self.brokers.error_for(leader);
         let (expired_open, next_deadline) =
-            self.topics.partition_mut(topic, p).expire(now, timeout);
+            self.topics
+                .partition_mut(topic, p)
+                .expire(now, timeout, last_connection_error.clone());
         if let Some(open) = expired_open {
             let error = ProduceError::DeliveryTimeout {
                 possibly_persisted: false,
+                last_connection_error,
             };
             self.fail_records(topic, p as i32, open, error);
         }

@@ -1,0 +1,397 @@
+//! `kafka-produce` against librdkafka's mock cluster, run as a user runs it (the built
+//! binary, its exit code, stderr and `--failed`), every record read back by an independent
+//! consumer (librdkafka, CRCs checked).
+
+mod support;
+
+use std::time::Duration;
+
+use producer_tests::readback::read_back_topics;
+use producer_tests::{api, errors, MockKafka};
+use support::*;
+
+const PARTITIONS: i32 = 12;
+
+/// An address nothing listens at: port 1, privileged, that no test (or mock, whose ports are
+/// ephemeral) can take, unlike a port freed by a listener just closed.
+const NOTHING_LISTENS: &str = "127.0.0.1:1";
+
+fn mock(topic: &str) -> MockKafka {
+    MockKafka::new(3, &[(topic, PARTITIONS)]).expect("the mock cluster starts")
+}
+
+/// 100,000 lines with keys and two headers, from a file, come back identically: every key and
+/// value once, each record with both headers, nothing in `--failed`, exit code 0.
+#[test]
+fn a_file_of_100000_keyed_lines_with_headers_is_read_back_identically() {
+    let m = mock("lines");
+    let dir = TempDir::new("lines");
+    let input = keyed_lines(100_000);
+    let file = dir.path("in.txt");
+    std::fs::write(&file, &input).unwrap();
+    let failed = dir.path("failed.txt");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "lines",
+            "-K",
+            ":",
+            "-H",
+            "source=cli-test",
+            "-H",
+            "batch=7",
+            "-X",
+            "linger.ms=10",
+            "--failed",
+            failed.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        b"",
+    );
+    run.expect_code(0)
+        .expect_stderr("read 100000 records: delivered 100000, failed 0");
+    assert!(failed_lines(&failed).is_empty());
+    let back = read_back_topics(
+        &m.bootstrap_servers(),
+        &[("lines", PARTITIONS)],
+        Duration::from_secs(120),
+    );
+    let mut got: Vec<(Vec<u8>, Vec<u8>)> = back
+        .iter()
+        .map(|c| {
+            assert_eq!(
+                c.headers,
+                vec![
+                    ("source".to_string(), Some(b"cli-test".to_vec())),
+                    ("batch".to_string(), Some(b"7".to_vec()))
+                ],
+                "headers of {c:?}"
+            );
+            (
+                c.key.clone().expect("a key"),
+                c.value.clone().expect("a value"),
+            )
+        })
+        .collect();
+    let mut want = split_keyed(&input);
+    got.sort();
+    want.sort();
+    assert_eq!(got.len(), 100_000);
+    assert!(got == want, "the records read back are the lines sent");
+}
+
+/// A topic per line (-T) and an explicit partition (-p): each record lands in its line's
+/// topic, in that partition; a line without the topic delimiter is not dropped: it is in
+/// `--failed` with why, and the exit code is 1.
+#[test]
+fn topic_per_line_and_partition_and_a_malformed_line_in_failed() {
+    let m = MockKafka::new(3, &[("left", 4), ("right", 4)]).unwrap();
+    let dir = TempDir::new("topics");
+    let failed = dir.path("failed.txt");
+    let input = b"left|k1=one\nright|k2=two\nno delimiter here\nleft|three\n";
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-T",
+            "|",
+            "-K",
+            "=",
+            "-p",
+            "2",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        input,
+    );
+    run.expect_code(1)
+        .expect_stderr("delivered 3, failed 1")
+        .expect_stderr("1 of 4 records failed");
+    assert_eq!(
+        failed_lines(&failed),
+        vec![(
+            "the line has no topic delimiter (-T)".to_string(),
+            b"no delimiter here".to_vec()
+        )]
+    );
+    let back = read_back_topics(
+        &m.bootstrap_servers(),
+        &[("left", 4), ("right", 4)],
+        Duration::from_secs(60),
+    );
+    /// Topic, partition, key, value.
+    type Placed<'a> = (&'a str, i32, Option<&'a [u8]>, Option<&'a [u8]>);
+    let got: Vec<Placed> = back
+        .iter()
+        .map(|c| {
+            (
+                c.topic.as_str(),
+                c.partition,
+                c.key.as_deref(),
+                c.value.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("left", 2, Some(&b"k1"[..]), Some(&b"one"[..])),
+            ("left", 2, None, Some(&b"three"[..])),
+            ("right", 2, Some(&b"k2"[..]), Some(&b"two"[..])),
+        ]
+    );
+}
+
+/// Perf mode prints kafka-producer-perf-test's summary and the counts; every generated record
+/// is in the log.
+#[test]
+fn perf_mode_prints_rate_and_latency_and_produces_every_record() {
+    let m = mock("perf");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "perf",
+            "--num-records",
+            "200000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+        ],
+        b"",
+    );
+    run.expect_code(0);
+    assert!(
+        run.stdout
+            .contains("delivered 200000, failed 0 of 200000 sent"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("ms 99.9th."), "{run:#?}");
+    println!("perf mode on the mock: {}", run.stdout.trim());
+    assert!(perf_rate(&run.stdout) > 0.0);
+    let back = read_back_topics(
+        &m.bootstrap_servers(),
+        &[("perf", PARTITIONS)],
+        Duration::from_secs(120),
+    );
+    assert_eq!(back.len(), 200_000);
+    assert!(back
+        .iter()
+        .all(|c| c.value.as_ref().is_some_and(|v| v.len() == 100)));
+}
+
+/// With --throughput the schedule is open-loop at that rate: the rate achieved cannot exceed
+/// it (each record waits for its planned instant; this bound holds however loaded the machine).
+#[test]
+fn perf_mode_throughput_is_never_exceeded() {
+    let m = mock("paced");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "paced",
+            "--num-records",
+            "3000",
+            "--record-size",
+            "10",
+            "--throughput",
+            "2000",
+        ],
+        b"",
+    );
+    run.expect_code(0);
+    let rate = perf_rate(&run.stdout);
+    // 3000 records planned over 1.5 s: the first at 0, the last at 1.4995 s.
+    assert!(rate <= 2000.0 * 3000.0 / 2999.0 + 1.0, "{rate}: {run:#?}");
+}
+
+/// Bad inputs: each gets the documented exit code and a message naming the problem, before
+/// anything is produced.
+#[test]
+fn usage_and_configuration_errors_exit_2_with_the_reason() {
+    let dir = TempDir::new("usage");
+    let missing = dir.path("missing.txt");
+    let bootstrap = NOTHING_LISTENS.to_string();
+    for (args, message) in [
+        (
+            vec!["-b", &bootstrap, "-t", "x", missing.to_str().unwrap()],
+            format!(
+                "cannot read {}: No such file or directory",
+                missing.display()
+            ),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", dir.path("").to_str().unwrap()],
+            "it is a directory".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", "linger.msx=5"],
+            "unknown setting \"linger.msx\" (did you mean \"linger.ms\"?)".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", "linger.ms=soon"],
+            "setting \"linger.ms\" = \"soon\": expected milliseconds".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", "acks"],
+            "-X acks: expected name=value".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", "partitioner.class=Foo"],
+            "is not supported".to_string(),
+        ),
+        (
+            vec!["-t", "x"],
+            "no bootstrap servers: give -b host:port".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap],
+            "no topic: give -t TOPIC".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-H", "novalue"],
+            "-H novalue: expected name=value".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-F", missing.to_str().unwrap()],
+            "cannot read -F".to_string(),
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "--no-such-flag"],
+            "unexpected argument '--no-such-flag'".to_string(),
+        ),
+    ] {
+        let run = kafka_produce(&args, b"never read\n");
+        run.expect_code(2).expect_stderr(&message);
+    }
+}
+
+/// A .properties file (-F) configures the producer; a bad line in it is a usage error that
+/// names the line.
+#[test]
+fn a_properties_file_configures_the_producer_and_its_errors_name_the_line() {
+    let m = mock("props");
+    let dir = TempDir::new("props");
+    let props = dir.path("client.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "# a client file\nbootstrap.servers={}\nlinger.ms=1\ncompression.type=lz4\n",
+            m.bootstrap_servers()
+        ),
+    )
+    .unwrap();
+    let run = kafka_produce(&["-F", props.to_str().unwrap(), "-t", "props"], b"a\nb\n");
+    run.expect_code(0).expect_stderr("delivered 2, failed 0");
+    std::fs::write(&props, "linger.ms=1\nthis is not a setting\n").unwrap();
+    let run = kafka_produce(&["-F", props.to_str().unwrap(), "-t", "props"], b"a\n");
+    run.expect_code(2)
+        .expect_stderr("line 2: not a name=value setting");
+}
+
+/// A bootstrap address where nothing listens: the command stops at the first refused
+/// connection, names the address and the OS error, and writes every record it read to
+/// `--failed` with that reason (nothing read is lost); exit code 1. (It does not wait out
+/// `max.block.ms`, set high here: the test would take ten minutes if it did.)
+#[test]
+fn an_unreachable_bootstrap_stops_early_naming_the_refused_address() {
+    let dir = TempDir::new("unreachable");
+    let failed = dir.path("failed.txt");
+    let bootstrap = NOTHING_LISTENS.to_string();
+    let input = keyed_lines(50);
+    let run = kafka_produce(
+        &[
+            "-b",
+            &bootstrap,
+            "-t",
+            "x",
+            "-K",
+            ":",
+            "-X",
+            "max.block.ms=600000",
+            "-X",
+            "delivery.timeout.ms=600000",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        &input,
+    );
+    run.expect_code(1)
+        .expect_stderr(&format!(
+            "no bootstrap broker could be reached: cannot connect to {bootstrap} (bootstrap): Connection refused"
+        ));
+    let failed = failed_lines(&failed);
+    let read: u64 = run
+        .stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("read ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("the summary says how many records were read");
+    assert_eq!(
+        failed.len() as u64,
+        read,
+        "every record read is in --failed"
+    );
+    assert!(read > 0);
+    let lines: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+    for (i, (reason, line)) in failed.iter().enumerate() {
+        assert!(
+            reason.contains(&bootstrap) && reason.contains("Connection refused"),
+            "{reason}"
+        );
+        assert_eq!(line.as_slice(), lines[i], "the record as read, in order");
+    }
+}
+
+/// The broker rejects a record (MESSAGE_TOO_LARGE, injected: the mock has no size limit of
+/// its own; the real-Kafka tier hits a topic's real limit): the record is in `--failed` with
+/// the broker's error, exit code 1.
+#[test]
+fn a_record_the_broker_rejects_is_in_failed_with_the_broker_error() {
+    let m = mock("rejects");
+    m.push_request_errors(api::PRODUCE, &[errors::MESSAGE_TOO_LARGE; 20]);
+    let dir = TempDir::new("rejects");
+    let failed = dir.path("failed.txt");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "rejects",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        b"too large for this broker\n",
+    );
+    run.expect_code(1).expect_stderr("delivered 0, failed 1");
+    let failed = failed_lines(&failed);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].0.contains("MESSAGE_TOO_LARGE"), "{:?}", failed[0]);
+    assert_eq!(failed[0].1, b"too large for this broker");
+}
+
+/// `--help` prints usage with the exit codes and produces nothing.
+#[test]
+fn help_prints_usage_and_the_exit_codes() {
+    let run = kafka_produce(&["--help"], b"");
+    run.expect_code(0);
+    for text in [
+        "Usage: kafka-produce",
+        "EXIT CODES",
+        "--failed",
+        "--num-records",
+        "-X",
+    ] {
+        assert!(run.stdout.contains(text), "{text}: {run:#?}");
+    }
+}
