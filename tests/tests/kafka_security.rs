@@ -10,9 +10,7 @@
 //! listener) and compared record by record: exactly once, in order. Every bad input fails every
 //! record with a typed error, the record handed back; the authentication and TLS errors come
 //! long before the delivery timeout of 120 s (a record failing by timeout would carry
-//! `DeliveryTimeout`, not the error asserted). Only a plaintext client talking to a TLS listener
-//! cannot tell what is wrong (the broker just closes), and fails at its (short) delivery
-//! timeout.
+//! `DeliveryTimeout`, not the error asserted).
 //!
 //! Re-authentication (KIP-368) has a three-node cluster of its own with
 //! `connections.max.reauth.ms` of 3 s: a 30 s produce stream per driver with a leader moved
@@ -584,22 +582,52 @@ fn tls_client_to_a_plaintext_listener_fails_every_record_promptly() {
     );
 }
 
-/// A plaintext client to Kafka's SSL listener: the broker reads our ApiVersions as a bad TLS
-/// record and closes, before any answer. Nothing tells the client it is TLS (the Java client
-/// too just reconnects until its delivery timeout), so the records fail at their delivery
-/// timeout (5 s here), each handed back.
+/// A plaintext client to Kafka's SSL listener: the broker answers our ApiVersions with a TLS
+/// alert, whose first four bytes read as a frame of 352,518,912 bytes. The core recognises a
+/// TLS record there and fails every record at once with `BrokerExpectsTls` (the Java client
+/// just reconnects until its delivery timeout; librdkafka logs a hint).
 #[test]
-fn plaintext_client_to_a_tls_listener_fails_at_the_delivery_timeout() {
+fn plaintext_client_to_a_tls_listener_fails_every_record_promptly() {
     let Some(mut kafka) = cluster() else { return };
     let config = config_for(&kafka, Listener::Ssl, "127.0.0.1")
-        .delivery_timeout(Duration::from_secs(5))
-        .request_timeout(Duration::from_secs(5))
-        .linger(Duration::ZERO)
         .build()
         .unwrap();
-    fails(&mut kafka, "plaintext-to-tls", config, None, |e| {
-        matches!(e, ProduceError::DeliveryTimeout { .. })
+    let e = fails(&mut kafka, "plaintext-to-tls", config, None, |e| {
+        matches!(
+            e,
+            ProduceError::Authentication {
+                error: AuthError::BrokerExpectsTls,
+                ..
+            }
+        )
     });
+    assert!(e.contains("SSL or SASL_SSL"), "{e}");
+}
+
+/// The same with SASL_PLAINTEXT against the SASL_SSL listener.
+#[test]
+fn sasl_plaintext_client_to_a_sasl_ssl_listener_fails_every_record_promptly() {
+    let Some(mut kafka) = cluster() else { return };
+    let config = config_for(&kafka, Listener::SaslSsl, "127.0.0.1")
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl(SaslConfig::plain(PLAIN_USER.0, PLAIN_USER.1))
+        .build()
+        .unwrap();
+    fails(
+        &mut kafka,
+        "sasl-plaintext-to-sasl-ssl",
+        config,
+        None,
+        |e| {
+            matches!(
+                e,
+                ProduceError::Authentication {
+                    error: AuthError::BrokerExpectsTls,
+                    ..
+                }
+            )
+        },
+    );
 }
 
 // ---- re-authentication ----

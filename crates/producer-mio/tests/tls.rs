@@ -208,18 +208,17 @@ fn tls_client_to_a_plaintext_listener_fails_every_record_with_the_tls_error() {
 }
 
 /// A plaintext client's ApiVersions is not a TLS ClientHello: the proxy's handshake fails and
-/// it closes the connection. The core sees connections lost before any answer, as with a
-/// broker that hangs up; nothing says "TLS" to it, so it reconnects with backoff and the
-/// records fail at their delivery timeout (short here), with the record handed back.
+/// it answers with a TLS alert before closing. The core recognises the TLS record where a frame
+/// size should be and fails every record at once with `BrokerExpectsTls` (long before the
+/// delivery timeout of 120 s), each handed back.
 #[test]
-fn plaintext_client_to_a_tls_listener_fails_at_the_delivery_timeout() {
+fn plaintext_client_to_a_tls_listener_fails_every_record_promptly() {
     with_hang_guard(|| {
         let pki = TestPki::new();
         let cluster = tls_cluster(&pki, BrokerCert::Valid, false, "127.0.0.1");
         let config = Config::builder(cluster.bootstrap())
             .linger(Duration::ZERO)
-            .request_timeout(Duration::from_millis(500))
-            .delivery_timeout(Duration::from_secs(1))
+            .delivery_timeout(Duration::from_secs(120))
             .build()
             .expect("config");
         let sent: Vec<_> = (0..10).map(|i| record(TOPIC, i)).collect();
@@ -227,8 +226,14 @@ fn plaintext_client_to_a_tls_listener_fails_at_the_delivery_timeout() {
             let f = d.result.expect_err("no broker answers");
             assert_eq!(f.record.value, sent[d.opaque].value, "record handed back");
             assert!(
-                matches!(f.error, ProduceError::DeliveryTimeout { .. }),
-                "expected the delivery timeout, got {:?}",
+                matches!(
+                    f.error,
+                    ProduceError::Authentication {
+                        error: AuthError::BrokerExpectsTls,
+                        ..
+                    }
+                ),
+                "expected BrokerExpectsTls, got {:?}",
                 f.error
             );
         }

@@ -21,6 +21,18 @@ use super::Producer;
 /// it is asked again at the highest version it offers (or v0).
 const API_VERSIONS_FIRST: i16 = ApiKey::ApiVersions.supported_versions().1;
 
+/// Whether a refused frame size is the start of a TLS record: content type 20-23 (change
+/// cipher spec, alert, handshake, application data), then protocol version 3.x.
+fn looks_like_tls_record(e: crate::protocol::frame::FrameError) -> bool {
+    match e {
+        crate::protocol::frame::FrameError::TooLarge { size, .. } => {
+            let bytes = (size as u32).to_be_bytes();
+            (20..=23).contains(&bytes[0]) && bytes[1] == 3 && bytes[2] <= 4
+        }
+        _ => false,
+    }
+}
+
 impl<T> Producer<T> {
     /// Opens a new connection for a broker slot: the driver is told to connect, and the attempt
     /// is bounded by `request_timeout`.
@@ -174,6 +186,13 @@ impl<T> Producer<T> {
                 Ok(None) => return,
                 Err(e) => {
                     self.stats.malformed_responses += 1;
+                    if !self.config.security_protocol.uses_tls()
+                        && c.state == ConnState::Negotiating
+                        && looks_like_tls_record(e)
+                    {
+                        self.authentication_failed(conn, crate::AuthError::BrokerExpectsTls);
+                        return;
+                    }
                     let reason = format!("unreadable response frame: {e}");
                     self.connection_lost(conn, true, ErrorKind::InvalidData, reason);
                     return;

@@ -133,6 +133,11 @@ pub enum AuthError {
     /// speak TLS), as the driver reported it with [`crate::Producer::handle_tls_failed`].
     #[error("TLS handshake failed: {0}")]
     Tls(String),
+    /// A plaintext connection (`security.protocol` PLAINTEXT or SASL_PLAINTEXT) was answered
+    /// with a TLS record: the listener expects TLS. Kafka's SSL listeners answer a plaintext
+    /// ApiVersions with a TLS alert, whose first bytes read as an absurd frame size.
+    #[error("the broker answered with TLS: its listener expects TLS (security.protocol SSL or SASL_SSL)")]
+    BrokerExpectsTls,
     /// The broker answered ApiVersions without SaslHandshake v1 or SaslAuthenticate, so SASL
     /// cannot be spoken with it (a listener without SASL, or a pre-1.0 broker).
     #[error("the broker does not offer SaslHandshake v1 and SaslAuthenticate")]
