@@ -83,6 +83,18 @@ pub const SETTINGS: &[Setting] = &[
 /// Names the Java client or librdkafka know that this producer does not support, with why.
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
+        "batch.num.messages",
+        "batches are bounded by bytes (batch.size), not by a record count",
+    ),
+    (
+        "socket.keepalive.enable",
+        "socket options are the driver's: the drivers set TCP_NODELAY only",
+    ),
+    (
+        "statistics.interval.ms",
+        "no statistics callback: read Producer::metrics() (or its Prometheus text) when you want",
+    ),
+    (
         "interceptor.classes",
         "interceptors are Java classes; wrap the driver's send instead",
     ),
@@ -167,9 +179,31 @@ pub enum PropertyError {
         /// The line.
         text: String,
     },
+    /// A line of a `.properties` text whose setting was refused (the inner error says why).
+    #[error("line {line}: {error}")]
+    AtLine {
+        /// 1-based line number.
+        line: usize,
+        /// Why the line's setting was refused.
+        error: Box<PropertyError>,
+    },
     /// The settings parse but do not go together.
     #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+/// What became of one setting line of a `.properties` text (see
+/// [`ConfigBuilder::apply_properties_text`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PropertyLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// The setting's name as written (`None` for a line that is not `name=value`).
+    pub name: Option<String>,
+    /// `Ok` when the setting was taken; otherwise why not (the value of a secret is never in
+    /// the error).
+    pub outcome: Result<(), PropertyError>,
 }
 
 /// The setting named `name`, by any of its spellings.
@@ -328,21 +362,57 @@ impl ConfigBuilder {
     /// Applies every setting of the text of a `.properties` file, as
     /// [`Config::from_properties_text`] reads it. When to call it: while building, before or
     /// after other settings (later ones win: a file first, then command-line overrides).
-    pub fn set_properties_text(mut self, text: &str) -> Result<Self, PropertyError> {
-        for (n, line) in text.lines().enumerate() {
-            let t = line.trim();
+    pub fn set_properties_text(self, text: &str) -> Result<Self, PropertyError> {
+        let (b, lines) = self.apply_properties_text(text);
+        match lines.into_iter().find_map(|l| l.outcome.err()) {
+            Some(e) => Err(e),
+            None => Ok(b),
+        }
+    }
+
+    /// Applies every setting line of a `.properties` text that it can, and says for each
+    /// setting line whether it was taken or why not (unknown name with the nearest known one,
+    /// unsupported, bad value, not `name=value`), so a whole file can be checked at once. When
+    /// to call it: to show a user line by line what a file does; the builder returned has the
+    /// accepted lines applied (later ones win), and [`ConfigBuilder::build`] still checks that
+    /// they go together.
+    pub fn apply_properties_text(mut self, text: &str) -> (Self, Vec<PropertyLine>) {
+        let mut report = Vec::new();
+        for (n, raw) in text.lines().enumerate() {
+            let line = n + 1;
+            let t = raw.trim();
             if t.is_empty() || t.starts_with('#') || t.starts_with('!') {
                 continue;
             }
             let Some(i) = t.find(['=', ':']) else {
-                return Err(PropertyError::Malformed {
-                    line: n + 1,
-                    text: line.to_string(),
+                report.push(PropertyLine {
+                    line,
+                    name: None,
+                    outcome: Err(PropertyError::Malformed {
+                        line,
+                        text: raw.to_string(),
+                    }),
                 });
+                continue;
             };
-            self = self.set(&t[..i], &t[i + 1..])?;
+            let name = t[..i].trim().to_string();
+            let outcome = match self.clone().set(&name, &t[i + 1..]) {
+                Ok(b) => {
+                    self = b;
+                    Ok(())
+                }
+                Err(e) => Err(PropertyError::AtLine {
+                    line,
+                    error: Box::new(e),
+                }),
+            };
+            report.push(PropertyLine {
+                line,
+                name: Some(name),
+                outcome,
+            });
         }
-        Ok(self)
+        (self, report)
     }
 }
 
@@ -492,6 +562,130 @@ mod tests {
         assert_eq!(sasl.username, "alice");
         assert_eq!(sasl.password.expose(), "s3cret");
         assert_eq!(c.security_protocol, SecurityProtocol::SaslSsl);
+    }
+
+    /// A librdkafka configuration as people write one (after librdkafka's CONFIGURATION.md and
+    /// kcat's `-F` files): every line is taken or refused, with the reason.
+    #[test]
+    fn a_librdkafka_file_line_by_line() {
+        let text = "\
+# kcat / librdkafka producer settings
+metadata.broker.list=k1:9092,k2:9092
+client.id=orders-producer
+queue.buffering.max.ms=10
+batch.num.messages=10000
+compression.codec=lz4
+request.required.acks=-1
+enable.idempotence=true
+message.timeout.ms=120000
+socket.keepalive.enable=true
+statistics.interval.ms=60000
+queue.buffering.max.kbytes=1048576
+linger.msec=5
+";
+        let (b, lines) = Config::builder(Vec::<(String, u16)>::new()).apply_properties_text(text);
+        let refused: Vec<(usize, String)> = lines
+            .iter()
+            .filter_map(|l| l.outcome.as_ref().err().map(|e| (l.line, e.to_string())))
+            .collect();
+        let taken: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.outcome.is_ok())
+            .filter_map(|l| l.name.as_deref())
+            .collect();
+        assert!(taken.contains(&"metadata.broker.list"), "{refused:?}");
+        assert!(taken.contains(&"queue.buffering.max.ms"), "{refused:?}");
+        assert!(taken.contains(&"compression.codec"), "{refused:?}");
+        assert!(taken.contains(&"request.required.acks"), "{refused:?}");
+        // The misspelling is refused with its line and the nearest name.
+        let linger = refused
+            .iter()
+            .find(|(line, _)| *line == 13)
+            .expect("line 13 refused");
+        assert!(
+            linger.1.contains("did you mean \"linger.ms\""),
+            "{linger:?}"
+        );
+        // Every refused line says why, with its line number.
+        for (line, why) in &refused {
+            assert!(why.starts_with(&format!("line {line}: ")), "{why}");
+        }
+        assert_eq!(
+            taken.len() + refused.len(),
+            12,
+            "one outcome per setting line"
+        );
+        // librdkafka-only settings this producer does not have are refused as unsupported.
+        for (line, name) in [
+            (5, "batch.num.messages"),
+            (10, "socket.keepalive.enable"),
+            (11, "statistics.interval.ms"),
+        ] {
+            let why = &refused.iter().find(|(l, _)| *l == line).expect(name).1;
+            assert!(why.contains(name) && why.contains("not supported"), "{why}");
+        }
+        assert_eq!(refused.len(), 4, "{refused:#?}");
+        let c = b.build().expect("the accepted lines go together");
+        assert_eq!(c.linger, Duration::from_millis(10));
+        assert_eq!(c.compression, crate::Compression::Lz4);
+        assert_eq!(c.client_id, "orders-producer");
+        // The first refusal is what set_properties_text reports.
+        let first = Config::builder(Vec::<(String, u16)>::new())
+            .set_properties_text(text)
+            .unwrap_err();
+        assert_eq!(first.to_string(), refused[0].1);
+    }
+
+    /// A Java `producer.properties` as found in deployments (Kafka's own config/producer.properties
+    /// plus common additions): interceptors and a custom partitioner are refused as unsupported,
+    /// with the line.
+    #[test]
+    fn a_java_file_line_by_line() {
+        let text = "\
+bootstrap.servers=localhost:9092
+compression.type=none
+partitioner.class=com.example.MyPartitioner
+interceptor.classes=io.confluent.monitoring.clients.interceptor.MonitoringProducerInterceptor
+key.serializer=org.apache.kafka.common.serialization.StringSerializer
+linger.ms=5
+batch.size=65536
+acks=all
+max.in.flight.requests.per.connection=5
+retries=2147483647
+";
+        let (b, lines) = Config::builder(Vec::<(String, u16)>::new()).apply_properties_text(text);
+        let outcome = |line: usize| {
+            lines
+                .iter()
+                .find(|l| l.line == line)
+                .map(|l| l.outcome.clone())
+                .expect("a setting line")
+        };
+        assert!(outcome(1).is_ok());
+        for line in [3, 4] {
+            match outcome(line) {
+                Err(PropertyError::AtLine { line: l, error }) => {
+                    assert_eq!(l, line);
+                    assert!(
+                        matches!(*error, PropertyError::Unsupported { .. }),
+                        "{error}"
+                    );
+                }
+                other => panic!("line {line}: {other:?}"),
+            }
+        }
+        assert!(outcome(6).is_ok() && outcome(7).is_ok() && outcome(8).is_ok());
+        let refused: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.outcome.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        assert!(
+            refused.iter().all(|r| r.starts_with("line ")),
+            "{refused:?}"
+        );
+        let c = b.build().unwrap();
+        assert_eq!(c.batch_size, 65536);
+        assert_eq!(c.linger, Duration::from_millis(5));
     }
 
     #[test]
