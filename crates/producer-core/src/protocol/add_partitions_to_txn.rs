@@ -6,9 +6,8 @@
 //! version; v4 and v5 batch several transactions and are spoken between brokers only, so this
 //! crate neither sends nor parses them.
 
-use super::primitives::{array, field, int16, int32, skip_tags, string, PResult, Put};
-use super::{ApiKey, DecodeError, Parsed};
-use crate::error_code::ErrorCode;
+use super::primitives::{field, int32, skip_tags, PResult, Put};
+use super::{topic_partition_errors, ApiKey, DecodeError, Parsed, TopicPartitionErrors};
 
 const API: ApiKey = ApiKey::AddPartitionsToTxn;
 
@@ -51,13 +50,7 @@ impl AddPartitionsToTxnRequest<'_> {
 }
 
 /// One topic's results in an AddPartitionsToTxn response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddPartitionsToTxnTopicResult {
-    /// The topic.
-    pub name: String,
-    /// `(partition, error code)` for each partition asked.
-    pub partitions: Vec<(i32, ErrorCode)>,
-}
+pub type AddPartitionsToTxnTopicResult = TopicPartitionErrors;
 
 /// A parsed AddPartitionsToTxn response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,23 +77,7 @@ impl AddPartitionsToTxnResponse {
 
 fn parse_body(i: &[u8], flexible: bool) -> PResult<'_, AddPartitionsToTxnResponse> {
     let (i, throttle_time_ms) = field("ThrottleTimeMs", int32)(i)?;
-    let (i, topics) = field(
-        "ResultsByTopicV3AndBelow",
-        array(flexible, |i| {
-            let (i, name) = field("Name", string(flexible))(i)?;
-            let (i, partitions) = field(
-                "ResultsByPartition",
-                array(flexible, |i| {
-                    let (i, index) = field("PartitionIndex", int32)(i)?;
-                    let (i, code) = field("PartitionErrorCode", int16)(i)?;
-                    let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
-                    Ok((i, (index, ErrorCode(code))))
-                }),
-            )(i)?;
-            let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
-            Ok((i, AddPartitionsToTxnTopicResult { name, partitions }))
-        }),
-    )(i)?;
+    let (i, topics) = field("ResultsByTopicV3AndBelow", topic_partition_errors(flexible))(i)?;
     let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
     Ok((
         i,
@@ -114,6 +91,7 @@ fn parse_body(i: &[u8], flexible: bool) -> PResult<'_, AddPartitionsToTxnRespons
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn golden_request_and_response_v3() {

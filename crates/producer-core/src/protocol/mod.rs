@@ -265,3 +265,35 @@ pub struct Parsed<T> {
     /// Bytes left over after the body.
     pub trailing: usize,
 }
+
+/// One topic's error code per partition, as the transaction responses carry them
+/// (AddPartitionsToTxn v0-3, TxnOffsetCommit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicPartitionErrors {
+    /// The topic.
+    pub name: String,
+    /// `(partition, error code)` for each partition of the request.
+    pub partitions: Vec<(i32, crate::ErrorCode)>,
+}
+
+/// Parses an array of [`TopicPartitionErrors`] (each topic and partition with its tagged fields
+/// at flexible versions).
+fn topic_partition_errors<'a>(
+    flexible: bool,
+) -> impl FnMut(&'a [u8]) -> primitives::PResult<'a, Vec<TopicPartitionErrors>> {
+    use primitives::{array, field, int16, int32, skip_tags, string};
+    array(flexible, move |i| {
+        let (i, name) = field("Name", string(flexible))(i)?;
+        let (i, partitions) = field(
+            "Partitions",
+            array(flexible, |i| {
+                let (i, index) = field("PartitionIndex", int32)(i)?;
+                let (i, code) = field("ErrorCode", int16)(i)?;
+                let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
+                Ok((i, (index, crate::ErrorCode(code))))
+            }),
+        )(i)?;
+        let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
+        Ok((i, TopicPartitionErrors { name, partitions }))
+    })
+}

@@ -7,9 +7,8 @@
 //! TRANSACTION_ABORTABLE, v5 (transaction version 2) is v4 sent by a producer that knows the
 //! coordinator verifies the transaction itself.
 
-use super::primitives::{array, field, int16, int32, skip_tags, string, PResult, Put};
-use super::{ApiKey, DecodeError, Parsed};
-use crate::error_code::ErrorCode;
+use super::primitives::{field, int32, skip_tags, PResult, Put};
+use super::{topic_partition_errors, ApiKey, DecodeError, Parsed, TopicPartitionErrors};
 
 const API: ApiKey = ApiKey::TxnOffsetCommit;
 
@@ -92,13 +91,7 @@ impl TxnOffsetCommitRequest<'_> {
 }
 
 /// One topic's results in a TxnOffsetCommit response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxnOffsetCommitTopicResult {
-    /// The topic.
-    pub name: String,
-    /// `(partition, error code)` for each partition sent.
-    pub partitions: Vec<(i32, ErrorCode)>,
-}
+pub type TxnOffsetCommitTopicResult = TopicPartitionErrors;
 
 /// A parsed TxnOffsetCommit response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,23 +118,7 @@ impl TxnOffsetCommitResponse {
 
 fn parse_body(i: &[u8], flexible: bool) -> PResult<'_, TxnOffsetCommitResponse> {
     let (i, throttle_time_ms) = field("ThrottleTimeMs", int32)(i)?;
-    let (i, topics) = field(
-        "Topics",
-        array(flexible, |i| {
-            let (i, name) = field("Name", string(flexible))(i)?;
-            let (i, partitions) = field(
-                "Partitions",
-                array(flexible, |i| {
-                    let (i, index) = field("PartitionIndex", int32)(i)?;
-                    let (i, code) = field("ErrorCode", int16)(i)?;
-                    let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
-                    Ok((i, (index, ErrorCode(code))))
-                }),
-            )(i)?;
-            let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
-            Ok((i, TxnOffsetCommitTopicResult { name, partitions }))
-        }),
-    )(i)?;
+    let (i, topics) = field("Topics", topic_partition_errors(flexible))(i)?;
     let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;
     Ok((
         i,
@@ -155,6 +132,7 @@ fn parse_body(i: &[u8], flexible: bool) -> PResult<'_, TxnOffsetCommitResponse> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn golden_request_v0_and_v3() {
