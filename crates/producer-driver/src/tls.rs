@@ -24,6 +24,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 pub use rustls;
 
+/// What a driver hands to `Producer::handle_tls_failed` when the peer closed the connection
+/// in the middle of the handshake (a plaintext listener reading our ClientHello as a frame of
+/// absurd size closes it): the same words from every driver.
+pub const HANDSHAKE_EOF: &str = "the broker closed the connection during the TLS handshake";
+
 /// Why a driver could not set up TLS from the configuration. Returned when the driver starts;
 /// nothing was connected yet.
 #[derive(Debug, thiserror::Error)]

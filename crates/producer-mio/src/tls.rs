@@ -33,11 +33,7 @@ pub(crate) fn handshake(tls: &mut ClientConnection, stream: &mut TcpStream) -> H
             return Handshake::Done;
         }
         match tls.read_tls(stream) {
-            Ok(0) => {
-                return Handshake::Failed(
-                    "the broker closed the connection during the TLS handshake".into(),
-                )
-            }
+            Ok(0) => return Handshake::Failed(producer_driver::tls::HANDSHAKE_EOF.into()),
             Ok(_) => {
                 if let Err(e) = tls.process_new_packets() {
                     // Tell the broker why (the alert rustls queued), as far as it takes it.

@@ -97,10 +97,10 @@ impl ConnIo {
                             info!(conn = id, %host, port, "connected (TLS)");
                             self.serve(stream).await
                         }
-                        // tokio-rustls says "tls handshake eof": say it as the mio driver does.
-                        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => End::Tls(
-                            "the broker closed the connection during the TLS handshake".into(),
-                        ),
+                        // tokio-rustls says "tls handshake eof": say it as every driver does.
+                        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                            End::Tls(tls::HANDSHAKE_EOF.into())
+                        }
                         Err(e) => End::Tls(e.to_string()),
                     }
                 }
