@@ -168,6 +168,18 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         eprintln!("delivery latency ms: {}", latencies.summary());
     }
     outcome?;
+    if let Some((cause, _, all_read)) = &stopped {
+        // Stopped early: not every record was delivered (possibly none was read yet), so the
+        // run did not do what was asked, whatever the failed count.
+        return Err(Failure::Partial(format!(
+            "no bootstrap broker could be reached: {cause}; stopped early{}",
+            if *all_read {
+                ""
+            } else {
+                " before the input was read to its end"
+            }
+        )));
+    }
     if failed > 0 {
         let whither = match &args.failed {
             Some(p) => format!("written to {}", p.display()),

@@ -58,28 +58,8 @@ fn a_file_of_100000_keyed_lines_with_headers_is_read_back_identically() {
         &[("lines", PARTITIONS)],
         Duration::from_secs(120),
     );
-    let mut got: Vec<(Vec<u8>, Vec<u8>)> = back
-        .iter()
-        .map(|c| {
-            assert_eq!(
-                c.headers,
-                vec![
-                    ("source".to_string(), Some(b"cli-test".to_vec())),
-                    ("batch".to_string(), Some(b"7".to_vec()))
-                ],
-                "headers of {c:?}"
-            );
-            (
-                c.key.clone().expect("a key"),
-                c.value.clone().expect("a value"),
-            )
-        })
-        .collect();
-    let mut want = split_keyed(&input);
-    got.sort();
-    want.sort();
-    assert_eq!(got.len(), 100_000);
-    assert!(got == want, "the records read back are the lines sent");
+    assert_eq!(back.len(), 100_000);
+    assert_read_back_as_keyed_lines(&back, &input, &[("source", b"cli-test"), ("batch", b"7")]);
 }
 
 /// A topic per line (-T) and an explicit partition (-p): each record lands in its line's
@@ -342,7 +322,8 @@ fn an_unreachable_bootstrap_stops_early_naming_the_refused_address() {
         read,
         "every record read is in --failed"
     );
-    assert!(read > 0);
+    // How many lines were read before the refusal stopped the run is a race (none at all when
+    // the refusal comes before the reader's first chunk); each one read must be in --failed.
     let lines: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
     for (i, (reason, line)) in failed.iter().enumerate() {
         assert!(
