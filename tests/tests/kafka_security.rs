@@ -193,6 +193,26 @@ fn tls_error(e: &ProduceError) -> Option<&str> {
     }
 }
 
+/// The core's verdict on a plaintext connection answered with TLS.
+fn expects_tls(e: &ProduceError) -> bool {
+    matches!(
+        e,
+        ProduceError::Authentication {
+            error: AuthError::BrokerExpectsTls,
+            ..
+        }
+    )
+}
+
+/// Re-authentications in every broker's log so far.
+fn reauthentications(kafka: &KafkaCluster) -> usize {
+    kafka
+        .reauthentications_logged()
+        .iter()
+        .map(|(_, n)| n)
+        .sum()
+}
+
 fn sasl_failed(e: &ProduceError) -> bool {
     matches!(
         e,
@@ -363,11 +383,7 @@ fn oauthbearer_with_a_token_provider_delivers() {
 fn oauthbearer_short_lived_tokens_are_renewed_by_reauthentication() {
     let Some(mut kafka) = cluster() else { return };
     for driver in DRIVERS {
-        let before: usize = kafka
-            .reauthentications_logged()
-            .iter()
-            .map(|(_, n)| n)
-            .sum();
+        let before = reauthentications(&kafka);
         let topic = kafka.topic("sec-oauth-renew", PARTITIONS, 1, &[]);
         let topics = [(topic.as_str(), PARTITIONS)];
         let records = workload(12_000, &topics, Keys::All, 100);
@@ -381,12 +397,7 @@ fn oauthbearer_short_lived_tokens_are_renewed_by_reauthentication() {
         let pacing = Pacing::chunks(100, Duration::from_millis(100));
         let run = produce_with_tokens(driver, config, &records, &pacing, &mut |_| {}, Some(tokens));
         let s = read_back_and_check(&kafka, &rules(&topics, Expect::ExactlyOnce), &records, &run);
-        let reauths: usize = kafka
-            .reauthentications_logged()
-            .iter()
-            .map(|(_, n)| n)
-            .sum::<usize>()
-            - before;
+        let reauths = reauthentications(&kafka) - before;
         let calls = calls.load(std::sync::atomic::Ordering::Relaxed);
         println!(
             "oauth renewal {driver:?}: {} records in {:.1} s, read back each once in order; \
@@ -592,15 +603,7 @@ fn plaintext_client_to_a_tls_listener_fails_every_record_promptly() {
     let config = config_for(&kafka, Listener::Ssl, "127.0.0.1")
         .build()
         .unwrap();
-    let e = fails(&mut kafka, "plaintext-to-tls", config, None, |e| {
-        matches!(
-            e,
-            ProduceError::Authentication {
-                error: AuthError::BrokerExpectsTls,
-                ..
-            }
-        )
-    });
+    let e = fails(&mut kafka, "plaintext-to-tls", config, None, expects_tls);
     assert!(e.contains("SSL or SASL_SSL"), "{e}");
 }
 
@@ -618,15 +621,7 @@ fn sasl_plaintext_client_to_a_sasl_ssl_listener_fails_every_record_promptly() {
         "sasl-plaintext-to-sasl-ssl",
         config,
         None,
-        |e| {
-            matches!(
-                e,
-                ProduceError::Authentication {
-                    error: AuthError::BrokerExpectsTls,
-                    ..
-                }
-            )
-        },
+        expects_tls,
     );
 }
 
@@ -651,11 +646,7 @@ fn reauthentication_under_leader_moves_loses_and_reorders_nothing() {
         .add_scram_user(SCRAM_USER.0, SCRAM_USER.1)
         .expect("SCRAM user");
     for driver in DRIVERS {
-        let before: usize = kafka
-            .reauthentications_logged()
-            .iter()
-            .map(|(_, n)| n)
-            .sum();
+        let before = reauthentications(&kafka);
         let topic = producer_tests::kafka::unique_topic("reauth");
         kafka.create_topic(&topic, 6, 3, &[]).expect("topic");
         let topics = [(topic.as_str(), 6)];
@@ -703,7 +694,7 @@ fn reauthentication_under_leader_moves_loses_and_reorders_nothing() {
         );
         let s = producer_tests::check_run(&rules, &records, &run, &consumed);
         let after = kafka.reauthentications_logged();
-        let reauths: usize = after.iter().map(|(_, n)| n).sum::<usize>() - before;
+        let reauths = reauthentications(&kafka) - before;
         println!(
             "re-authentication {driver:?}: {} records in {:.1} s with {tally}; read back {} \
              exactly once in order; the brokers logged {reauths} re-authentications (per node, \

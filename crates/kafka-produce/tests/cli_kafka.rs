@@ -50,24 +50,8 @@ fn kafka_a_file_of_100000_keyed_lines_with_headers_is_read_back_identically() {
         &[(&topic, 6)],
         Duration::from_secs(120),
     );
-    let mut got: Vec<(Vec<u8>, Vec<u8>)> = back
-        .iter()
-        .map(|c| {
-            assert_eq!(
-                c.headers,
-                vec![("source".to_string(), Some(b"cli-test".to_vec()))]
-            );
-            (
-                c.key.clone().expect("a key"),
-                c.value.clone().expect("a value"),
-            )
-        })
-        .collect();
-    let mut want = split_keyed(&input);
-    got.sort();
-    want.sort();
-    assert_eq!(got.len(), 100_000);
-    assert!(got == want, "the records read back are the lines sent");
+    assert_eq!(back.len(), 100_000);
+    assert_read_back_as_keyed_lines(&back, &input, &[("source", b"cli-test")]);
 }
 
 /// The topic accepts batches of at most 4 KiB (`max.message.bytes`): a 10,000-byte line is

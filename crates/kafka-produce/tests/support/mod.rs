@@ -122,6 +122,34 @@ pub fn split_keyed(input: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Checks that `back` holds exactly the (key, value) pairs of `input`'s keyed lines, in any
+/// order, each record with `headers`.
+pub fn assert_read_back_as_keyed_lines(
+    back: &[producer_tests::Consumed],
+    input: &[u8],
+    headers: &[(&str, &[u8])],
+) {
+    let headers: Vec<(String, Option<Vec<u8>>)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), Some(v.to_vec())))
+        .collect();
+    let mut got: Vec<(Vec<u8>, Vec<u8>)> = back
+        .iter()
+        .map(|c| {
+            assert_eq!(c.headers, headers, "headers of {c:?}");
+            (
+                c.key.clone().expect("a key"),
+                c.value.clone().expect("a value"),
+            )
+        })
+        .collect();
+    let mut want = split_keyed(input);
+    got.sort();
+    want.sort();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the records read back are the lines sent");
+}
+
 /// The records/sec figure of a perf-mode summary line.
 pub fn perf_rate(stdout: &str) -> f64 {
     let line = stdout

@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{addr, other, KafkaCluster, LaunchError, Node};
+use super::{addr, other, KafkaCluster, LaunchError};
 use crate::kafka::process::{log_tail, Jvm};
+use crate::kafka::wire;
 use crate::tls::{BrokerCert, TestPki};
 
 /// A secured client listener (every node of a secured cluster has each).
@@ -96,9 +97,9 @@ pub const PLAIN_USER: (&str, &str) = ("alice", "alice-secret");
 /// inter-broker traffic goes through that listener, but the login module needs one).
 const OAUTH_BROKER_SUB: &str = "broker";
 
-/// Appends the secured listeners' settings for `node` to `props` (`listeners`,
-/// `advertised.listeners` and the protocol map are written by the caller from
-/// [`listener_entries`]).
+/// Appends the secured listeners' own settings (keystores, client auth, SASL mechanisms and
+/// JAAS lines) to `props`; `listeners`, `advertised.listeners` and the protocol map are written
+/// by the caller from [`listener_entries`].
 pub(super) fn listener_settings(pki: &TestPki, props: &mut String) {
     let mut set = |k: &str, v: &str| {
         let _ = writeln!(props, "{k}={v}");
@@ -154,8 +155,8 @@ pub(super) fn listener_settings(pki: &TestPki, props: &mut String) {
     }
 }
 
-/// `(listeners entries, advertised entries, protocol map entries)` of the secured listeners
-/// on `ports` (indexed like [`Listener::ALL`]).
+/// `(listener entries, protocol map entries)` of the secured listeners on `ports` (indexed like
+/// [`Listener::ALL`]); the listener entries are advertised as they are.
 pub(super) fn listener_entries(ports: &[u16; SECURED_PORTS]) -> (Vec<String>, Vec<String>) {
     let mut listen = Vec::new();
     let mut map = Vec::new();
@@ -233,35 +234,17 @@ impl KafkaCluster {
     /// applies them from the metadata log after the controller accepted them; its
     /// authenticator's credential cache is updated from the same image).
     fn wait_scram_user(&self, user: &str) -> Result<(), LaunchError> {
-        let nodes: Vec<&Node> = self.nodes.iter().collect();
-        let mut last = String::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let mut all = true;
-            for n in &nodes {
-                let a = addr(n.ports.internal);
-                match crate::kafka::wire::scram_credentials_known(a, user, Duration::from_secs(2)) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        all = false;
-                        last = format!("node {} does not know {user} yet", n.id);
-                    }
-                    Err(e) => {
-                        all = false;
-                        last = e;
-                    }
-                }
-            }
-            if all {
-                return Ok(());
-            }
-            if std::time::Instant::now() > deadline {
-                return Err(other(format!(
-                    "SCRAM user {user} not usable on every broker within 30 s: {last}"
-                )));
-            }
-            std::thread::sleep(super::POLL);
-        }
+        self.wait_until(
+            &format!("every broker to have the SCRAM credentials of {user}"),
+            Duration::from_secs(30),
+            None,
+            || {
+                self.nodes.iter().all(|n| {
+                    let a = addr(n.ports.internal);
+                    wire::scram_credentials_known(a, user, Duration::from_secs(2)) == Ok(true)
+                })
+            },
+        )
     }
 
     /// How many SASL re-authentications (KIP-368) the brokers' logs record, per node: each is a
