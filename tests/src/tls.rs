@@ -11,8 +11,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -218,7 +219,7 @@ impl Drop for TestPki {
 /// directions. Stops (and closes every connection) on drop.
 pub struct TlsProxy {
     port: u16,
-    handshakes_failed: Arc<AtomicUsize>,
+    handshakes_failed: Arc<HandshakeFailures>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -226,10 +227,19 @@ pub struct TlsProxy {
 impl TlsProxy {
     /// Starts a proxy to `upstream` on a port of its own.
     pub fn start(server: Arc<ServerConfig>, upstream: (String, u16)) -> io::Result<TlsProxy> {
+        Self::start_counting(server, upstream, Arc::default())
+    }
+
+    /// Starts a proxy as [`TlsProxy::start`] does, counting its failed handshakes in
+    /// `handshakes_failed` (which several proxies may share).
+    pub fn start_counting(
+        server: Arc<ServerConfig>,
+        upstream: (String, u16),
+        handshakes_failed: Arc<HandshakeFailures>,
+    ) -> io::Result<TlsProxy> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
-        let handshakes_failed = Arc::new(AtomicUsize::new(0));
         let failed = handshakes_failed.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -251,9 +261,48 @@ impl TlsProxy {
         self.port
     }
 
-    /// Connections whose TLS handshake the proxy could not complete.
+    /// Connections whose TLS handshake the proxy could not complete, so far.
     pub fn handshakes_failed(&self) -> usize {
-        self.handshakes_failed.load(Ordering::Acquire)
+        self.handshakes_failed.count()
+    }
+}
+
+/// A count of failed TLS handshakes that can be waited on. The proxy counts a failure after
+/// rustls has written its alert, so a client can see the alert before the count moves: a
+/// test that saw the alert waits for the count with [`HandshakeFailures::wait_for_one`].
+#[derive(Debug, Default)]
+pub struct HandshakeFailures {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl HandshakeFailures {
+    /// Failures counted so far.
+    pub fn count(&self) -> usize {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until at least one failure is counted, for at most `limit` (a bound against a
+    /// hang, not a timing). Returns the count then (0 if none came).
+    pub fn wait_for_one(&self, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count == 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            count = match self.changed.wait_timeout(count, deadline - now) {
+                Ok((c, _)) => c,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        *count
     }
 }
 
@@ -272,7 +321,7 @@ async fn serve(
     listener: std::net::TcpListener,
     server: Arc<ServerConfig>,
     upstream: (String, u16),
-    failed: Arc<AtomicUsize>,
+    failed: Arc<HandshakeFailures>,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -292,7 +341,7 @@ async fn serve(
                     let mut tls = match acceptor.accept(tcp).await {
                         Ok(s) => s,
                         Err(_) => {
-                            failed.fetch_add(1, Ordering::AcqRel);
+                            failed.record();
                             return;
                         }
                     };
@@ -312,6 +361,7 @@ async fn serve(
 /// Metadata: a TLS cluster as the producer sees it.
 pub struct TlsCluster {
     proxies: Vec<TlsProxy>,
+    handshakes_failed: Arc<HandshakeFailures>,
     plain: Vec<(String, u16)>,
     host: String,
     /// The mock behind the proxies.
@@ -324,14 +374,21 @@ impl TlsCluster {
     pub fn start(mock: MockKafka, server: Arc<ServerConfig>, host: &str) -> TlsCluster {
         let plain = mock.bootstrap();
         let mut proxies = Vec::new();
+        let handshakes_failed = Arc::<HandshakeFailures>::default();
         for (i, upstream) in plain.iter().enumerate() {
-            let proxy = TlsProxy::start(server.clone(), upstream.clone()).expect("TLS proxy");
+            let proxy = TlsProxy::start_counting(
+                server.clone(),
+                upstream.clone(),
+                handshakes_failed.clone(),
+            )
+            .expect("TLS proxy");
             mock.set_advertised(i as i32 + 1, host, proxy.port())
                 .expect("advertise the proxy");
             proxies.push(proxy);
         }
         TlsCluster {
             proxies,
+            handshakes_failed,
             plain,
             host: host.to_string(),
             mock,
@@ -346,9 +403,15 @@ impl TlsCluster {
             .collect()
     }
 
-    /// TLS handshakes the proxies could not complete, in all.
+    /// TLS handshakes the proxies could not complete so far, in all.
     pub fn handshakes_failed(&self) -> usize {
-        self.proxies.iter().map(TlsProxy::handshakes_failed).sum()
+        self.handshakes_failed.count()
+    }
+
+    /// After a client saw a proxy's alert: waits (at most `limit`) until the failure that sent
+    /// it is counted, and returns the count.
+    pub fn wait_for_failed_handshake(&self, limit: Duration) -> usize {
+        self.handshakes_failed.wait_for_one(limit)
     }
 
     /// Advertises the brokers' own plaintext listeners again and returns their bootstrap

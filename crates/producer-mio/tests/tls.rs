@@ -238,7 +238,7 @@ fn plaintext_client_to_a_tls_listener_fails_every_record_promptly() {
             );
         }
         assert!(
-            cluster.handshakes_failed() > 0,
+            cluster.wait_for_failed_handshake(Duration::from_secs(30)) > 0,
             "the proxy saw no failed handshake"
         );
     });
