@@ -20,7 +20,7 @@ use std::time::Duration;
 use producer_core::{Config, ErrorCode, ProduceError};
 use producer_tests::kafka::probe::{Probe, ProbeReport};
 use producer_tests::kafka::suite::{
-    expect_for, produce_with_faults, producer_config, read_back_and_check, rules, FaultTally,
+    self, expect_for, produce_with_faults, producer_config, read_back_and_check, rules, FaultTally,
     Progress,
 };
 use producer_tests::kafka::{shared_cluster, ClusterSpec, Direction, KafkaCluster, TestCluster};
@@ -695,6 +695,78 @@ fn tokio_topic_deleted_mid_stream_fails_typed_with_every_record() {
 #[test]
 fn mio_topic_deleted_mid_stream_fails_typed_with_every_record() {
     topic_deleted_mid_stream(Driver::MioThreaded);
+}
+
+// ---- a topic deleted and created again mid-stream (a new topic id) ----
+
+/// Java's producer names each request's topics by the ids current when the request is built
+/// (kafka-clients 4.1.1 `Sender.sendProduceRequest` / `topicIdsForBatches`), so batches not yet
+/// written when a topic is deleted are retried, after `UNKNOWN_TOPIC_ID` and a metadata refresh,
+/// into the new incarnation. So are ours: every record is delivered, each either to the old
+/// incarnation (gone with it) or to the new one exactly where its report says, never both.
+fn topic_created_again_mid_stream(driver: Driver) {
+    let Some(mut kafka) = cluster() else { return };
+    let topic = kafka.topic("reborn", 3, 3, &[]);
+    let config = producer_config(&kafka).build().unwrap();
+    let topics = [(topic.as_str(), 3)];
+    let records = workload(records_for(6), &topics, Keys::Mixed, 100);
+    let probe = Probe::attach(&kafka);
+    let k = &kafka;
+    let name = topic.clone();
+    let switched_at = std::sync::Mutex::new(0usize);
+    let switched = &switched_at;
+    let (run, tally) = produce_with_faults(driver, config, &records, &pacing(), move |p| {
+        p.wait_chunk(15);
+        k.delete_topic(&name).unwrap();
+        // Kafka may still be finishing the deletion: create again until it takes it.
+        let mut attempts = 0;
+        while let Err(e) = k.create_topic(&name, 3, 3, &[]) {
+            attempts += 1;
+            assert!(attempts < 50, "the topic cannot be created again: {e}");
+            p.hold(Duration::from_millis(200));
+        }
+        *switched.lock().unwrap() = (p.chunk() + 1) * CHUNK;
+        FaultTally {
+            deletions: 1,
+            creations: 1,
+            ..FaultTally::default()
+        }
+    });
+    let probe = probe.finish();
+    assert!(probe.errors.is_empty(), "protocol probe:\n{probe}");
+    let consumed = producer_tests::read_back_topics(
+        &kafka.internal_bootstrap(),
+        &topics,
+        Duration::from_secs(120),
+    );
+    let sent_after = *switched_at.lock().unwrap();
+    let s = suite::check_new_incarnation(&records, &run, &consumed, sent_after);
+    println!(
+        "topic created again mid-stream {driver:?}: {} records, faults: {tally}; {} in the new \
+         incarnation, {} delivered to the old one; UNKNOWN_TOPIC_ID answers {}; Produce versions {:?}",
+        records.len(),
+        s.in_new,
+        s.delivered_before,
+        probe.produce_error_count(ErrorCode::UNKNOWN_TOPIC_ID),
+        probe.versions.get("Produce")
+    );
+    assert!(s.in_new > 0 && s.delivered_before > 0, "{s:?}");
+    let produce_versions = &probe.versions["Produce"];
+    assert_eq!(
+        produce_versions.keys().copied().collect::<Vec<_>>(),
+        vec![13],
+        "Produce by topic id throughout"
+    );
+}
+
+#[test]
+fn tokio_topic_created_again_mid_stream_lands_each_record_in_one_incarnation() {
+    topic_created_again_mid_stream(Driver::Tokio);
+}
+
+#[test]
+fn mio_topic_created_again_mid_stream_lands_each_record_in_one_incarnation() {
+    topic_created_again_mid_stream(Driver::MioThreaded);
 }
 
 // ---- a topic created after records for it were sent ----

@@ -376,6 +376,25 @@ fn protocol_probe(driver: Driver) {
         "{} records decoded, {sent} sent",
         report.produce_records
     );
+    // Always the highest version both sides support (on Kafka 4.1: ApiVersions v4, Metadata
+    // v13, InitProducerId v5, Produce v13 by topic id).
+    for (api, ours) in [
+        ("ApiVersions", producer_core::protocol::ApiKey::ApiVersions),
+        ("Metadata", producer_core::protocol::ApiKey::Metadata),
+        (
+            "InitProducerId",
+            producer_core::protocol::ApiKey::InitProducerId,
+        ),
+        ("Produce", producer_core::protocol::ApiKey::Produce),
+    ] {
+        let (_, broker_max) = report.broker_ranges[api];
+        let highest_used = report.versions[api].keys().max().copied();
+        assert_eq!(
+            highest_used,
+            Some(broker_max.min(ours.supported_versions().1)),
+            "{api}: not the highest version both support:\n{report}"
+        );
+    }
     // Every version used is one the broker offers.
     for (api, versions) in &report.versions {
         let (lo, hi) = report.broker_ranges[api];

@@ -295,10 +295,15 @@ impl Brokers {
     }
 
     /// A ready connection for a control request (the least loaded), optionally one whose broker
-    /// offers InitProducerId.
-    pub(crate) fn ready_control_connection(&self, needs_init_pid: bool) -> Option<ConnId> {
+    /// offers InitProducerId, optionally one to a bootstrap address only (rebootstrapping).
+    pub(crate) fn ready_control_connection(
+        &self,
+        needs_init_pid: bool,
+        bootstrap_only: bool,
+    ) -> Option<ConnId> {
         self.slots
             .iter()
+            .filter(|b| !bootstrap_only || b.node_id < 0)
             .filter_map(|b| b.conn.as_ref())
             .filter(|c| c.state == ConnState::Ready)
             .filter(|c| !needs_init_pid || c.versions.is_some_and(|v| v.init_producer_id.is_some()))
@@ -306,34 +311,45 @@ impl Brokers {
             .map(|c| c.id)
     }
 
-    /// Whether some connection is being set up (connecting or negotiating).
-    pub(crate) fn any_connecting(&self) -> bool {
+    /// Whether some connection is being set up (connecting or negotiating), optionally only
+    /// among the bootstrap addresses.
+    pub(crate) fn any_connecting(&self, bootstrap_only: bool) -> bool {
         self.slots
             .iter()
+            .filter(|b| !bootstrap_only || b.node_id < 0)
             .any(|b| b.conn.as_ref().is_some_and(|c| c.state != ConnState::Ready))
     }
 
-    /// The slot to connect to for control requests when nothing is connected: the known node
-    /// with the fewest failures whose backoff is over, else the next bootstrap address whose
-    /// backoff is over.
-    pub(crate) fn pick_to_connect(&self, now: Instant) -> Option<u32> {
-        let node = (0..self.slots.len())
+    /// The known node to connect to for control requests when nothing is connected: the one
+    /// with the fewest failures whose backoff is over.
+    pub(crate) fn pick_node_to_connect(&self, now: Instant) -> Option<u32> {
+        (0..self.slots.len())
             .filter(|&i| self.slots[i].node_id >= 0 && self.slots[i].may_connect(now))
-            .min_by_key(|&i| self.slots[i].failures);
-        let pick = node.or_else(|| {
-            let boot: Vec<usize> = (0..self.slots.len())
-                .filter(|&i| self.slots[i].node_id < 0)
-                .collect();
-            (0..boot.len())
-                .map(|k| boot[(self.next_bootstrap + k) % boot.len()])
-                .find(|&i| self.slots[i].may_connect(now))
-        });
-        pick.map(|i| i as u32)
+            .min_by_key(|&i| self.slots[i].failures)
+            .map(|i| i as u32)
     }
 
-    /// The earliest instant some slot's reconnect backoff ends.
-    pub(crate) fn earliest_reconnect(&self) -> Option<Instant> {
-        self.slots.iter().filter_map(|b| b.reconnect_at).min()
+    /// The bootstrap address to connect to next (round-robin from the one after the last that
+    /// failed) whose backoff is over.
+    pub(crate) fn pick_bootstrap_to_connect(&self, now: Instant) -> Option<u32> {
+        let boot: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].node_id < 0)
+            .collect();
+        (0..boot.len())
+            .map(|k| boot[(self.next_bootstrap + k) % boot.len()])
+            .find(|&i| self.slots[i].may_connect(now))
+            .map(|i| i as u32)
+    }
+
+    /// The earliest instant after `now` some slot's reconnect backoff ends, among the
+    /// bootstrap addresses only or among every slot.
+    pub(crate) fn earliest_reconnect(&self, now: Instant, bootstrap_only: bool) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|b| !bootstrap_only || b.node_id < 0)
+            .filter_map(|b| b.reconnect_at)
+            .filter(|&at| at > now)
+            .min()
     }
 
     /// Whether any connection still waits for a response.

@@ -132,6 +132,13 @@ pub struct Config {
     pub max_in_flight: usize,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
+    /// `metadata.recovery.strategy`: whether the producer goes back to its bootstrap list when
+    /// no broker it knows can be reached.
+    pub metadata_recovery: MetadataRecovery,
+    /// `metadata.recovery.rebootstrap.trigger.ms`: with [`MetadataRecovery::Rebootstrap`],
+    /// also go back to the bootstrap list when a wanted metadata refresh has not been answered
+    /// for this long (KIP-1102).
+    pub rebootstrap_trigger: Duration,
     /// `max.block.ms`: how long records wait for their topic's metadata before failing.
     pub max_block: Duration,
     /// Largest response frame accepted (bytes); larger ones close the connection.
@@ -147,6 +154,23 @@ pub struct Config {
     pub sasl: Option<SaslConfig>,
     /// TLS settings (`ssl.*`); required with `SSL` and `SASL_SSL`.
     pub tls: Option<TlsConfig>,
+}
+
+/// `metadata.recovery.strategy` (KIP-899): what the producer does when it cannot reach any
+/// broker it knows of (every connection attempt to the brokers Metadata named fails), or a
+/// broker answers Metadata with `REBOOTSTRAP_REQUIRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MetadataRecovery {
+    /// Go back to the bootstrap list (names resolved again by the driver on each connection)
+    /// and take the cluster from the first bootstrap address that answers Metadata: a cluster
+    /// replaced behind the same bootstrap names is found. The Java client's default since
+    /// Kafka 4.0.
+    #[default]
+    Rebootstrap,
+    /// Keep to the brokers Metadata named once the first answer arrived; the bootstrap list is
+    /// used only before it (the Java client's behaviour before Kafka 3.8).
+    None,
 }
 
 impl Config {
@@ -174,6 +198,8 @@ impl Config {
                 delivery_timeout: Duration::from_secs(120),
                 max_in_flight: 5,
                 metadata_max_age: Duration::from_secs(300),
+                metadata_recovery: MetadataRecovery::Rebootstrap,
+                rebootstrap_trigger: Duration::from_secs(300),
                 max_block: Duration::from_secs(60),
                 max_response_size: 100 * 1024 * 1024,
                 report_successes: true,
@@ -238,6 +264,14 @@ impl ConfigBuilder {
         max_in_flight: usize);
     setter!(/// `metadata.max.age.ms` (default 5 min).
         metadata_max_age: Duration);
+    setter!(/// `metadata.recovery.strategy` (default rebootstrap, as Kafka 4.x's Java client):
+        /// what happens when no broker the producer knows of can be reached, or a broker
+        /// answers Metadata with `REBOOTSTRAP_REQUIRED`.
+        metadata_recovery: MetadataRecovery);
+    setter!(/// `metadata.recovery.rebootstrap.trigger.ms` (default 5 min): with rebootstrap, also
+        /// go back to the bootstrap list when a wanted metadata refresh has gone unanswered for
+        /// this long.
+        rebootstrap_trigger: Duration);
     setter!(/// `max.block.ms`: wait for unknown topics' metadata (default 60 s).
         max_block: Duration);
     setter!(/// Largest response frame accepted (default 100 MiB).
@@ -303,6 +337,7 @@ impl ConfigBuilder {
             ("retry_backoff", c.retry_backoff),
             ("reconnect_backoff", c.reconnect_backoff),
             ("metadata_max_age", c.metadata_max_age),
+            ("rebootstrap_trigger", c.rebootstrap_trigger),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration(name));

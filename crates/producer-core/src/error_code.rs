@@ -110,6 +110,9 @@ impl ErrorCode {
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
     /// `TRANSACTION_ABORTABLE` (120).
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
+    /// `REBOOTSTRAP_REQUIRED` (129): Metadata v13's top-level answer telling the client to go
+    /// back to its bootstrap list (KIP-1102).
+    pub const REBOOTSTRAP_REQUIRED: ErrorCode = ErrorCode(129);
 
     /// Every code this crate names.
     pub const NAMED: &'static [ErrorCode] = &[
@@ -164,6 +167,7 @@ impl ErrorCode {
         ErrorCode::UNKNOWN_TOPIC_ID,
         ErrorCode::INCONSISTENT_TOPIC_ID,
         ErrorCode::TRANSACTION_ABORTABLE,
+        ErrorCode::REBOOTSTRAP_REQUIRED,
     ];
 
     /// Kafka's name for the code, or `None` for a code this crate does not know.
@@ -220,6 +224,7 @@ impl ErrorCode {
             100 => "UNKNOWN_TOPIC_ID",
             103 => "INCONSISTENT_TOPIC_ID",
             120 => "TRANSACTION_ABORTABLE",
+            129 => "REBOOTSTRAP_REQUIRED",
             _ => return None,
         })
     }

@@ -71,7 +71,7 @@ mod timer;
 mod topics;
 mod types;
 
-pub use config::{Acks, Config, ConfigBuilder, ConfigError};
+pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
 pub use metrics::MetricsSnapshot;
 pub use producer::{Producer, Stats};
@@ -79,6 +79,6 @@ pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
 pub use types::{
-    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError, Record,
-    RecordMetadata, SendError, SendErrorReason,
+    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
+    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
 };

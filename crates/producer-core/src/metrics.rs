@@ -22,6 +22,8 @@
 //! | `kafka_producer_errors_total` | counter | `code`, `name` | partition errors in Produce responses, by error code (one per batch) |
 //! | `kafka_producer_disconnects_total` | counter | | connections lost or timed out |
 //! | `kafka_producer_metadata_refreshes_total` | counter | | Metadata responses applied |
+//! | `kafka_producer_topics_recreated_total` | counter | | topics seen with a new topic id (deleted and created again while in use) |
+//! | `kafka_producer_rebootstraps_total` | counter | | returns to the bootstrap list (`metadata.recovery.strategy=rebootstrap`) |
 //! | `kafka_producer_malformed_responses_total` | counter | | responses that could not be parsed |
 //! | `kafka_producer_ignored_responses_total` | counter | | answers to acks=0 requests, ignored |
 //! | `kafka_producer_buffered_records` | gauge | | records accepted and not yet reported |
@@ -312,7 +314,7 @@ impl MetricsSnapshot {
 
     fn write_prometheus(&self, out: &mut String) -> fmt::Result {
         let c = &self.counters;
-        let counters: [(&str, &str, u64); 11] = [
+        let counters: [(&str, &str, u64); 13] = [
             (
                 "records_sent_total",
                 "Records carried by Produce requests, retries included.",
@@ -357,6 +359,16 @@ impl MetricsSnapshot {
                 "metadata_refreshes_total",
                 "Metadata responses applied.",
                 c.metadata_refreshes,
+            ),
+            (
+                "topics_recreated_total",
+                "Topics seen with a new topic id (deleted and created again while in use).",
+                c.topics_recreated,
+            ),
+            (
+                "rebootstraps_total",
+                "Returns to the bootstrap list.",
+                c.rebootstraps,
             ),
             (
                 "malformed_responses_total",

@@ -166,6 +166,14 @@ impl<T> PartitionQueue<T> {
         Some(old)
     }
 
+    /// The topic was deleted and created again (a new topic id): its leader epochs start over,
+    /// so the epoch seen so far no longer says which leader is newer. Call before applying the
+    /// new incarnation's leader; after it any epoch is accepted (Java's `Metadata` does the same
+    /// when a topic id changes).
+    pub(crate) fn forget_leader_epoch(&mut self) {
+        self.leader_epoch = -1;
+    }
+
     // ---------------------------------------------------------------------------------------
     // What may be sent
     // ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Acks, Config, ConfigBuilder, ConfigError};
+use crate::config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 use crate::record::Compression;
 use crate::sasl::Mechanism;
 use crate::security::{SaslConfig, SecurityProtocol, TlsConfig};
@@ -59,6 +59,8 @@ pub const SETTINGS: &[Setting] = &[
         "a count, 1-5 with idempotence",
     ),
     setting(&["metadata.max.age.ms"], "milliseconds"),
+    setting(&["metadata.recovery.strategy"], "rebootstrap or none"),
+    setting(&["metadata.recovery.rebootstrap.trigger.ms"], "milliseconds"),
     setting(&["max.block.ms"], "milliseconds"),
     setting(
         &["security.protocol"],
@@ -134,10 +136,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "partitioner.adaptive.partitioning.enable",
         "adaptive partitioning is not supported yet",
-    ),
-    (
-        "metadata.recovery.strategy",
-        "rebootstrap is not supported yet",
     ),
 ];
 
@@ -292,6 +290,14 @@ impl ConfigBuilder {
             "delivery.timeout.ms" => self = self.delivery_timeout(ms()?),
             "max.in.flight.requests.per.connection" => self.config.max_in_flight = count()?,
             "metadata.max.age.ms" => self.config.metadata_max_age = ms()?,
+            "metadata.recovery.strategy" => {
+                self.config.metadata_recovery = match value.to_ascii_lowercase().as_str() {
+                    "rebootstrap" => MetadataRecovery::Rebootstrap,
+                    "none" => MetadataRecovery::None,
+                    _ => return Err(bad()),
+                }
+            }
+            "metadata.recovery.rebootstrap.trigger.ms" => self.config.rebootstrap_trigger = ms()?,
             "max.block.ms" => self.config.max_block = ms()?,
             "security.protocol" => {
                 self.config.security_protocol =
@@ -502,6 +508,7 @@ mod tests {
                 r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";"#
             }
             "ssl.endpoint.identification.algorithm" => "none",
+            "metadata.recovery.strategy" => "none",
             "client.id" | "sasl.username" | "sasl.password" => "x",
             n if n.ends_with(".location") => "/tmp/x.pem",
             "max.in.flight.requests.per.connection" => "5",
@@ -515,6 +522,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn metadata_recovery_by_name() {
+        let c = Config::from_properties([
+            ("bootstrap.servers", "k1:9092"),
+            ("metadata.recovery.strategy", "NONE"),
+            ("metadata.recovery.rebootstrap.trigger.ms", "2500"),
+        ])
+        .unwrap();
+        assert_eq!(c.metadata_recovery, MetadataRecovery::None);
+        assert_eq!(c.rebootstrap_trigger, Duration::from_millis(2500));
+        let d = Config::from_properties([("bootstrap.servers", "k1:9092")]).unwrap();
+        assert_eq!(d.metadata_recovery, MetadataRecovery::Rebootstrap);
+        assert_eq!(d.rebootstrap_trigger, Duration::from_secs(300));
+        let e = Config::builder([("h", 1)])
+            .set("metadata.recovery.strategy", "sometimes")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rebootstrap or none"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub(crate) struct TopicState<T> {
     pub(crate) partitions: Vec<PartitionQueue<T>>,
     /// Metadata with partitions has arrived.
     pub(crate) known: bool,
+    /// The topic id Metadata (v10+) gave, all zeros while none is known: Produce v13 names the
+    /// topic by it. A different id later means the topic was deleted and created again.
+    pub(crate) topic_id: [u8; 16],
+    /// The id before the last change (all zeros if none): answers to requests sent before
+    /// the change still name it.
+    pub(crate) replaced_topic_id: [u8; 16],
     /// Records waiting for metadata (bounded by the buffer limits).
     pub(crate) holding: VecDeque<Held<T>>,
     pub(crate) holding_timer: Option<Instant>,
@@ -41,12 +47,20 @@ impl<T> TopicState<T> {
             name,
             partitions: Vec::new(),
             known: false,
+            topic_id: [0; 16],
+            replaced_topic_id: [0; 16],
             holding: VecDeque::new(),
             holding_timer: None,
             sticky: None,
             error: None,
             flush_held: false,
         }
+    }
+
+    /// Whether `id` (from a Produce v13 answer) names this topic: its id now, or the one
+    /// before the topic was created again.
+    pub(crate) fn has_topic_id(&self, id: [u8; 16]) -> bool {
+        id != [0; 16] && (self.topic_id == id || self.replaced_topic_id == id)
     }
 
     /// Grows the partition list to `count` (metadata said so; partitions are never removed).

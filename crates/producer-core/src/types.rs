@@ -207,8 +207,28 @@ pub enum Event {
         /// never reached).
         cluster_reached: bool,
     },
+    /// The producer goes back to its bootstrap list (`metadata.recovery.strategy=rebootstrap`,
+    /// KIP-899 / KIP-1102): its next Metadata request goes to a bootstrap address, and the
+    /// cluster found there replaces the brokers it knew. Emitted once per episode.
+    Rebootstrapping {
+        /// What made it go back.
+        reason: RebootstrapReason,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+}
+
+/// Why the producer went back to its bootstrap list ([`Event::Rebootstrapping`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RebootstrapReason {
+    /// No broker Metadata named could be connected to (each is backing off after a failed
+    /// attempt) and none is connected or connecting.
+    NoBrokerReachable,
+    /// A broker answered Metadata with `REBOOTSTRAP_REQUIRED`.
+    RebootstrapRequired,
+    /// A wanted metadata refresh went unanswered for `metadata.recovery.rebootstrap.trigger.ms`.
+    MetadataUnanswered,
 }
 
 /// The report for one record: the opaque value it was sent with, and its fate.

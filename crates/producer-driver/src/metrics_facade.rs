@@ -27,6 +27,8 @@ pub fn publish(snapshot: &MetricsSnapshot) {
         ("retries_total", c.retries),
         ("disconnects_total", c.disconnects),
         ("metadata_refreshes_total", c.metadata_refreshes),
+        ("topics_recreated_total", c.topics_recreated),
+        ("rebootstraps_total", c.rebootstraps),
         ("malformed_responses_total", c.malformed_responses),
         ("ignored_responses_total", c.ignored_responses),
     ] {

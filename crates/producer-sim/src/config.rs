@@ -19,7 +19,7 @@ pub const API_SASL_AUTHENTICATE: i16 = 36;
 /// The API ranges a broker advertises when [`BrokerSpec::api_versions`] is `None`:
 /// `(api_key, min_version, max_version)`.
 pub const DEFAULT_API_VERSIONS: &[(i16, i16, i16)] = &[
-    (API_PRODUCE, 3, 12),
+    (API_PRODUCE, 3, 13),
     (API_METADATA, 0, 13),
     (API_API_VERSIONS, 0, 4),
     (API_INIT_PRODUCER_ID, 0, 5),

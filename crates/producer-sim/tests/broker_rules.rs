@@ -32,7 +32,7 @@ fn api_versions_every_version_lists_the_configured_ranges() {
         assert_eq!(
             got,
             vec![
-                (API_PRODUCE, 3, 12),
+                (API_PRODUCE, 3, 13),
                 (API_METADATA, 0, 13),
                 (API_API_VERSIONS, 0, 4),
                 (API_INIT_PRODUCER_ID, 0, 5)
@@ -84,10 +84,16 @@ fn api_versions_v3_rejects_bad_software_name() {
 
 #[test]
 fn unsupported_api_version_closes_the_connection() {
-    let mut c = cluster(1, 1);
+    // A broker of Kafka 4.0's Produce range (3-12): v13 (topics by id) is not advertised.
+    let mut cfg = producer_sim::SimConfig::with_brokers(1, 1);
+    cfg.brokers[0].api_versions = Some(vec![
+        (API_PRODUCE, 3, 12),
+        (API_METADATA, 0, 13),
+        (API_API_VERSIONS, 0, 4),
+    ]);
+    let mut c = Client::new(cfg);
     c.sim.create_topic("t", 1).unwrap();
     let conn = c.connect_to(1);
-    // Produce v13 (topics by id) is not advertised by default (3-12).
     let req = produce_request(-1, &[("t", 0, batch(B::plain(1)))]);
     c.send(conn, ApiKey::Produce, 13, &req);
     assert!(c.recv_frame(conn).is_none());

@@ -86,7 +86,8 @@ struct Counters {
 
 struct Shared {
     node: i32,
-    upstream: SocketAddr,
+    /// Where new connections are forwarded ([`Proxy::set_upstream`] moves it).
+    upstream: Mutex<SocketAddr>,
     faults: watch::Sender<Faults>,
     /// Incremented by `cut_all`: every connection watching it resets itself.
     cut_generation: watch::Sender<u64>,
@@ -121,7 +122,7 @@ impl Proxy {
         let addr = std_listener.local_addr()?;
         let shared = Arc::new(Shared {
             node,
-            upstream,
+            upstream: Mutex::new(upstream),
             faults: watch::channel(Faults::default()).0,
             cut_generation: watch::channel(0).0,
             reset_arm: Mutex::new(None),
@@ -150,7 +151,22 @@ impl Proxy {
 
     /// The broker address it forwards to.
     pub fn upstream(&self) -> SocketAddr {
-        self.shared.upstream
+        *self
+            .shared
+            .upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forwards connections accepted from now on to `upstream` (open ones keep theirs): a
+    /// stable address in front of a broker that is replaced, as a DNS name or load balancer
+    /// in front of a cluster would be.
+    pub fn set_upstream(&self, upstream: SocketAddr) {
+        *self
+            .shared
+            .upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = upstream;
     }
 
     /// Resets every open connection (both sides get an RST); returns how many. New
@@ -319,7 +335,8 @@ enum End {
 }
 
 async fn forward(client: TcpStream, conn: u64, shared: Arc<Shared>) {
-    let Ok(upstream) = TcpStream::connect(shared.upstream).await else {
+    let to = *shared.upstream.lock().unwrap_or_else(|e| e.into_inner());
+    let Ok(upstream) = TcpStream::connect(to).await else {
         // The broker is down: the client sees its connection closed right away.
         return;
     };

@@ -235,3 +235,65 @@ pub fn rules<'a>(topics: &'a [(&'a str, i32)], expect: Expect) -> Rules<'a> {
         unread_topics: &[],
     }
 }
+
+/// What [`check_new_incarnation`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IncarnationSummary {
+    /// Records in the new incarnation's log.
+    pub in_new: usize,
+    /// Records reported delivered that are not in it (written to the old incarnation, gone
+    /// with it).
+    pub delivered_before: usize,
+}
+
+/// Checks a run whose topic was replaced by a new incarnation (deleted and created again, or
+/// the whole cluster replaced) while producing, against `consumed`, the new incarnation's
+/// log read back: every record in it was reported delivered at exactly that partition and
+/// offset, once (nothing lands there unreported or twice); every record was reported delivered
+/// (the producer retries into the new incarnation, as Java's does); and every record from index
+/// `sent_after_switch` on (sent once the new incarnation was in place) is in it where its report
+/// says.
+pub fn check_new_incarnation(
+    records: &[Record],
+    run: &Run,
+    consumed: &[crate::readback::Consumed],
+    sent_after_switch: usize,
+) -> IncarnationSummary {
+    let mut at = std::collections::HashMap::new();
+    for c in consumed {
+        let i = crate::workload::id_of(c);
+        assert!(
+            at.insert(i, (c.partition, c.offset)).is_none(),
+            "record {i} is twice in the new incarnation"
+        );
+        let r = run.reports[i]
+            .first()
+            .unwrap_or_else(|| panic!("record {i} in the log was never reported"));
+        match r {
+            Ok(m) => assert_eq!(
+                (m.partition, m.offset),
+                (c.partition, c.offset),
+                "record {i} is not where its report says"
+            ),
+            Err(f) => panic!("record {i} is in the new incarnation but was reported failed: {f:?}"),
+        }
+    }
+    let mut delivered_before = 0;
+    for (i, reports) in run.reports.iter().enumerate() {
+        assert_eq!(reports.len(), 1, "record {i}: {} reports", reports.len());
+        if let Err(f) = &reports[0] {
+            panic!("record {i} ({}) failed: {f:?}", records[i].topic);
+        }
+        if !at.contains_key(&i) {
+            assert!(
+                i < sent_after_switch,
+                "record {i}, sent after the switch, is not in the new incarnation"
+            );
+            delivered_before += 1;
+        }
+    }
+    IncarnationSummary {
+        in_new: at.len(),
+        delivered_before,
+    }
+}

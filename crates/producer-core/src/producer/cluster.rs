@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::classify::{classify, Action};
+use crate::config::MetadataRecovery;
 use crate::connection::RequestKind;
 use crate::protocol::metadata::{MetadataRequest, MetadataResponse};
 use crate::protocol::ApiKey;
 use crate::timer::TimerKind;
-use crate::types::{Event, Output, ProduceError};
+use crate::types::{Event, Output, ProduceError, RebootstrapReason};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -26,6 +27,12 @@ pub(super) struct MetadataPolicy {
     next_allowed: Instant,
     /// When the last successful refresh arrived.
     last_refresh: Option<Instant>,
+    /// Since when a refresh has been wanted or in flight without an answer applied (the
+    /// rebootstrap trigger counts from here); `None` while none is outstanding.
+    unanswered_since: Option<Instant>,
+    /// Going back to the bootstrap list: the next Metadata request goes to a bootstrap
+    /// address, and the answer to it ends this.
+    rebootstrapping: bool,
 }
 
 impl MetadataPolicy {
@@ -36,7 +43,14 @@ impl MetadataPolicy {
             in_flight: false,
             next_allowed: now,
             last_refresh: None,
+            unanswered_since: Some(now),
+            rebootstrapping: false,
         }
+    }
+
+    /// Whether the next Metadata request must go to a bootstrap address.
+    pub(super) fn rebootstrapping(&self) -> bool {
+        self.rebootstrapping
     }
 
     /// Whether the cluster ever answered a Metadata request.
@@ -49,6 +63,40 @@ impl<T> Producer<T> {
     /// Asks for a metadata refresh (rate-limited, at most one in flight).
     pub(super) fn request_metadata(&mut self) {
         self.metadata.wanted = true;
+        self.note_metadata_outstanding();
+        self.work_pending = true;
+    }
+
+    /// A refresh is now outstanding: the rebootstrap trigger starts counting, if it was not.
+    fn note_metadata_outstanding(&mut self) {
+        if self.metadata.unanswered_since.is_none() {
+            self.metadata.unanswered_since = Some(self.now);
+            if self.config.metadata_recovery == MetadataRecovery::Rebootstrap {
+                self.timers.arm(
+                    self.now + self.config.rebootstrap_trigger,
+                    TimerKind::Metadata,
+                );
+            }
+        }
+    }
+
+    /// Goes back to the bootstrap list (`metadata.recovery.strategy=rebootstrap`): the next
+    /// Metadata request goes to a bootstrap address (resolved again by the driver when it
+    /// connects), and the cluster it describes replaces what the producer knew (brokers at new
+    /// addresses, new topic ids). Once per episode: the answer applied ends it.
+    pub(super) fn begin_rebootstrap(&mut self, reason: RebootstrapReason) {
+        if self.metadata.rebootstrapping
+            || self.config.metadata_recovery != MetadataRecovery::Rebootstrap
+        {
+            return;
+        }
+        self.metadata.rebootstrapping = true;
+        self.metadata.wanted = true;
+        self.metadata.unanswered_since = None;
+        self.note_metadata_outstanding();
+        self.stats.rebootstraps += 1;
+        self.outputs
+            .push_back(Output::Event(Event::Rebootstrapping { reason }));
         self.work_pending = true;
     }
 
@@ -62,6 +110,15 @@ impl<T> Producer<T> {
             .is_some_and(|t| t + self.config.metadata_max_age <= now)
         {
             self.metadata.wanted = true;
+            self.note_metadata_outstanding();
+        }
+        if self.metadata.ever_refreshed()
+            && self
+                .metadata
+                .unanswered_since
+                .is_some_and(|t| t + self.config.rebootstrap_trigger <= now)
+        {
+            self.begin_rebootstrap(RebootstrapReason::MetadataUnanswered);
         }
         if !self.metadata.wanted || self.metadata.in_flight || self.fatal_error().is_some() {
             return;
@@ -99,6 +156,7 @@ impl<T> Producer<T> {
     pub(super) fn metadata_request_lost(&mut self) {
         self.metadata.in_flight = false;
         self.metadata.wanted = true;
+        self.note_metadata_outstanding();
     }
 
     /// The answer to Metadata. Returns false when it could not be parsed (the connection is
@@ -112,8 +170,12 @@ impl<T> Producer<T> {
         self.stats.trailing_response_bytes += parsed.trailing as u64;
         if parsed.body.error_code != ErrorCode::NONE {
             // v13's top-level error: the broker could not answer at all (nothing in the answer
-            // is to be used); ask again after the retry backoff.
+            // is to be used); ask again after the retry backoff, from the bootstrap list when
+            // the broker says so (KIP-1102).
             self.metadata.wanted = true;
+            if parsed.body.error_code == ErrorCode::REBOOTSTRAP_REQUIRED {
+                self.begin_rebootstrap(RebootstrapReason::RebootstrapRequired);
+            }
             return true;
         }
         self.apply_metadata(parsed.body);
@@ -171,6 +233,7 @@ impl<T> Producer<T> {
                 .max()
                 .unwrap_or(0)
                 .max(0) as usize;
+            self.note_topic_id(t, topic.topic_id);
             self.topics.get_mut(t).grow_partitions(count);
             for part in &topic.partitions {
                 if part.partition_index < 0 {
@@ -191,12 +254,15 @@ impl<T> Producer<T> {
             }
         }
         self.metadata.last_refresh = Some(now);
+        self.metadata.unanswered_since = None;
+        self.metadata.rebootstrapping = false;
         let leaderless = self
             .topics
             .iter()
             .any(|t| t.partitions.iter().any(|p| p.leader() < 0 && !p.is_empty()));
         if still_unknown || leaderless {
             self.metadata.wanted = true;
+            self.note_metadata_outstanding();
         }
         self.timers
             .arm(now + self.config.metadata_max_age, TimerKind::Metadata);
@@ -204,6 +270,27 @@ impl<T> Producer<T> {
             .push_back(Output::Event(Event::MetadataUpdated));
         self.work_pending = true;
         self.check_closed();
+    }
+
+    /// Records the topic id a Metadata answer gave (all zeros: the broker sent none, before
+    /// Metadata v10). A different id than before means the topic was deleted and created again
+    /// under its name: its partitions' leader epochs start over, and batches not yet written
+    /// go to the new topic when retried, as Java's producer does (its `Sender` names topics by
+    /// the ids current when each request is built).
+    fn note_topic_id(&mut self, t: u32, id: [u8; 16]) {
+        let ts = self.topics.get_mut(t);
+        if id == [0; 16] || ts.topic_id == id {
+            return;
+        }
+        let recreated = ts.topic_id != [0; 16];
+        ts.replaced_topic_id = ts.topic_id;
+        ts.topic_id = id;
+        if recreated {
+            for p in &mut ts.partitions {
+                p.forget_leader_epoch();
+            }
+            self.stats.topics_recreated += 1;
+        }
     }
 
     /// Metadata reported a permanent error for a topic (authorization, invalid name): records

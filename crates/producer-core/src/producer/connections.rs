@@ -12,7 +12,8 @@ use crate::timer::{backoff, TimerKind};
 use std::io::ErrorKind;
 
 use crate::brokers::FailureOutcome;
-use crate::types::{ConnId, ConnectionError, Event, Output, ProduceError};
+use crate::config::MetadataRecovery;
+use crate::types::{ConnId, ConnectionError, Event, Output, ProduceError, RebootstrapReason};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -55,18 +56,41 @@ impl<T> Producer<T> {
     /// A ready connection for a control request (the least loaded), or `None` after starting
     /// a connection attempt if none is ready (or arming a retry when every broker is backing
     /// off).
+    ///
+    /// Before the first Metadata answer the bootstrap addresses are tried; after it the brokers
+    /// Metadata named. When none of those can be connected to (each backing off after a failed
+    /// attempt), `metadata.recovery.strategy=rebootstrap` goes back to the bootstrap list
+    /// ([`Producer::begin_rebootstrap`]); while rebootstrapping, Metadata requests go to
+    /// bootstrap addresses only.
     pub(super) fn control_connection(&mut self, needs_init_pid: bool) -> Option<ConnId> {
-        let best = self.brokers.ready_control_connection(needs_init_pid);
+        let bootstrap_only = self.metadata.rebootstrapping() && !needs_init_pid;
+        let best = self
+            .brokers
+            .ready_control_connection(needs_init_pid, bootstrap_only);
         if best.is_some() {
             return best;
         }
-        if self.brokers.any_connecting() {
+        if self.brokers.any_connecting(bootstrap_only) {
             return None; // one is on its way
         }
-        match self.brokers.pick_to_connect(self.now) {
+        let now = self.now;
+        let pick = if bootstrap_only || !self.metadata.ever_refreshed() {
+            self.brokers.pick_bootstrap_to_connect(now)
+        } else {
+            match self.brokers.pick_node_to_connect(now) {
+                Some(slot) => Some(slot),
+                None if self.config.metadata_recovery == MetadataRecovery::Rebootstrap => {
+                    self.begin_rebootstrap(RebootstrapReason::NoBrokerReachable);
+                    self.brokers.pick_bootstrap_to_connect(now)
+                }
+                None => None,
+            }
+        };
+        match pick {
             Some(slot) => self.connect(slot),
             None => {
-                if let Some(at) = self.brokers.earliest_reconnect() {
+                let bootstrap_only = self.metadata.rebootstrapping() && !needs_init_pid;
+                if let Some(at) = self.brokers.earliest_reconnect(now, bootstrap_only) {
                     self.timers.arm(at, TimerKind::Metadata);
                 }
             }

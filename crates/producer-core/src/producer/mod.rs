@@ -69,6 +69,12 @@ pub struct Stats {
     pub disconnects: u64,
     /// Metadata responses applied.
     pub metadata_refreshes: u64,
+    /// Topics Metadata showed with a new topic id (deleted and created again under their
+    /// name while in use).
+    pub topics_recreated: u64,
+    /// Times the producer went back to its bootstrap list (`metadata.recovery.strategy`
+    /// rebootstrap: no known broker reachable, or `REBOOTSTRAP_REQUIRED`).
+    pub rebootstraps: u64,
     /// Responses to acks=0 requests (which expect none), ignored.
     pub ignored_responses: u64,
 }

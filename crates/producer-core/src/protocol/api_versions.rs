@@ -417,7 +417,7 @@ mod tests {
         let resp = ApiVersionsResponse {
             error_code: ErrorCode::NONE,
             api_keys: vec![
-                range(0, 0, 13),
+                range(0, 0, 14),
                 range(3, 0, 8),
                 range(22, 6, 6),
                 range(18, 0, 5),
@@ -428,7 +428,7 @@ mod tests {
             finalized_features: Vec::new(),
         };
         // Broker supports more than we do: our max.
-        assert_eq!(resp.negotiate(ApiKey::Produce), Some(12));
+        assert_eq!(resp.negotiate(ApiKey::Produce), Some(13));
         // Broker max below ours: its max.
         assert_eq!(resp.negotiate(ApiKey::Metadata), Some(8));
         // First entry wins for duplicates.

@@ -110,7 +110,7 @@ impl ApiKey {
         match self {
             // v12 is v11 (KIP-890: a transactional Produce adds its partitions to the
             // transaction); v13 addresses topics by id.
-            ApiKey::Produce => (3, 12),
+            ApiKey::Produce => (3, 13),
             // v13 adds the top-level error code.
             ApiKey::Metadata => (1, 13),
             // v4 is v3 (KAFKA-17011: SupportedFeatures with a minimum of 0).

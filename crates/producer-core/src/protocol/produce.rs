@@ -1,8 +1,10 @@
-//! Produce (API key 0), versions 3-12: sending record batches to partition leaders.
+//! Produce (API key 0), versions 3-13: sending record batches to partition leaders.
 //!
 //! Versions 9 and later are flexible (compact encodings, tagged fields). Field order and version
 //! ranges follow Kafka's `ProduceRequest.json` / `ProduceResponse.json`; v11 has the same shape
-//! as v10, and v12 the same as v11 (KIP-890).
+//! as v10, and v12 the same as v11 (KIP-890). v13 names each topic by its topic id instead of
+//! its name, in the request and in the response (KIP-516); a broker that no longer knows the id
+//! answers `UNKNOWN_TOPIC_ID`.
 //!
 //! The request is on the producer's hot path, so besides the struct form ([`ProduceRequest`])
 //! there is a streaming [`ProduceRequestWriter`] that writes topics and partitions straight into
@@ -10,7 +12,7 @@
 
 use super::primitives::{
     array, field, int16, int32, int64, nullable_string, parse_tag_value, skip_tags, string,
-    tagged_fields, PResult, Put,
+    tagged_fields, uuid, PResult, Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::ErrorCode;
@@ -31,6 +33,7 @@ use crate::ErrorCode;
 #[must_use = "a Produce request is incomplete until `finish` is called"]
 pub struct ProduceRequestWriter {
     flexible: bool,
+    by_topic_id: bool,
     topics_left: usize,
     partitions_left: usize,
 }
@@ -61,14 +64,23 @@ impl ProduceRequestWriter {
         buf.put_array_len(flexible, topic_count);
         ProduceRequestWriter {
             flexible,
+            by_topic_id: version >= FIRST_VERSION_BY_TOPIC_ID,
             topics_left: topic_count,
             partitions_left: 0,
         }
     }
 
-    /// Starts the next topic entry: its name and the length of its partition array. Exactly
-    /// `partition_count` [`partition`](Self::partition) calls must follow before the next topic.
-    pub fn topic(&mut self, buf: &mut Vec<u8>, name: &str, partition_count: usize) {
+    /// Starts the next topic entry: the topic (its name before v13, its id from v13) and the
+    /// length of its partition array. Exactly `partition_count` [`partition`](Self::partition)
+    /// calls must follow before the next topic. From v13 `topic_id` must be the topic's id from
+    /// Metadata (not all zeros, checked with `debug_assert!`); before v13 it is not written.
+    pub fn topic(
+        &mut self,
+        buf: &mut Vec<u8>,
+        name: &str,
+        topic_id: [u8; 16],
+        partition_count: usize,
+    ) {
         debug_assert!(self.topics_left > 0, "more topics written than announced");
         debug_assert!(
             self.partitions_left == 0,
@@ -76,7 +88,15 @@ impl ProduceRequestWriter {
             self.partitions_left
         );
         self.topics_left = self.topics_left.saturating_sub(1);
-        buf.put_string(self.flexible, name);
+        if self.by_topic_id {
+            debug_assert!(
+                topic_id != [0; 16],
+                "Produce v13+ needs the topic id of {name}"
+            );
+            buf.put_uuid(topic_id);
+        } else {
+            buf.put_string(self.flexible, name);
+        }
         buf.put_array_len(self.flexible, partition_count);
         self.partitions_left = partition_count;
         if partition_count == 0 {
@@ -165,11 +185,17 @@ pub struct ProduceRequest<'a> {
     pub topics: Vec<TopicProduceData<'a>>,
 }
 
+/// The first Produce version that names topics by id (KIP-516): a request at this version or
+/// later needs every topic's id.
+pub const FIRST_VERSION_BY_TOPIC_ID: i16 = 13;
+
 /// One topic of a [`ProduceRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicProduceData<'a> {
-    /// The topic name.
+    /// The topic name (written before v13).
     pub name: &'a str,
+    /// The topic id from Metadata (written from v13).
+    pub topic_id: [u8; 16],
     /// The partitions to produce to.
     pub partitions: Vec<PartitionProduceData<'a>>,
 }
@@ -198,7 +224,7 @@ impl ProduceRequest<'_> {
             self.topics.len(),
         );
         for topic in &self.topics {
-            w.topic(buf, topic.name, topic.partitions.len());
+            w.topic(buf, topic.name, topic.topic_id, topic.partitions.len());
             for p in &topic.partitions {
                 w.partition(buf, p.index, p.records);
             }
@@ -226,8 +252,10 @@ pub struct ProduceResponse {
 /// One topic of a [`ProduceResponse`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicProduceResponse {
-    /// The topic name.
+    /// The topic name (before v13; empty from v13).
     pub name: String,
+    /// The topic id (from v13; all zeros before).
+    pub topic_id: [u8; 16],
     /// One entry per partition produced to.
     pub partitions: Vec<PartitionProduceResponse>,
 }
@@ -328,7 +356,13 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
 
 fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     let flexible = ApiKey::Produce.is_flexible(version);
-    let (i, name) = field("Name", string(flexible))(i)?;
+    let (i, name, topic_id) = if version >= FIRST_VERSION_BY_TOPIC_ID {
+        let (i, id) = field("TopicId", uuid)(i)?;
+        (i, String::new(), id)
+    } else {
+        let (i, name) = field("Name", string(flexible))(i)?;
+        (i, name, [0; 16])
+    };
     let (i, partitions) = field(
         "PartitionResponses",
         array(flexible, |i| parse_partition(i, version)),
@@ -336,7 +370,14 @@ fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     let (i, ()) = field("TopicProduceResponse tagged fields", |i| {
         skip_tags(i, flexible)
     })(i)?;
-    Ok((i, TopicProduceResponse { name, partitions }))
+    Ok((
+        i,
+        TopicProduceResponse {
+            name,
+            topic_id,
+            partitions,
+        },
+    ))
 }
 
 fn parse_partition(i: &[u8], version: i16) -> PResult<'_, PartitionProduceResponse> {
@@ -446,6 +487,7 @@ mod tests {
             timeout_ms: 30_000,
             topics: vec![TopicProduceData {
                 name: "t",
+                topic_id: [0; 16],
                 partitions: vec![
                     PartitionProduceData {
                         index: 0,
@@ -485,6 +527,7 @@ mod tests {
             topics: vec![
                 TopicProduceData {
                     name: "a",
+                    topic_id: [0; 16],
                     partitions: vec![PartitionProduceData {
                         index: 0,
                         records: Some(&[1, 2, 3]),
@@ -492,6 +535,7 @@ mod tests {
                 },
                 TopicProduceData {
                     name: "b",
+                    topic_id: [0; 16],
                     partitions: vec![],
                 },
             ],
@@ -526,6 +570,7 @@ mod tests {
             timeout_ms: 5,
             topics: vec![TopicProduceData {
                 name: "t",
+                topic_id: [0; 16],
                 partitions: vec![PartitionProduceData {
                     index: 7,
                     records: None,
@@ -557,14 +602,14 @@ mod tests {
             let records: Vec<u8> = (0..200u8).collect();
             let mut a = Vec::new();
             let mut w = ProduceRequestWriter::begin(&mut a, version, Some("x"), -1, 10, 1);
-            w.topic(&mut a, "topic", 2);
+            w.topic(&mut a, "topic", [0; 16], 2);
             w.partition(&mut a, 0, Some(&records));
             w.partition(&mut a, 1, Some(&[]));
             w.finish(&mut a);
 
             let mut b = Vec::new();
             let mut w = ProduceRequestWriter::begin(&mut b, version, Some("x"), -1, 10, 1);
-            w.topic(&mut b, "topic", 2);
+            w.topic(&mut b, "topic", [0; 16], 2);
             w.partition_with(&mut b, 0, records.len(), |buf| {
                 buf.extend_from_slice(&records)
             });
@@ -580,8 +625,8 @@ mod tests {
     fn writer_catches_missing_partitions() {
         let mut buf = Vec::new();
         let mut w = ProduceRequestWriter::begin(&mut buf, 9, None, 1, 10, 2);
-        w.topic(&mut buf, "a", 1);
-        w.topic(&mut buf, "b", 0);
+        w.topic(&mut buf, "a", [0; 16], 1);
+        w.topic(&mut buf, "b", [0; 16], 0);
     }
 
     #[test]
@@ -614,6 +659,7 @@ mod tests {
             ProduceResponse {
                 topics: vec![TopicProduceResponse {
                     name: "t".into(),
+                    topic_id: [0; 16],
                     partitions: vec![PartitionProduceResponse {
                         index: 0,
                         error_code: ErrorCode::NONE,
@@ -762,7 +808,7 @@ mod tests {
 
     #[test]
     fn unsupported_versions_are_rejected() {
-        for v in [2, 13] {
+        for v in [2, 14] {
             assert_eq!(
                 ProduceResponse::parse(v, &[]),
                 Err(DecodeError::UnsupportedVersion {

@@ -56,6 +56,19 @@ impl SimCluster {
         Ok(())
     }
 
+    /// Deletes a topic with its logs and producer state, as Kafka's DeleteTopics does: Metadata
+    /// then answers `UNKNOWN_TOPIC_OR_PARTITION` for it, Produce by name the same, Produce v13
+    /// by its old id `UNKNOWN_TOPIC_ID`. [`SimCluster::create_topic`] with the same name makes a
+    /// new incarnation with a new topic id. Returns how many records it held.
+    pub fn delete_topic(&mut self, topic: &str) -> Result<usize, SimError> {
+        let t = self
+            .topics
+            .remove(topic)
+            .ok_or_else(|| SimError::UnknownTopic(topic.to_string()))?;
+        *self.deleted_topics.entry(topic.to_string()).or_default() += 1;
+        Ok(t.partitions.iter().map(|p| p.log.len()).sum())
+    }
+
     /// Stops a broker: its connections are reset (the client gets [`NetEvent::Closed`](crate::NetEvent::Closed) at `now`,
     /// or [`NetEvent::ConnectFailed`](crate::NetEvent::ConnectFailed) if the connection had not completed; bytes in flight are
     /// lost) and new connections to it fail until [`SimCluster::start_broker`].

@@ -69,6 +69,8 @@ pub struct SimCluster {
     producer_ids: BTreeMap<i64, i16>,
     brokers: BTreeMap<i32, Broker>,
     topics: BTreeMap<String, Topic>,
+    /// How many times each topic name was deleted ([`SimCluster::delete_topic`]).
+    deleted_topics: BTreeMap<String, u64>,
     conns: BTreeMap<u64, Conn>,
     injections: Vec<InjectedError>,
     /// `(error code, responses left)`: Metadata v13+ answers carrying only a top-level error.
@@ -111,6 +113,7 @@ impl SimCluster {
             producer_ids: BTreeMap::new(),
             brokers,
             topics: BTreeMap::new(),
+            deleted_topics: BTreeMap::new(),
             conns: BTreeMap::new(),
             injections: Vec::new(),
             metadata_top_level_error: None,
@@ -138,8 +141,12 @@ impl SimCluster {
                 producers: BTreeMap::new(),
             })
             .collect();
-        // Topic id: derived from the seed and the name, without disturbing the main RNG stream.
-        let mut r = Rng::new(self.cfg.seed ^ u64::from(crc32c::crc32c(name.as_bytes())) << 17);
+        // Topic id: derived from the seed, the name and how often a topic of that name was
+        // deleted (a new incarnation gets a new id), without disturbing the main RNG stream.
+        let incarnation = self.deleted_topics.get(name).copied().unwrap_or(0);
+        let mut r = Rng::new(
+            self.cfg.seed ^ u64::from(crc32c::crc32c(name.as_bytes())) << 17 ^ incarnation << 49,
+        );
         let id = uuid::Uuid::from_u64_pair(r.next_u64(), r.next_u64() | 1);
         self.topics.insert(
             name.to_string(),

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use crate::batch::BatchRef;
 use crate::classify::{classify, Action};
 use crate::connection::{InFlightRequest, RequestKind};
-use crate::protocol::produce::{PartitionProduceResponse, ProduceRequestWriter, ProduceResponse};
+use crate::protocol::produce::{
+    PartitionProduceResponse, ProduceRequestWriter, ProduceResponse, FIRST_VERSION_BY_TOPIC_ID,
+};
 use crate::protocol::{encode_request, ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
 use crate::types::{ConnId, Event, Output, ProduceError};
@@ -154,13 +156,24 @@ impl<T> Producer<T> {
             return false;
         }
         chosen.sort_by_key(|b| b.topic);
-        let version = self
+        let negotiated = self
             .brokers
             .slot(slot)
             .conn
             .as_ref()
             .and_then(|c| c.versions)
             .map_or(3, |v| v.produce);
+        // v13 names topics by id: only when every topic of the request has one (a broker with
+        // Metadata before v10 gives none), else the highest version that names them.
+        let version = if negotiated >= FIRST_VERSION_BY_TOPIC_ID
+            && chosen
+                .iter()
+                .any(|b| self.topics.get(b.topic).topic_id == [0; 16])
+        {
+            FIRST_VERSION_BY_TOPIC_ID - 1
+        } else {
+            negotiated
+        };
         let acks = self.config.acks.wire();
         let timeout_ms = self
             .config
@@ -189,7 +202,8 @@ impl<T> Producer<T> {
                     .iter()
                     .position(|c| c.topic != t)
                     .map_or(chosen.len(), |k| i + k);
-                w.topic(buf, &topics.get(t).name, j - i);
+                let topic = topics.get(t);
+                w.topic(buf, &topic.name, topic.topic_id, j - i);
                 for b in &chosen[i..j] {
                     let pq = topics.partition(b.topic, b.partition);
                     let bytes = pq.find(b.id).map(|idx| pq.batch(idx).bytes());
@@ -272,23 +286,33 @@ impl<T> Producer<T> {
         for n in &resp.node_endpoints {
             self.brokers.node_slot(n.node_id, &n.host, n.port);
         }
-        let mut results: HashMap<(&str, i32), &PartitionProduceResponse> = HashMap::new();
+        // Each answer by (topic number, partition): a v13 answer names topics by the ids the
+        // request carried, an older one by name.
+        let mut results: HashMap<(u32, i32), &PartitionProduceResponse> = HashMap::new();
         for topic in &resp.topics {
+            let t = if topic.topic_id != [0; 16] {
+                batches
+                    .iter()
+                    .map(|b| b.topic)
+                    .find(|&t| self.topics.get(t).has_topic_id(topic.topic_id))
+            } else {
+                self.topics.lookup(&topic.name)
+            };
+            let Some(t) = t else { continue };
             for part in &topic.partitions {
-                results.insert((topic.name.as_str(), part.index), part);
+                results.insert((t, part.index), part);
             }
         }
         let mut touched = Vec::new();
         for b in batches {
             let (t, p) = (b.topic, b.partition);
-            let name = self.topics.name(t);
             let pq = self.topics.partition_mut(t, p);
             let Some(i) = pq.find(b.id) else { continue };
             if !pq.end_flight(i, conn) {
                 continue;
             }
             touched.push((t, p));
-            match results.get(&(&*name, p as i32)) {
+            match results.get(&(t, p as i32)) {
                 Some(r) => self.resolve(conn, t, p, i, r),
                 None => {
                     // The broker left the partition out: treat as possibly written.
