@@ -460,6 +460,11 @@ impl RecordFailures {
         (!errors.is_empty()).then_some(RecordFailures { errors })
     }
 
+    /// The errors, to adjust them once the set is known.
+    pub(crate) fn errors_mut(&mut self) -> impl Iterator<Item = &mut ProduceError> {
+        self.errors.iter_mut().map(|(_, e)| e)
+    }
+
     /// How many records have an error of their own.
     pub(crate) fn len(&self) -> usize {
         self.errors.len()

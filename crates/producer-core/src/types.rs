@@ -324,13 +324,14 @@ pub enum ProduceError {
     /// (`INVALID_RECORD` for a record without a key on a compacted topic, `INVALID_TIMESTAMP`,
     /// ...) and named this record among the culprits in the response's record errors
     /// (KIP-467, Produce v8+). Nothing of the batch was written. Not retried: sent unchanged, the
-    /// record would be rejected again. When a batch has several invalid records, Kafka reports
-    /// one code for them all; `message` tells them apart.
+    /// record would be rejected again.
     #[error("record {batch_index} of its batch rejected by the broker: {code}{}{}",
         message.as_deref().map(|m| format!(": {m}")).unwrap_or_default(),
         if *possibly_persisted { " (an earlier attempt may have been written)" } else { "" })]
     InvalidRecord {
-        /// The partition's error code in the response.
+        /// The partition's error code in the response when the broker named this record
+        /// alone; `INVALID_RECORD` when it named several (Kafka answers one code for the
+        /// batch, which cannot tell their reasons apart: `message` does), as Java's producer.
         code: ErrorCode,
         /// The record's index within the batch it was sent in.
         batch_index: i32,

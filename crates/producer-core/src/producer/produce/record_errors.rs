@@ -2,7 +2,9 @@
 //! errors name them by index in the batch, so each of those fails with its own
 //! [`ProduceError::InvalidRecord`] and the rest of the batch with
 //! [`ProduceError::BatchRejected`], as Java's producer does (`Sender.failBatch` with its record
-//! exceptions). Only a batch that fails for good reads them: record errors on a success or a
+//! exceptions): a record named alone takes the partition's error code, several named take
+//! `INVALID_RECORD` each (the one code cannot tell their reasons apart; their messages do).
+//! Only a batch that fails for good reads them: record errors on a success or a
 //! retried error are ignored, as Java ignores them.
 //!
 //! Bytes from the network decide nothing else: an entry whose index names no record of the
@@ -44,7 +46,16 @@ pub(super) fn record_failures(
         };
         (i64::from(e.batch_index), error)
     });
-    let own = RecordFailures::new(record_count, entries)?;
+    let mut own = RecordFailures::new(record_count, entries)?;
+    // One code for several records says nothing of each: they are invalid records, and
+    // their messages say why (Java's `InvalidRecordException` for each).
+    if own.len() > 1 {
+        for e in own.errors_mut() {
+            if let ProduceError::InvalidRecord { code, .. } = e {
+                *code = ErrorCode::INVALID_RECORD;
+            }
+        }
+    }
     let others = ProduceError::BatchRejected {
         code,
         invalid_records: u32::try_from(own.len()).unwrap_or(u32::MAX),
@@ -198,6 +209,40 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn one_named_record_keeps_the_partition_code_several_are_invalid_records() {
+        let mut r = response(&[(1, Some("too old"))], None);
+        r.error_code = ErrorCode::INVALID_TIMESTAMP;
+        let (others, own) = split(&r, 3).unwrap();
+        assert!(matches!(
+            own[..],
+            [(
+                1,
+                ProduceError::InvalidRecord {
+                    code: ErrorCode::INVALID_TIMESTAMP,
+                    ..
+                }
+            )]
+        ));
+        assert!(matches!(
+            others,
+            ProduceError::BatchRejected {
+                code: ErrorCode::INVALID_TIMESTAMP,
+                ..
+            }
+        ));
+        let mut r = response(&[(0, Some("too old")), (2, Some("no key"))], None);
+        r.error_code = ErrorCode::INVALID_TIMESTAMP;
+        let (_, own) = split(&r, 3).unwrap();
+        assert_eq!(
+            own,
+            [
+                (0, invalid(0, Some("too old"))),
+                (2, invalid(2, Some("no key")))
+            ]
+        );
     }
 
     #[test]
