@@ -90,6 +90,12 @@ impl Failure {
             }) => *possibly_persisted,
             Failure::Produce(ProduceError::Authentication {
                 possibly_persisted, ..
+            })
+            | Failure::Produce(ProduceError::InvalidRecord {
+                possibly_persisted, ..
+            })
+            | Failure::Produce(ProduceError::BatchRejected {
+                possibly_persisted, ..
             }) => *possibly_persisted,
             Failure::Lost | Failure::Other(_) => true,
             Failure::Produce(_) | Failure::Rejected(_) => false,
@@ -196,6 +202,81 @@ pub fn produce_with_tokens(
         end_ms: now_ms(),
         elapsed: start.elapsed(),
     }
+}
+
+/// Produces in rounds through one producer of `driver` (Tokio or MioThreaded: the drivers with
+/// a flush): `next` is asked for each round's records given the runs so far (`None`: done);
+/// each round is sent in order and flushed, and its [`Run`] holds its reports. The producer is
+/// closed after the last round. Panics for [`Driver::MioEmbedded`], whose loop has no flush.
+pub fn produce_rounds(
+    driver: Driver,
+    config: Config,
+    next: &mut dyn FnMut(&[Run]) -> Option<Vec<Record>>,
+) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    let round = |runs: &mut Vec<Run>, records: &[Record], sink: Collected, start: Instant| {
+        runs.push(Run {
+            reports: sink.reports,
+            returned: sink.returned,
+            start_ms: now_ms() - start.elapsed().as_millis() as i64,
+            end_ms: now_ms(),
+            elapsed: start.elapsed(),
+        });
+        debug_assert_eq!(runs.last().map(|r| r.reports.len()), Some(records.len()));
+    };
+    match driver {
+        Driver::Tokio => runtime().block_on(async {
+            let handle = producer_tokio::ProducerHandle::builder(config)
+                .start()
+                .unwrap();
+            while let Some(records) = next(&runs) {
+                let start = Instant::now();
+                let mut sink = Collected::new(records.len());
+                let mut futures = Vec::with_capacity(records.len());
+                for (i, r) in records.iter().enumerate() {
+                    let f = handle
+                        .send(r.clone())
+                        .await
+                        .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
+                    futures.push(f);
+                }
+                handle.flush().await;
+                for (i, f) in futures.into_iter().enumerate() {
+                    // After flush every future has resolved: awaiting cannot hang.
+                    let (report, back) = tokio_report(f.await);
+                    sink.take(i, report, back);
+                }
+                round(&mut runs, &records, sink, start);
+            }
+            handle.close().await;
+        }),
+        Driver::MioThreaded => {
+            let (tx, rx) = mpsc::channel::<Delivery<usize>>();
+            let producer = producer_mio::ThreadedProducer::<usize>::spawn(config, 1024, move |d| {
+                let _ = tx.send(d);
+            })
+            .unwrap();
+            while let Some(records) = next(&runs) {
+                let start = Instant::now();
+                let mut sink = Collected::new(records.len());
+                for (i, r) in records.iter().enumerate() {
+                    producer
+                        .send_with(r.clone(), i)
+                        .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
+                }
+                producer.flush();
+                // Flush returns once every record of the round was reported.
+                while let Ok(d) = rx.try_recv() {
+                    let (i, report, back) = core_report(d);
+                    sink.take(i, report, back);
+                }
+                round(&mut runs, &records, sink, start);
+            }
+            producer.close();
+        }
+        Driver::MioEmbedded => panic!("produce_rounds needs a driver with a flush"),
+    }
+    runs
 }
 
 struct Collected {

@@ -28,8 +28,8 @@ pub mod verify;
 pub mod workload;
 
 pub use drive::{
-    produce, produce_with_tokens, runtime, Driver, Failure, Pacing, Report, Reports, Run,
-    TokenSource,
+    produce, produce_rounds, produce_with_tokens, runtime, Driver, Failure, Pacing, Report,
+    Reports, Run, TokenSource,
 };
 pub use mock::{api, errors, parse_bootstrap, MockError, MockKafka, MockRequest};
 pub use readback::{read_back, read_back_all, read_back_each, read_back_topics, Consumed};

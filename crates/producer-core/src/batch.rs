@@ -239,6 +239,10 @@ pub(crate) struct Batch<T> {
     base_sequence: Option<i32>,
     /// A previous attempt may have been written.
     possibly_persisted: bool,
+    /// The records the broker rejected themselves, when it failed the batch because of them
+    /// (KIP-467); their batch mates take the batch's own error. `None` on every other path, so
+    /// a success pays for one pointer-sized field and nothing else.
+    record_errors: Option<Box<RecordFailures>>,
 }
 
 impl<T> Batch<T> {
@@ -260,6 +264,7 @@ impl<T> Batch<T> {
             attempts: 0,
             base_sequence: None,
             possibly_persisted: false,
+            record_errors: None,
         }
     }
 
@@ -288,6 +293,7 @@ impl<T> Batch<T> {
             attempts: original.attempts,
             base_sequence: stamp.map(|(_, _, seq)| seq),
             possibly_persisted: original.possibly_persisted,
+            record_errors: None,
         }
     }
 
@@ -352,6 +358,13 @@ impl<T> Batch<T> {
         self.state = BatchState::Done(result);
     }
 
+    /// Names the records the broker rejected themselves, for the failure that follows
+    /// ([`crate::partition::PartitionQueue::fail_sent`] with the error of their batch mates):
+    /// each named record is reported with its own error instead.
+    pub(crate) fn set_record_errors(&mut self, failures: RecordFailures) {
+        self.record_errors = Some(Box::new(failures));
+    }
+
     /// What a split keeps of the original batch.
     pub(crate) fn split_origin(&self) -> SplitOrigin {
         SplitOrigin {
@@ -377,6 +390,7 @@ impl<T> Batch<T> {
             records: self.records,
             charged: self.charged,
             sealed: self.sealed,
+            record_errors: self.record_errors,
         }
     }
 
@@ -411,4 +425,53 @@ pub(crate) struct Finished<T> {
     pub(crate) records: Vec<Pending<T>>,
     pub(crate) charged: usize,
     pub(crate) sealed: SealedBatch,
+    /// On failure, the records that take an error of their own (see [`RecordFailures`]).
+    pub(crate) record_errors: Option<Box<RecordFailures>>,
+}
+
+/// The records of a failed batch that the broker rejected themselves (Produce `RecordErrors`,
+/// KIP-467), each with its own error; the other records of the batch take the batch's error.
+/// Built only from entries that name a record of the batch, sorted by index, at most one per
+/// record, never empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordFailures {
+    /// `(index within the batch, error)`, indexes strictly increasing.
+    errors: Vec<(usize, ProduceError)>,
+}
+
+impl RecordFailures {
+    /// The failures from `(index, error)` pairs naming records of a batch of `record_count`
+    /// records: entries whose index names no record are left out, and of several for the same
+    /// record the first is kept. `None` when no entry is left.
+    pub(crate) fn new(
+        record_count: usize,
+        entries: impl IntoIterator<Item = (i64, ProduceError)>,
+    ) -> Option<Self> {
+        let mut errors: Vec<(usize, ProduceError)> = entries
+            .into_iter()
+            .filter_map(|(i, e)| {
+                let i = usize::try_from(i).ok().filter(|&i| i < record_count)?;
+                Some((i, e))
+            })
+            .collect();
+        // A stable sort keeps the entries of one index in their order: the first one stays.
+        errors.sort_by_key(|&(i, _)| i);
+        errors.dedup_by_key(|&mut (i, _)| i);
+        (!errors.is_empty()).then_some(RecordFailures { errors })
+    }
+
+    /// The errors, to adjust them once the set is known.
+    pub(crate) fn errors_mut(&mut self) -> impl Iterator<Item = &mut ProduceError> {
+        self.errors.iter_mut().map(|(_, e)| e)
+    }
+
+    /// How many records have an error of their own.
+    pub(crate) fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The errors in index order, to walk alongside the batch's records.
+    pub(crate) fn into_sorted(self) -> std::vec::IntoIter<(usize, ProduceError)> {
+        self.errors.into_iter()
+    }
 }

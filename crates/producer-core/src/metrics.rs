@@ -16,10 +16,11 @@
 //! | `kafka_producer_bytes_sent_total` | counter | | bytes of the record batches carried by Produce requests (retries included) |
 //! | `kafka_producer_records_delivered_total` | counter | | records reported delivered |
 //! | `kafka_producer_records_failed_total` | counter | | records reported failed |
+//! | `kafka_producer_invalid_records_total` | counter | | of the records reported failed, those a broker rejected themselves (named in a Produce response's record errors, KIP-467: [`crate::ProduceError::InvalidRecord`]) |
 //! | `kafka_producer_produce_requests_total` | counter | | Produce requests sent (records per request = records sent / this) |
 //! | `kafka_producer_batches_sent_total` | counter | | batches carried by Produce requests (retries included); batches per request = this / requests |
 //! | `kafka_producer_retries_total` | counter | | batches put back to be sent again |
-//! | `kafka_producer_errors_total` | counter | `code`, `name` | partition errors in Produce responses, by error code (one per batch) |
+//! | `kafka_producer_errors_total` | counter | `code`, `name` | partition errors in Produce responses, by error code (one per batch: a batch rejected for its invalid records counts once, however many records it names) |
 //! | `kafka_producer_disconnects_total` | counter | | connections lost or timed out |
 //! | `kafka_producer_metadata_refreshes_total` | counter | | Metadata responses applied |
 //! | `kafka_producer_topics_recreated_total` | counter | | topics seen with a new topic id (deleted and created again while in use) |
@@ -314,7 +315,7 @@ impl MetricsSnapshot {
 
     fn write_prometheus(&self, out: &mut String) -> fmt::Result {
         let c = &self.counters;
-        let counters: [(&str, &str, u64); 13] = [
+        let counters: [(&str, &str, u64); 14] = [
             (
                 "records_sent_total",
                 "Records carried by Produce requests, retries included.",
@@ -334,6 +335,11 @@ impl MetricsSnapshot {
                 "records_failed_total",
                 "Records reported failed.",
                 c.records_failed,
+            ),
+            (
+                "invalid_records_total",
+                "Records a broker rejected themselves (Produce record errors).",
+                c.records_invalid,
             ),
             (
                 "produce_requests_total",

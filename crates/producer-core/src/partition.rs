@@ -47,10 +47,11 @@ pub(crate) struct PartitionQueue<T> {
     /// The partition must bump its epoch and restamp its unacknowledged batches before it sends
     /// again (once nothing is in flight).
     needs_reset: bool,
-    /// The batch whose failure left a hole in the sequence. Batches before it still belong to
-    /// the old epoch's sequence and are resolved under it first; the reset happens once this
-    /// batch has left the queue (so everything before it is done).
-    reset_barrier: Option<u64>,
+    /// The batch whose failure left a hole in the sequence, and whether the hole is certain
+    /// (the broker answered that it appended nothing of the batch). Batches before it still
+    /// belong to the old epoch's sequence and are resolved under it first; the reset happens
+    /// once this batch has left the queue (so everything before it is done).
+    reset_barrier: Option<(u64, bool)>,
     /// The delivery-timeout deadline currently armed for this partition.
     pub(crate) delivery_timer: Option<Instant>,
     /// Id of the next batch opened on this partition (ids identify batches in requests).
@@ -304,20 +305,41 @@ impl<T> PartitionQueue<T> {
     // ---------------------------------------------------------------------------------------
 
     /// Asks for an epoch bump and sequence restart. `after` is the batch whose failure left the
-    /// hole (`None` when the broker rejected the partition's head batch itself).
+    /// hole (`None` when the broker rejected the partition's head batch itself); the batch
+    /// may have been written (it expired after an attempt that went unanswered, say), so the
+    /// batches after it may still be accepted under the old epoch too.
     pub(crate) fn request_reset(&mut self, after: Option<u64>) {
         self.needs_reset = true;
-        let Some(id) = after else { return };
-        let new_pos = self.find(id);
-        match self.barrier_position() {
-            Some(old) if new_pos.is_none_or(|n| n <= old) => {}
-            _ => self.reset_barrier = Some(id),
+        if let Some(id) = after {
+            self.place_barrier(id, false);
+        }
+    }
+
+    /// Moves the reset barrier to batch `id` if that waits for what may still be written under
+    /// the old epoch and no more. Behind a possible hole, later batches may still be accepted,
+    /// so the latest possible hole counts; behind a certain hole (`certain`: the broker
+    /// appended nothing of batch `id`) nothing later can be, so the earliest certain hole
+    /// counts, and waiting past it would retry the batches between for ever
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER each time) until their delivery timeout.
+    fn place_barrier(&mut self, id: u64, certain: bool) {
+        let Some(new_pos) = self.find(id) else { return };
+        let replace = match (self.barrier_position(), self.reset_barrier) {
+            (Some(old_pos), Some((_, old_certain))) => match (old_certain, certain) {
+                (true, true) => new_pos < old_pos,
+                (true, false) => false,
+                (false, true) => true,
+                (false, false) => new_pos > old_pos,
+            },
+            _ => true,
+        };
+        if replace {
+            self.reset_barrier = Some((id, certain));
         }
     }
 
     /// Where the reset barrier batch sits, if it is still queued.
     fn barrier_position(&self) -> Option<usize> {
-        self.reset_barrier.and_then(|id| self.find(id))
+        self.reset_barrier.and_then(|(id, _)| self.find(id))
     }
 
     /// Gets the partition ready to send under the producer's id and epoch: adopts them on first
@@ -368,6 +390,24 @@ impl<T> PartitionQueue<T> {
         if idempotent {
             let id = self.batches[i].id();
             self.request_reset(Some(id));
+        }
+    }
+
+    /// [`Self::fail_sent`] for a batch the broker answered it appended nothing of (it rejected
+    /// the batch's records, KIP-467): the hole it leaves is certain, so the sequence restarts
+    /// once the batches before it are resolved, without waiting for those after it (which the
+    /// broker cannot accept under the old epoch).
+    pub(crate) fn fail_rejected(&mut self, i: usize, error: ProduceError, idempotent: bool) {
+        self.batches[i].finish(Err(error));
+        if idempotent {
+            // A reset already due (its barrier resolved, or none) restamps every batch still
+            // queued, those behind this one included: it needs no barrier of its own.
+            let due = self.needs_reset && self.barrier_position().is_none();
+            self.needs_reset = true;
+            if !due {
+                let id = self.batches[i].id();
+                self.place_barrier(id, true);
+            }
         }
     }
 

@@ -340,6 +340,45 @@ pub enum ProduceError {
         /// connection, or was answered with an "unsure" error) before this error came.
         possibly_persisted: bool,
     },
+    /// The broker rejected this record itself: it failed the record's batch with `code`
+    /// (`INVALID_RECORD` for a record without a key on a compacted topic, `INVALID_TIMESTAMP`,
+    /// ...) and named this record among the culprits in the response's record errors
+    /// (KIP-467, Produce v8+). Nothing of the batch was written. Not retried: sent unchanged, the
+    /// record would be rejected again.
+    #[error("record {batch_index} of its batch rejected by the broker: {code}{}{}",
+        message.as_deref().map(|m| format!(": {m}")).unwrap_or_default(),
+        if *possibly_persisted { " (an earlier attempt may have been written)" } else { "" })]
+    InvalidRecord {
+        /// The partition's error code in the response when the broker named this record
+        /// alone; `INVALID_RECORD` when it named several (Kafka answers one code for the
+        /// batch, which cannot tell their reasons apart: `message` does), as Java's producer.
+        code: ErrorCode,
+        /// The record's index within the batch it was sent in.
+        batch_index: i32,
+        /// The broker's message for this record (or, when it gave none, for the partition).
+        message: Option<String>,
+        /// An earlier attempt of the same batch may have been written (see
+        /// [`ProduceError::Broker`]).
+        possibly_persisted: bool,
+    },
+    /// The broker rejected this record's batch because of *other* records in it, each reported
+    /// with [`ProduceError::InvalidRecord`]; this one was not found invalid. Nothing of the batch
+    /// was written, and the record is not retried on its own (the producer cannot take the
+    /// invalid records out of a batch it sent): the failure report hands it back, so the
+    /// application can send it again.
+    #[error("batch rejected by the broker ({code}) because of {invalid_records} invalid record(s) in it; this record was not written and may be sent again{}",
+        if *possibly_persisted { " (an earlier attempt may have been written)" } else { "" })]
+    BatchRejected {
+        /// The partition's error code in the response.
+        code: ErrorCode,
+        /// How many records of the batch the broker rejected themselves.
+        invalid_records: u32,
+        /// The broker's message for the partition, if any.
+        message: Option<String>,
+        /// An earlier attempt of the same batch may have been written (see
+        /// [`ProduceError::Broker`]).
+        possibly_persisted: bool,
+    },
     /// `delivery_timeout` passed before the record was acknowledged (or, for a record waiting
     /// for its topic's metadata while no broker was ever reached, `max_block`).
     #[error("delivery timeout expired{}{}",

@@ -22,6 +22,7 @@ pub fn publish(snapshot: &MetricsSnapshot) {
         ("bytes_sent_total", c.bytes_sent),
         ("records_delivered_total", c.records_delivered),
         ("records_failed_total", c.records_failed),
+        ("invalid_records_total", c.records_invalid),
         ("produce_requests_total", c.produce_requests),
         ("batches_sent_total", c.batches_sent),
         ("retries_total", c.retries),

@@ -25,4 +25,13 @@ pub enum SimError {
     /// has no broker.
     #[error("cannot create a topic with {0} partitions on this cluster")]
     InvalidPartitionCount(i32),
+    /// [`SimCluster::create_topic_with_config`](crate::SimCluster::create_topic_with_config)
+    /// was given a config the simulator does not model, or a value it does not know.
+    #[error("topic config {key}={value:?} is not simulated")]
+    InvalidTopicConfig {
+        /// The config's key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
 }

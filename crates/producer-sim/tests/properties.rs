@@ -6,13 +6,18 @@ mod support;
 
 use std::time::Duration;
 
-use producer_core::{Compression, Mechanism, SaslConfig, SecurityProtocol};
+use producer_core::{Compression, Mechanism, ProduceError, SaslConfig, SecurityProtocol};
 use producer_sim::{InjectedError, SimConfig, SimSasl, API_PRODUCE};
 use proptest::prelude::*;
 use support::run::*;
 use support::ErrorCode;
 
 const TOPICS: &[(&str, i32)] = &[("a", 3), ("b", 2)];
+/// A compacted topic (`cleanup.policy=compact`): batches holding records without a key are
+/// rejected with per-record errors.
+const COMPACTED: (&str, i32) = ("c", 2);
+/// Every topic, as the run checks them.
+const ALL_TOPICS: &[(&str, i32)] = &[TOPICS[0], TOPICS[1], COMPACTED];
 const BROKERS: i32 = 3;
 const BUFFER_BYTES: usize = 256 * 1024;
 const BUFFER_RECORDS: usize = 300;
@@ -39,6 +44,12 @@ enum Op {
         topic: usize,
         keyed: bool,
         partition: Option<i32>,
+        count: u8,
+    },
+    /// Records to the compacted topic; every `keyless`-th one (counting from the first) has no
+    /// key (0: all keyed).
+    SendCompacted {
+        keyless: u8,
         count: u8,
     },
     Advance(u16),
@@ -70,6 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..2usize, any::<bool>(), proptest::option::of(0..2i32), 1..20u8)
             .prop_map(|(topic, keyed, partition, count)| Op::Send { topic, keyed, partition, count }),
+        1 => (0..6u8, 1..20u8).prop_map(|(keyless, count)| Op::SendCompacted { keyless, count }),
         4 => (0..300u16).prop_map(Op::Advance),
         1 => Just(Op::Flush),
         1 => (0..2usize, 0..2i32, 1..=BROKERS).prop_map(|(topic, partition, broker)| Op::MoveLeader { topic, partition, broker }),
@@ -118,7 +130,11 @@ fn run_with(
     cfg.fragment_responses = seed % 2 == 0;
     let (sim_sasl, client_sasl) = auth.unzip();
     cfg.sasl = sim_sasl;
-    let mut h = harness(cluster_with(cfg, TOPICS), |b| {
+    let mut cluster = cluster_with(cfg, TOPICS);
+    cluster
+        .create_topic_with_config(COMPACTED.0, COMPACTED.1, &[("cleanup.policy", "compact")])
+        .unwrap();
+    let mut h = harness(cluster, |b| {
         let b = match client_sasl {
             Some(sasl) => b
                 .security_protocol(SecurityProtocol::SaslPlaintext)
@@ -146,6 +162,8 @@ fn run_with(
     let names = ["a", "b"];
     let mut sent = Vec::new();
     let mut next_id = 0u64;
+    // Ids of the records sent to the compacted topic without a key.
+    let mut keyless = std::collections::HashSet::new();
     for op in ops {
         match *op {
             Op::Send {
@@ -166,6 +184,26 @@ fn run_with(
                             topic: names[topic].to_string(),
                             key: None,
                         });
+                    }
+                    next_id += 1;
+                }
+            }
+            Op::SendCompacted {
+                keyless: every,
+                count,
+            } => {
+                for k in 0..count {
+                    let id = next_id;
+                    let no_key = every > 0 && k % every == 0;
+                    if h.send(record(id, COMPACTED.0, !no_key), id).is_ok() {
+                        sent.push(Sent {
+                            id,
+                            topic: COMPACTED.0.to_string(),
+                            key: None,
+                        });
+                        if no_key {
+                            keyless.insert(id);
+                        }
                     }
                     next_id += 1;
                 }
@@ -229,13 +267,64 @@ fn run_with(
         h.producer.buffered_records()
     );
     assert!(h.max_drain < producer_sim::drive::MAX_OUTPUTS_PER_DRAIN);
-    check_run(&h, &sent, TOPICS, idempotent);
+    check_run(&h, &sent, ALL_TOPICS, idempotent);
+    check_record_errors(&h, &keyless);
     if idempotent {
         assert!(
             h.cluster.violations().is_empty(),
             "sim saw protocol violations: {:?}",
             h.cluster.violations()
         );
+    }
+}
+
+/// The per-record errors of the compacted topic: a record without a key is never delivered,
+/// and when its batch reached the broker's validation it is reported with its own
+/// `InvalidRecord` and Kafka's message; only records without a key get that, and only keyed
+/// ones are rejected for their batch mates.
+fn check_record_errors(
+    h: &producer_sim::drive::Harness<u64>,
+    keyless: &std::collections::HashSet<u64>,
+) {
+    for d in &h.deliveries {
+        let no_key = keyless.contains(&d.opaque);
+        match &d.result {
+            Ok(m) => assert!(
+                !no_key,
+                "record {} without a key delivered: {m:?}",
+                d.opaque
+            ),
+            Err(f) => match &f.error {
+                ProduceError::InvalidRecord {
+                    code,
+                    batch_index,
+                    message,
+                    ..
+                } => {
+                    assert!(no_key, "keyed record {} reported invalid", d.opaque);
+                    assert_eq!(*code, ErrorCode::INVALID_RECORD);
+                    assert!(*batch_index >= 0);
+                    let m = message.as_deref().unwrap_or_default();
+                    assert!(
+                        m.starts_with("Compacted topic cannot accept message without key in topic partition c-"),
+                        "record {}: {m}",
+                        d.opaque
+                    );
+                }
+                ProduceError::BatchRejected {
+                    invalid_records, ..
+                } => {
+                    assert!(
+                        !no_key,
+                        "record {} without a key rejected for its batch mates",
+                        d.opaque
+                    );
+                    assert!(*invalid_records > 0);
+                    assert_eq!(&*f.record.topic, COMPACTED.0);
+                }
+                _ => {}
+            },
+        }
     }
 }
 

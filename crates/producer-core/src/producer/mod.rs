@@ -55,6 +55,11 @@ pub struct Stats {
     pub records_delivered: u64,
     /// Records reported failed.
     pub records_failed: u64,
+    /// Of [`Stats::records_failed`], the records a broker rejected themselves, each named in
+    /// its Produce response's record errors (KIP-467) and reported with
+    /// [`crate::ProduceError::InvalidRecord`]; their batch mates
+    /// ([`crate::ProduceError::BatchRejected`]) count in `records_failed` only.
+    pub records_invalid: u64,
     /// Produce requests built.
     pub produce_requests: u64,
     /// Batches sent (retries included).

@@ -2,7 +2,7 @@
 //! see [`crate::outputs`]), and failures, each handing its record back; every report releases
 //! its record's buffer space.
 
-use crate::batch::{Finished, Unreported, Unrouted};
+use crate::batch::{Finished, RecordFailures, Unreported, Unrouted};
 use crate::outputs::SuccessRun;
 use crate::types::{Delivery, Output, ProduceError, Record};
 
@@ -48,6 +48,19 @@ impl<T> Producer<T> {
         unreported: Unreported<T>,
         error: ProduceError,
     ) {
+        self.fail_records_each(topic, partition, unreported, error, None);
+    }
+
+    /// [`Self::fail_records`], where the records named in `own` (by index in the batch) are
+    /// reported with their own error instead of `error`.
+    fn fail_records_each(
+        &mut self,
+        topic: u32,
+        partition: i32,
+        unreported: Unreported<T>,
+        error: ProduceError,
+        own: Option<Box<RecordFailures>>,
+    ) {
         let Unreported {
             records,
             decoded,
@@ -64,9 +77,18 @@ impl<T> Producer<T> {
         );
         self.buffered.release(charged, records.len());
         self.stats.records_failed += records.len() as u64;
+        if let Some(own) = &own {
+            self.stats.records_invalid += own.len() as u64;
+        }
+        let mut own = own.map(|f| f.into_sorted().peekable());
         let mut decoded = decoded.unwrap_or_default().into_iter();
         let name = self.topics.name(topic);
-        for p in records {
+        for (k, p) in records.into_iter().enumerate() {
+            // Indexes were checked against the batch's record count: each is met once, in order.
+            let error = match own.as_mut().and_then(|o| o.next_if(|&(i, _)| i == k)) {
+                Some((_, e)) => e,
+                None => error.clone(),
+            };
             let d = decoded.next();
             let (key, value, headers, timestamp) = match d {
                 Some(d) => (d.key, d.value, d.headers, d.timestamp),
@@ -80,7 +102,7 @@ impl<T> Producer<T> {
                 headers,
                 timestamp: (timestamp != -1).then_some(timestamp),
             };
-            self.report_failure(p.opaque, error.clone(), record);
+            self.report_failure(p.opaque, error, record);
         }
     }
 
@@ -94,6 +116,7 @@ impl<T> Producer<T> {
                 records,
                 charged,
                 sealed,
+                record_errors,
             } = batch.into_finished();
             match result {
                 Ok((base, append_time)) => {
@@ -119,7 +142,7 @@ impl<T> Producer<T> {
                         decoded,
                         charged,
                     };
-                    self.fail_records(topic, p as i32, unreported, error);
+                    self.fail_records_each(topic, p as i32, unreported, error, record_errors);
                 }
             }
         }

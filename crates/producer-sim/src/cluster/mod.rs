@@ -50,6 +50,9 @@ use state::{Broker, Partition, Stall, Topic};
 ///   RecordsCount - 1`, no control batch, an idempotent batch with epoch and sequence >= 0, and
 ///   records that decode exactly (sizes, offset deltas 0..n-1, headers) through both a strict
 ///   walker and kafka-protocol's `RecordBatchDecoder`; any failure is CORRUPT_MESSAGE (2).
+///   On a topic created with `cleanup.policy=compact`, a batch with records without a key is
+///   INVALID_RECORD (87) with one v8+ `RecordErrors` entry per such record and Kafka's messages,
+///   checked before the idempotence window (which it leaves as it was).
 ///   Idempotence per (partition, producer id): current epoch plus the last 5 batches;
 ///   epoch < current 47; epoch > current requires first sequence 0 (else
 ///   OUT_OF_ORDER_SEQUENCE_NUMBER 45) and resets the window; no state accepts any sequence; same
@@ -126,6 +129,32 @@ impl SimCluster {
     /// Creates a topic with `partitions` partitions, leader epoch 0. Partition `p` is led by the
     /// `(p mod n)`-th broker in ascending node-id order.
     pub fn create_topic(&mut self, name: &str, partitions: i32) -> Result<(), SimError> {
+        self.create_topic_with_config(name, partitions, &[])
+    }
+
+    /// [`SimCluster::create_topic`] with topic configs, as Kafka's CreateTopics takes them.
+    /// One is simulated: `cleanup.policy` (`delete`, `compact`, or both comma-separated); with
+    /// `compact`, a Produce batch holding records without a key is rejected with
+    /// INVALID_RECORD and one record error per such record (Kafka's message), and nothing of
+    /// it is appended. Any other key, or another value, is [`SimError::InvalidTopicConfig`].
+    pub fn create_topic_with_config(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<(), SimError> {
+        let mut compacted = false;
+        for &(key, value) in configs {
+            let policies: Vec<&str> = value.split(',').map(str::trim).collect();
+            let known = policies.iter().all(|p| matches!(*p, "compact" | "delete"));
+            if key != "cleanup.policy" || !known {
+                return Err(SimError::InvalidTopicConfig {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                });
+            }
+            compacted = policies.contains(&"compact");
+        }
         if self.topics.contains_key(name) {
             return Err(SimError::TopicExists(name.to_string()));
         }
@@ -153,6 +182,7 @@ impl SimCluster {
             Topic {
                 id,
                 partitions: parts,
+                compacted,
             },
         );
         Ok(())

@@ -60,4 +60,6 @@ pub(super) struct Partition {
 pub(super) struct Topic {
     pub(super) id: uuid::Uuid,
     pub(super) partitions: Vec<Partition>,
+    /// `cleanup.policy` includes `compact`: every record needs a key.
+    pub(super) compacted: bool,
 }

@@ -130,6 +130,12 @@ pub fn certainly_not_written(e: &ProduceError) -> bool {
             possibly_persisted,
             ..
         } => !possibly_persisted && REFUSED_BEFORE_APPEND.contains(code),
+        ProduceError::InvalidRecord {
+            possibly_persisted, ..
+        }
+        | ProduceError::BatchRejected {
+            possibly_persisted, ..
+        } => !possibly_persisted,
         ProduceError::UnknownTopic
         | ProduceError::UnknownPartition { .. }
         | ProduceError::Refused(_) => true,

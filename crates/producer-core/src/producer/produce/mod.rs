@@ -3,6 +3,7 @@
 //! after a metadata refresh or a leader hint, backoff, "possibly written", split, sequence reset,
 //! failure, or a fatal error (the table in `classify`); and the delivery timeout.
 
+mod record_errors;
 mod split;
 
 use std::collections::HashMap;
@@ -407,9 +408,7 @@ impl<T> Producer<T> {
                 if self.topics.partition(t, p).batch(i).record_count() > 1 {
                     self.split(t, p, i);
                 } else {
-                    self.topics
-                        .partition_mut(t, p)
-                        .fail_sent(i, broker_error(), idem);
+                    self.fail_answered(t, p, i, r, broker_error());
                 }
             }
             Action::Reset => {
@@ -423,9 +422,7 @@ impl<T> Producer<T> {
                 if code == ErrorCode::TOPIC_AUTHORIZATION_FAILED {
                     self.topics.get_mut(t).error = Some(code);
                 }
-                self.topics
-                    .partition_mut(t, p)
-                    .fail_sent(i, broker_error(), idem);
+                self.fail_answered(t, p, i, r, broker_error());
             }
             Action::Fatal => self.go_fatal(broker_error()),
         }

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -39,6 +40,8 @@ struct PartOutcome {
     message: Option<String>,
     leader_hint: Option<(i32, i32)>,
     appended: bool,
+    /// `(batch index, message)` of the records that failed validation (v8+ `RecordErrors`).
+    record_errors: Vec<(i32, String)>,
 }
 
 impl PartOutcome {
@@ -49,8 +52,58 @@ impl PartOutcome {
             message: Some(message.into()),
             leader_hint: None,
             appended: false,
+            record_errors: Vec::new(),
         }
     }
+
+    fn ok(base_offset: i64, appended: bool) -> Self {
+        PartOutcome {
+            code: code::NONE,
+            base_offset,
+            message: None,
+            leader_hint: None,
+            appended,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+/// Kafka's validation of a batch for a compacted topic (`LogValidator.validateKey`): every
+/// record needs a key; each one without fails the batch with INVALID_RECORD and one record
+/// error, and the partition's message summarises them (`RecordValidationException`).
+fn compaction_errors(
+    topic: &str,
+    index: i32,
+    keys: impl Iterator<Item = bool>,
+) -> Option<PartOutcome> {
+    let errors: Vec<(i32, String)> = keys
+        .enumerate()
+        .filter(|&(_, has_key)| !has_key)
+        .map(|(i, _)| {
+            let message = format!(
+                "Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+            );
+            (i32::try_from(i).unwrap_or(i32::MAX), message)
+        })
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    );
+    Some(PartOutcome {
+        record_errors: errors,
+        ..PartOutcome::err(code::INVALID_RECORD, message)
+    })
 }
 
 fn next_seq(last: i32) -> i32 {
@@ -158,6 +211,12 @@ impl SimCluster {
                 }
                 if version >= 8 && out.code != code::NONE {
                     pr.error_message = out.message.clone().map(StrBytes::from_string);
+                    for (i, m) in &out.record_errors {
+                        let mut e = BatchIndexAndErrorMessage::default();
+                        e.batch_index = *i;
+                        e.batch_index_error_message = Some(StrBytes::from_string(m.clone()));
+                        pr.record_errors.push(e);
+                    }
                 }
                 if version >= 10 {
                     if let Some((leader, epoch)) = out.leader_hint {
@@ -397,6 +456,18 @@ impl SimCluster {
             );
         }
 
+        // Record validation comes before the producer-state checks, as in Kafka (`LogValidator`
+        // before `analyzeAndValidateProducerState`): a rejected batch leaves the idempotence
+        // window as it was.
+        let compacted = self.topics.get(topic).is_some_and(|t| t.compacted);
+        if compacted {
+            if let Some(out) =
+                compaction_errors(topic, index, set.records.iter().map(|r| r.key.is_some()))
+            {
+                return out;
+            }
+        }
+
         // Idempotence.
         let count = i64::from(h.record_count);
         let first = h.base_sequence;
@@ -432,13 +503,7 @@ impl SimCluster {
                     .iter()
                     .find(|b| b.first_seq == first && b.last_seq == last)
                 {
-                    return PartOutcome {
-                        code: code::NONE,
-                        base_offset: d.base_offset,
-                        message: None,
-                        leader_hint: None,
-                        appended: false,
-                    };
+                    return PartOutcome::ok(d.base_offset, false);
                 } else {
                     let expected = e.batches.back().map(|b| next_seq(b.last_seq));
                     if expected != Some(first) {
@@ -495,12 +560,6 @@ impl SimCluster {
                 entry.batches.pop_front();
             }
         }
-        PartOutcome {
-            code: code::NONE,
-            base_offset: base,
-            message: None,
-            leader_hint: None,
-            appended: true,
-        }
+        PartOutcome::ok(base, true)
     }
 }
