@@ -90,13 +90,15 @@ def produce_v3_v8(version):
     return i32(1) + s("t") + i32(1) + part + i32(0)
 
 
-def produce_flexible(version, hint=False):
-    part = i32(0) + i16(6 if hint else 0) + i64(5) + i64(-1) + i64(0) + [1] + [0]
+def produce_flexible(version, hint=False, code=0):
+    part = i32(0) + i16(6 if hint else code) + i64(5) + i64(-1) + i64(0) + [1] + [0]
     if hint:
         part += [1, 0, 8] + i32(2) + i32(7)  # CurrentLeader tag
     else:
         part += [0]
-    body = [2] + cs("t") + [2] + part + [0] + i32(0)
+    # v13 names the topic by its id (16 bytes), earlier versions by name.
+    topic = list(range(1, 17)) if version >= 13 else cs("t")
+    body = [2] + topic + [2] + part + [0] + i32(0)
     if hint:
         ep = i32(2) + cs("broker-2") + i32(9092) + [0] + [0]
         body += [1, 0, len(ep) + 1, 2] + ep
@@ -110,6 +112,8 @@ for v in range(3, 9):
 write("produce_response", "v9", [6] + produce_flexible(9))
 write("produce_response", "v10-hint", [7] + produce_flexible(10, hint=True))
 write("produce_response", "v11", [8] + produce_flexible(11))
+write("produce_response", "v13-topic-id", [10] + produce_flexible(13))
+write("produce_response", "v13-unknown-topic-id", [10] + produce_flexible(13, code=100))
 
 # ---- Metadata (versions 1..=12; selector = version - 1) -----------------------------------
 def metadata_v1():

@@ -22,6 +22,14 @@ fuzz_target!(|data: &[u8]| {
                     .flat_map(|t| &t.partitions)
                     .all(|p| p.current_leader.is_none()));
             }
+            // Topics by id from v13, by name before.
+            for t in &body.topics {
+                if version >= 13 {
+                    assert!(t.name.is_empty(), "v13 names no topic");
+                } else {
+                    assert_eq!(t.topic_id, [0; 16], "no topic id before v13");
+                }
+            }
             if version < 8 {
                 assert!(body
                     .topics

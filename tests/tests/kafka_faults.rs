@@ -333,10 +333,16 @@ fn every_connection_cut_with_five_in_flight(driver: Driver, idempotent: bool) {
             // carries one request per partition it leads at most.
             let wanted = if idempotent { 5 } else { 1 };
             for _ in 0..3 {
-                let seen = k
-                    .proxies()
-                    .iter()
-                    .find_map(|px| px.wait_for_in_flight(wanted, Duration::from_secs(3)));
+                // Watch every proxy at once (each in turn, briefly) until one connection has
+                // the requests wanted in flight, or 10 s passed, or production ended.
+                let watch_until = std::time::Instant::now() + Duration::from_secs(10);
+                let mut seen = None;
+                while seen.is_none() && std::time::Instant::now() < watch_until && !p.finished() {
+                    seen = k
+                        .proxies()
+                        .iter()
+                        .find_map(|px| px.wait_for_in_flight(wanted, Duration::from_millis(20)));
+                }
                 let Some(seen) = seen else {
                     if p.finished() {
                         break;
@@ -707,7 +713,10 @@ fn mio_topic_deleted_mid_stream_fails_typed_with_every_record() {
 fn topic_created_again_mid_stream(driver: Driver) {
     let Some(mut kafka) = cluster() else { return };
     let topic = kafka.topic("reborn", 3, 3, &[]);
-    let config = producer_config(&kafka).build().unwrap();
+    let config = producer_config(&kafka)
+        .delivery_timeout(Duration::from_secs(40))
+        .build()
+        .unwrap();
     let topics = [(topic.as_str(), 3)];
     let records = workload(records_for(6), &topics, Keys::Mixed, 100);
     let probe = Probe::attach(&kafka);
@@ -740,6 +749,15 @@ fn topic_created_again_mid_stream(driver: Driver) {
         Duration::from_secs(120),
     );
     let sent_after = *switched_at.lock().unwrap();
+    let failed: Vec<usize> = (0..records.len())
+        .filter(|&i| run.reports[i].iter().any(|r| r.is_err()))
+        .collect();
+    println!(
+        "{driver:?}: created again once #{sent_after} was sent; {} failed (first {:?}, last {:?})",
+        failed.len(),
+        failed.first(),
+        failed.last()
+    );
     let s = suite::check_new_incarnation(&records, &run, &consumed, sent_after);
     println!(
         "topic created again mid-stream {driver:?}: {} records, faults: {tally}; {} in the new \

@@ -108,3 +108,67 @@ fn a_topic_created_again_gets_the_records_sent_after() {
         h.cluster.violations()
     );
 }
+
+/// Records buffered and in flight while the topic is deleted, more sent while it is gone, the
+/// topic created again: every record is delivered, each to one incarnation.
+#[test]
+fn a_topic_deleted_and_created_again_while_producing() {
+    let mut h = harness(cluster(3, TOPICS, 16), |b| b);
+    let mut sent = Vec::new();
+    let mut old_log = BTreeMap::new();
+    for chunk in 0..30u64 {
+        sent.extend(send_many(
+            &mut h,
+            &["orders"],
+            chunk * 20,
+            20,
+            chunk % 2 == 0,
+        ));
+        h.run_for(std::time::Duration::from_millis(7));
+        if chunk == 8 {
+            for p in 0..3 {
+                for r in h.cluster.log("orders", p) {
+                    old_log.insert(id_of(r.value.as_deref().unwrap()), (p, r.offset));
+                }
+            }
+            h.cluster.delete_topic("orders").unwrap();
+        }
+        if chunk == 10 {
+            // Gone for a while: the producer's refreshes find no such topic.
+            h.run_for(secs(3));
+        }
+        if chunk == 14 {
+            h.cluster.create_topic("orders", 3).unwrap();
+        }
+    }
+    assert!(h.flush(secs(120)), "not every record was reported");
+    let reports = reports(&h);
+    let mut new_log = BTreeMap::new();
+    for p in 0..3 {
+        for r in h.cluster.log("orders", p) {
+            let id = id_of(r.value.as_deref().unwrap());
+            assert!(
+                new_log.insert(id, (p, r.offset)).is_none(),
+                "record {id} twice"
+            );
+        }
+    }
+    for s in &sent {
+        match &reports[&s.id] {
+            Ok(at) => assert!(
+                new_log.get(&s.id) == Some(at)
+                    || (old_log.get(&s.id) == Some(at) && !new_log.contains_key(&s.id)),
+                "record {} reported at {at:?}: new {:?} old {:?}",
+                s.id,
+                new_log.get(&s.id),
+                old_log.get(&s.id)
+            ),
+            Err(e) => panic!("record {} failed: {e:?}", s.id),
+        }
+    }
+    assert!(
+        h.cluster.violations().is_empty(),
+        "{:?}",
+        h.cluster.violations()
+    );
+}

@@ -218,7 +218,18 @@ impl<T> Producer<T> {
                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::LEADER_NOT_AVAILABLE
                 );
                 if being_created {
-                    still_unknown |= !self.topics.get(t).known;
+                    if self.topics.get(t).known {
+                        // A topic the producer used is gone (deleted, perhaps to be created
+                        // again): its leaders no longer lead it. Leaderless partitions keep
+                        // metadata wanted until it is back (Java: a partition without a leader
+                        // asks for an update), instead of waiting on an old leader that
+                        // answers UNKNOWN_TOPIC_ID or UNKNOWN_TOPIC_OR_PARTITION.
+                        for p in 0..self.topics.get(t).partitions.len() as u32 {
+                            self.set_leader(t, p, -1, -1);
+                        }
+                    } else {
+                        still_unknown = true;
+                    }
                 } else if matches!(classify(code), Action::Refresh) {
                     still_unknown = true;
                 } else {
