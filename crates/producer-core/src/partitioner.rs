@@ -79,38 +79,42 @@ impl Rng {
 
 /// The sticky partition of one topic's records that have no partition of their own (null keys,
 /// or every record with `partitioner.ignore.keys`), and the bytes appended to it since it was
-/// chosen: Java's `BuiltInPartitioner.StickyPartitionInfo` with its `producedBytes`.
+/// chosen: Java's `BuiltInPartitioner.StickyPartitionInfo` with its `producedBytes` (kept here as
+/// the bytes left before `batch_size`, so the per-record check is one subtraction and a sign
+/// test).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sticky {
     partition: Option<u32>,
-    produced: usize,
+    /// `batch_size` minus the bytes appended since the partition was chosen (negative past it).
+    left: isize,
 }
 
 impl Sticky {
     /// The partition records stick to, `None` until one is chosen (and again after a switch is
     /// due): then choose one and call [`Sticky::stick_to`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn partition(&self) -> Option<u32> {
         self.partition
     }
 
-    /// Sticks to `partition` from now on, with nothing appended to it yet.
-    pub(crate) fn stick_to(&mut self, partition: u32) {
+    /// Sticks to `partition` from now on, with nothing appended to it yet, until about
+    /// `batch_size` bytes went to it (Java's `stickyBatchSize`, at least 1).
+    pub(crate) fn stick_to(&mut self, partition: u32, batch_size: usize) {
         self.partition = Some(partition);
-        self.produced = 0;
+        self.left = isize::try_from(batch_size.max(1)).unwrap_or(isize::MAX);
     }
 
-    /// Bytes appended since the partition was chosen.
+    /// Bytes appended since the partition was chosen, given the `batch_size` it was chosen with.
     #[cfg(test)]
-    pub(crate) fn produced(&self) -> usize {
-        self.produced
+    pub(crate) fn produced(&self, batch_size: usize) -> isize {
+        batch_size.max(1) as isize - self.left
     }
 
-    /// Whether at least `batch_size` bytes went to the partition, so a switch is due at the
-    /// next batch boundary (cheap: one comparison; see [`Sticky::appended`]).
-    #[inline]
-    pub(crate) fn switch_pending(&self, batch_size: usize) -> bool {
-        self.produced >= batch_size
+    /// Whether `batch_size` bytes went to the partition, so a switch is due at the next batch
+    /// boundary (cheap: one comparison; see [`Sticky::appended`]).
+    #[inline(always)]
+    pub(crate) fn switch_pending(&self) -> bool {
+        self.left <= 0
     }
 
     /// Counts `bytes` appended to the sticky partition (0 to only re-check the rule) and
@@ -118,15 +122,20 @@ impl Sticky {
     /// and `batch_open` is false (every batch of the partition is closed: the switch lands on a
     /// batch boundary), or twice `batch_size` went to it whatever its batches. Returns whether
     /// the partition was forgotten (the next record chooses again). Call it after each append
-    /// to the sticky partition, and before one when its batches are all closed (Java:
-    /// `BuiltInPartitioner.updatePartitionInfo`, called from `RecordAccumulator.append` with
-    /// `enableSwitch = allBatchesFull(deque)` and from `RecordAccumulator.partitionChanged`
-    /// with 0 bytes once the deque's batches are all full).
-    #[inline]
+    /// to the sticky partition, and before one when its batches are all closed, with the
+    /// `batch_size` given to [`Sticky::stick_to`] (Java: `BuiltInPartitioner.updatePartitionInfo`,
+    /// called from `RecordAccumulator.append` with `enableSwitch = allBatchesFull(deque)` and
+    /// from `RecordAccumulator.partitionChanged` with 0 bytes once the deque's batches are all
+    /// full).
+    #[inline(always)]
     pub(crate) fn appended(&mut self, bytes: usize, batch_size: usize, batch_open: bool) -> bool {
-        self.produced = self.produced.saturating_add(bytes);
-        let due = (self.produced >= batch_size && !batch_open)
-            || self.produced >= batch_size.saturating_mul(2);
+        // A record is at most `max_request_size` bytes: no overflow.
+        self.left -= bytes as isize;
+        if self.left > 0 {
+            return false;
+        }
+        let past = self.left.unsigned_abs();
+        let due = !batch_open || past >= batch_size.max(1);
         if due {
             self.partition = None;
         }
@@ -376,25 +385,31 @@ mod tests {
     fn sticky_switches_after_batch_size_bytes_at_a_boundary() {
         let mut s = Sticky::default();
         assert_eq!(s.partition(), None);
-        s.stick_to(4);
+        s.stick_to(4, 1000);
         assert!(!s.appended(600, 1000, false), "600 < batch.size");
-        assert!(!s.switch_pending(1000));
+        assert!(!s.switch_pending());
         assert!(
             !s.appended(600, 1000, true),
             "1200 bytes, but a batch is open"
         );
-        assert!(s.switch_pending(1000));
+        assert!(s.switch_pending());
         assert_eq!(s.partition(), Some(4));
         assert!(s.appended(0, 1000, false), "the batch closed: switch");
         assert_eq!(s.partition(), None);
-        s.stick_to(5);
-        assert_eq!(s.produced(), 0);
+        s.stick_to(5, 1000);
+        assert_eq!(s.produced(1000), 0);
         assert!(!s.appended(1000, 1000, true));
         assert!(
             s.appended(1000, 1000, true),
             "twice batch.size: switch, batch open or not"
         );
         assert_eq!(s.partition(), None);
+        // batch.size 0 counts as 1 (Java: `KafkaProducer` passes `Math.max(1, batch.size)` to
+        // the accumulator and its partitioners): a fresh stint is not due yet, its first
+        // record is past twice that.
+        s.stick_to(6, 0);
+        assert!(!s.switch_pending());
+        assert!(s.appended(100, 0, true), "100 bytes: past twice 1 byte");
     }
 
     /// Java's `NodeLatencyStats` against `partitioner.availability.timeout.ms`: a node that

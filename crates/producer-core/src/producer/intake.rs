@@ -26,6 +26,15 @@ fn held_extra<T>() -> usize {
     std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
 }
 
+/// What appending a record did: the bytes it added to the partition's batches (a new batch's
+/// header included) and whether the partition's batch is still open after it (a batch that
+/// reached `batch_size` is closed).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Appended {
+    pub(super) bytes: usize,
+    pub(super) batch_open: bool,
+}
+
 impl<T> Producer<T> {
     /// [`Producer::send`] after the clock moved: refuses what can never be sent or does not fit
     /// the buffer (handing it back), else charges the record and routes it (or holds it until
@@ -229,7 +238,7 @@ impl<T> Producer<T> {
                         self.append(topic, p, pending, payload)
                     }
                 };
-                self.sticky_appended(topic, p, appended);
+                self.sticky_appended(topic, appended);
                 return;
             }
         };
@@ -237,10 +246,9 @@ impl<T> Producer<T> {
     }
 
     /// Appends a record to the open batch of a partition, closing the batch first when the
-    /// record would take it past `batch_size` and after when it reached it. Returns the bytes
-    /// the append added to the partition's batches (a new batch's header included), which the
-    /// sticky partitioner counts.
-    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) -> usize {
+    /// record would take it past `batch_size` and after when it reached it. Returns what the
+    /// append did, which the sticky partitioner counts.
+    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) -> Appended {
         match self.append_to_open(topic, p, pending, payload) {
             Ok(appended) => appended,
             Err(pending) => self.append_to_new(topic, p, pending, payload),
@@ -250,14 +258,14 @@ impl<T> Producer<T> {
     /// Appends a record to the partition's open batch if it fits (see [`Producer::append`]).
     /// A record that does not fit closes the batch and comes back, as it does when the
     /// partition has no open batch: then [`Producer::append_to_new`] takes it.
-    #[inline]
+    #[inline(always)]
     fn append_to_open(
         &mut self,
         topic: u32,
         p: u32,
         pending: Unrouted<T>,
         payload: usize,
-    ) -> Result<usize, Unrouted<T>> {
+    ) -> Result<Appended, Unrouted<T>> {
         let batch_size = self.config.batch_size;
         let Some(open) = self.topics.partition_mut(topic, p).open.as_mut() else {
             return Err(pending);
@@ -274,7 +282,13 @@ impl<T> Producer<T> {
 
     /// Appends a record to a new open batch of a partition that has none (see
     /// [`Producer::append`]).
-    fn append_to_new(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) -> usize {
+    fn append_to_new(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: Unrouted<T>,
+        payload: usize,
+    ) -> Appended {
         let batch_size = self.config.batch_size;
         let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
         let open = self.open_batch(topic, p, encoded);
@@ -284,23 +298,27 @@ impl<T> Producer<T> {
             debug_assert!(false, "a record did not fit an empty batch");
             let error = ProduceError::BatchDecode("a record did not fit an empty batch".into());
             self.fail_unrouted(topic, p as i32, pending, error);
-            return 0;
+            return Appended {
+                bytes: 0,
+                batch_open: true,
+            };
         }
         self.appended(topic, p, 0)
     }
 
     /// A record went into the open batch of a partition, which held `before` bytes: closes the
     /// batch once it reached `batch_size`, tells the leader when nothing lingers, asks for
-    /// metadata when the partition has no leader. Returns the bytes the record added.
-    #[inline]
-    fn appended(&mut self, topic: u32, p: u32, before: usize) -> usize {
+    /// metadata when the partition has no leader.
+    #[inline(always)]
+    fn appended(&mut self, topic: u32, p: u32, before: usize) -> Appended {
         let size = self
             .topics
             .partition(topic, p)
             .open
             .as_ref()
             .map_or(before, |o| o.size_in_bytes());
-        if size >= self.config.batch_size {
+        let batch_open = size < self.config.batch_size;
+        if !batch_open {
             self.close_open_batch(topic, p);
         }
         if self.config.linger.is_zero() {
@@ -310,7 +328,10 @@ impl<T> Producer<T> {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
         }
-        size - before
+        Appended {
+            bytes: size - before,
+            batch_open,
+        }
     }
 
     /// Starts a new open batch for a partition and arms its linger and delivery timers.

@@ -10,8 +10,11 @@
 //! availability is updated once per broker serviced, and only with
 //! `partitioner.availability.timeout.ms` set.
 
+#[cfg(doc)]
+use crate::partitioner::Sticky;
 use crate::partitioner::{LoadStats, NodeLatency};
 
+use super::intake::Appended;
 use super::Producer;
 
 /// What the partitioner keeps across choices: the table of the last choice (its buffers reused)
@@ -23,10 +26,11 @@ pub(super) struct Partitioning {
 }
 
 impl<T> Producer<T> {
-    /// `batch.size` as the switch threshold (Java's `stickyBatchSize`, at least 1 byte).
-    #[inline]
+    /// `batch.size` as the switch threshold (Java's `stickyBatchSize`; [`Sticky`] counts 0 as
+    /// 1, as Java does).
+    #[inline(always)]
     fn sticky_batch_size(&self) -> usize {
-        self.config.batch_size.max(1)
+        self.config.batch_size
     }
 
     /// The partition the next record without a partition of its own goes to in `topic` (a
@@ -34,12 +38,12 @@ impl<T> Producer<T> {
     /// are all closed (a switch the last append held back for its open batch: Java's
     /// `RecordAccumulator.partitionChanged`), else chooses the next one. Call it right before
     /// appending such a record, then [`Producer::sticky_appended`] with what the append added.
-    #[inline]
+    #[inline(always)]
     pub(super) fn sticky_partition(&mut self, topic: u32) -> u32 {
         let batch_size = self.sticky_batch_size();
         let t = self.topics.get_mut(topic);
         if let Some(p) = t.sticky.partition() {
-            let keep = !t.sticky.switch_pending(batch_size)
+            let keep = !t.sticky.switch_pending()
                 || t.partitions[p as usize].open.is_some()
                 || !t.sticky.appended(0, batch_size, false);
             if keep {
@@ -49,18 +53,17 @@ impl<T> Producer<T> {
         self.next_sticky_partition(topic)
     }
 
-    /// `bytes` were appended to the sticky partition `p` of `topic`: counts them, and forgets
+    /// A record was appended to the sticky partition of `topic`: counts its bytes, and forgets
     /// the partition when it had its `batch_size` bytes and the append left it without an open
     /// batch, or had twice that (Java: `BuiltInPartitioner.updatePartitionInfo` with
     /// `enableSwitch = allBatchesFull`). The next record then chooses again.
-    #[inline]
-    pub(super) fn sticky_appended(&mut self, topic: u32, p: u32, bytes: usize) {
+    #[inline(always)]
+    pub(super) fn sticky_appended(&mut self, topic: u32, appended: Appended) {
         let batch_size = self.sticky_batch_size();
-        let t = self.topics.get_mut(topic);
-        if t.sticky.partition() == Some(p) {
-            let open = t.partitions[p as usize].open.is_some();
-            t.sticky.appended(bytes, batch_size, open);
-        }
+        self.topics
+            .get_mut(topic)
+            .sticky
+            .appended(appended.bytes, batch_size, appended.batch_open);
     }
 
     /// Chooses and sticks to the next partition of `topic` (Java:
@@ -69,6 +72,8 @@ impl<T> Producer<T> {
     /// each (`LoadStats`; Java builds the same table in `RecordAccumulator.partitionReady`).
     /// Without it, or when no candidate is left, a uniform draw among the partitions with a
     /// leader; among all when none has one.
+    #[cold]
+    #[inline(never)]
     fn next_sticky_partition(&mut self, topic: u32) -> u32 {
         let now = self.now;
         let adaptive = self.config.adaptive_partitioning;
@@ -107,7 +112,8 @@ impl<T> Producer<T> {
             }
             None => self.rng.below(t.partitions.len().max(1) as u64) as u32,
         };
-        self.topics.get_mut(topic).sticky.stick_to(p);
+        let batch_size = self.sticky_batch_size();
+        self.topics.get_mut(topic).sticky.stick_to(p, batch_size);
         p
     }
 
@@ -253,14 +259,14 @@ mod tests {
             assert_eq!(route(&mut p, now, Record::new(TOPIC, value())), first);
         }
         let t = p.topics.get(0);
-        assert!(t.sticky.switch_pending(1000), "12 records: past batch.size");
+        assert!(t.sticky.switch_pending(), "12 records: past batch.size");
         assert!(
             t.partitions[first].open.is_some(),
             "the second batch is open"
         );
         p.flush(now);
         route(&mut p, now, Record::new(TOPIC, value()));
-        let produced = p.topics.get(0).sticky.produced();
+        let produced = p.topics.get(0).sticky.produced(1000);
         assert!(
             produced < 200,
             "a new stint started with that record ({produced} bytes counted)"
