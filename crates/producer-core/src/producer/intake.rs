@@ -248,6 +248,7 @@ impl<T> Producer<T> {
     /// Appends a record to the open batch of a partition, closing the batch first when the
     /// record would take it past `batch_size` and after when it reached it. Returns what the
     /// append did, which the sticky partitioner counts.
+    #[inline(always)]
     fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) -> Appended {
         match self.append_to_open(topic, p, pending, payload) {
             Ok(appended) => appended,
