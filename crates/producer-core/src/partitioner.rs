@@ -1,8 +1,8 @@
 //! Choosing a partition: Java-compatible murmur2 for keys, and the rules of the adaptive sticky
 //! partitioner (KIP-794, the Java client's default since 3.3) for records without a key: how long
-//! to stick to a partition ([`Sticky`]), the weighted choice of the next one from the queue depths
-//! of the partitions' leaders ([`LoadStats`]), and which leaders count as unavailable
-//! ([`NodeLatency`]). The producer walks its partitions and feeds these; they hold no producer
+//! to stick to a partition (`Sticky`), the weighted choice of the next one from the queue depths
+//! of the partitions' leaders (`LoadStats`), and which leaders count as unavailable
+//! (`NodeLatency`). The producer walks its partitions and feeds these; they hold no producer
 //! state of their own.
 
 use std::time::{Duration, Instant};
@@ -174,6 +174,7 @@ impl LoadStats {
     /// `max + 1 - queued` (the deepest queue still weighs 1), e.g. depths `0 3 1` weigh `4 1 3`
     /// and sum to `4 5 8` (Java: `BuiltInPartitioner.updatePartitionLoadStats`). Call once,
     /// after the pushes; returns false when there is no candidate.
+    #[must_use]
     pub(crate) fn build(&mut self) -> bool {
         let Some(&max) = self.table.iter().max() else {
             return false;
@@ -206,6 +207,7 @@ impl LoadStats {
     /// `0..total`, and the first candidate whose running sum is above it (Java:
     /// `BuiltInPartitioner.nextPartition`, its binary search of the table). `None` before
     /// [`LoadStats::build`] or with no candidate.
+    #[must_use]
     pub(crate) fn pick(&self, rng: &mut Rng) -> Option<u32> {
         let total = *self.table.last().filter(|_| self.built)?;
         self.at(rng.below(u64::from(total.max(1))) as u32)
@@ -273,6 +275,7 @@ impl NodeLatency {
     /// batches waiting that it did not take, and took none for longer than `timeout` (Java:
     /// `readyTimeMs - drainTimeMs > partitionAvailabilityTimeoutMs` in
     /// `RecordAccumulator.partitionReady`; here the node still stalled counts as ready now).
+    #[must_use]
     pub(crate) fn unavailable(&self, node: i32, now: Instant, timeout: Duration) -> bool {
         self.nodes.iter().any(|n| {
             n.node == node && n.stalled && now.saturating_duration_since(n.drained) > timeout

@@ -4,7 +4,8 @@
 //! `RecordAccumulator` gathers). The rules live in `crate::partitioner`; this module feeds them
 //! from the producer's partitions and brokers.
 //!
-//! Cost: per record, one comparison before the append and a counter after it. The queue depths
+//! Cost: per record, one comparison before the append and a counted-down byte budget after it
+//! (the append reports its bytes and whether its batch is still open). The queue depths
 //! are the partitions' own counters, read only when a new partition is chosen (once per
 //! `batch_size` bytes), where Java rebuilds its table on every `ready` pass; the leaders'
 //! availability is updated once per broker serviced, and only with
