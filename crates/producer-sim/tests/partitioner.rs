@@ -114,10 +114,10 @@ fn without_adaptive_partitioning_every_partition_gets_an_even_share() {
     }
 }
 
-/// Broker 1 stops answering (its connection stalls: nothing comes back) while records keep
-/// coming; returns the records per partition sent from `after` the stall on, and the records
-/// sent within the first `timeout` of it, then whether broker 1 got records again once the
-/// stall ended (sent from 100 ms after it).
+/// Broker 1 stops answering (its connections stall: nothing comes back) for a second while
+/// records keep coming, then answers again. Returns the records per partition sent in the
+/// first `after` of the stall (`early`), in the rest of it (`during`), and from 100 ms after
+/// it ended (`back`).
 fn black_hole_run(
     tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
     after: Duration,
