@@ -141,6 +141,18 @@ pub struct Config {
     pub rebootstrap_trigger: Duration,
     /// `max.block.ms`: how long records wait for their topic's metadata before failing.
     pub max_block: Duration,
+    /// `partitioner.adaptive.partitioning.enable`: records without a key (and every record with
+    /// `partitioner_ignore_keys`) move to a new sticky partition after `batch_size` bytes,
+    /// chosen at random weighted against the queue depth of each partition's leader (true), or
+    /// uniformly among the partitions with a leader (false).
+    pub adaptive_partitioning: bool,
+    /// `partitioner.availability.timeout.ms`: with adaptive partitioning, a partition whose
+    /// leader has had batches waiting and took none for longer than this is left out of the
+    /// choice of the next sticky partition. Zero turns it off.
+    pub partitioner_availability_timeout: Duration,
+    /// `partitioner.ignore.keys`: keyed records are partitioned like records without a key
+    /// (sticky) instead of by murmur2 of the key.
+    pub partitioner_ignore_keys: bool,
     /// Largest response frame accepted (bytes); larger ones close the connection.
     pub max_response_size: usize,
     /// When false, only failures produce delivery reports (fire-and-forget mode).
@@ -201,6 +213,9 @@ impl Config {
                 metadata_recovery: MetadataRecovery::Rebootstrap,
                 rebootstrap_trigger: Duration::from_secs(300),
                 max_block: Duration::from_secs(60),
+                adaptive_partitioning: true,
+                partitioner_availability_timeout: Duration::ZERO,
+                partitioner_ignore_keys: false,
                 max_response_size: 100 * 1024 * 1024,
                 report_successes: true,
                 seed: 0x5eed,
@@ -274,6 +289,21 @@ impl ConfigBuilder {
         rebootstrap_trigger: Duration);
     setter!(/// `max.block.ms`: wait for unknown topics' metadata (default 60 s).
         max_block: Duration);
+    setter!(/// `partitioner.adaptive.partitioning.enable` (default true). Records without a key
+        /// stick to one partition until about `batch_size` bytes went to it, switching at a
+        /// batch boundary (at the latest after twice `batch_size`); the next partition is drawn
+        /// at random, weighted against how many batches wait at each partition's leader (a
+        /// slow broker's partitions get fewer records). False: drawn uniformly among the
+        /// partitions with a leader, still switching after `batch_size` bytes.
+        adaptive_partitioning: bool);
+    setter!(/// `partitioner.availability.timeout.ms` (default zero: off). With adaptive
+        /// partitioning, a partition whose leader had batches waiting and took none for longer
+        /// than this is not chosen as the next sticky partition until its leader takes batches
+        /// again. No effect when adaptive partitioning is off (as in the Java client).
+        partitioner_availability_timeout: Duration);
+    setter!(/// `partitioner.ignore.keys` (default false). True: keyed records are partitioned
+        /// like records without a key (sticky, as above) instead of by murmur2 of their key.
+        partitioner_ignore_keys: bool);
     setter!(/// Largest response frame accepted (default 100 MiB).
         max_response_size: usize);
     setter!(/// Report successes too (default true); false = failures only.

@@ -108,6 +108,27 @@ impl<T> PartitionQueue<T> {
         self.leader
     }
 
+    /// Batches waiting to be sent for the first time, the open one included: the depth of the
+    /// partition's queue as the adaptive partitioner weighs it (Java: the length of the
+    /// partition's deque in `RecordAccumulator.partitionReady`, which holds the open batch and
+    /// the batches not drained yet). Counters only: no walk.
+    #[inline]
+    pub(crate) fn queued_batches(&self) -> u32 {
+        let closed = self.batches.len().saturating_sub(self.sent);
+        u32::try_from(closed + usize::from(self.open.is_some())).unwrap_or(u32::MAX)
+    }
+
+    /// Whether batches are waiting for the leader to take them at `now`: a closed batch never
+    /// sent, or an open one past its `linger` (what makes the Java client's `ready` name the
+    /// leader).
+    pub(crate) fn has_waiting(&self, now: Instant, linger: Duration) -> bool {
+        self.batches.len() > self.sent
+            || self
+                .open
+                .as_ref()
+                .is_some_and(|o| o.created() + linger <= now)
+    }
+
     /// The producer id and epoch its batches are stamped with.
     pub(crate) fn identity(&self) -> (i64, i16) {
         (self.producer_id, self.epoch)

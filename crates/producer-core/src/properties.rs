@@ -62,6 +62,9 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["metadata.recovery.strategy"], "rebootstrap or none"),
     setting(&["metadata.recovery.rebootstrap.trigger.ms"], "milliseconds"),
     setting(&["max.block.ms"], "milliseconds"),
+    setting(&["partitioner.adaptive.partitioning.enable"], "true or false"),
+    setting(&["partitioner.availability.timeout.ms"], "milliseconds"),
+    setting(&["partitioner.ignore.keys"], "true or false"),
     setting(
         &["security.protocol"],
         "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
@@ -102,7 +105,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "partitioner.class",
-        "the partitioner is built in (murmur2 for keys, sticky for null keys)",
+        "the partitioner is built in (murmur2 for keys, adaptive sticky for null keys); tune it with partitioner.adaptive.partitioning.enable, partitioner.availability.timeout.ms and partitioner.ignore.keys",
     ),
     (
         "key.serializer",
@@ -132,10 +135,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "sasl.login.callback.handler.class",
         "OAUTHBEARER tokens come from the driver's token provider",
-    ),
-    (
-        "partitioner.adaptive.partitioning.enable",
-        "adaptive partitioning is not supported yet",
     ),
 ];
 
@@ -299,6 +298,15 @@ impl ConfigBuilder {
             }
             "metadata.recovery.rebootstrap.trigger.ms" => self.config.rebootstrap_trigger = ms()?,
             "max.block.ms" => self.config.max_block = ms()?,
+            "partitioner.adaptive.partitioning.enable" => {
+                self.config.adaptive_partitioning = parse_bool(value).ok_or_else(bad)?
+            }
+            "partitioner.availability.timeout.ms" => {
+                self.config.partitioner_availability_timeout = ms()?
+            }
+            "partitioner.ignore.keys" => {
+                self.config.partitioner_ignore_keys = parse_bool(value).ok_or_else(bad)?
+            }
             "security.protocol" => {
                 self.config.security_protocol =
                     SecurityProtocol::from_kafka_name(value).ok_or_else(bad)?
@@ -500,7 +508,9 @@ mod tests {
         let values = |name: &str| match name {
             "bootstrap.servers" => "a:1",
             "acks" => "all",
-            "enable.idempotence" => "true",
+            "enable.idempotence"
+            | "partitioner.adaptive.partitioning.enable"
+            | "partitioner.ignore.keys" => "true",
             "compression.type" => "lz4",
             "security.protocol" => "SASL_SSL",
             "sasl.mechanism" => "SCRAM-SHA-512",
@@ -713,6 +723,56 @@ retries=2147483647
         let c = b.build().unwrap();
         assert_eq!(c.batch_size, 65536);
         assert_eq!(c.linger, Duration::from_millis(5));
+    }
+
+    /// The adaptive partitioner's settings by their Java names (ProducerConfig.java:
+    /// `PARTITIONER_ADPATIVE_PARTITIONING_ENABLE_CONFIG`, `PARTITIONER_AVAILABILITY_TIMEOUT_MS_CONFIG`,
+    /// `PARTITIONER_IGNORE_KEYS_CONFIG`), with Java's defaults, and bad values refused by name.
+    #[test]
+    fn partitioner_settings_by_their_java_names() {
+        let d = Config::builder([("h", 1)]).build().unwrap();
+        assert!(d.adaptive_partitioning);
+        assert_eq!(d.partitioner_availability_timeout, Duration::ZERO);
+        assert!(!d.partitioner_ignore_keys);
+        let c = Config::from_properties([
+            ("bootstrap.servers", "k:9092"),
+            ("partitioner.adaptive.partitioning.enable", "false"),
+            ("partitioner.availability.timeout.ms", "250"),
+            ("partitioner.ignore.keys", "TRUE"),
+        ])
+        .unwrap();
+        assert!(!c.adaptive_partitioning);
+        assert_eq!(
+            c.partitioner_availability_timeout,
+            Duration::from_millis(250)
+        );
+        assert!(c.partitioner_ignore_keys);
+        let b = || Config::builder([("h", 1)]);
+        for (name, value, form) in [
+            (
+                "partitioner.adaptive.partitioning.enable",
+                "yes",
+                "true or false",
+            ),
+            ("partitioner.availability.timeout.ms", "-1", "milliseconds"),
+            ("partitioner.ignore.keys", "1", "true or false"),
+        ] {
+            assert_eq!(
+                b().set(name, value).unwrap_err(),
+                PropertyError::BadValue {
+                    name: name.into(),
+                    value: value.into(),
+                    form
+                }
+            );
+        }
+        // A custom partitioner class stays refused, and says what can be tuned instead.
+        match b().set("partitioner.class", "x").unwrap_err() {
+            PropertyError::Unsupported { why, .. } => {
+                assert!(why.contains("partitioner.ignore.keys"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

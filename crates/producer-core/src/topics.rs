@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::batch::Unrouted;
 use crate::partition::PartitionQueue;
+use crate::partitioner::Sticky;
 use crate::ErrorCode;
 
 /// A record held because its topic's metadata is not known yet.
@@ -33,8 +34,8 @@ pub(crate) struct TopicState<T> {
     /// Records waiting for metadata (bounded by the buffer limits).
     pub(crate) holding: VecDeque<Held<T>>,
     pub(crate) holding_timer: Option<Instant>,
-    /// The partition null-key records stick to.
-    pub(crate) sticky: Option<u32>,
+    /// The partition records without a key stick to, and what went to it.
+    pub(crate) sticky: Sticky,
     /// A permanent error metadata reported for the topic (e.g. authorization).
     pub(crate) error: Option<ErrorCode>,
     /// `flush` was called while records were held: close their batches once routed.
@@ -51,7 +52,7 @@ impl<T> TopicState<T> {
             replaced_topic_id: [0; 16],
             holding: VecDeque::new(),
             holding_timer: None,
-            sticky: None,
+            sticky: Sticky::default(),
             error: None,
             flush_held: false,
         }

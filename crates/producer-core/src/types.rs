@@ -13,7 +13,7 @@ pub struct Record {
     /// The topic. An `Arc<str>` so callers sending many records to one topic share one name.
     pub topic: Arc<str>,
     /// An explicit partition, or `None` to let the partitioner choose (murmur2 of the key,
-    /// sticky for null keys).
+    /// the adaptive sticky partition for null keys).
     pub partition: Option<i32>,
     /// The key, or null.
     pub key: Option<Bytes>,

@@ -1,6 +1,7 @@
 //! Records in: the checks `send` makes, the holding area for topics whose metadata is unknown,
-//! routing to a partition (explicit, murmur2 of the key, sticky for null keys), appending to the
-//! partition's open batch, and closing batches (full, lingered, flushed).
+//! routing to a partition (explicit, murmur2 of the key, else the sticky partition that
+//! `partitioning` keeps), appending to the partition's open batch, and closing batches (full,
+//! lingered, flushed).
 
 use std::time::Duration;
 
@@ -23,6 +24,15 @@ fn request_overhead(client_id: &str, topic: &str) -> usize {
 /// entry (the whole record's parts, queued) minus the `Pending` entry the charge includes.
 fn held_extra<T>() -> usize {
     std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
+}
+
+/// What appending a record did: the bytes it added to the partition's batches (a new batch's
+/// header included) and whether the partition's batch is still open after it (a batch that
+/// reached `batch_size` is closed).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Appended {
+    pub(super) bytes: usize,
+    pub(super) batch_open: bool,
 }
 
 impl<T> Producer<T> {
@@ -213,56 +223,103 @@ impl<T> Producer<T> {
                 self.fail_unrouted(topic, p, pending, error);
                 return;
             }
-            (None, Some(key)) => partition_for_key(key, count) as u32,
-            (None, None) => self.sticky_partition(topic),
+            (None, Some(key)) if !self.config.partitioner_ignore_keys => {
+                partition_for_key(key, count) as u32
+            }
+            (None, _) => {
+                let mut p = self.sticky_partition(topic);
+                let appended = match self.append_to_open(topic, p, pending, payload) {
+                    Ok(appended) => appended,
+                    Err(pending) => {
+                        // The open batch is closed now (or there was none): a batch boundary,
+                        // where a switch held back earlier happens before the record goes
+                        // anywhere (Java: `partitionChanged` before `appendNewBatch`).
+                        p = self.sticky_partition(topic);
+                        self.append(topic, p, pending, payload)
+                    }
+                };
+                self.sticky_appended(topic, appended);
+                return;
+            }
         };
         self.append(topic, p, pending, payload);
     }
 
-    /// The partition null-key records of a topic go to: kept until its batch closes, then a
-    /// random partition with a leader (any partition when none has one).
-    fn sticky_partition(&mut self, topic: u32) -> u32 {
-        if let Some(p) = self.topics.get(topic).sticky {
-            return p;
+    /// Appends a record to the open batch of a partition, closing the batch first when the
+    /// record would take it past `batch_size` and after when it reached it. Returns what the
+    /// append did, which the sticky partitioner counts.
+    #[inline(always)]
+    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) -> Appended {
+        match self.append_to_open(topic, p, pending, payload) {
+            Ok(appended) => appended,
+            Err(pending) => self.append_to_new(topic, p, pending, payload),
         }
-        let t = self.topics.get(topic);
-        let available: Vec<u32> = (0..t.partitions.len() as u32)
-            .filter(|&p| t.partitions[p as usize].leader() >= 0)
-            .collect();
-        let p = if available.is_empty() {
-            self.rng.below(t.partitions.len() as u64) as u32
-        } else {
-            available[self.rng.below(available.len() as u64) as usize]
-        };
-        self.topics.get_mut(topic).sticky = Some(p);
-        p
     }
 
-    /// Appends a record to the open batch of a partition, closing the batch first when the
-    /// record would take it past `batch_size` and after when it reached it.
-    fn append(&mut self, topic: u32, p: u32, pending: Unrouted<T>, payload: usize) {
+    /// Appends a record to the partition's open batch if it fits (see [`Producer::append`]).
+    /// A record that does not fit closes the batch and comes back, as it does when the
+    /// partition has no open batch: then [`Producer::append_to_new`] takes it.
+    #[inline(always)]
+    fn append_to_open(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: Unrouted<T>,
+        payload: usize,
+    ) -> Result<Appended, Unrouted<T>> {
         let batch_size = self.config.batch_size;
-        let pending = match self.topics.partition_mut(topic, p).open.as_mut() {
-            Some(open) => open.try_append(batch_size, pending, payload),
-            None => Err(pending),
+        let Some(open) = self.topics.partition_mut(topic, p).open.as_mut() else {
+            return Err(pending);
         };
-        if let Err(pending) = pending {
-            if self.topics.partition(topic, p).open.is_some() {
+        let before = open.size_in_bytes();
+        match open.try_append(batch_size, pending, payload) {
+            Ok(()) => Ok(self.appended(topic, p, before)),
+            Err(pending) => {
                 self.close_open_batch(topic, p);
-            }
-            let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
-            let open = self.open_batch(topic, p, encoded);
-            if let Err(pending) = open.try_append(batch_size, pending, payload) {
-                // A record always fits an empty batch; were that ever wrong, the record is
-                // reported rather than lost.
-                debug_assert!(false, "a record did not fit an empty batch");
-                let error = ProduceError::BatchDecode("a record did not fit an empty batch".into());
-                self.fail_unrouted(topic, p as i32, pending, error);
-                return;
+                Err(pending)
             }
         }
-        let open = self.topics.partition(topic, p).open.as_ref();
-        if open.is_some_and(|o| o.size_in_bytes() >= batch_size) {
+    }
+
+    /// Appends a record to a new open batch of a partition that has none (see
+    /// [`Producer::append`]).
+    fn append_to_new(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: Unrouted<T>,
+        payload: usize,
+    ) -> Appended {
+        let batch_size = self.config.batch_size;
+        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+        let open = self.open_batch(topic, p, encoded);
+        if let Err(pending) = open.try_append(batch_size, pending, payload) {
+            // A record always fits an empty batch; were that ever wrong, the record is
+            // reported rather than lost.
+            debug_assert!(false, "a record did not fit an empty batch");
+            let error = ProduceError::BatchDecode("a record did not fit an empty batch".into());
+            self.fail_unrouted(topic, p as i32, pending, error);
+            return Appended {
+                bytes: 0,
+                batch_open: true,
+            };
+        }
+        self.appended(topic, p, 0)
+    }
+
+    /// A record went into the open batch of a partition, which held `before` bytes: closes the
+    /// batch once it reached `batch_size`, tells the leader when nothing lingers, asks for
+    /// metadata when the partition has no leader.
+    #[inline(always)]
+    fn appended(&mut self, topic: u32, p: u32, before: usize) -> Appended {
+        let size = self
+            .topics
+            .partition(topic, p)
+            .open
+            .as_ref()
+            .map_or(before, |o| o.size_in_bytes());
+        let batch_open = size < self.config.batch_size;
+        if !batch_open {
             self.close_open_batch(topic, p);
         }
         if self.config.linger.is_zero() {
@@ -271,6 +328,10 @@ impl<T> Producer<T> {
         if self.topics.partition(topic, p).leader() < 0 {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
+        }
+        Appended {
+            bytes: size - before,
+            batch_open,
         }
     }
 
@@ -295,17 +356,14 @@ impl<T> Producer<T> {
             .insert(OpenBatch::new(id, buf, batch_size, encoded, now))
     }
 
-    /// Seals the open batch of a partition and queues it; with a null-key sticky partition this
-    /// is the batch boundary where the sticky choice moves on. A batch that fails to compress
-    /// fails its records.
+    /// Seals the open batch of a partition and queues it (a batch boundary, where a sticky
+    /// partition that had its `batch_size` bytes may move on at the next record). A batch that
+    /// fails to compress fails its records.
     pub(super) fn close_open_batch(&mut self, topic: u32, p: u32) {
         let t = self.topics.get_mut(topic);
         let Some(open) = t.partitions[p as usize].open.take() else {
             return;
         };
-        if t.sticky == Some(p) {
-            t.sticky = None;
-        }
         match open.seal(self.config.compression) {
             Ok((batch, spare)) => {
                 if let Some(buf) = spare {

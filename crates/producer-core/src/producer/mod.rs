@@ -7,6 +7,7 @@
 //! | module | its job |
 //! |---|---|
 //! | `intake` | `send`: size and buffer checks, the holding area for unknown topics, routing, appending to the open batch, closing batches (`flush`) |
+//! | `partitioning` | the sticky partition of records without a key: when it moves on, the weighted choice of the next one, leaders' availability |
 //! | `produce` | choosing the sendable batches of a broker, building its Produce request, handling the answer: success, retry, backoff, split, failure, delivery timeout |
 //! | `cluster` | the Metadata request and answer: brokers, leaders, topic errors, leader hints, the refresh policy |
 //! | `identity` | the producer id: InitProducerId request and answer, per-partition epoch bumps and sequence restarts |
@@ -21,6 +22,7 @@ mod connections;
 mod identity;
 mod intake;
 mod lifecycle;
+mod partitioning;
 mod produce;
 mod reports;
 
@@ -40,6 +42,7 @@ use auth::Auth;
 use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
+use partitioning::Partitioning;
 
 /// Counters an operator may want to read: plain totals over the producer's life, each updated
 /// once per request, batch or report run (never per record). [`Producer::metrics`] gives them
@@ -106,6 +109,8 @@ pub struct Producer<T> {
     /// The latest `now` any input carried.
     now: Instant,
     rng: Rng,
+    /// The adaptive partitioner's table and leaders' availability.
+    partitioning: Partitioning,
     timers: Timers,
     outputs: OutputQueue<T>,
     topics: Topics<T>,
@@ -130,6 +135,7 @@ impl<T> Producer<T> {
     pub fn new(config: Config, now: Instant) -> Self {
         Producer {
             rng: Rng::new(config.seed),
+            partitioning: Partitioning::default(),
             now,
             timers: Timers::default(),
             outputs: OutputQueue::new(),
@@ -356,8 +362,13 @@ impl<T> Producer<T> {
         }
         self.maybe_send_metadata();
         self.maybe_init_producer_id();
+        let track = self.tracks_availability();
         for slot in self.brokers.take_dirty() {
+            let requests = self.stats.produce_requests;
             self.service_broker(slot);
+            if track {
+                self.broker_serviced(slot, self.stats.produce_requests > requests);
+            }
         }
     }
 
