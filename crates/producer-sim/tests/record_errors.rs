@@ -260,3 +260,76 @@ fn the_simulator_refuses_topic_configs_it_does_not_model() {
         .create_topic_with_config("c", 1, &[("retention.ms", "1")])
         .is_err());
 }
+
+/// The same for the other answers Kafka gives before its producer-state check and append
+/// (`UnifiedLog.analyzeAndValidateRecords`, `LogValidator`, and the request checks in
+/// `KafkaApis`): a batch refused with one is a certain hole, so the batches in flight behind it
+/// are restamped once it fails, not retried under the old epoch until their delivery timeout;
+/// here two batches are refused, with batches in flight between them.
+#[test]
+fn batches_behind_one_refused_before_the_append_are_delivered() {
+    for code in [
+        ErrorCode::CORRUPT_MESSAGE,
+        ErrorCode::RECORD_LIST_TOO_LARGE,
+        ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
+    ] {
+        let mut c = SimCluster::new(SimConfig::with_brokers(1, 13), Instant::now());
+        c.create_topic(TOPIC, 1).unwrap();
+        let mut h = harness(c, |b| {
+            b.linger(Duration::from_millis(1))
+                .batch_size(256)
+                .max_in_flight(5)
+        });
+        // Metadata and a producer id first.
+        h.send(keyed(1000), 1000).unwrap();
+        assert!(h.flush(secs(10)));
+        let start = h.now;
+        h.cluster.inject_error(producer_sim::InjectedError {
+            api_key: API_PRODUCE,
+            topic: Some(TOPIC.into()),
+            partition: Some(0),
+            error_code: code.0,
+            count: 2,
+            persist: false,
+        });
+        let n = 60;
+        for id in 0..n {
+            h.send(keyed(id), id).unwrap();
+            if id % 4 == 3 {
+                h.run_for(Duration::from_millis(1));
+            }
+        }
+        assert!(h.flush(secs(200)));
+        let (mut delivered, mut failed) = (Vec::new(), 0);
+        for id in 0..n {
+            let d = h.deliveries.iter().find(|d| d.opaque == id).unwrap();
+            match &d.result {
+                Ok(_) => delivered.push(id),
+                Err(f) => {
+                    assert!(
+                        matches!(&f.error, ProduceError::Broker { code: c, .. } if *c == code),
+                        "{code}: record {id}: {:?}",
+                        f.error
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        // Only the refused batch failed, and the rest came well before the delivery timeout
+        // (simulated time).
+        assert!(failed > 0 && failed < 20, "{code}: {failed} failed");
+        assert!(
+            h.now - start < Duration::from_secs(60),
+            "{code}: reports took {:?} of simulated time",
+            h.now - start
+        );
+        let mut logged = logged_ids(&h.cluster);
+        logged.retain(|&id| id != 1000);
+        assert_eq!(logged, delivered, "{code}: written once each, in order");
+        assert!(
+            h.cluster.violations().is_empty(),
+            "{:?}",
+            h.cluster.violations()
+        );
+    }
+}
