@@ -232,20 +232,7 @@ pub fn produce_rounds(
             while let Some(records) = next(&runs) {
                 let start = Instant::now();
                 let mut sink = Collected::new(records.len());
-                let mut futures = Vec::with_capacity(records.len());
-                for (i, r) in records.iter().enumerate() {
-                    let f = handle
-                        .send(r.clone())
-                        .await
-                        .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
-                    futures.push(f);
-                }
-                handle.flush().await;
-                for (i, f) in futures.into_iter().enumerate() {
-                    // After flush every future has resolved: awaiting cannot hang.
-                    let (report, back) = tokio_report(f.await);
-                    sink.take(i, report, back);
-                }
+                send_each_and_collect(&handle, &records, |_| {}, &mut sink).await;
                 round(&mut runs, &records, sink, start);
             }
             handle.close().await;
@@ -343,23 +330,34 @@ fn produce_tokio(
             });
         }
         let handle = builder.start().unwrap();
-        let mut futures = Vec::with_capacity(records.len());
-        for (i, r) in records.iter().enumerate() {
-            pace(i, pacing, hook);
-            let f = handle
-                .send(r.clone())
-                .await
-                .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
-            futures.push(f);
-        }
-        handle.flush().await;
-        for (i, f) in futures.into_iter().enumerate() {
-            // After flush every future has resolved: awaiting cannot hang.
-            let (report, back) = tokio_report(f.await);
-            sink.take(i, report, back);
-        }
+        send_each_and_collect(&handle, records, |i| pace(i, pacing, hook), sink).await;
         handle.close().await;
     })
+}
+
+/// Sends every record through `handle` with one delivery future each (`before(i)` runs before
+/// record `i` is sent), flushes, and puts each report into `sink`.
+async fn send_each_and_collect(
+    handle: &producer_tokio::ProducerHandle,
+    records: &[Record],
+    mut before: impl FnMut(usize),
+    sink: &mut Collected,
+) {
+    let mut futures = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        before(i);
+        let f = handle
+            .send(r.clone())
+            .await
+            .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
+        futures.push(f);
+    }
+    handle.flush().await;
+    for (i, f) in futures.into_iter().enumerate() {
+        // After flush every future has resolved: awaiting cannot hang.
+        let (report, back) = tokio_report(f.await);
+        sink.take(i, report, back);
+    }
 }
 
 fn produce_mio_threaded(

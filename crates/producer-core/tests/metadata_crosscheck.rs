@@ -3,11 +3,14 @@
 //! Requests: ours encodes, kafka-protocol decodes. Responses: kafka-protocol encodes (with
 //! unknown tagged fields at flexible versions), ours parses. Plus truncation and garbage.
 
+mod kp;
+
 use std::collections::BTreeMap;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{metadata_request, metadata_response, BrokerId, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use kp::{kp_uuid, sb};
 use producer_core::protocol::metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
 };
@@ -16,23 +19,6 @@ use producer_core::ErrorCode;
 use proptest::prelude::*;
 
 const VERSIONS: std::ops::RangeInclusive<i16> = 1..=13;
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-/// kafka-protocol's `Uuid` (from the `uuid` crate, which is not our dependency, and whose
-/// decoder kafka-protocol keeps private) built from raw bytes by decoding a v10 request topic
-/// entry: TopicId, empty compact Name, no tags.
-macro_rules! kp_uuid {
-    ($b:expr) => {{
-        let mut raw = $b.to_vec();
-        raw.extend_from_slice(&[1, 0]);
-        metadata_request::MetadataRequestTopic::decode(&mut Bytes::from(raw), 10)
-            .expect("valid topic entry")
-            .topic_id
-    }};
-}
 
 // ---------------------------------------------------------------------------------------------
 // Requests

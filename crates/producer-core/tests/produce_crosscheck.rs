@@ -4,9 +4,12 @@
 //! topics by name before v13 and by topic id from v13. Responses: kafka-protocol encodes, ours
 //! parses, at every version, topic ids included. Plus every truncation of a v13 response.
 
+mod kp;
+
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{produce_request, produce_response, BrokerId, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use kp::{kp_uuid, sb};
 use producer_core::protocol::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
     FIRST_VERSION_BY_TOPIC_ID,
@@ -16,22 +19,6 @@ use producer_core::ErrorCode;
 use proptest::prelude::*;
 
 const VERSIONS: std::ops::RangeInclusive<i16> = 3..=13;
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-/// kafka-protocol's `Uuid` (from the `uuid` crate, which is not our dependency) built from raw
-/// bytes by decoding a v13 response topic entry: TopicId, empty partition array, no tags.
-macro_rules! kp_uuid {
-    ($b:expr) => {{
-        let mut raw = $b.to_vec();
-        raw.extend_from_slice(&[1, 0]);
-        produce_response::TopicProduceResponse::decode(&mut Bytes::from(raw), 13)
-            .expect("valid topic entry")
-            .topic_id
-    }};
-}
 
 /// A topic to produce to: name, id, and (partition index, records) pairs.
 type Topic = (String, [u8; 16], Vec<(i32, Option<Vec<u8>>)>);

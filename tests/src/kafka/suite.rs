@@ -17,7 +17,12 @@ use crate::verify::{check_run, Expect, Rules, Summary};
 /// A producer config for `cluster`'s proxies: short backoffs, a 5 s request timeout, a 120 s
 /// delivery timeout (records outlive every fault of the suites).
 pub fn producer_config(cluster: &KafkaCluster) -> ConfigBuilder {
-    Config::builder(cluster.bootstrap())
+    producer_config_for(cluster.bootstrap())
+}
+
+/// [`producer_config`] for another bootstrap list (a front in front of a cluster, say).
+pub fn producer_config_for(bootstrap: Vec<(String, u16)>) -> ConfigBuilder {
+    Config::builder(bootstrap)
         .retry_backoff(Duration::from_millis(20))
         .retry_backoff_max(Duration::from_millis(500))
         .reconnect_backoff(Duration::from_millis(20))
