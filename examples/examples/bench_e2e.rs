@@ -1,12 +1,15 @@
-//! End-to-end producer benchmark: our tokio driver, our threaded mio driver and librdkafka
-//! (through the `rdkafka` crate's `BaseProducer`) against librdkafka's mock cluster, each in
-//! its own process.
+//! End-to-end producer benchmark: our tokio driver, our threaded mio driver, librdkafka
+//! (through the `rdkafka` crate's `BaseProducer`) and peers of other projects (franz-go, the
+//! Java producer, krafka, Confluent's Rust client) against librdkafka's mock cluster (or, with
+//! `--broker kafka`, a single-node Apache Kafka), each in its own process.
 //!
 //! ```text
 //! cargo run --release --example bench_e2e                 # full: 1M records, 3 runs, medians
 //! cargo run --release --example bench_e2e -- --quick      # smoke test: 100k records, 1 run
 //! cargo run --release --example bench_e2e -- --runs 5 --records 2000000 \
 //!     --workloads null100,key8 --producers tokio,rdkafka
+//! cargo run --release --example bench_e2e -- --records 200000 --runs 1 --workloads null100 \
+//!     --producers rdkafka,franz-go,java,krafka,confluent --broker kafka
 //! ```
 //!
 //! # What runs where
@@ -19,12 +22,24 @@
 //!   for every producer. Restarting per run keeps the mock's memory and state identical at the
 //!   start of every run. Nothing is read back here (the quickstart and the integration tests
 //!   check contents).
+//! * With **`--broker kafka`** the cluster is instead a single-node Apache Kafka 4.1.1 from the
+//!   test tier ([`producer_tests::kafka::cluster::KafkaCluster`], this binary in `kafka` mode,
+//!   topic `bench` of 12 partitions, replication 1), likewise **a fresh one for every run**
+//!   (its start, some seconds, is outside every timing). It keeps what it is sent on disk.
 //! * **The producer under test** runs in another process (this binary in `worker` mode), so
 //!   `getrusage(RUSAGE_SELF)` at its end measures that producer only: user+sys CPU and peak
 //!   RSS (`ru_maxrss`). The worker builds its payloads before it starts the clock.
 //! * The coordinator (no mode argument) runs, for every workload, `--runs` rounds of every
 //!   producer (interleaved, so drift hits all alike), takes medians and prints one table per
 //!   workload with the ratio of each figure to librdkafka without idempotence.
+//! * **The peers** are programs of their own (below), started by the coordinator with the
+//!   cluster's address, the workload's payload arenas (written by the coordinator to
+//!   `target/bench_e2e/payloads/`, sliced by the peer the same way) and the settings. Each prints
+//!   its counts and elapsed time; the coordinator reaps it with `wait4`, whose rusage is that
+//!   process's alone: user+sys CPU and peak RSS (the Java peer's CPU is its own report, below).
+//!   A peer gets at most 60 s + 1 s per 20,000 records; a peer that cannot be built, cannot
+//!   connect, fails or times out gets a row saying why instead of figures. Every process's
+//!   stderr goes to `target/bench_e2e/logs/PRODUCER-WORKLOAD-runN.stderr`.
 //!
 //! # Workloads (all: acks=all, linger 5 ms)
 //! * `null100`: 100-byte values, null keys.
@@ -56,6 +71,47 @@
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
 //!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full, `flush` at the end.
 //!
+//! # Peers (own processes; 16 KiB batches unless `--batch-size`)
+//! * `franz-go`, `franz-go-idem`: `examples/peers/franz-go`, a Go program on
+//!   `github.com/twmb/franz-go/pkg/kgo` v1.22.3, `Client.Produce(ctx, record, callback)` per
+//!   record (the callback counts), `Flush` at the end; `MaxBufferedRecords` 1,000,000,
+//!   `MaxBufferedBytes` 64 MiB, `ProducerBatchMaxBytes` 16 KiB, `ProducerLinger` 5 ms,
+//!   all-ISR acks; the plain row `DisableIdempotentWrite` and 5 produce requests in flight per
+//!   broker (franz-go refuses that option with idempotence, where it uses its own default).
+//!   Timed from creating the client to the end of `Flush`. Against the mock its protocol is
+//!   capped at Kafka 2.3 (`kgo.MaxVersions`): franz-go cannot read the mock's answer to
+//!   ApiVersions v3 or v5 ("response did not contain enough data to be valid") but reads v2.
+//!   Built by the bench with `go build` into `target/peers/franz-go-HASH` (HASH of main.go,
+//!   go.mod and go.sum: rebuilt only when they change). In the default list.
+//! * `java`, `java-idem`: `examples/peers/java/JavaPeer.java`, Apache Kafka's `KafkaProducer`
+//!   from kafka-clients 4.1.1 (the test tier's jars in `target/kafka/4.1.1/lib`), byte-array
+//!   serializers, one `send(record, callback)` per record (each value copied into its own
+//!   `byte[]`, as a Java application holds it), on the JVM's default settings (heap, GC).
+//!   **A warm-up of 100,000 records** is sent and flushed first, not counted; then the clock
+//!   starts and runs to the last callback of the timed records. **Its CPU is the process's CPU
+//!   time during the timed phase only** (all threads, `OperatingSystemMXBean.getProcessCpuTime`
+//!   read before and after), so neither the JVM's start nor the JIT's warm-up counts; its RSS is
+//!   the whole process's peak (wait4). `buffer.memory` 64 MiB, `max.block.ms` 20 s. With
+//!   `--broker kafka` the warm-up also warms the fresh broker (its JIT, its log segments),
+//!   which the other rows start without: short runs favour this row there. Compiled
+//!   by the bench with `javac` into `target/peers/java-HASH`. Not in the default list: against
+//!   the mock it cannot connect (the 4.1 client gets no metadata from it: "Topic bench not
+//!   present in metadata after 20000 ms"); it runs with `--broker kafka`.
+//! * `krafka`, `krafka-idem`: the `krafka` crate (0.28), `Producer::enqueue(record).await` per
+//!   record, the delivery handles in chunks of 1024 to a collector task that awaits them (as
+//!   the `tokio` row does), `flush` at the end; `buffer_memory` 64 MiB.
+//! * `confluent`, `confluent-idem`: Confluent's Rust client (crate `confluent-kafka` 1.0, no
+//!   default features but lz4), `KafkaProducer::send(record, Some(callback)).await` per record
+//!   on its byte-slice path (values copied into the batch), the callback counts, `flush` at
+//!   the end; `buffer.memory` 64 MiB, `max.block.ms` 20 s.
+//! * krafka and Confluent's client are `examples/peers/rust-peers`, a cargo project **outside
+//!   the workspace** (its own `[workspace]` table: no workspace build or CI builds them), built
+//!   by the bench with `cargo build --release` into `target/rust-peers` only when one of their
+//!   rows is asked for. Neither is in the default list: against the mock krafka cannot connect
+//!   (it rejects the mock's ApiVersions answer: "array length 16781824 exceeds safety limit")
+//!   and Confluent's client gets no metadata ("Topic bench not present in metadata after
+//!   20000 ms"); both run with `--broker kafka`.
+//!
 //! Common settings: acks=all, linger 5 ms, max in flight 5 per connection, a buffer of 64 MiB
 //! and 1,000,000 records (`buffer_memory`/`buffer_max_records`;
 //! `queue.buffering.max.kbytes`/`queue.buffering.max.messages`), no retries needed. Batch size
@@ -65,8 +121,10 @@
 //!
 //! # Figures
 //! records/s and MB/s (key+value bytes) over the time from creating the producer to the last
-//! delivery report; CPU-seconds per million records (user+sys of the worker process, whole
-//! life); peak RSS; failed deliveries. Each is the median over the runs.
+//! delivery report (the Java peer: its timed phase); CPU-seconds per million records
+//! (user+sys of the worker or peer process, whole life; the Java peer: its timed phase); peak
+//! RSS; failed deliveries; lost (neither delivered nor failed). Each is the median over the
+//! runs that gave figures.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -100,6 +158,18 @@ const ALL_PRODUCERS: &[&str] = &[
     "mio-idem",
     "mio-batch",
     "mio-batch-idem",
+    "franz-go",
+    "franz-go-idem",
+];
+/// Producers that `--producers` takes but that are not in the default list: the peers' other
+/// rows (see the module docs).
+const OTHER_PRODUCERS: &[&str] = &[
+    "java",
+    "java-idem",
+    "krafka",
+    "krafka-idem",
+    "confluent",
+    "confluent-idem",
 ];
 /// The baseline of the ratio columns.
 const BASELINE: &str = "rdkafka";
@@ -110,6 +180,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("mock") => mock_main(),
+        Some("kafka") => kafka_main(),
         Some("worker") => worker_main(&args[1..]),
         _ => coordinator_main(&args),
     };
@@ -154,9 +225,12 @@ struct Mock {
 }
 
 impl Mock {
-    fn start() -> Result<Mock, Error> {
+    fn start(broker: Broker) -> Result<Mock, Error> {
         let mut child = Command::new(std::env::current_exe()?)
-            .arg("mock")
+            .arg(match broker {
+                Broker::Mock => "mock",
+                Broker::Kafka => "kafka",
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -175,6 +249,15 @@ impl Mock {
 
 impl Drop for Mock {
     fn drop(&mut self) {
+        // Closing stdin lets the cluster process shut down on its own (Kafka's cluster then
+        // stops its broker and removes its directory); killed if it takes more than 20 s.
+        drop(self.child.stdin.take());
+        let started = Instant::now();
+        while matches!(self.child.try_wait(), Ok(None))
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -663,50 +746,348 @@ struct Sample {
     maxrss_kb: u64,
 }
 
-fn run_one(
-    producer: &str,
-    workload: &str,
+/// Where the brokers of one run come from (`--broker`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Broker {
+    /// librdkafka's mock cluster, a fresh process per run.
+    Mock,
+    /// A single-node Apache Kafka from the test tier, a fresh process per run.
+    Kafka,
+}
+
+/// `kafka` mode: starts a single-node Apache Kafka, creates the bench topic, prints
+/// `BOOTSTRAP host:port` and runs until stdin closes.
+fn kafka_main() -> Result<(), Error> {
+    use producer_tests::kafka::cluster::{ClusterSpec, KafkaCluster};
+    let cluster = KafkaCluster::start(ClusterSpec::single()).map_err(|e| e.to_string())?;
+    cluster.ctl().create_topic(TOPIC, PARTITIONS, 1, &[])?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "BOOTSTRAP {}", cluster.bootstrap_servers())?;
+        out.flush()?;
+    }
+    let mut buf = [0u8; 256];
+    let mut stdin = std::io::stdin().lock();
+    while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+    drop(cluster);
+    Ok(())
+}
+
+/// The producers of other projects, each a program of its own (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Peer {
+    FranzGo,
+    Java,
+    Krafka,
+    Confluent,
+}
+
+/// The peer and idempotence of a `--producers` name, `None` for our worker's producers.
+fn peer(name: &str) -> Option<(Peer, bool)> {
+    let (base, idem) = name
+        .strip_suffix("-idem")
+        .map_or((name, false), |b| (b, true));
+    let p = match base {
+        "franz-go" => Peer::FranzGo,
+        "java" => Peer::Java,
+        "krafka" => Peer::Krafka,
+        "confluent" => Peer::Confluent,
+        _ => return None,
+    };
+    Some((p, idem))
+}
+
+/// Records of the Java peer's warm-up, sent and flushed before its clock starts.
+const JAVA_WARMUP: u64 = 100_000;
+
+/// The built peer programs: the command line that starts each, or why it could not be built.
+type PeerPrograms = BTreeMap<Peer, Result<Vec<String>, String>>;
+
+/// 64-bit FNV-1a of the files' contents: the cache key of a built peer.
+fn source_hash(files: &[std::path::PathBuf]) -> Result<String, Error> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in files {
+        for b in std::fs::read(f)? {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok(format!("{h:016x}"))
+}
+
+fn run_tool(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(format!(
+        "{:?} failed ({}): {}",
+        cmd.get_program(),
+        out.status,
+        err.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+    ))
+}
+
+/// Builds (or finds cached under `target/peers`) the program of `peer`.
+fn build_peer(peer: Peer) -> Result<Vec<String>, String> {
+    let target = producer_tests::kafka::dist::target_dir();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("peers");
+    let cache = target.join("peers");
+    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    let s = |p: &std::path::Path| p.display().to_string();
+    match peer {
+        Peer::FranzGo => {
+            let dir = src.join("franz-go");
+            let files = ["main.go", "go.mod", "go.sum"].map(|f| dir.join(f));
+            let hash = source_hash(&files).map_err(|e| e.to_string())?;
+            let bin = cache.join(format!("franz-go-{hash}"));
+            if !bin.is_file() {
+                eprintln!("bench_e2e: go build of the franz-go peer");
+                let tmp = cache.join(format!("franz-go-{hash}.tmp"));
+                run_tool(
+                    Command::new("go")
+                        .args(["build", "-o"])
+                        .arg(&tmp)
+                        .arg(".")
+                        .current_dir(&dir),
+                )?;
+                std::fs::rename(&tmp, &bin).map_err(|e| e.to_string())?;
+            }
+            Ok(vec![s(&bin)])
+        }
+        Peer::Java => {
+            let dist = producer_tests::kafka::dist::Dist::shared()?;
+            let file = src.join("java").join("JavaPeer.java");
+            let hash = source_hash(std::slice::from_ref(&file)).map_err(|e| e.to_string())?;
+            let classes = cache.join(format!("java-{hash}"));
+            if !classes.join("JavaPeer.class").is_file() {
+                eprintln!("bench_e2e: javac of the Java peer");
+                let tmp = cache.join(format!("java-{hash}.tmp"));
+                let _ = std::fs::remove_dir_all(&tmp);
+                run_tool(
+                    Command::new("javac")
+                        .arg("-d")
+                        .arg(&tmp)
+                        .args(["-cp", &dist.classpath()])
+                        .arg(&file),
+                )?;
+                let _ = std::fs::remove_dir_all(&classes);
+                std::fs::rename(&tmp, &classes).map_err(|e| e.to_string())?;
+            }
+            Ok(vec![
+                "java".to_string(),
+                "-cp".to_string(),
+                format!("{}:{}", s(&classes), dist.classpath()),
+                "JavaPeer".to_string(),
+            ])
+        }
+        Peer::Krafka | Peer::Confluent => {
+            let dir = target.join("rust-peers");
+            eprintln!("bench_e2e: cargo build of the Rust peers (krafka, confluent-kafka)");
+            run_tool(
+                Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                    .args(["build", "--release", "--manifest-path"])
+                    .arg(src.join("rust-peers").join("Cargo.toml"))
+                    .env("CARGO_TARGET_DIR", &dir),
+            )?;
+            let bin = dir.join("release").join("rust-peers");
+            let client = if peer == Peer::Krafka {
+                "krafka"
+            } else {
+                "confluent"
+            };
+            Ok(vec![s(&bin), client.to_string()])
+        }
+    }
+}
+
+/// The payload arenas of `wname` in files (`target/bench_e2e/payloads`), for the peers.
+fn payload_files(wname: &str) -> Result<(String, Option<String>), Error> {
+    let dir = producer_tests::kafka::dist::target_dir()
+        .join("bench_e2e")
+        .join("payloads");
+    std::fs::create_dir_all(&dir)?;
+    let p = Payloads::new(workload(wname)?);
+    let values = dir.join(format!("{wname}.values"));
+    std::fs::write(&values, &p.values)?;
+    let keys = if p.keyed {
+        let keys = dir.join(format!("{wname}.keys"));
+        std::fs::write(&keys, &p.keys)?;
+        Some(keys.display().to_string())
+    } else {
+        None
+    };
+    Ok((values.display().to_string(), keys))
+}
+
+/// What one run needs beyond the producer's name.
+struct RunSpec<'a> {
+    workload: &'a str,
     records: u64,
     batch_size: Option<usize>,
-) -> Result<Sample, Error> {
-    let mock = Mock::start()?;
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["worker", "--producer", producer, "--workload", workload])
-        .args(["--records", &records.to_string()])
-        .args(["--bootstrap", &mock.bootstrap])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if let Some(n) = batch_size {
-        cmd.args(["--batch-size", &n.to_string()]);
+    broker: Broker,
+    peers: &'a PeerPrograms,
+    payload_files: Option<&'a (String, Option<String>)>,
+    run: usize,
+}
+
+/// The peer's command line for one run.
+fn peer_command(
+    peer: Peer,
+    idem: bool,
+    program: &[String],
+    spec: &RunSpec<'_>,
+    bootstrap: &str,
+) -> Result<Command, String> {
+    let w = workload(spec.workload).map_err(|e| e.to_string())?;
+    let (values, keys) = spec.payload_files.ok_or("no payload files")?;
+    let mut cmd = Command::new(&program[0]);
+    cmd.args(&program[1..])
+        .args(["--bootstrap", bootstrap])
+        .args(["--records", &spec.records.to_string()])
+        .args(["--values", values])
+        .args(["--value-bytes", &w.value_bytes.to_string()])
+        // Every peer gets 16 KiB batches (Java's default and ours) unless --batch-size says.
+        .args([
+            "--batch-size",
+            &spec.batch_size.unwrap_or(16_384).to_string(),
+        ]);
+    if let Some(k) = keys {
+        cmd.args(["--keys", k]);
     }
-    let mut child = cmd.spawn()?;
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
+    match peer {
+        Peer::FranzGo => {
+            cmd.arg(format!("--idempotence={idem}"))
+                .arg(format!("--lz4={}", w.lz4));
+            if spec.broker == Broker::Mock {
+                // franz-go cannot read the mock's ApiVersions v3 answer (nor its v5 one): capped
+                // at Kafka 2.3's protocol it asks ApiVersions v2, which it reads.
+                cmd.arg("--max-kafka=2.3");
+            }
         }
-        if started.elapsed() > WORKER_TIMEOUT {
+        Peer::Java => {
+            cmd.args(["--idempotence", &idem.to_string()])
+                .args(["--compression", if w.lz4 { "lz4" } else { "none" }])
+                .args(["--warmup", &JAVA_WARMUP.to_string()]);
+        }
+        Peer::Krafka | Peer::Confluent => {
+            if idem {
+                cmd.arg("--idempotence");
+            }
+            if w.lz4 {
+                cmd.arg("--lz4");
+            }
+        }
+    }
+    Ok(cmd)
+}
+
+/// One run of `producer`: a fresh cluster, the producer's process, its figures or why not.
+fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
+    let e2s = |e: Error| e.to_string();
+    let mock = Mock::start(spec.broker).map_err(|e| format!("cluster did not start: {e}"))?;
+    let peer = peer(producer);
+    let (mut cmd, timeout) = match peer {
+        None => {
+            let mut cmd = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+            cmd.args([
+                "worker",
+                "--producer",
+                producer,
+                "--workload",
+                spec.workload,
+            ])
+            .args(["--records", &spec.records.to_string()])
+            .args(["--bootstrap", &mock.bootstrap]);
+            if let Some(n) = spec.batch_size {
+                cmd.args(["--batch-size", &n.to_string()]);
+            }
+            (cmd, WORKER_TIMEOUT)
+        }
+        Some((p, idem)) => {
+            let program = spec.peers.get(&p).ok_or("peer not built")?;
+            let program = program.as_ref().map_err(|e| format!("cannot build: {e}"))?;
+            let cmd = peer_command(p, idem, program, spec, &mock.bootstrap)?;
+            // A peer that cannot talk to the cluster should not hold the bench for 10 minutes.
+            let timeout = Duration::from_secs(60 + spec.records / 20_000);
+            (cmd, timeout.min(WORKER_TIMEOUT))
+        }
+    };
+    let logs = producer_tests::kafka::dist::target_dir()
+        .join("bench_e2e")
+        .join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    let log = logs.join(format!(
+        "{producer}-{}-run{}.stderr",
+        spec.workload, spec.run
+    ));
+    let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file));
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+    let mut stdout = child.stdout.take().ok_or("no stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let pid = child.id() as libc::pid_t;
+    let started = Instant::now();
+    // wait4: the exit status and the rusage of this child alone (CPU, peak RSS).
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 writes into the structs we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
+    loop {
+        // SAFETY: pid is our child, not yet reaped.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break;
+        }
+        if r < 0 {
+            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+        }
+        if !timed_out && started.elapsed() > timeout {
+            timed_out = true;
             let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{producer}/{workload}: worker timed out").into());
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .ok_or("worker has no stdout")?
-        .read_to_string(&mut out)?;
+    }
+    let out = reader.join().unwrap_or_default();
     drop(mock);
-    if !status.success() {
-        return Err(format!("{producer}/{workload}: worker failed ({status})").into());
+    let last_err = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.chars().take(300).collect::<String>())
+            .unwrap_or_default()
+    };
+    if timed_out {
+        return Err(format!(
+            "timed out after {} s (last words: {:?})",
+            timeout.as_secs(),
+            last_err()
+        ));
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        return Err(format!("exited with status {status:#x}: {}", last_err()));
     }
     let line = out
         .lines()
         .find_map(|l| l.strip_prefix("RESULT "))
-        .ok_or_else(|| format!("{producer}/{workload}: no RESULT in {out:?}"))?;
+        .ok_or_else(|| format!("no RESULT in its output; last words: {}", last_err()))?;
     let fields: BTreeMap<&str, &str> = line.split(' ').filter_map(|f| f.split_once('=')).collect();
     let get = |k: &str| -> Result<f64, Error> {
         Ok(fields
@@ -714,12 +1095,22 @@ fn run_one(
             .ok_or_else(|| format!("RESULT lacks {k}"))?
             .parse()?)
     };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Sample {
-        ok: get("ok")? as u64,
-        failed: get("failed")? as u64,
-        secs: get("secs")?,
-        cpu: get("user")? + get("sys")?,
-        maxrss_kb: get("maxrss_kb")? as u64,
+        ok: get("ok").map_err(e2s)? as u64,
+        failed: get("failed").map_err(e2s)? as u64,
+        secs: get("secs").map_err(e2s)?,
+        cpu: match peer {
+            // Our worker reports its own getrusage.
+            None => get("user").map_err(e2s)? + get("sys").map_err(e2s)?,
+            // The Java peer reports its timed phase's CPU.
+            Some((Peer::Java, _)) => get("cpu").map_err(e2s)?,
+            Some(_) => tv(ru.ru_utime) + tv(ru.ru_stime),
+        },
+        maxrss_kb: match peer {
+            None => get("maxrss_kb").map_err(e2s)? as u64,
+            Some(_) => ru.ru_maxrss as u64,
+        },
     })
 }
 
@@ -741,13 +1132,24 @@ struct Figures {
     lost: f64,
 }
 
+/// A row of a table: the medians of the runs that gave figures, and why the others did not.
+struct Row {
+    figures: Option<Figures>,
+    errors: Vec<String>,
+    runs: usize,
+}
+
 fn coordinator_main(args: &[String]) -> Result<(), Error> {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!(
             "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
-             \x20                [--workloads {}] [--producers {}]",
+             \x20                [--broker mock|kafka]\n\
+             \x20                [--workloads {}]\n\
+             \x20                [--producers {}]\n\
+             \x20                (also: {})",
             ALL_WORKLOADS.join(","),
-            ALL_PRODUCERS.join(",")
+            ALL_PRODUCERS.join(","),
+            OTHER_PRODUCERS.join(",")
         );
         return Ok(());
     }
@@ -756,6 +1158,11 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
     let records: u64 =
         arg(args, "--records").map_or(Ok(if quick { 100_000 } else { 1_000_000 }), str::parse)?;
     let batch_size: Option<usize> = arg(args, "--batch-size").map(str::parse).transpose()?;
+    let broker = match arg(args, "--broker").unwrap_or("mock") {
+        "mock" => Broker::Mock,
+        "kafka" => Broker::Kafka,
+        other => return Err(format!("unknown --broker {other:?} (mock or kafka)").into()),
+    };
     let list = |name: &str, all: &[&str]| -> Vec<String> {
         arg(args, name).map_or_else(
             || all.iter().map(|s| s.to_string()).collect(),
@@ -767,52 +1174,128 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
     for w in &workloads {
         workload(w)?;
     }
+    for p in &producers {
+        if peer(p).is_none()
+            && !ALL_PRODUCERS.contains(&p.as_str())
+            && !OTHER_PRODUCERS.contains(&p.as_str())
+        {
+            return Err(format!("unknown producer {p:?}").into());
+        }
+    }
+    let mut peers = PeerPrograms::new();
+    for p in &producers {
+        if let Some((kind, _)) = peer(p) {
+            if !peers.contains_key(&kind) {
+                // krafka and Confluent's client are one program: built once.
+                let built = match kind {
+                    Peer::Krafka => peers.get(&Peer::Confluent).cloned(),
+                    Peer::Confluent => peers.get(&Peer::Krafka).cloned(),
+                    _ => None,
+                };
+                let client = if kind == Peer::Krafka {
+                    "krafka"
+                } else {
+                    "confluent"
+                };
+                let program = match built {
+                    Some(Ok(mut cmd)) => {
+                        cmd[1] = client.to_string();
+                        Ok(cmd)
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => build_peer(kind),
+                };
+                peers.insert(kind, program);
+            }
+        }
+    }
+    for (kind, r) in &peers {
+        if let Err(e) = r {
+            eprintln!("bench_e2e: peer {kind:?} cannot be built: {e}");
+        }
+    }
     println!(
-        "bench_e2e: {records} records per run, {runs} run(s), mock cluster of {BROKERS} brokers \
-         / {PARTITIONS} partitions in its own process (restarted per run), acks=all, linger 5 ms, \
-         batch size {}",
-        batch_size.map_or("per producer default".to_string(), |n| n.to_string())
+        "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
+         per run), acks=all, linger 5 ms, batch size {}",
+        match broker {
+            Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
+            Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
+        },
+        batch_size.map_or("per producer default (peers 16384)".to_string(), |n| n
+            .to_string())
     );
     let total_started = Instant::now();
     for wname in &workloads {
         let w = workload(wname)?;
         let bytes = (w.value_bytes + if w.keyed { 8 } else { 0 }) as f64;
-        let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
+        let files = if peers.is_empty() {
+            None
+        } else {
+            Some(payload_files(wname)?)
+        };
+        let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
         for run in 0..runs {
             for p in &producers {
-                let s = run_one(p, wname, records, batch_size)?;
-                eprintln!(
-                    "  {wname} run {}/{runs} {p:>12}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB  \
-                     ok {} failed {}",
-                    run + 1,
-                    records as f64 / s.secs,
-                    s.cpu,
-                    s.maxrss_kb as f64 / 1024.0,
-                    s.ok,
-                    s.failed
-                );
+                let spec = RunSpec {
+                    workload: wname,
+                    records,
+                    batch_size,
+                    broker,
+                    peers: &peers,
+                    payload_files: files.as_ref(),
+                    run: run + 1,
+                };
+                let s = run_one(p, &spec);
+                match &s {
+                    Ok(s) => eprintln!(
+                        "  {wname} run {}/{runs} {p:>16}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB  \
+                         ok {} failed {}",
+                        run + 1,
+                        records as f64 / s.secs,
+                        s.cpu,
+                        s.maxrss_kb as f64 / 1024.0,
+                        s.ok,
+                        s.failed
+                    ),
+                    Err(e) => eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1),
+                }
                 samples.entry(p.as_str()).or_default().push(s);
             }
         }
-        let figures: BTreeMap<&str, Figures> = samples
+        let rows: BTreeMap<&str, Row> = samples
             .iter()
-            .map(|(p, v)| {
+            .map(|(p, all)| {
+                let v: Vec<Sample> = all
+                    .iter()
+                    .filter_map(|s| s.as_ref().ok().copied())
+                    .collect();
+                let errors: Vec<String> = all
+                    .iter()
+                    .filter_map(|s| s.as_ref().err().cloned())
+                    .collect();
                 let m = |f: &dyn Fn(&Sample) -> f64| median(v.iter().map(f).collect());
-                let rate = m(&|s| records as f64 / s.secs);
-                (
-                    *p,
+                let figures = (!v.is_empty()).then(|| {
+                    let rate = m(&|s| records as f64 / s.secs);
                     Figures {
                         rate,
                         mbps: rate * bytes / 1e6,
                         cpu_per_m: m(&|s| s.cpu / (records as f64 / 1e6)),
                         rss_mb: m(&|s| s.maxrss_kb as f64 / 1024.0),
                         failed: m(&|s| s.failed as f64),
-                        lost: m(&|s| (records - s.ok - s.failed) as f64),
+                        lost: m(&|s| records.saturating_sub(s.ok + s.failed) as f64),
+                    }
+                });
+                (
+                    *p,
+                    Row {
+                        figures,
+                        errors,
+                        runs: all.len(),
                     },
                 )
             })
             .collect();
-        print_table(wname, w, &producers, &figures);
+        print_table(wname, w, &producers, &rows);
     }
     println!(
         "total bench time {:.0} s",
@@ -821,7 +1304,7 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
-fn print_table(name: &str, w: Workload, producers: &[String], f: &BTreeMap<&str, Figures>) {
+fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&str, Row>) {
     println!();
     println!(
         "== {name}: {} B values, {} keys{} ==",
@@ -843,9 +1326,24 @@ fn print_table(name: &str, w: Workload, producers: &[String], f: &BTreeMap<&str,
         "x CPU",
         "x RSS"
     );
-    let base = f.get(BASELINE);
+    let base = rows.get(BASELINE).and_then(|r| r.figures.as_ref());
+    let mut notes = Vec::new();
     for p in producers {
-        let Some(x) = f.get(p.as_str()) else { continue };
+        let Some(row) = rows.get(p.as_str()) else {
+            continue;
+        };
+        if !row.errors.is_empty() && row.figures.is_some() {
+            notes.push(format!(
+                "{p}: {} of {} run(s) gave no figures: {}",
+                row.errors.len(),
+                row.runs,
+                row.errors[0]
+            ));
+        }
+        let Some(x) = row.figures.as_ref() else {
+            println!("{p:<16} no figures: {}", row.errors[0]);
+            continue;
+        };
         let ratio = |get: fn(&Figures) -> f64| {
             base.map_or("-".to_string(), |b| format!("{:.2}", get(x) / get(b)))
         };
@@ -863,5 +1361,8 @@ fn print_table(name: &str, w: Workload, producers: &[String], f: &BTreeMap<&str,
             ratio(|f| f.cpu_per_m),
             ratio(|f| f.rss_mb)
         );
+    }
+    for n in notes {
+        println!("  note: {n}");
     }
 }
