@@ -75,10 +75,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let rate = (args.throughput > 0.0).then_some(args.throughput);
     let rt = runtime()?;
     let outcome = rt.block_on(async {
-        let producer = tally
-            .attach(ProducerHandle::builder(config))
-            .start()
-            .map_err(|e| Failure::Usage(format!("cannot start the producer: {e}")))?;
+        let producer = tally.start_producer(config)?;
         let sending = send_paced(&producer, &template, total, rate, &tally);
         let stopped = tokio::select! {
             () = sending => tokio::select! {

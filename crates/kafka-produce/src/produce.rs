@@ -113,10 +113,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     )?;
     let rt = runtime()?;
     let outcome = rt.block_on(async {
-        let producer = tally
-            .attach(ProducerHandle::builder(config))
-            .start()
-            .map_err(|e| Failure::Usage(format!("cannot start the producer: {e}")))?;
+        let producer = tally.start_producer(config)?;
         let sending = send_all(&producer, inputs, format, &tally);
         // Ok(Some((cause, whether the whole input was read))) when stopped early.
         let result = tokio::select! {

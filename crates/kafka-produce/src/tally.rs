@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use producer_core::{ConnectionError, Event, Record};
-use producer_tokio::{DeliveryError, ProducerBuilder, Report};
+use producer_tokio::{DeliveryError, ProducerHandle, Report};
 use tokio::sync::watch;
 
 use crate::args::LineFormat;
@@ -216,12 +216,19 @@ impl Tally {
         cause.clone().expect("waited for Some")
     }
 
-    /// Hooks the tally to a producer: every report and event comes here.
-    pub(crate) fn attach(self: &Arc<Self>, builder: ProducerBuilder) -> ProducerBuilder {
+    /// Starts the run's producer with `config`, hooked to the tally: every report and event
+    /// comes here. Must be called inside the tokio runtime; a producer that cannot start is a
+    /// usage failure.
+    pub(crate) fn start_producer(
+        self: &Arc<Self>,
+        config: producer_core::Config,
+    ) -> Result<ProducerHandle, Failure> {
         let (reports, events) = (self.clone(), self.clone());
-        builder
+        ProducerHandle::builder(config)
             .on_delivery(move |r| reports.report(r))
             .on_event(move |e| events.event(e))
+            .start()
+            .map_err(|e| Failure::Usage(format!("cannot start the producer: {e}")))
     }
 
     /// The run stops early because of `cause`: every record not reported yet is written to
