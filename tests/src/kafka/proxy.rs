@@ -11,7 +11,7 @@
 //! * [`Proxy::heal`]: all of that off (connections accepted while black-holed stay dead).
 //!
 //! It frames the byte stream as it passes (4-byte length prefixes), so it knows how many
-//! requests each connection has awaiting an answer ([`Proxy::max_in_flight`],
+//! requests each connection's client has awaiting an answer ([`Proxy::max_in_flight`],
 //! [`Proxy::wait_for_in_flight`]) and can hand every complete request and response frame to a
 //! tap ([`Proxy::set_tap`], used by the protocol probe). Runs on its own tokio runtime.
 
@@ -95,7 +95,7 @@ struct Shared {
     reset_arm: Mutex<Option<(Direction, u64)>>,
     counters: Counters,
     tap: Mutex<Option<std::sync::mpsc::Sender<TappedFrame>>>,
-    /// conn -> (requests forwarded, responses forwarded).
+    /// conn -> (requests the client has written, answers forwarded to the client).
     frames: Mutex<HashMap<u64, (u64, u64)>>,
     frames_changed: Condvar,
     next_conn: AtomicU64,
@@ -217,7 +217,8 @@ impl Proxy {
         self.shared.frames.lock().unwrap().len()
     }
 
-    /// The most requests any open connection has forwarded without an answer yet.
+    /// The most requests any open connection's client has written without an answer reaching
+    /// it yet (the client's own count of requests in flight, whatever delay is set).
     pub fn max_in_flight(&self) -> u64 {
         max_in_flight(&self.shared.frames.lock().unwrap())
     }
@@ -431,12 +432,20 @@ async fn pump(
     shared: Arc<Shared>,
 ) -> End {
     let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(256);
+    let reader_shared = Arc::clone(&shared);
     let reader = async move {
         let mut buf = vec![0u8; 64 * 1024];
+        // A request is in flight from when the client has written it (read here, before any
+        // delay) until its answer reaches the client (counted by the writer, after the delay):
+        // the client's own view, whatever delay the proxy adds.
+        let mut sent = Framer::new();
         loop {
             match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    if dir == Direction::ToBroker {
+                        count_requests_sent(&reader_shared, conn, &buf[..n], &mut sent);
+                    }
                     if tx.send((Instant::now(), buf[..n].to_vec())).await.is_err() {
                         return;
                     }
@@ -516,13 +525,25 @@ fn account(shared: &Shared, conn: u64, dir: Direction, chunk: &[u8], framer: &mu
             });
         }
     });
+    // Requests are counted as the client writes them (see `count_requests_sent`).
+    if completed > 0 && dir == Direction::ToClient {
+        let mut frames = shared.frames.lock().unwrap();
+        if let Some(f) = frames.get_mut(&conn) {
+            f.1 += completed;
+        }
+        drop(frames);
+        shared.frames_changed.notify_all();
+    }
+}
+
+/// Counts the requests the client has written on `conn` (complete frames read from it).
+fn count_requests_sent(shared: &Shared, conn: u64, chunk: &[u8], framer: &mut Framer) {
+    let mut completed = 0u64;
+    framer.feed(chunk, false, |_| completed += 1);
     if completed > 0 {
         let mut frames = shared.frames.lock().unwrap();
         if let Some(f) = frames.get_mut(&conn) {
-            match dir {
-                Direction::ToBroker => f.0 += completed,
-                Direction::ToClient => f.1 += completed,
-            }
+            f.0 += completed;
         }
         drop(frames);
         shared.frames_changed.notify_all();
