@@ -261,6 +261,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                     stash: None,
                     closing: false,
                     txn_waiter: None,
+                    txn_flushes: Vec::new(),
                 };
                 state.run();
             })?;
@@ -528,6 +529,8 @@ struct Loop<T, F: FnMut(Delivery<T>)> {
     closing: bool,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnReply>,
+    /// Flushes of a transactional producer, answered once every record is acknowledged.
+    txn_flushes: Vec<FlushDone>,
 }
 
 impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
@@ -605,6 +608,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             }
             match cmd {
                 Command::Send(record, opaque) => self.submit(now, record, opaque),
+                Command::Flush(done) if self.driver.core().config().transactional_id.is_some() => {
+                    // Reports wait for the transaction's end: the flush is done once every
+                    // record is acknowledged (as the Java client's, which waits for all).
+                    self.driver.flush();
+                    self.txn_flushes.push(done);
+                    now = Instant::now();
+                }
                 Command::Flush(done) => {
                     self.driver.flush();
                     answer(self.driver.sink_mut().flushes.flush(done));
@@ -650,8 +660,12 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
     }
 
-    /// Answers the waiter of each transactional operation the core completed.
+    /// Answers the waiter of each transactional operation the core completed, and the
+    /// flushes of a transactional producer once every record is acknowledged.
     fn answer_transactions(&mut self) {
+        if !self.txn_flushes.is_empty() && self.driver.core().unacknowledged_records() == 0 {
+            answer(self.txn_flushes.drain(..));
+        }
         while let Some(r) = self.driver.poll_transaction() {
             if let Some(w) = self.txn_waiter.take() {
                 let _ = w.try_send(r.result);
@@ -722,6 +736,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             }
         }
         self.answer_transactions();
+        answer(self.txn_flushes.drain(..));
         if let Some(w) = self.txn_waiter.take() {
             let _ = w.try_send(Err(TransactionError::Closed));
         }

@@ -65,6 +65,7 @@ pub(crate) fn spawn(
         tls: settings.tls,
         token_provider: settings.token_provider,
         txn_waiter: None,
+        txn_flushes: Vec::new(),
     };
     runtime.spawn(actor.run());
     ProducerHandle::new(shared)
@@ -140,6 +141,8 @@ struct Actor {
     token_provider: Option<TokenProvider>,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<oneshot::Sender<Result<(), TransactionError>>>,
+    /// Flushes of a transactional producer, answered once every record is acknowledged.
+    txn_flushes: Vec<oneshot::Sender<()>>,
 }
 
 impl Actor {
@@ -252,6 +255,7 @@ impl Actor {
         if let Some(w) = self.txn_waiter.take() {
             let _ = w.send(Err(TransactionError::Closed));
         }
+        answer(self.txn_flushes.drain(..));
         answer(self.flushes.release_all());
         for tx in self.close_waiters.drain(..) {
             let _ = tx.send(());
@@ -284,6 +288,12 @@ impl Actor {
             Cmd::Send { record, reply } => {
                 let cohort = self.flushes.accept();
                 self.submit(t, record, Reply { to: reply, cohort });
+            }
+            Cmd::Flush(tx) if self.core.config().transactional_id.is_some() => {
+                // Reports wait for the transaction's end: the flush is done once every record
+                // is acknowledged (as the Java client's, which waits for all of them).
+                self.core.flush(t);
+                self.txn_flushes.push(tx);
             }
             Cmd::Flush(tx) => {
                 answer(self.flushes.flush(tx));
@@ -397,6 +407,13 @@ impl Actor {
     }
 
     fn drain_outputs(&mut self) {
+        self.drain_core();
+        if !self.txn_flushes.is_empty() && self.core.unacknowledged_records() == 0 {
+            answer(self.txn_flushes.drain(..));
+        }
+    }
+
+    fn drain_core(&mut self) {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Connect { conn, host, port } => self.connect(conn, host, port),

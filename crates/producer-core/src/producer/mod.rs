@@ -217,6 +217,14 @@ impl<T> Producer<T> {
         self.buffered.records()
     }
 
+    /// Records accepted and neither acknowledged by their broker nor reported. The same as
+    /// [`Producer::buffered_records`], except for a transactional producer, whose acknowledged
+    /// records wait for their transaction's end to be reported: watch this reach zero to know
+    /// a [`Producer::flush`] inside a transaction completed.
+    pub fn unacknowledged_records(&self) -> usize {
+        self.buffered.records() - self.txn_held_records()
+    }
+
     /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered.bytes()

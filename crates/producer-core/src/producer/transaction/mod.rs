@@ -484,6 +484,11 @@ impl<T> Producer<T> {
     // The end of a transaction
     // ---------------------------------------------------------------------------------------
 
+    /// Records acknowledged in the open transaction and held for its end.
+    pub(super) fn txn_held_records(&self) -> usize {
+        self.txn.as_ref().map_or(0, |t| t.held_records())
+    }
+
     /// Whether every record of the closing transaction has been answered (acknowledged and
     /// held, or failed and reported).
     fn txn_records_settled(&self) -> bool {
