@@ -89,6 +89,10 @@ pub struct Stats {
     pub rebootstraps: u64,
     /// Responses to acks=0 requests (which expect none), ignored.
     pub ignored_responses: u64,
+    /// Transactions committed (a transactional producer).
+    pub transactions_committed: u64,
+    /// Transactions aborted (by `abort_transaction`, or by a close with one open).
+    pub transactions_aborted: u64,
 }
 
 /// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's

@@ -502,6 +502,10 @@ impl<T> Producer<T> {
         let Some(txn) = self.txn.as_mut() else { return };
         let held = std::mem::take(&mut txn.held);
         txn.state = TransactionState::Ready;
+        match committed {
+            true => self.stats.transactions_committed += 1,
+            false => self.stats.transactions_aborted += 1,
+        }
         txn.began_at = None;
         txn.started = false;
         txn.added.clear();
