@@ -132,9 +132,6 @@ impl<T> Producer<T> {
             if !self.prepare_partition_identity(t, p) {
                 continue;
             }
-            if self.txn.is_some() && !self.txn_may_send(t, p) {
-                continue;
-            }
             let pq = self.topics.partition(t, p);
             let mut cand = pq.next_sendable(conn, idem);
             if cand.is_none() && pq.open.is_some() && pq.may_send_fresh(conn, idem) {
@@ -142,6 +139,10 @@ impl<T> Producer<T> {
                 cand = self.topics.partition(t, p).next_sendable(conn, idem);
             }
             let Some(i) = cand else { continue };
+            // With TV1 a partition joins the transaction (AddPartitionsToTxn) before it sends.
+            if !self.txn_may_send(t, p) {
+                continue;
+            }
             let topic_len = self.topics.get(t).name.len();
             let pq = self.topics.partition_mut(t, p);
             let len = pq.batch(i).len_bytes() + topic_len + 16;
