@@ -92,6 +92,11 @@ pub(super) struct Transactions<T> {
     epoch_bump_needed: bool,
     /// The abort's EndTxn is done; the epoch bump (InitProducerId) comes before its result.
     bump_after_abort: bool,
+    /// The open transaction ran past `transaction.timeout.ms`: the coordinator aborts it and
+    /// bumps the epoch, so the abort here is an InitProducerId with the current id and epoch
+    /// (KIP-360: accepted as the epoch before the coordinator's bump) instead of an EndTxn,
+    /// which the coordinator would answer as from a fenced producer.
+    timed_out: bool,
     /// Batches acknowledged in the open transaction, in acknowledgement order.
     held: Vec<HeldBatch<T>>,
     /// When the open transaction began (its timeout counts from here).
@@ -119,6 +124,7 @@ impl<T> Transactions<T> {
             abortable: None,
             epoch_bump_needed: false,
             bump_after_abort: false,
+            timed_out: false,
             held: Vec::new(),
             began_at: None,
         })
@@ -474,6 +480,9 @@ impl<T> Producer<T> {
         let Some(txn) = self.txn.as_ref() else { return };
         let expired = txn.began_at.is_some_and(|at| now >= at + timeout);
         if expired && txn.state == TransactionState::InTransaction {
+            if let Some(txn) = self.txn.as_mut() {
+                txn.timed_out = true;
+            }
             self.txn_becomes_abortable(TransactionError::TimedOut {
                 timeout_ms: timeout.as_millis() as u64,
             });
@@ -512,6 +521,7 @@ impl<T> Producer<T> {
         txn.to_add.clear();
         txn.offsets = None;
         txn.abortable = None;
+        txn.timed_out = false;
         txn.retries = 0;
         // `None` for an abort that a close began: nobody waits for its result.
         let operation = txn.pending.take();

@@ -196,6 +196,12 @@ impl<T> Producer<T> {
             TransactionState::Aborting if txn.bump_after_abort => {
                 Some(Step::InitProducerId { bump: true })
             }
+            // Past its timeout the coordinator aborts the transaction itself, bumping the
+            // epoch: the bump from the current epoch ends it here (KIP-360), whether or not the
+            // coordinator got there first.
+            TransactionState::Aborting if txn.timed_out && self.txn_records_settled() => {
+                Some(Step::InitProducerId { bump: true })
+            }
             TransactionState::Aborting if self.txn_records_settled() => Some(match txn.started {
                 true => Step::EndTxn { commit: false },
                 false => Step::EndLocally { commit: false },
