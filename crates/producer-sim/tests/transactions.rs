@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use producer_core::{
-    ConsumerGroupMetadata, OffsetToCommit, ProduceError, TransactionError, TransactionOperation,
+    ConsumerGroupMetadata, OffsetToCommit, TransactionError, TransactionOperation,
     TransactionResult,
 };
 use producer_sim::drive::Harness;
@@ -148,6 +148,12 @@ fn committed_view(h: &Harness<u64>) -> HashMap<u64, Vec<(String, i32, i64)>> {
     m
 }
 
+fn start_every_broker(h: &mut Harness<u64>) {
+    for b in 1..=BROKERS {
+        h.cluster.start_broker(b).unwrap();
+    }
+}
+
 fn run(seed: u64, tv: i16, ops: &[Op]) {
     let mut h = transactional(seed, tv, "prop-txn");
     init_and_begin(&mut h);
@@ -159,7 +165,6 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
     let mut aborted_ids: HashSet<u64> = HashSet::new();
     let mut offsets_open: Option<i64> = None;
     let mut offsets_committed: Option<i64> = None;
-    let mut transactions = (0u32, 0u32);
     for op in ops {
         match *op {
             Op::Send {
@@ -180,7 +185,10 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
             Op::Advance(ms) => h.run_for(Duration::from_millis(ms as u64)),
             Op::Flush => h.producer.flush(h.now),
             Op::SendOffsets { offset } => {
-                let offsets = vec![OffsetToCommit::new("input", 0, offset as i64)];
+                // The coordinators must be up for the operation to complete.
+                start_every_broker(&mut h);
+                // The offsets of an input topic the cluster has (TxnOffsetCommit checks it).
+                let offsets = vec![OffsetToCommit::new("a", 0, offset as i64)];
                 let group = ConsumerGroupMetadata::new(GROUP);
                 if h.producer
                     .send_offsets_to_transaction(h.now, offsets, group)
@@ -199,14 +207,13 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                     open.iter().all(|id| !view.contains_key(id)),
                     "a record was visible before its transaction ended"
                 );
+                start_every_broker(&mut h);
                 if end(&mut h, commit) {
                     committed_ids.extend(open.drain(..));
                     offsets_committed = offsets_open.take().or(offsets_committed);
-                    transactions.0 += 1;
                 } else {
                     aborted_ids.extend(open.drain(..));
                     offsets_open = None;
-                    transactions.1 += 1;
                 }
             }
             Op::MoveLeader {
@@ -246,9 +253,7 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
             h.contract_violations
         );
     }
-    for b in 1..=BROKERS {
-        h.cluster.start_broker(b).unwrap();
-    }
+    start_every_broker(&mut h);
     // The last transaction ends committed.
     if end(&mut h, true) {
         committed_ids.extend(open.drain(..));
@@ -333,7 +338,7 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
     // The group's offsets: the last committed transaction's.
     let offsets = h.cluster.committed_offsets(GROUP);
     assert_eq!(
-        offsets.get(&("input".to_string(), 0)).map(|o| o.offset),
+        offsets.get(&("a".to_string(), 0)).map(|o| o.offset),
         offsets_committed,
         "group offsets"
     );

@@ -83,6 +83,11 @@ pub(super) struct Transactions<T> {
     /// The open transaction has something on the brokers (a partition added, a Produce sent,
     /// offsets added): it ends with EndTxn. Otherwise it ends locally.
     started: bool,
+    /// The coordinator confirmed the open transaction (a partition or the offsets' group
+    /// added, or, with TV2, a batch acknowledged). An abort whose EndTxn the coordinator
+    /// answers `INVALID_TXN_STATE` while this is false found nothing to abort (the requests
+    /// that would have started it were lost), and ends here.
+    confirmed: bool,
     offsets: Option<PendingOffsets>,
     /// Why the open transaction can only be aborted.
     abortable: Option<TransactionError>,
@@ -120,6 +125,7 @@ impl<T> Transactions<T> {
             added: HashSet::new(),
             to_add: BTreeSet::new(),
             started: false,
+            confirmed: false,
             offsets: None,
             abortable: None,
             epoch_bump_needed: false,
@@ -215,6 +221,7 @@ impl<T> Producer<T> {
         txn.state = TransactionState::InTransaction;
         txn.began_at = Some(now);
         txn.started = false;
+        txn.confirmed = false;
         txn.added.clear();
         txn.to_add.clear();
         txn.abortable = None;
@@ -414,14 +421,16 @@ impl<T> Producer<T> {
         });
     }
 
-    /// A record of the open transaction failed with `error`: the transaction can only be
-    /// aborted now (unless it is being aborted already).
-    pub(super) fn txn_record_failed(&mut self, error: &ProduceError) {
+    /// A record of the open transaction failed with `error` (in a batch that was `attempted`,
+    /// sent at least once): the transaction can only be aborted now (unless it is being
+    /// aborted already). A sent batch leaves a hole in its partition's sequence, which the
+    /// epoch bump after the abort closes.
+    pub(super) fn txn_record_failed(&mut self, error: &ProduceError, attempted: bool) {
         let Some(txn) = self.txn.as_mut() else { return };
         if matches!(error, ProduceError::TransactionAborted) {
             return;
         }
-        txn.epoch_bump_needed = true;
+        txn.epoch_bump_needed |= attempted;
         if matches!(
             txn.state,
             TransactionState::InTransaction | TransactionState::Committing
@@ -517,6 +526,7 @@ impl<T> Producer<T> {
         }
         txn.began_at = None;
         txn.started = false;
+        txn.confirmed = false;
         txn.added.clear();
         txn.to_add.clear();
         txn.offsets = None;

@@ -41,6 +41,8 @@ use super::OffsetsStep;
 const TV1_MAX_PRODUCE: i16 = 11;
 /// The highest EndTxn version on a TV1 cluster (v5 is TV2's: it answers the next epoch).
 const TV1_MAX_END_TXN: i16 = 4;
+/// The highest TxnOffsetCommit version on a TV1 cluster (v5 says the producer runs TV2).
+const TV1_MAX_TXN_OFFSET_COMMIT: i16 = 4;
 
 /// A coordinator request in flight, with what its answer needs.
 #[derive(Debug)]
@@ -540,6 +542,7 @@ impl<T> Producer<T> {
             None => {
                 self.txn_answered();
                 let txn = self.txn.as_mut().expect("transactional");
+                txn.confirmed = true;
                 txn.added.extend(partitions.iter().copied());
                 for (t, p) in partitions {
                     self.mark_partition_dirty(t, p);
@@ -613,8 +616,11 @@ impl<T> Producer<T> {
             return true;
         }
         self.txn_answered();
-        if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
-            o.step = OffsetsStep::FindGroupCoordinator;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.confirmed = true;
+            if let Some(o) = txn.offsets.as_mut() {
+                o.step = OffsetsStep::FindGroupCoordinator;
+            }
         }
         true
     }
@@ -655,7 +661,10 @@ impl<T> Producer<T> {
             .iter()
             .map(|(t, os)| (&**t, os.as_slice()))
             .collect();
-        let version = v.txn_offset_commit;
+        let version = match txn.tv2 {
+            true => v.txn_offset_commit,
+            false => v.txn_offset_commit.min(TV1_MAX_TXN_OFFSET_COMMIT),
+        };
         let req = TxnOffsetCommitRequest {
             transactional_id: txn.id(),
             group_id: &o.group.group_id,
@@ -752,6 +761,23 @@ impl<T> Producer<T> {
             return false;
         };
         let resp = parsed.body;
+        let (unconfirmed, tv2) = self
+            .txn
+            .as_ref()
+            .map_or((false, false), |t| (!t.confirmed, t.tv2));
+        // An abort of a transaction the coordinator never confirmed may find none there: the
+        // requests that would have started it were lost, or (TV2) its Produce requests failed
+        // before adding a partition. Kafka answers INVALID_TXN_STATE (nothing since the init)
+        // or, with TV2, PRODUCER_FENCED (the last transaction ended and its epoch bump is
+        // the current epoch: a new end would need a newer one). Either way there is nothing
+        // to abort; a real fence shows at the next request.
+        let nothing_there = resp.error_code == ErrorCode::INVALID_TXN_STATE
+            || (tv2 && resp.error_code == ErrorCode::PRODUCER_FENCED);
+        if !commit && unconfirmed && nothing_there {
+            self.txn_answered();
+            self.end_after_endtxn(false);
+            return true;
+        }
         if resp.error_code != ErrorCode::NONE {
             self.txn_error("EndTxn", resp.error_code, None);
             return true;
