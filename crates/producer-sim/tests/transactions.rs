@@ -57,6 +57,8 @@ enum Op {
     StopBroker(i32),
     StartBroker(i32),
     DropConnections(i32),
+    /// Another producer with the same transactional id starts: this one is a zombie.
+    Fence,
     Inject {
         fault: usize,
         topic: usize,
@@ -79,6 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..=BROKERS).prop_map(Op::DropConnections),
         1 => (0..FAULTS.len(), 0..2usize, 0..2i32)
             .prop_map(|(fault, topic, partition)| Op::Inject { fault, topic, partition }),
+        1 => Just(Op::Fence),
     ]
 }
 
@@ -116,22 +119,57 @@ fn init_and_begin(h: &mut Harness<u64>) {
     h.producer.begin_transaction(h.now).unwrap();
 }
 
+/// How a transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Committed,
+    Aborted,
+    /// The producer was fenced (or failed otherwise for good).
+    Fatal,
+}
+
 /// Ends the open transaction (committing when `commit`, and aborting after a failed commit),
-/// then begins the next; whether it committed.
-fn end(h: &mut Harness<u64>, commit: bool) -> bool {
-    let committed = commit
-        && match h.producer.commit_transaction(h.now) {
-            Ok(()) => wait_result(h, TransactionOperation::Commit).result.is_ok(),
-            Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => false,
+/// then begins the next unless the producer failed for good.
+fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
+    let fatal = |r: &Result<(), TransactionError>| matches!(r, Err(TransactionError::Fatal { .. }));
+    if commit {
+        match h.producer.commit_transaction(h.now) {
+            Ok(()) => {
+                let r = wait_result(h, TransactionOperation::Commit).result;
+                if r.is_ok() {
+                    h.producer.begin_transaction(h.now).unwrap();
+                    return Ended::Committed;
+                }
+                if fatal(&r) {
+                    return Ended::Fatal;
+                }
+            }
+            Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {}
+            Err(TransactionError::InvalidState { .. })
+                if h.producer.transaction_state()
+                    == producer_core::TransactionState::FatalError =>
+            {
+                return Ended::Fatal
+            }
             Err(e) => panic!("commit refused: {e}"),
-        };
-    if !committed {
-        h.producer.abort_transaction(h.now).unwrap();
-        let r = wait_result(h, TransactionOperation::Abort);
-        assert_eq!(r.result, Ok(()), "abort failed");
+        }
     }
+    match h.producer.abort_transaction(h.now) {
+        Ok(()) => {}
+        Err(TransactionError::InvalidState { .. })
+            if h.producer.transaction_state() == producer_core::TransactionState::FatalError =>
+        {
+            return Ended::Fatal
+        }
+        Err(e) => panic!("abort refused: {e}"),
+    }
+    let r = wait_result(h, TransactionOperation::Abort).result;
+    if fatal(&r) {
+        return Ended::Fatal;
+    }
+    assert_eq!(r, Ok(()), "abort failed");
     h.producer.begin_transaction(h.now).unwrap();
-    committed
+    Ended::Aborted
 }
 
 /// Every record in the read_committed view of the cluster, by id, with where it is.
@@ -165,6 +203,9 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
     let mut aborted_ids: HashSet<u64> = HashSet::new();
     let mut offsets_open: Option<i64> = None;
     let mut offsets_committed: Option<i64> = None;
+    let mut fenced = false;
+    // Records of the zombie: open when it was fenced, or sent after.
+    let mut zombie: HashSet<u64> = HashSet::new();
     for op in ops {
         match *op {
             Op::Send {
@@ -176,7 +217,12 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                     let id = next_id;
                     next_id += 1;
                     match h.send(record(id, names[topic], keyed), id) {
-                        Ok(()) => open.push(id),
+                        Ok(()) => {
+                            open.push(id);
+                            if fenced {
+                                zombie.insert(id);
+                            }
+                        }
                         // An abortable error refuses records until the abort: they come back.
                         Err(e) => assert_eq!(e.opaque, id),
                     }
@@ -208,13 +254,28 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                     "a record was visible before its transaction ended"
                 );
                 start_every_broker(&mut h);
-                if end(&mut h, commit) {
-                    committed_ids.extend(open.drain(..));
-                    offsets_committed = offsets_open.take().or(offsets_committed);
-                } else {
-                    aborted_ids.extend(open.drain(..));
-                    offsets_open = None;
+                match end(&mut h, commit) {
+                    Ended::Committed => {
+                        committed_ids.extend(open.drain(..));
+                        offsets_committed = offsets_open.take().or(offsets_committed);
+                    }
+                    Ended::Aborted => {
+                        aborted_ids.extend(open.drain(..));
+                        offsets_open = None;
+                    }
+                    Ended::Fatal => {
+                        assert!(fenced, "a producer nobody fenced failed for good");
+                        aborted_ids.extend(open.drain(..));
+                        break;
+                    }
                 }
+            }
+            Op::Fence => {
+                h.cluster.fence_transactional_id(h.now, "prop-txn").unwrap();
+                fenced = true;
+                zombie.extend(open.iter().copied());
+                // The zombie's open transaction was aborted by the coordinator.
+                offsets_open = None;
             }
             Op::MoveLeader {
                 topic,
@@ -254,13 +315,24 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
         );
     }
     start_every_broker(&mut h);
-    // The last transaction ends committed.
-    if end(&mut h, true) {
-        committed_ids.extend(open.drain(..));
-        offsets_committed = offsets_open.take().or(offsets_committed);
+    // The last transaction ends committed, unless the producer was fenced.
+    if h.producer.transaction_state() != producer_core::TransactionState::FatalError {
+        match end(&mut h, true) {
+            Ended::Committed => {
+                committed_ids.extend(open.drain(..));
+                offsets_committed = offsets_open.take().or(offsets_committed);
+            }
+            Ended::Aborted => aborted_ids.extend(open.drain(..)),
+            Ended::Fatal => {
+                assert!(fenced, "a producer nobody fenced failed for good");
+                aborted_ids.extend(open.drain(..));
+            }
+        }
     } else {
+        assert!(fenced, "a producer nobody fenced failed for good");
         aborted_ids.extend(open.drain(..));
     }
+
     h.producer.close(h.now);
     assert!(
         h.run_until(Duration::from_secs(600), |h| h.producer.is_closed()),
@@ -334,6 +406,18 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted, "{t}/{p} out of send order");
+    }
+    // A fenced producer commits nothing more.
+    for id in &zombie {
+        assert!(
+            !view.contains_key(id),
+            "the zombie's record {id} is visible"
+        );
+        assert_eq!(
+            reports.get(id),
+            Some(&false),
+            "the zombie's record {id} not failed"
+        );
     }
     // The group's offsets: the last committed transaction's.
     let offsets = h.cluster.committed_offsets(GROUP);

@@ -29,6 +29,33 @@ pub struct InjectedError {
 }
 
 impl SimCluster {
+    /// Another producer with the same transactional id starts (a zombie's successor): the
+    /// coordinator handles its InitProducerId as Kafka does, retried while it answers
+    /// CONCURRENT_TRANSACTIONS (an open transaction is aborted first, with its markers). The
+    /// producer holding the old epoch is fenced from then on. Returns the new producer id and
+    /// epoch, or the error code the coordinator answered.
+    pub fn fence_transactional_id(
+        &mut self,
+        at: Instant,
+        transactional_id: &str,
+    ) -> Result<(i64, i16), i16> {
+        let mut at = at;
+        for _ in 0..100 {
+            match self.txn_init(at, transactional_id, 60_000, None) {
+                Err(code) if code == producer_core::ErrorCode::CONCURRENT_TRANSACTIONS.0 => {
+                    // The abort's markers may take `transaction_marker_delay`.
+                    at += self
+                        .cfg
+                        .transaction_marker_delay
+                        .max(Duration::from_millis(1));
+                    self.txn_tick(at);
+                }
+                r => return r,
+            }
+        }
+        Err(producer_core::ErrorCode::CONCURRENT_TRANSACTIONS.0)
+    }
+
     /// Moves a partition's leadership to `new_leader` and increments its leader epoch. The log
     /// and producer state stay with the partition (replicated log).
     pub fn move_leader(
