@@ -218,10 +218,13 @@ impl SimCluster {
     /// one is bumped (a new producer id when the epoch is exhausted), which fences the producer
     /// of the old epoch. An open transaction is aborted first (epoch bumped, abort markers) and
     /// the answer is CONCURRENT_TRANSACTIONS: the client retries and gets the next epoch.
-    /// `expected` is the producer id and epoch of a KIP-360 recovery.
+    /// `expected` is the producer id and epoch of a KIP-360 recovery. The id and the timeout
+    /// are checked before `coordinator` (whether this broker coordinates the id), as Kafka
+    /// does.
     pub(super) fn txn_init(
         &mut self,
         at: Instant,
+        coordinator: bool,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -236,6 +239,9 @@ impl SimCluster {
             .map(Duration::from_millis)
             .filter(|t| *t <= max)
             .ok_or(ErrorCode::INVALID_TRANSACTION_TIMEOUT.0)?;
+        if !coordinator {
+            return Err(ErrorCode::NOT_COORDINATOR.0);
+        }
         if !self.transactions.contains_key(transactional_id) {
             let pid = self.allocate_pid();
             self.transactions.insert(

@@ -34,6 +34,10 @@ impl SimCluster {
             resp.error_code = inj.error_code;
             return resp;
         }
+        if txn_id.is_empty() {
+            resp.error_code = code::INVALID_REQUEST;
+            return resp;
+        }
         if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {
             resp.error_code = code::NOT_COORDINATOR;
             return resp;

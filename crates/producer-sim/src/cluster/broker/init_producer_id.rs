@@ -36,12 +36,15 @@ impl SimCluster {
             return resp;
         }
         if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
-            if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {
-                fail(&mut resp, code::NOT_COORDINATOR);
-                return resp;
-            }
+            let coordinator = self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id);
             let expected = (version >= 3 && pid >= 0).then_some((pid, epoch));
-            match self.txn_init(at, &txn_id, req.transaction_timeout_ms, expected) {
+            match self.txn_init(
+                at,
+                coordinator,
+                &txn_id,
+                req.transaction_timeout_ms,
+                expected,
+            ) {
                 Ok((pid, epoch)) => {
                     resp.producer_id = pid.into();
                     resp.producer_epoch = epoch;
