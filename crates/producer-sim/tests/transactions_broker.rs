@@ -1133,3 +1133,65 @@ fn malformed_transaction_requests_close_the_connection() {
         t.c.sim.violations()
     );
 }
+
+#[test]
+fn add_partitions_to_txn_unknown_partitions_and_the_v4_batched_verify_path() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest as KpAdd, AddPartitionsToTxnResponse as KpAddResp, TopicName,
+    };
+    let mut t = setup(1);
+    let co = t.conn(3);
+    let ids = t.init(co, "tx-1");
+    // One unknown partition: nothing is added, the others are OPERATION_NOT_ATTEMPTED.
+    let got = t.add(co, 3, "tx-1", ids, &[("t", &[0, 7]), ("nope", &[0])]);
+    assert_eq!(
+        got,
+        vec![
+            ("t".into(), 0, ErrorCode(55)),
+            ("t".into(), 7, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+            ("nope".into(), 0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+    );
+    assert_eq!(t.state("tx-1"), TransactionState::Empty);
+    assert_eq!(
+        t.add(co, 3, "tx-1", ids, &[("t", &[0])])[0].2,
+        ErrorCode::NONE
+    );
+
+    // v4: a batch of transactions, here one verifying t/0 (added) and t/1 (not).
+    let topic = |p: Vec<i32>| {
+        let mut tp = AddPartitionsToTxnTopic::default();
+        tp.name = TopicName(StrBytes::from_static_str("t"));
+        tp.partitions = p;
+        tp
+    };
+    let mut txn = AddPartitionsToTxnTransaction::default();
+    txn.transactional_id = StrBytes::from_static_str("tx-1").into();
+    txn.producer_id = ids.0.into();
+    txn.producer_epoch = ids.1;
+    txn.verify_only = true;
+    txn.topics = vec![topic(vec![0, 1])];
+    let mut req = KpAdd::default();
+    req.transactions = vec![txn];
+    let r: KpAddResp = t.c.roundtrip(co, KpApi::AddPartitionsToTxn, 4, &req);
+    assert_eq!(r.error_code, 0);
+    let parts: Vec<(i32, i16)> = r.results_by_transaction[0].topic_results[0]
+        .results_by_partition
+        .iter()
+        .map(|p| (p.partition_index, p.partition_error_code))
+        .collect();
+    assert_eq!(parts, vec![(0, 0), (1, ErrorCode::TRANSACTION_ABORTABLE.0)]);
+    assert_eq!(
+        t.c.sim.transaction("tx-1").unwrap().partitions,
+        vec![("t".into(), 0)],
+        "verification adds nothing"
+    );
+    assert!(
+        t.c.sim.violations().is_empty(),
+        "{:?}",
+        t.c.sim.violations()
+    );
+}

@@ -11,6 +11,10 @@ use crate::cluster::{CoordinatorKind, SimCluster};
 use crate::API_INIT_PRODUCER_ID;
 
 impl SimCluster {
+    /// Answers InitProducerId. With a transactional id: the transaction coordinator's
+    /// initialisation ([`txn_init`](SimCluster::txn_init)), NOT_COORDINATOR at another broker,
+    /// PRODUCER_FENCED as INVALID_PRODUCER_EPOCH below v4. Without: a new producer id, or the
+    /// KIP-360 bump of a producer id and epoch this cluster handed out.
     pub(super) fn init_producer_id(
         &mut self,
         broker_id: i32,
