@@ -1195,3 +1195,203 @@ fn add_partitions_to_txn_unknown_partitions_and_the_v4_batched_verify_path() {
         t.c.sim.violations()
     );
 }
+
+/// A plain batch of `n` records with values `<label>-<i>`.
+fn plain_labeled(n: usize, label: &str) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol keeps records in one batch while `offset - sequence` is constant.
+            sequence: (-1i32).wrapping_add(i as i32),
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("{label}-{i}"))),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// One step of a random workload against one transactional producer.
+#[derive(Debug, Clone)]
+enum Op {
+    /// A transactional batch of `n` records to partition `p` (opening a transaction).
+    Send(i32, usize),
+    /// A plain batch from another producer.
+    Plain(i32, usize),
+    Commit,
+    Abort,
+    /// A new instance with the same transactional id (InitProducerId), fencing the old.
+    Reinit,
+    /// Time passes beyond the transaction timeout; the producer then re-initialises.
+    Timeout,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0..3i32, 1..4usize).prop_map(|(p, n)| Op::Send(p, n)),
+        2 => (0..3i32, 1..3usize).prop_map(|(p, n)| Op::Plain(p, n)),
+        1 => Just(Op::Commit),
+        1 => Just(Op::Abort),
+        1 => Just(Op::Reinit),
+        1 => Just(Op::Timeout),
+    ]
+}
+
+/// What a partition's records are in the model: plain, or of transaction number `n`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Origin {
+    Plain,
+    Txn(usize),
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Random transactions, commits, aborts and plain writes, under both transaction
+    /// versions: read_committed holds exactly the plain records and those of committed
+    /// transactions, in log order, up to the first record of the open transaction; nothing
+    /// of an aborted one; read_uncommitted holds everything written; the LSO is the open
+    /// transaction's first offset.
+    #[test]
+    fn read_committed_matches_a_model_of_the_transactions(
+        tv2 in proptest::bool::ANY,
+        ops in proptest::collection::vec(op(), 1..25),
+    ) {
+        let mut t = setup(if tv2 { 2 } else { 1 });
+        let co = t.conn(3);
+        let (mut pid, mut epoch) = t.init(co, "tx-1");
+        let mut seq = [0i32; 3];
+        let mut added = [false; 3];
+        let mut txn_no = 0usize;
+        let mut open = false;
+        // Per partition: (value, origin) in log order; per transaction: committed?
+        let mut model: Vec<Vec<(String, Origin)>> = vec![Vec::new(); 3];
+        let mut outcome: Vec<Option<bool>> = vec![None];
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Send(p, n) => {
+                    let pu = p as usize;
+                    if !tv2 && !added[pu] {
+                        let got = t.add(co, 3, "tx-1", (pid, epoch), &[("t", &[p])]);
+                        proptest::prop_assert_eq!(got[0].2, ErrorCode::NONE);
+                        added[pu] = true;
+                    }
+                    let label = format!("op{i}");
+                    let version = if tv2 { 12 } else { 11 };
+                    let batch = txn_batch(pid, epoch, seq[pu], n, &label);
+                    let (e, _) = t.produce(version, Some("tx-1"), "t", p, batch);
+                    proptest::prop_assert_eq!(e, ErrorCode::NONE);
+                    seq[pu] += n as i32;
+                    open = true;
+                    for j in 0..n {
+                        model[pu].push((format!("{label}-{j}"), Origin::Txn(txn_no)));
+                    }
+                }
+                Op::Plain(p, n) => {
+                    let label = format!("op{i}");
+                    let (e, _) = t.produce(11, None, "t", p, plain_labeled(n, &label));
+                    proptest::prop_assert_eq!(e, ErrorCode::NONE);
+                    for j in 0..n {
+                        model[p as usize].push((format!("{label}-{j}"), Origin::Plain));
+                    }
+                }
+                Op::Commit | Op::Abort => {
+                    let commit = matches!(op, Op::Commit);
+                    let any_added = if tv2 { open } else { added.iter().any(|a| *a) };
+                    if !any_added {
+                        continue;
+                    }
+                    let version = if tv2 { 5 } else { 4 };
+                    let r = t.end(co, version, "tx-1", (pid, epoch), commit);
+                    proptest::prop_assert_eq!(r.error_code, ErrorCode::NONE);
+                    if tv2 {
+                        proptest::prop_assert_eq!(r.producer_epoch, epoch + 1);
+                        (pid, epoch) = (r.producer_id, r.producer_epoch);
+                        seq = [0; 3];
+                    }
+                    outcome[txn_no] = Some(commit);
+                    outcome.push(None);
+                    txn_no += 1;
+                    added = [false; 3];
+                    open = false;
+                }
+                Op::Reinit | Op::Timeout => {
+                    let any_open = if tv2 { open } else { added.iter().any(|a| *a) };
+                    if matches!(op, Op::Timeout) {
+                        let at = t.c.now + Duration::from_secs(61);
+                        t.c.sim.advance(at);
+                        t.c.now = at;
+                        if any_open {
+                            let state = t.state("tx-1");
+                            proptest::prop_assert_eq!(state, TransactionState::CompleteAbort);
+                        }
+                    } else if any_open {
+                        let r = t.init_with(co, 5, "tx-1", 60_000, (-1, -1));
+                        proptest::prop_assert_eq!(r.error_code, ErrorCode::CONCURRENT_TRANSACTIONS);
+                    }
+                    let (p2, e2) = t.init(co, "tx-1");
+                    proptest::prop_assert!(p2 == pid && e2 > epoch);
+                    (pid, epoch) = (p2, e2);
+                    if any_open {
+                        outcome[txn_no] = Some(false);
+                        outcome.push(None);
+                        txn_no += 1;
+                    }
+                    seq = [0; 3];
+                    added = [false; 3];
+                    open = false;
+                }
+            }
+        }
+        for p in 0..3 {
+            let entries = &model[p as usize];
+            let first_open = entries
+                .iter()
+                .position(|(_, o)| matches!(o, Origin::Txn(n) if outcome[*n].is_none()));
+            let expected: Vec<String> = entries
+                .iter()
+                .take(first_open.unwrap_or(entries.len()))
+                .filter(|(_, o)| match o {
+                    Origin::Plain => true,
+                    Origin::Txn(n) => outcome[*n] == Some(true),
+                })
+                .map(|(v, _)| v.clone())
+                .collect();
+            proptest::prop_assert_eq!(values(&t.c.sim.read_committed("t", p)), expected);
+            let all: Vec<String> = entries.iter().map(|(v, _)| v.clone()).collect();
+            proptest::prop_assert_eq!(values(&t.c.sim.read_uncommitted("t", p)), all);
+            let lso = t.c.sim.last_stable_offset("t", p).unwrap();
+            let hw = t.c.sim.high_watermark("t", p).unwrap();
+            proptest::prop_assert!(lso <= hw);
+            if first_open.is_none() {
+                proptest::prop_assert_eq!(lso, hw);
+            } else {
+                let first_open_offset = t.c.sim.log("t", p)
+                    .iter()
+                    .find(|r| r.transactional && r.control.is_none() && r.offset >= lso)
+                    .map(|r| r.offset);
+                proptest::prop_assert_eq!(Some(lso), first_open_offset);
+            }
+        }
+        proptest::prop_assert!(t.c.sim.violations().is_empty(), "{:?}", t.c.sim.violations());
+    }
+}
