@@ -1395,3 +1395,30 @@ proptest::proptest! {
         proptest::prop_assert!(t.c.sim.violations().is_empty(), "{:?}", t.c.sim.violations());
     }
 }
+
+#[test]
+fn a_stopped_transaction_coordinator_makes_verification_retriable() {
+    let mut t = setup(2);
+    let co = t.conn(3); // tx-1's coordinator
+    let ids = t.init(co, "tx-1");
+    let now = t.c.now;
+    t.c.sim.stop_broker(3, now).unwrap();
+    // t/0 is led by broker 1: its verification cannot reach the coordinator.
+    let (e, _) = t.produce(12, Some("tx-1"), "t", 0, txn_batch(ids.0, ids.1, 0, 1, "x"));
+    assert_eq!(e, ErrorCode::NOT_ENOUGH_REPLICAS);
+    assert!(t.c.sim.log("t", 0).is_empty());
+    // Group "g" is coordinated by broker 1; the transaction's coordinator is down.
+    let g = t.conn(1);
+    let got = t.offsets(g, 5, "tx-1", ids, "g", -1, &[("in", 0, 1)]);
+    assert_eq!(got[0].2, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    // Back up: the same batch is added and appended.
+    t.c.sim.start_broker(3).unwrap();
+    let (e, base) = t.produce(12, Some("tx-1"), "t", 0, txn_batch(ids.0, ids.1, 0, 1, "x"));
+    assert_eq!((e, base), (ErrorCode::NONE, 0));
+    let got = t.offsets(g, 5, "tx-1", ids, "g", -1, &[("in", 0, 1)]);
+    assert_eq!(got[0].2, ErrorCode::NONE);
+    assert_eq!(
+        t.c.sim.transaction("tx-1").unwrap().partitions,
+        vec![("__consumer_offsets".into(), 3), ("t".into(), 0)]
+    );
+}
