@@ -954,6 +954,18 @@ fn a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced() {
             txn_batch(ids.0, ids.1, 2, 1, "late"),
         );
         assert_eq!(e, ErrorCode::INVALID_PRODUCER_EPOCH, "TV{tv}");
+        assert_eq!(
+            t.end(co, end_version, "tx-1", ids, false).error_code,
+            ErrorCode::PRODUCER_FENCED,
+            "TV{tv}: even the abort"
+        );
+        // KIP-360 from the timed-out epoch is fenced too: Kafka's fence forgets the epoch
+        // before it (`lastProducerEpoch = -1`), so only a retry of a bump it answered matches.
+        let r = t.init_with(co, 5, "tx-1", 60_000, ids);
+        assert_eq!(r.error_code, ErrorCode::PRODUCER_FENCED, "TV{tv}");
+        // A new instance (no id and epoch) initialises.
+        let r = t.init_with(co, 5, "tx-1", 60_000, (-1, -1));
+        assert_eq!(r.error_code, ErrorCode::NONE, "TV{tv}");
         assert!(
             t.c.sim.violations().is_empty(),
             "{:?}",
