@@ -697,17 +697,6 @@ fn tv1_produce_to_a_partition_not_added_fails_and_appends_nothing() {
         "{:?}",
         t.c.sim.violations()
     );
-    // Produce v12 on a TV1 cluster is served as v11 and recorded as a client bug.
-    let (e, _) = t.produce(
-        12,
-        Some("tx-1"),
-        "t",
-        1,
-        txn_batch(ids.0, ids.1, 0, 1, "no"),
-    );
-    assert_eq!(e, ErrorCode::TRANSACTION_ABORTABLE);
-    assert!(t.c.sim.log("t", 1).is_empty());
-    assert!(t.c.sim.violations()[0].contains("transaction-version-2"));
     // Without the TransactionalId: Kafka's authorization error for the whole request.
     let (e, _) = t.produce(11, None, "t", 0, txn_batch(ids.0, ids.1, 0, 1, "no"));
     assert_eq!(e, ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
@@ -729,6 +718,23 @@ fn tv1_produce_to_a_partition_not_added_fails_and_appends_nothing() {
     );
     assert_eq!(e, ErrorCode::INVALID_PRODUCER_EPOCH);
     assert!(t.c.sim.log("t", 1).is_empty());
+    assert!(
+        t.c.sim.violations().is_empty(),
+        "{:?}",
+        t.c.sim.violations()
+    );
+    // Produce v12 on a TV1 cluster is served by its version, as Kafka does (the partition is
+    // added), and recorded as a client bug: the client must cap Produce at v11 there.
+    let (e, _) = t.produce(
+        12,
+        Some("tx-1"),
+        "t",
+        1,
+        txn_batch(ids.0, ids.1, 0, 1, "v12"),
+    );
+    assert_eq!(e, ErrorCode::NONE);
+    assert_eq!(values(&t.c.sim.read_uncommitted("t", 1)), ["v12-0"]);
+    assert!(t.c.sim.violations()[0].contains("transaction-version-2"));
 }
 
 #[test]

@@ -67,8 +67,9 @@ use state::{Broker, Partition, Stall, Topic};
 ///   transaction in a partition is verified with the coordinator (KIP-890 part 1): unknown
 ///   transactional id or another producer id 49, a stale epoch 47, an end completing or the
 ///   coordinator stopped NOT_ENOUGH_REPLICAS (19); a partition not in the transaction is added
-///   by Produce v12+ on a `transaction.version` 2 cluster, otherwise TRANSACTION_ABORTABLE (120)
-///   at v11 and INVALID_TXN_STATE (48) below. A plain idempotent batch of a producer with an
+///   by Produce v12+ (transaction version 2: a violation on a cluster whose
+///   `transaction.version` is below 2), else TRANSACTION_ABORTABLE (120) at v11 and
+///   INVALID_TXN_STATE (48) below. A plain idempotent batch of a producer with an
 ///   open transaction in the partition is 48. A transaction marker with a newer epoch empties
 ///   the producer's idempotence window: its next batch starts at sequence 0.
 /// * **Transaction coordinator** (FindCoordinator, InitProducerId with a transactional id,
@@ -83,8 +84,7 @@ use state::{Broker, Partition, Stall, Topic};
 ///   Fencing errors are PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH where Kafka translates it
 ///   for old versions (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn below v2). EndTxn writes
 ///   a commit or abort marker into every partition of the transaction and applies or drops
-///   its staged offsets; under transaction version 2 (v5) it bumps the epoch and answers the
-///   new one. A transaction open past its timeout is aborted with its producer fenced.
+///   its staged offsets; v5 (transaction version 2) bumps the epoch and answers the new one. A transaction open past its timeout is aborted with its producer fenced.
 ///   Reads: [`SimCluster::read_committed`], [`SimCluster::read_uncommitted`],
 ///   [`SimCluster::last_stable_offset`], [`SimCluster::committed_offsets`].
 #[derive(Debug)]

@@ -191,26 +191,23 @@ impl SimCluster {
             .unwrap_or_default()
     }
 
-    /// Whether transaction-version-2 rules apply to a request whose version is TV2-capable:
-    /// the cluster's finalized `transaction.version` must be 2 or more. A TV2 version on an
-    /// older cluster is recorded as a violation (the client must cap its versions).
+    /// Whether transaction-version-2 rules apply to a request: Kafka decides by the request
+    /// version (`tv2_version`: Produce v12+, EndTxn v5, TxnOffsetCommit v5), whatever the
+    /// cluster's finalized `transaction.version`. Such a version on a cluster below 2 is
+    /// recorded as a violation: the client must cap its versions there (Java's does).
     pub(super) fn txn_v2(&mut self, broker: i32, conn: u64, tv2_version: bool, what: &str) -> bool {
-        if !tv2_version {
-            return false;
+        if tv2_version && self.cfg.transaction_version < 2 {
+            self.violation(
+                Some(broker),
+                conn,
+                format!(
+                    "{what} is a transaction-version-2 request but the cluster's finalized \
+                     transaction.version is {}",
+                    self.cfg.transaction_version
+                ),
+            );
         }
-        if self.cfg.transaction_version >= 2 {
-            return true;
-        }
-        self.violation(
-            Some(broker),
-            conn,
-            format!(
-                "{what} is a transaction-version-2 request but the cluster's finalized \
-                 transaction.version is {}; served with the classic rules",
-                self.cfg.transaction_version
-            ),
-        );
-        false
+        tv2_version
     }
 
     /// InitProducerId with a transactional id (Kafka's `handleInitProducerId` and
