@@ -1440,3 +1440,34 @@ fn a_stopped_transaction_coordinator_makes_verification_retriable() {
         vec![("__consumer_offsets".into(), 3), ("t".into(), 0)]
     );
 }
+
+#[test]
+fn find_coordinator_rejects_an_unknown_key_type_and_injections_answer_every_key() {
+    use kafka_protocol::messages::{
+        FindCoordinatorRequest as KpFind, FindCoordinatorResponse as KpFindResp,
+    };
+    let mut t = setup(2);
+    let conn = t.conn(1);
+    let mut req = KpFind::default();
+    req.key_type = 2; // share groups: not simulated
+    req.coordinator_keys = vec![StrBytes::from_static_str("s")];
+    let r: KpFindResp = t.c.roundtrip(conn, KpApi::FindCoordinator, 6, &req);
+    assert_eq!(r.coordinators[0].error_code, ErrorCode::INVALID_REQUEST.0);
+    assert_eq!(r.coordinators[0].node_id.0, -1);
+    t.c.sim.inject_error(producer_sim::InjectedError {
+        api_key: producer_sim::API_FIND_COORDINATOR,
+        topic: None,
+        partition: None,
+        error_code: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0,
+        count: 1,
+        persist: false,
+    });
+    let r = t.find(conn, 4, CoordinatorType::Transaction, &["tx-1", "tx-2"]);
+    assert!(r
+        .coordinators
+        .iter()
+        .all(|c| c.error_code == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS));
+    // One response only.
+    let r = t.find(conn, 4, CoordinatorType::Transaction, &["tx-1"]);
+    assert_eq!(r.coordinators[0].error_code, ErrorCode::NONE);
+}

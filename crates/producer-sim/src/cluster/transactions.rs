@@ -408,8 +408,8 @@ impl SimCluster {
         }
     }
 
-    /// EndTxn (Kafka's `endTransaction` from a client). `tv2`: the request is EndTxn v5 on a
-    /// transaction-version-2 cluster, so the end bumps the epoch (a new producer id when it is
+    /// EndTxn (Kafka's `endTransaction` from a client). `tv2`: the request is EndTxn v5 (a
+    /// transaction-version-2 client), so the end bumps the epoch (a new producer id when it is
     /// exhausted). Returns the producer id and epoch the producer goes on with. A retry of an
     /// end that completed with the same outcome is answered NONE (under TV2 the retry carries
     /// the epoch before the bump); the other outcome is INVALID_TXN_STATE; a retry while the
