@@ -1274,6 +1274,14 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     ]
 }
 
+/// Cases of the property: `PROPTEST_CASES`, else 256.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 /// What a partition's records are in the model: plain, or of transaction number `n`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Origin {
@@ -1282,7 +1290,7 @@ enum Origin {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
 
     /// Random transactions, commits, aborts and plain writes, under both transaction
     /// versions: read_committed holds exactly the plain records and those of committed
