@@ -11,7 +11,12 @@ use crate::{ConnId, SimError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InjectedError {
     /// The API whose responses are affected ([`API_PRODUCE`](crate::API_PRODUCE), [`API_METADATA`](crate::API_METADATA),
-    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS)).
+    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS), and the
+    /// transaction APIs: [`API_FIND_COORDINATOR`](crate::API_FIND_COORDINATOR) (every key),
+    /// [`API_ADD_PARTITIONS_TO_TXN`](crate::API_ADD_PARTITIONS_TO_TXN) (every partition of one transaction),
+    /// [`API_ADD_OFFSETS_TO_TXN`](crate::API_ADD_OFFSETS_TO_TXN), [`API_END_TXN`](crate::API_END_TXN) and
+    /// [`API_TXN_OFFSET_COMMIT`](crate::API_TXN_OFFSET_COMMIT) (every partition)). An injected answer changes
+    /// no coordinator state.
     pub api_key: i16,
     /// Only this topic (Produce, Metadata); `None` matches every topic.
     pub topic: Option<String>,
