@@ -97,10 +97,12 @@ pub(super) struct Transactions<T> {
     epoch_bump_needed: bool,
     /// The abort's EndTxn is done; the epoch bump (InitProducerId) comes before its result.
     bump_after_abort: bool,
-    /// The open transaction ran past `transaction.timeout.ms`: the coordinator aborts it and
-    /// bumps the epoch, so the abort here is an InitProducerId with the current id and epoch
-    /// (KIP-360: accepted as the epoch before the coordinator's bump) instead of an EndTxn,
-    /// which the coordinator would answer as from a fenced producer.
+    /// The open transaction ran past `transaction.timeout.ms`: the abort here is an
+    /// InitProducerId with the current id and epoch (KIP-360) instead of an EndTxn. Reaching
+    /// the coordinator before its timeout check, it aborts the transaction and bumps the epoch,
+    /// and the producer goes on; after that check the coordinator has fenced the epoch (its
+    /// fence keeps no last epoch), and the answer is the fatal PRODUCER_FENCED, as an EndTxn's
+    /// would be.
     timed_out: bool,
     /// Batches acknowledged in the open transaction, in acknowledgement order.
     held: Vec<HeldBatch<T>>,

@@ -198,9 +198,8 @@ impl<T> Producer<T> {
             TransactionState::Aborting if txn.bump_after_abort => {
                 Some(Step::InitProducerId { bump: true })
             }
-            // Past its timeout the coordinator aborts the transaction itself, bumping the
-            // epoch: the bump from the current epoch ends it here (KIP-360), whether or not the
-            // coordinator got there first.
+            // Past its timeout the transaction ends with the bump from the current epoch
+            // (KIP-360), which aborts it if the coordinator has not yet (see `timed_out`).
             TransactionState::Aborting if txn.timed_out && self.txn_records_settled() => {
                 Some(Step::InitProducerId { bump: true })
             }
