@@ -46,7 +46,7 @@ impl SimCluster {
     ) -> Result<(i64, i16), i16> {
         let mut at = at;
         for _ in 0..100 {
-            match self.txn_init(at, transactional_id, 60_000, None) {
+            match self.txn_init(at, true, transactional_id, 60_000, None) {
                 Err(code) if code == producer_core::ErrorCode::CONCURRENT_TRANSACTIONS.0 => {
                     // The abort's markers may take `transaction_marker_delay`.
                     at += self
