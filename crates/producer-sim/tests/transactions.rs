@@ -145,22 +145,13 @@ fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
                 }
             }
             Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {}
-            Err(TransactionError::InvalidState { .. })
-                if h.producer.transaction_state()
-                    == producer_core::TransactionState::FatalError =>
-            {
-                return Ended::Fatal
-            }
+            Err(TransactionError::Fatal { .. }) => return Ended::Fatal,
             Err(e) => panic!("commit refused: {e}"),
         }
     }
     match h.producer.abort_transaction(h.now) {
         Ok(()) => {}
-        Err(TransactionError::InvalidState { .. })
-            if h.producer.transaction_state() == producer_core::TransactionState::FatalError =>
-        {
-            return Ended::Fatal
-        }
+        Err(TransactionError::Fatal { .. }) => return Ended::Fatal,
         Err(e) => panic!("abort refused: {e}"),
     }
     let r = wait_result(h, TransactionOperation::Abort).result;
@@ -748,7 +739,10 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             0,
             "{api}/{code}: a fenced producer commits nothing"
         );
-        assert!(h.producer.begin_transaction(h.now).is_err());
+        assert!(matches!(
+            h.producer.begin_transaction(h.now),
+            Err(TransactionError::Fatal { code: c, .. }) if c == code
+        ));
         assert!(h.send(record(99, "a", true), 99).is_err());
     }
 }

@@ -159,6 +159,20 @@ impl<T> Transactions<T> {
     }
 }
 
+/// The [`TransactionError::Fatal`] for the error that stopped the producer.
+fn fatal_transaction_error(error: &ProduceError) -> TransactionError {
+    match error {
+        ProduceError::Broker { code, message, .. } => TransactionError::Fatal {
+            code: *code,
+            message: message.clone(),
+        },
+        e => TransactionError::Fatal {
+            code: ErrorCode::UNKNOWN_SERVER_ERROR,
+            message: Some(e.to_string()),
+        },
+    }
+}
+
 impl<T> Producer<T> {
     // ---------------------------------------------------------------------------------------
     // The operations
@@ -169,14 +183,11 @@ impl<T> Producer<T> {
         &mut self,
         op: TransactionOperation,
     ) -> Result<&mut Transactions<T>, TransactionError> {
-        if self.lifecycle.fatal.is_some() {
-            let state = TransactionState::FatalError;
+        if let Some(fatal) = &self.lifecycle.fatal {
+            // The error that stopped the producer, for every operation after it.
             return match self.txn.as_ref() {
                 None => Err(TransactionError::NotTransactional),
-                Some(_) => Err(TransactionError::InvalidState {
-                    operation: op,
-                    state,
-                }),
+                Some(_) => Err(fatal_transaction_error(fatal)),
             };
         }
         if self.lifecycle.closing {
@@ -600,14 +611,6 @@ impl<T> Producer<T> {
         txn.state = TransactionState::FatalError;
         let held = std::mem::take(&mut txn.held);
         let pending = txn.pending.take();
-        let code = match error {
-            ProduceError::Broker { code, .. } => *code,
-            _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-        };
-        let message = match error {
-            ProduceError::Broker { message, .. } => message.clone(),
-            e => Some(e.to_string()),
-        };
         for h in held {
             self.fail_held(h, error.clone());
         }
@@ -615,7 +618,7 @@ impl<T> Producer<T> {
             self.outputs
                 .push_back(Output::Transaction(TransactionResult {
                     operation,
-                    result: Err(TransactionError::Fatal { code, message }),
+                    result: Err(fatal_transaction_error(error)),
                 }));
         }
     }
