@@ -179,10 +179,7 @@ impl<T> Producer<T> {
     // ---------------------------------------------------------------------------------------
 
     /// The transactional state, or why an operation cannot start at all.
-    fn txn_for(
-        &mut self,
-        op: TransactionOperation,
-    ) -> Result<&mut Transactions<T>, TransactionError> {
+    fn txn_for(&mut self) -> Result<&mut Transactions<T>, TransactionError> {
         if let Some(fatal) = &self.lifecycle.fatal {
             // The error that stopped the producer, for every operation after it.
             return match self.txn.as_ref() {
@@ -206,7 +203,7 @@ impl<T> Producer<T> {
     /// [`Producer::init_transactions`].
     pub(super) fn start_init_transactions(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Init;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::Uninitialized {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -224,7 +221,7 @@ impl<T> Producer<T> {
         let op = TransactionOperation::Begin;
         let now = self.now;
         let timeout = self.config.transaction_timeout;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::Ready {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -249,7 +246,7 @@ impl<T> Producer<T> {
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
         let op = TransactionOperation::SendOffsets;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::InTransaction {
             return Err(match (&txn.abortable, txn.state) {
                 (Some(e), TransactionState::AbortableError) => e.clone(),
@@ -282,7 +279,7 @@ impl<T> Producer<T> {
     /// transaction is acknowledged.
     pub(super) fn start_commit(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Commit;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         match txn.state {
             TransactionState::InTransaction => {}
             TransactionState::AbortableError => {
@@ -312,7 +309,7 @@ impl<T> Producer<T> {
     /// flight are answered, the transaction is aborted.
     pub(super) fn start_abort(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Abort;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {}
             state => {

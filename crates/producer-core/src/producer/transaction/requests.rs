@@ -236,6 +236,17 @@ impl<T> Producer<T> {
         }
     }
 
+    /// A ready connection to the transaction coordinator and its transaction API versions, or
+    /// `None` after starting what is missing (see [`Producer::coordinator_connection`]).
+    fn transaction_coordinator_ready(
+        &mut self,
+    ) -> Option<(ConnId, crate::connection::TxnVersions)> {
+        let node = self.txn.as_ref().and_then(|t| t.coordinator)?;
+        let conn = self.coordinator_connection(node)?;
+        let v = self.txn_versions(conn)?;
+        Some((conn, v))
+    }
+
     /// The transaction APIs' versions on `conn`, or the producer fails: the broker does not
     /// speak them.
     fn txn_versions(&mut self, conn: ConnId) -> Option<crate::connection::TxnVersions> {
@@ -378,13 +389,7 @@ impl<T> Producer<T> {
     // ---- InitProducerId --------------------------------------------------------------------
 
     fn send_txn_init_producer_id(&mut self, bump: bool) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some(versions) = self.brokers.conn(conn).and_then(|c| c.versions) else {
@@ -483,13 +488,7 @@ impl<T> Producer<T> {
     // ---- AddPartitionsToTxn (TV1) ----------------------------------------------------------
 
     fn send_add_partitions(&mut self) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
@@ -570,13 +569,7 @@ impl<T> Producer<T> {
     // ---- AddOffsetsToTxn -------------------------------------------------------------------
 
     fn send_add_offsets(&mut self) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
@@ -720,13 +713,7 @@ impl<T> Producer<T> {
     // ---- EndTxn ----------------------------------------------------------------------------
 
     fn send_end_txn(&mut self, commit: bool) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
