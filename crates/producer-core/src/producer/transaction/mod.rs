@@ -8,6 +8,7 @@
 //! success reports wait here until EndTxn commits (or turn into `TransactionAborted` failures
 //! when it aborts). One coordinator request is in flight at a time.
 
+mod contents;
 mod requests;
 
 use std::collections::{BTreeSet, HashSet};

@@ -1,8 +1,9 @@
-//! The transactional producer's requests and their answers, each pair together:
-//! FindCoordinator (the transaction's and the group's), InitProducerId with the transactional
-//! id (and the KIP-360 epoch bump after an abort), AddPartitionsToTxn (TV1), AddOffsetsToTxn,
-//! TxnOffsetCommit and EndTxn. [`Producer::drive_transaction`] picks the next one; one is in
-//! flight at a time.
+//! The transactional producer's coordinator requests: [`Producer::drive_transaction`] picks
+//! the next one due (one is in flight at a time), the connection to the coordinator, the
+//! error classes and retries, the dispatch of answers and lost requests; and, each with its
+//! answer, FindCoordinator (the transaction's and the group's) and InitProducerId with the
+//! transactional id (and the KIP-360 epoch bump after an abort). What the transaction holds
+//! and its end are in `contents`.
 //!
 //! Answers are classified as Kafka 4.1 does (KIP-1050): retriable codes retry after a backoff
 //! (`NOT_COORDINATOR` and `COORDINATOR_NOT_AVAILABLE` look the coordinator up again first),
@@ -12,23 +13,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::connection::RequestKind;
-use crate::protocol::add_offsets_to_txn::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
-use crate::protocol::add_partitions_to_txn::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
-};
-use crate::protocol::end_txn::{EndTxnRequest, EndTxnResponse};
 use crate::protocol::find_coordinator::{
     CoordinatorType, FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use crate::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
-use crate::protocol::txn_offset_commit::{
-    GroupMember, OffsetToCommit as WireOffset, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
-};
 use crate::protocol::{ApiKey, TopicPartitionErrors};
 use crate::timer::{backoff, TimerKind};
-use crate::transaction::{
-    TransactionError, TransactionOperation, TransactionResult, TransactionState,
-};
+use crate::transaction::{TransactionError, TransactionResult, TransactionState};
 use crate::types::{ConnId, Event, Output, ProduceError};
 use crate::ErrorCode;
 
@@ -39,10 +30,6 @@ use super::OffsetsStep;
 /// The highest Produce version of a transactional producer on a TV1 cluster: v12 means the
 /// partitions are added by the Produce itself (KIP-890), which a TV1 coordinator does not do.
 const TV1_MAX_PRODUCE: i16 = 11;
-/// The highest EndTxn version on a TV1 cluster (v5 is TV2's: it answers the next epoch).
-const TV1_MAX_END_TXN: i16 = 4;
-/// The highest TxnOffsetCommit version on a TV1 cluster (v5 says the producer runs TV2).
-const TV1_MAX_TXN_OFFSET_COMMIT: i16 = 4;
 
 /// A coordinator request in flight, with what its answer needs.
 #[derive(Debug)]
@@ -64,7 +51,7 @@ pub(crate) enum TxnRequest {
 
 /// What to do with an error code of a coordinator answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(super) enum Class {
     /// Look the coordinator up again, then retry.
     FindAgain,
     /// Retry after a backoff.
@@ -76,7 +63,7 @@ enum Class {
 }
 
 /// KIP-1050's classes for the transactional APIs.
-fn class(code: ErrorCode) -> Class {
+pub(super) fn class(code: ErrorCode) -> Class {
     match code {
         ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE => Class::FindAgain,
         ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
@@ -120,7 +107,9 @@ enum Step {
 }
 
 /// Groups `(topic name, partition)` pairs by topic, in name order.
-fn by_topic<V>(items: impl IntoIterator<Item = (Arc<str>, V)>) -> Vec<(Arc<str>, Vec<V>)> {
+pub(super) fn by_topic<V>(
+    items: impl IntoIterator<Item = (Arc<str>, V)>,
+) -> Vec<(Arc<str>, Vec<V>)> {
     let mut m: BTreeMap<Arc<str>, Vec<V>> = BTreeMap::new();
     for (t, v) in items {
         m.entry(t).or_default().push(v);
@@ -213,7 +202,7 @@ impl<T> Producer<T> {
 
     /// A ready connection to broker `node`, or `None` after starting one (or arming a timer for
     /// its reconnect backoff). An unknown node is looked up again.
-    fn coordinator_connection(&mut self, node: i32) -> Option<ConnId> {
+    pub(super) fn coordinator_connection(&mut self, node: i32) -> Option<ConnId> {
         let now = self.now;
         let Some(slot) = self.brokers.slot_of_node(node) else {
             if let Some(txn) = self.txn.as_mut() {
@@ -238,7 +227,7 @@ impl<T> Producer<T> {
 
     /// A ready connection to the transaction coordinator and its transaction API versions, or
     /// `None` after starting what is missing (see [`Producer::coordinator_connection`]).
-    fn transaction_coordinator_ready(
+    pub(super) fn transaction_coordinator_ready(
         &mut self,
     ) -> Option<(ConnId, crate::connection::TxnVersions)> {
         let node = self.txn.as_ref().and_then(|t| t.coordinator)?;
@@ -249,7 +238,7 @@ impl<T> Producer<T> {
 
     /// The transaction APIs' versions on `conn`, or the producer fails: the broker does not
     /// speak them.
-    fn txn_versions(&mut self, conn: ConnId) -> Option<crate::connection::TxnVersions> {
+    pub(super) fn txn_versions(&mut self, conn: ConnId) -> Option<crate::connection::TxnVersions> {
         let v = self.brokers.conn(conn).and_then(|c| c.versions)?;
         match v.txn {
             Some(t) => Some(t),
@@ -265,7 +254,7 @@ impl<T> Producer<T> {
     }
 
     /// Sends one coordinator request and notes it in flight.
-    fn send_txn_request(
+    pub(super) fn send_txn_request(
         &mut self,
         conn: ConnId,
         api: ApiKey,
@@ -281,7 +270,7 @@ impl<T> Producer<T> {
 
     /// A retriable error: the next request waits for a backoff (and, for `find_again`, looks
     /// the transaction coordinator up first).
-    fn txn_retry_later(&mut self, find_again: bool) {
+    pub(super) fn txn_retry_later(&mut self, find_again: bool) {
         let now = self.now;
         let (base, max) = (self.config.retry_backoff, self.config.retry_backoff_max);
         let Some(txn) = self.txn.as_mut() else { return };
@@ -299,7 +288,7 @@ impl<T> Producer<T> {
     }
 
     /// A coordinator answer without error: the retry count starts over.
-    fn txn_answered(&mut self) {
+    pub(super) fn txn_answered(&mut self) {
         if let Some(txn) = self.txn.as_mut() {
             txn.retries = 0;
             txn.retry_at = None;
@@ -309,7 +298,7 @@ impl<T> Producer<T> {
 
     /// Applies an error `code` of `api`'s answer by its class; `find_again` is what a
     /// coordinator error means for this request (the group's coordinator for offsets).
-    fn txn_error(&mut self, api: &str, code: ErrorCode, message: Option<String>) {
+    pub(super) fn txn_error(&mut self, api: &str, code: ErrorCode, message: Option<String>) {
         match class(code) {
             Class::FindAgain => self.txn_retry_later(true),
             Class::Retry => self.txn_retry_later(false),
@@ -485,316 +474,6 @@ impl<T> Producer<T> {
         true
     }
 
-    // ---- AddPartitionsToTxn (TV1) ----------------------------------------------------------
-
-    fn send_add_partitions(&mut self) {
-        let Some((conn, v)) = self.transaction_coordinator_ready() else {
-            return;
-        };
-        let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
-            return;
-        };
-        let txn = self.txn.as_mut().expect("transactional");
-        let partitions: Vec<(u32, u32)> = std::mem::take(&mut txn.to_add).into_iter().collect();
-        txn.started = true;
-        let grouped = by_topic(
-            partitions
-                .iter()
-                .map(|&(t, p)| (self.topics.name(t), p as i32)),
-        );
-        let topics: Vec<(&str, &[i32])> = grouped
-            .iter()
-            .map(|(t, ps)| (&**t, ps.as_slice()))
-            .collect();
-        let txn = self.txn.as_ref().expect("transactional");
-        let version = v.add_partitions;
-        let req = AddPartitionsToTxnRequest {
-            transactional_id: txn.id(),
-            producer_id,
-            producer_epoch,
-            topics: &topics,
-        };
-        let mut body = Vec::new();
-        req.encode(version, &mut body);
-        self.send_txn_request(
-            conn,
-            ApiKey::AddPartitionsToTxn,
-            version,
-            TxnRequest::AddPartitions { partitions },
-            |b| b.extend_from_slice(&body),
-        );
-    }
-
-    fn on_add_partitions(
-        &mut self,
-        partitions: Vec<(u32, u32)>,
-        version: i16,
-        body: &[u8],
-    ) -> bool {
-        let Ok(parsed) = AddPartitionsToTxnResponse::parse(version, body) else {
-            self.txn_partitions_back(partitions);
-            return false;
-        };
-        let worst = worst_error(&parsed.body.topics);
-        match worst {
-            None => {
-                self.txn_answered();
-                let txn = self.txn.as_mut().expect("transactional");
-                txn.confirmed = true;
-                txn.added.extend(partitions.iter().copied());
-                for (t, p) in partitions {
-                    self.mark_partition_dirty(t, p);
-                }
-            }
-            Some(code) => {
-                self.txn_partitions_back(partitions);
-                self.txn_error("AddPartitionsToTxn", code, None);
-            }
-        }
-        true
-    }
-
-    /// Partitions whose AddPartitionsToTxn did not succeed wait to be added again (unless the
-    /// transaction moved on to an abort).
-    fn txn_partitions_back(&mut self, partitions: Vec<(u32, u32)>) {
-        let Some(txn) = self.txn.as_mut() else { return };
-        if matches!(
-            txn.state,
-            TransactionState::InTransaction | TransactionState::Committing
-        ) {
-            txn.to_add.extend(partitions);
-        }
-    }
-
-    // ---- AddOffsetsToTxn -------------------------------------------------------------------
-
-    fn send_add_offsets(&mut self) {
-        let Some((conn, v)) = self.transaction_coordinator_ready() else {
-            return;
-        };
-        let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
-            return;
-        };
-        let txn = self.txn.as_mut().expect("transactional");
-        txn.started = true;
-        let Some(o) = txn.offsets.as_ref() else {
-            return;
-        };
-        let version = v.add_offsets;
-        let req = AddOffsetsToTxnRequest {
-            transactional_id: txn.id(),
-            producer_id,
-            producer_epoch,
-            group_id: &o.group.group_id,
-        };
-        let mut body = Vec::new();
-        req.encode(version, &mut body);
-        self.send_txn_request(
-            conn,
-            ApiKey::AddOffsetsToTxn,
-            version,
-            TxnRequest::AddOffsets,
-            |b| b.extend_from_slice(&body),
-        );
-    }
-
-    fn on_add_offsets(&mut self, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = AddOffsetsToTxnResponse::parse(version, body) else {
-            return false;
-        };
-        let code = parsed.body.error_code;
-        if code != ErrorCode::NONE {
-            self.txn_error("AddOffsetsToTxn", code, None);
-            return true;
-        }
-        self.txn_answered();
-        if let Some(txn) = self.txn.as_mut() {
-            txn.confirmed = true;
-            if let Some(o) = txn.offsets.as_mut() {
-                o.step = OffsetsStep::FindGroupCoordinator;
-            }
-        }
-        true
-    }
-
-    // ---- TxnOffsetCommit -------------------------------------------------------------------
-
-    fn send_txn_offset_commit(&mut self, coordinator: i32) {
-        let Some(conn) = self.coordinator_connection(coordinator) else {
-            if self.brokers.slot_of_node(coordinator).is_none() {
-                if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
-                    o.step = OffsetsStep::FindGroupCoordinator;
-                }
-            }
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
-            return;
-        };
-        let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
-            return;
-        };
-        let txn = self.txn.as_ref().expect("transactional");
-        let Some(o) = txn.offsets.as_ref() else {
-            return;
-        };
-        let grouped = by_topic(o.offsets.iter().map(|x| {
-            (
-                Arc::<str>::from(x.topic.as_str()),
-                WireOffset {
-                    partition: x.partition,
-                    offset: x.offset,
-                    leader_epoch: -1,
-                    metadata: x.metadata.as_deref(),
-                },
-            )
-        }));
-        let topics: Vec<(&str, &[WireOffset<'_>])> = grouped
-            .iter()
-            .map(|(t, os)| (&**t, os.as_slice()))
-            .collect();
-        let version = match txn.tv2 {
-            true => v.txn_offset_commit,
-            false => v.txn_offset_commit.min(TV1_MAX_TXN_OFFSET_COMMIT),
-        };
-        let req = TxnOffsetCommitRequest {
-            transactional_id: txn.id(),
-            group_id: &o.group.group_id,
-            producer_id,
-            producer_epoch,
-            member: GroupMember {
-                generation_id: o.group.generation_id,
-                member_id: &o.group.member_id,
-                group_instance_id: o.group.group_instance_id.as_deref(),
-            },
-            topics: &topics,
-        };
-        let mut body = Vec::new();
-        req.encode(version, &mut body);
-        self.send_txn_request(
-            conn,
-            ApiKey::TxnOffsetCommit,
-            version,
-            TxnRequest::TxnOffsetCommit,
-            |b| b.extend_from_slice(&body),
-        );
-    }
-
-    fn on_txn_offset_commit(&mut self, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = TxnOffsetCommitResponse::parse(version, body) else {
-            return false;
-        };
-        match worst_error(&parsed.body.topics) {
-            None => {
-                self.txn_answered();
-                let txn = self.txn.as_mut().expect("transactional");
-                txn.offsets = None;
-                if txn.pending == Some(TransactionOperation::SendOffsets) {
-                    txn.pending = None;
-                    self.outputs
-                        .push_back(Output::Transaction(TransactionResult {
-                            operation: TransactionOperation::SendOffsets,
-                            result: Ok(()),
-                        }));
-                }
-            }
-            Some(code) if class(code) == Class::FindAgain => {
-                // The group's coordinator moved: look it up again.
-                if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
-                    o.step = OffsetsStep::FindGroupCoordinator;
-                }
-                self.txn_retry_later(false);
-            }
-            Some(code) => self.txn_error("TxnOffsetCommit", code, None),
-        }
-        true
-    }
-
-    // ---- EndTxn ----------------------------------------------------------------------------
-
-    fn send_end_txn(&mut self, commit: bool) {
-        let Some((conn, v)) = self.transaction_coordinator_ready() else {
-            return;
-        };
-        let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
-            return;
-        };
-        let txn = self.txn.as_ref().expect("transactional");
-        let version = if txn.tv2 {
-            v.end_txn
-        } else {
-            v.end_txn.min(TV1_MAX_END_TXN)
-        };
-        let req = EndTxnRequest {
-            transactional_id: txn.id(),
-            producer_id,
-            producer_epoch,
-            committed: commit,
-        };
-        let mut body = Vec::new();
-        req.encode(version, &mut body);
-        self.send_txn_request(
-            conn,
-            ApiKey::EndTxn,
-            version,
-            TxnRequest::EndTxn { commit },
-            |b| b.extend_from_slice(&body),
-        );
-    }
-
-    fn on_end_txn(&mut self, commit: bool, version: i16, body: &[u8]) -> bool {
-        let Ok(parsed) = EndTxnResponse::parse(version, body) else {
-            return false;
-        };
-        let resp = parsed.body;
-        let (unconfirmed, tv2) = self
-            .txn
-            .as_ref()
-            .map_or((false, false), |t| (!t.confirmed, t.tv2));
-        // An abort of a transaction the coordinator never confirmed may find none there: the
-        // requests that would have started it were lost, or (TV2) its Produce requests failed
-        // before adding a partition. Kafka answers INVALID_TXN_STATE (nothing since the init)
-        // or, with TV2, PRODUCER_FENCED (the last transaction ended and its epoch bump is
-        // the current epoch: a new end would need a newer one). Either way there is nothing
-        // to abort; a real fence shows at the next request.
-        let nothing_there = resp.error_code == ErrorCode::INVALID_TXN_STATE
-            || (tv2 && resp.error_code == ErrorCode::PRODUCER_FENCED);
-        if !commit && unconfirmed && nothing_there {
-            self.txn_answered();
-            self.end_after_endtxn(false);
-            return true;
-        }
-        if resp.error_code != ErrorCode::NONE {
-            self.txn_error("EndTxn", resp.error_code, None);
-            return true;
-        }
-        self.txn_answered();
-        // TV2 (v5): every end bumps the epoch, and the answer says the id and epoch to use.
-        if version >= 5 && resp.producer_id >= 0 {
-            self.pid = PidState::Ready {
-                producer_id: resp.producer_id,
-                epoch: resp.producer_epoch,
-            };
-        }
-        self.end_after_endtxn(commit);
-        true
-    }
-
-    /// The transaction ended on the coordinator (or had nothing there): after an abort on a
-    /// TV1 cluster where a batch failed, the epoch is bumped first; otherwise the reports go out.
-    fn end_after_endtxn(&mut self, commit: bool) {
-        let Some(txn) = self.txn.as_mut() else { return };
-        if !commit && !txn.tv2 && txn.epoch_bump_needed {
-            txn.bump_after_abort = true;
-            self.work_pending = true;
-            return;
-        }
-        if txn.tv2 {
-            txn.epoch_bump_needed = false;
-        }
-        self.txn_ended(commit);
-    }
-
     // ---- Dispatch --------------------------------------------------------------------------
 
     /// The answer to a coordinator request. Returns false when it could not be parsed (the
@@ -860,7 +539,7 @@ impl<T> Producer<T> {
 /// coordinator lookup, then a retry; `None` when every partition succeeded.
 /// `OPERATION_NOT_ATTEMPTED` (a partition left out because of another's error) counts as a
 /// retry.
-fn worst_error(topics: &[TopicPartitionErrors]) -> Option<ErrorCode> {
+pub(super) fn worst_error(topics: &[TopicPartitionErrors]) -> Option<ErrorCode> {
     let rank = |code: ErrorCode| match class(code) {
         Class::Fatal => 0,
         Class::Abortable if code == ErrorCode::OPERATION_NOT_ATTEMPTED => 3,
