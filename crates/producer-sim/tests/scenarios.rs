@@ -168,6 +168,43 @@ fn leader_moves_mid_stream_and_batches_follow() {
     assert!(to_new.count() > 0, "orders-0 batches followed the leader");
 }
 
+/// A leader is killed for good, and its partitions get new leaders only some seconds later
+/// (Kafka's controller notices a dead broker after its session timeout): metadata asked right
+/// after the loss still names the dead broker. Each failed reconnect asks again, so the records
+/// move to the new leader as soon as Metadata names it, well within their delivery timeout.
+#[test]
+fn a_leader_killed_for_good_is_replaced_when_metadata_names_the_new_one() {
+    let mut h = harness(cluster(3, TOPICS, 4), |b| {
+        b.delivery_timeout(secs(30)).request_timeout(secs(5))
+    });
+    let mut sent = send_many(&mut h, NAMES, 0, 200, true);
+    h.run_for(Duration::from_millis(50));
+    let (dead, _) = h.cluster.leader("orders", 0).unwrap();
+    h.cluster.stop_broker(dead, h.now).unwrap();
+    sent.extend(send_many(&mut h, NAMES, 200, 200, true));
+    // The controller has not noticed yet.
+    h.run_for(secs(3));
+    let new = if dead == 3 { 1 } else { dead + 1 };
+    let moved_at = h.now;
+    for &(t, n) in TOPICS {
+        for p in 0..n {
+            if h.cluster.leader(t, p).map(|(l, _)| l) == Some(dead) {
+                h.cluster.move_leader(t, p, new).unwrap();
+            }
+        }
+    }
+    assert!(
+        h.run_until(secs(10), |h| h.producer.buffered_records() == 0),
+        "records still wait {:?} after the new leaders were elected",
+        h.now - moved_at
+    );
+    check_run(&h, &sent, TOPICS, true);
+    assert!(
+        reports(&h).values().all(|r| r.is_ok()),
+        "every record delivered"
+    );
+}
+
 #[test]
 fn not_leader_refreshes_metadata_before_retrying_without_hints() {
     // Brokers speaking at most Produce v9 send no leader hints: the producer must refresh metadata.

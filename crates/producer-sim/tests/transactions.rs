@@ -797,3 +797,45 @@ fn a_transaction_past_its_timeout_is_aborted_by_the_coordinator() {
         );
     }
 }
+
+/// The transaction coordinator's broker dies mid-transaction and Kafka moves the coordinator
+/// (here: `move_coordinator`, as the controller would once it noticed): the producer, whose
+/// connection to the old coordinator fails, looks the coordinator up again and commits.
+#[test]
+fn a_dead_transaction_coordinator_is_looked_up_again() {
+    use producer_sim::CoordinatorKind;
+    for tv in [1, 2] {
+        let mut h = transactional(3, tv, "moving");
+        init_and_begin(&mut h);
+        for id in 0..5 {
+            h.send(record(id, "a", true), id).unwrap();
+        }
+        h.run_for(Duration::from_millis(200));
+        let old = h
+            .cluster
+            .coordinator(CoordinatorKind::Transaction, "moving")
+            .unwrap();
+        h.cluster.stop_broker(old, h.now).unwrap();
+        // Still named by FindCoordinator for a while (Kafka's controller has not noticed).
+        h.run_for(Duration::from_secs(2));
+        let new = (1..=BROKERS).find(|&b| b != old).unwrap();
+        h.cluster
+            .move_coordinator(CoordinatorKind::Transaction, "moving", new)
+            .unwrap();
+        // And its partitions' leadership, as Kafka's controller would.
+        for &(t, n) in TOPICS {
+            for p in 0..n {
+                if h.cluster.leader(t, p).map(|(l, _)| l) == Some(old) {
+                    h.cluster.move_leader(t, p, new).unwrap();
+                }
+            }
+        }
+        let (r, ids) = commit_one(&mut h, 5, 5, false);
+        assert_eq!(
+            r.result,
+            Ok(()),
+            "TV{tv}: committed through the new coordinator"
+        );
+        assert_eq!(visible(&h, &(0..5).chain(ids).collect::<Vec<_>>()), 10);
+    }
+}

@@ -347,7 +347,17 @@ impl<T> Producer<T> {
                 | RequestKind::SaslAuthenticate => {}
             }
         }
-        if was_ready {
+        // A broker that cannot be reached while it leads partitions with records waiting may
+        // have lost its leadership (killed; the controller elects new leaders once it notices):
+        // each failed attempt asks again, within the refresh backoff, until Metadata names
+        // another leader. Without it, the records would wait out their delivery timeout.
+        let leads_waiting = self
+            .brokers
+            .slot(slot)
+            .partitions
+            .iter()
+            .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+        if was_ready || leads_waiting {
             self.request_metadata();
         }
         self.work_pending = true;

@@ -164,12 +164,7 @@ impl<T> Producer<T> {
     // ---- TxnOffsetCommit -------------------------------------------------------------------
 
     pub(super) fn send_txn_offset_commit(&mut self, coordinator: i32) {
-        let Some(conn) = self.coordinator_connection(coordinator) else {
-            if self.brokers.slot_of_node(coordinator).is_none() {
-                if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
-                    o.step = OffsetsStep::FindGroupCoordinator;
-                }
-            }
+        let Some(conn) = self.coordinator_connection(coordinator, true) else {
             return;
         };
         let Some(v) = self.txn_versions(conn) else {

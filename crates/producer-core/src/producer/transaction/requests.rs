@@ -200,29 +200,39 @@ impl<T> Producer<T> {
         }
     }
 
-    /// A ready connection to broker `node`, or `None` after starting one (or arming a timer for
-    /// its reconnect backoff). An unknown node is looked up again.
-    pub(super) fn coordinator_connection(&mut self, node: i32) -> Option<ConnId> {
+    /// A ready connection to the coordinator `node` (the transaction's, or with `group` the
+    /// offsets' group's), or `None` after starting one. A node that is unknown, or backing off
+    /// after a failed connection (killed, or no longer the coordinator), is looked up again
+    /// after a retry backoff: FindCoordinator names the new one once Kafka moved the
+    /// coordinator.
+    pub(super) fn coordinator_connection(&mut self, node: i32, group: bool) -> Option<ConnId> {
         let now = self.now;
-        let Some(slot) = self.brokers.slot_of_node(node) else {
-            if let Some(txn) = self.txn.as_mut() {
-                txn.coordinator = None;
+        let slot = self.brokers.slot_of_node(node);
+        let b = slot.map(|s| self.brokers.slot(s));
+        match b.map(|b| (&b.conn, b.is_ready(), b.reconnect_at)) {
+            Some((Some(c), true, _)) => return Some(c.id),
+            Some((Some(_), false, _)) => return None, // connecting: readiness marks it dirty
+            Some((None, _, at)) if at.is_none_or(|at| at <= now) => {
+                self.connect(slot.expect("a known node"));
+                return None;
             }
-            self.work_pending = true;
-            return None;
-        };
-        let b = self.brokers.slot(slot);
-        match &b.conn {
-            Some(c) if b.is_ready() => Some(c.id),
-            Some(_) => None, // connecting: its readiness marks the broker dirty
-            None => {
-                match b.reconnect_at {
-                    Some(at) if at > now => self.timers.arm(at, TimerKind::Transaction),
-                    _ => self.connect(slot),
+            _ => {}
+        }
+        // Unknown, or its last connection failed: look the coordinator up again.
+        match group {
+            true => {
+                if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
+                    o.step = OffsetsStep::FindGroupCoordinator;
                 }
-                None
+            }
+            false => {
+                if let Some(txn) = self.txn.as_mut() {
+                    txn.coordinator = None;
+                }
             }
         }
+        self.txn_retry_later(false);
+        None
     }
 
     /// A ready connection to the transaction coordinator and its transaction API versions, or
@@ -231,7 +241,7 @@ impl<T> Producer<T> {
         &mut self,
     ) -> Option<(ConnId, crate::connection::TxnVersions)> {
         let node = self.txn.as_ref().and_then(|t| t.coordinator)?;
-        let conn = self.coordinator_connection(node)?;
+        let conn = self.coordinator_connection(node, false)?;
         let v = self.txn_versions(conn)?;
         Some((conn, v))
     }
