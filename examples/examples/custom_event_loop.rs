@@ -111,6 +111,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 },
                 Output::Event(e) => eprintln!("event: {e:?}"),
+                // Only for a transactional producer, which this example is not.
+                Output::Transaction(r) => eprintln!("transaction: {r:?}"),
                 // Only for SASL OAUTHBEARER, which this example does not configure.
                 Output::TokenRequest => {
                     producer.handle_token(Instant::now(), Err("no token provider".into()))

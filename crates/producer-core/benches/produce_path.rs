@@ -343,7 +343,10 @@ impl Harness {
                     black_box(d.opaque);
                     self.delivered += 1;
                 }
-                Output::Disconnect { .. } | Output::Event(_) | Output::TokenRequest => {}
+                Output::Disconnect { .. }
+                | Output::Event(_)
+                | Output::Transaction(_)
+                | Output::TokenRequest => {}
             }
         }
     }

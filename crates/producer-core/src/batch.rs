@@ -167,6 +167,7 @@ impl<T> OpenBatch<T> {
     pub(crate) fn seal(
         self,
         compression: Compression,
+        transactional: bool,
     ) -> Result<(Batch<T>, Option<Vec<u8>>), (CompressionError, Unreported<T>)> {
         let OpenBatch {
             id,
@@ -176,7 +177,12 @@ impl<T> OpenBatch<T> {
             created,
         } = self;
         match builder.seal_or_keep(compression) {
-            Ok((sealed, spare)) => Ok((Batch::new(id, sealed, records, charged, created), spare)),
+            Ok((mut sealed, spare)) => {
+                if transactional {
+                    sealed.set_transactional(true);
+                }
+                Ok((Batch::new(id, sealed, records, charged, created), spare))
+            }
             Err((e, builder)) => Err((
                 e,
                 Unreported {
@@ -193,7 +199,7 @@ impl<T> OpenBatch<T> {
     /// batches before it and be reported after them. If it cannot be sealed even so (not
     /// expected), its records come back to be reported at once.
     pub(crate) fn into_failed(self, error: ProduceError) -> Result<Batch<T>, Unreported<T>> {
-        match self.seal(Compression::None) {
+        match self.seal(Compression::None, false) {
             Ok((mut batch, _)) => {
                 batch.finish(Err(error));
                 Ok(batch)
@@ -314,6 +320,9 @@ impl<T> Batch<T> {
     }
     pub(crate) fn is_done(&self) -> bool {
         matches!(self.state, BatchState::Done(_))
+    }
+    pub(crate) fn is_in_flight(&self) -> bool {
+        matches!(self.state, BatchState::InFlight { .. })
     }
     pub(crate) fn is_in_flight_on(&self, conn: ConnId) -> bool {
         matches!(self.state, BatchState::InFlight { conn: c } if c == conn)

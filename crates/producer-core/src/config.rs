@@ -43,6 +43,16 @@ pub enum ConfigError {
         /// `linger + request_timeout`.
         min: Duration,
     },
+    /// `transactional.id` is set while idempotence is off (`enable_idempotence(false)`, or
+    /// `acks` other than `all`): transactions need the idempotent producer.
+    #[error("transactional_id requires idempotence (enable_idempotence true and acks=all)")]
+    TransactionsNeedIdempotence,
+    /// `transactional.id` is the empty string.
+    #[error("transactional_id is empty")]
+    EmptyTransactionalId,
+    /// `transaction.timeout.ms` is zero or does not fit the protocol's 32-bit milliseconds.
+    #[error("transaction_timeout = {0:?}: must be between 1 ms and i32::MAX ms")]
+    InvalidTransactionTimeout(Duration),
     /// Idempotence was asked for explicitly together with `acks` other than `all`.
     #[error("enable_idempotence requires acks=all")]
     IdempotenceNeedsAcksAll,
@@ -102,6 +112,12 @@ pub struct Config {
     pub acks: Acks,
     /// `enable.idempotence` after validation.
     pub idempotence: bool,
+    /// `transactional.id`: set, the producer is transactional (see
+    /// [`crate::Producer::init_transactions`]); it implies idempotence.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open
+    /// (default 60 s).
+    pub transaction_timeout: Duration,
     /// `linger.ms`.
     pub linger: Duration,
     /// `batch.size` (bytes, uncompressed).
@@ -196,6 +212,8 @@ impl Config {
                 client_id: "producer-core".to_owned(),
                 acks: Acks::All,
                 idempotence: true,
+                transactional_id: None,
+                transaction_timeout: Duration::from_secs(60),
                 linger: Duration::from_millis(5),
                 batch_size: 16 * 1024,
                 max_request_size: 1024 * 1024,
@@ -329,6 +347,25 @@ impl ConfigBuilder {
         self
     }
 
+    /// `transactional.id` (default none): makes the producer transactional. Records are then
+    /// sent inside transactions only ([`crate::Producer::init_transactions`] once, then
+    /// `begin_transaction` ... `commit_transaction`); it needs idempotence, so
+    /// `enable_idempotence(false)` or `acks` other than `all` with it fail
+    /// [`ConfigBuilder::build`].
+    #[must_use = "the builder is returned, not changed in place"]
+    pub fn transactional_id(mut self, v: impl Into<String>) -> Self {
+        self.config.transactional_id = Some(v.into());
+        self
+    }
+
+    /// `transaction.timeout.ms` (default 60 s): how long the coordinator lets a transaction
+    /// stay open before it aborts it.
+    #[must_use = "the builder is returned, not changed in place"]
+    pub fn transaction_timeout(mut self, v: Duration) -> Self {
+        self.config.transaction_timeout = v;
+        self
+    }
+
     /// `enable.idempotence` (default true). Set explicitly together with `acks` other than
     /// `all`, [`ConfigBuilder::build`] fails; left unset, it is turned off silently in that case,
     /// as the Java client does.
@@ -358,6 +395,21 @@ impl ConfigBuilder {
             Some(v) => v,
             None => c.acks == Acks::All,
         };
+        if let Some(id) = &c.transactional_id {
+            if id.is_empty() {
+                return Err(ConfigError::EmptyTransactionalId);
+            }
+            if !c.idempotence {
+                return Err(ConfigError::TransactionsNeedIdempotence);
+            }
+            if c.transaction_timeout.is_zero()
+                || c.transaction_timeout > Duration::from_millis(i32::MAX as u64)
+            {
+                return Err(ConfigError::InvalidTransactionTimeout(
+                    c.transaction_timeout,
+                ));
+            }
+        }
         if c.max_in_flight == 0 || (c.idempotence && c.max_in_flight > 5) {
             return Err(ConfigError::InvalidMaxInFlight(c.max_in_flight));
         }

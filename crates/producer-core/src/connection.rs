@@ -50,6 +50,22 @@ pub(crate) struct Versions {
     pub(crate) init_producer_id: Option<i16>,
     /// SaslHandshake (v1) and SaslAuthenticate, when the broker offers both.
     pub(crate) sasl: Option<SaslVersions>,
+    /// The transaction APIs, when the broker offers all of them.
+    pub(crate) txn: Option<TxnVersions>,
+}
+
+/// The transaction API versions agreed with one broker, and the cluster's finalized
+/// `transaction.version` as it reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnVersions {
+    pub(crate) find_coordinator: i16,
+    pub(crate) add_partitions: i16,
+    pub(crate) add_offsets: i16,
+    pub(crate) end_txn: i16,
+    pub(crate) txn_offset_commit: i16,
+    /// The finalized `transaction.version` feature level (0 when not reported): 2 and above
+    /// is KIP-890's second part (TV2).
+    pub(crate) transaction_version: i16,
 }
 
 /// The SASL API versions agreed with one broker.
@@ -74,6 +90,16 @@ impl Versions {
                     handshake,
                     authenticate,
                 }),
+            txn: (|| {
+                Some(TxnVersions {
+                    find_coordinator: resp.negotiate(ApiKey::FindCoordinator)?,
+                    add_partitions: resp.negotiate(ApiKey::AddPartitionsToTxn)?,
+                    add_offsets: resp.negotiate(ApiKey::AddOffsetsToTxn)?,
+                    end_txn: resp.negotiate(ApiKey::EndTxn)?,
+                    txn_offset_commit: resp.negotiate(ApiKey::TxnOffsetCommit)?,
+                    transaction_version: resp.finalized_level("transaction.version").unwrap_or(0),
+                })
+            })(),
         })
     }
 }
@@ -89,6 +115,8 @@ pub(crate) enum RequestKind {
     InitProducerId,
     SaslHandshake,
     SaslAuthenticate,
+    /// A request of the transactional producer (to the transaction or group coordinator).
+    Transaction(crate::producer::TxnRequest),
     /// The batches it carries.
     Produce {
         batches: Vec<BatchRef>,

@@ -54,6 +54,8 @@ impl ErrorCode {
     pub const INVALID_REQUIRED_ACKS: ErrorCode = ErrorCode(21);
     /// `TOPIC_AUTHORIZATION_FAILED` (29).
     pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
+    /// `GROUP_AUTHORIZATION_FAILED` (30).
+    pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
     /// `CLUSTER_AUTHORIZATION_FAILED` (31).
     pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
     /// `INVALID_TIMESTAMP` (32).
@@ -86,6 +88,9 @@ impl ErrorCode {
     pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
     /// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53).
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
+    /// `OPERATION_NOT_ATTEMPTED` (55): a partition of the request was left out because of
+    /// another's error.
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
     /// `KAFKA_STORAGE_ERROR` (56).
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
     /// `SASL_AUTHENTICATION_FAILED` (58).
@@ -155,6 +160,8 @@ impl ErrorCode {
         ErrorCode::INVALID_TRANSACTION_TIMEOUT,
         ErrorCode::CONCURRENT_TRANSACTIONS,
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode::OPERATION_NOT_ATTEMPTED,
+        ErrorCode::GROUP_AUTHORIZATION_FAILED,
         ErrorCode::KAFKA_STORAGE_ERROR,
         ErrorCode::SASL_AUTHENTICATION_FAILED,
         ErrorCode::UNKNOWN_PRODUCER_ID,
@@ -212,6 +219,8 @@ impl ErrorCode {
             50 => "INVALID_TRANSACTION_TIMEOUT",
             51 => "CONCURRENT_TRANSACTIONS",
             53 => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+            55 => "OPERATION_NOT_ATTEMPTED",
+            30 => "GROUP_AUTHORIZATION_FAILED",
             56 => "KAFKA_STORAGE_ERROR",
             58 => "SASL_AUTHENTICATION_FAILED",
             59 => "UNKNOWN_PRODUCER_ID",

@@ -69,6 +69,7 @@ pub mod sasl;
 mod security;
 mod timer;
 mod topics;
+pub mod transaction;
 mod types;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
@@ -78,6 +79,10 @@ pub use producer::{Producer, Stats};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
+pub use transaction::{
+    ConsumerGroupMetadata, OffsetToCommit, TransactionError, TransactionOperation,
+    TransactionResult, TransactionState,
+};
 pub use types::{
     ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
     RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,

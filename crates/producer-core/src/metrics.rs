@@ -25,6 +25,8 @@
 //! | `kafka_producer_metadata_refreshes_total` | counter | | Metadata responses applied |
 //! | `kafka_producer_topics_recreated_total` | counter | | topics seen with a new topic id (deleted and created again while in use) |
 //! | `kafka_producer_rebootstraps_total` | counter | | returns to the bootstrap list (`metadata.recovery.strategy=rebootstrap`) |
+//! | `kafka_producer_transactions_committed_total` | counter | | transactions committed (a transactional producer) |
+//! | `kafka_producer_transactions_aborted_total` | counter | | transactions aborted |
 //! | `kafka_producer_malformed_responses_total` | counter | | responses that could not be parsed |
 //! | `kafka_producer_ignored_responses_total` | counter | | answers to acks=0 requests, ignored |
 //! | `kafka_producer_buffered_records` | gauge | | records accepted and not yet reported |
@@ -315,7 +317,7 @@ impl MetricsSnapshot {
 
     fn write_prometheus(&self, out: &mut String) -> fmt::Result {
         let c = &self.counters;
-        let counters: [(&str, &str, u64); 14] = [
+        let counters: [(&str, &str, u64); 16] = [
             (
                 "records_sent_total",
                 "Records carried by Produce requests, retries included.",
@@ -375,6 +377,16 @@ impl MetricsSnapshot {
                 "rebootstraps_total",
                 "Returns to the bootstrap list.",
                 c.rebootstraps,
+            ),
+            (
+                "transactions_committed_total",
+                "Transactions committed.",
+                c.transactions_committed,
+            ),
+            (
+                "transactions_aborted_total",
+                "Transactions aborted.",
+                c.transactions_aborted,
             ),
             (
                 "malformed_responses_total",

@@ -32,6 +32,8 @@ pub(crate) struct SuccessRun<T> {
     next_offset: i64,
     /// The log-append time, or -1 when the topic uses create time.
     append_time: i64,
+    /// The records' transaction committed.
+    committed: bool,
 }
 
 impl<T> SuccessRun<T> {
@@ -50,7 +52,14 @@ impl<T> SuccessRun<T> {
             partition,
             next_offset: base_offset,
             append_time,
+            committed: false,
         }
+    }
+
+    /// The same reports, saying their transaction committed.
+    pub(crate) fn committed(mut self) -> Self {
+        self.committed = true;
+        self
     }
 
     /// The next report, if any record is left.
@@ -72,6 +81,7 @@ impl<T> SuccessRun<T> {
                 partition: self.partition,
                 offset,
                 timestamp,
+                committed: self.committed,
             }),
         }))
     }

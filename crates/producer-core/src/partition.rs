@@ -73,6 +73,9 @@ pub(crate) enum IdentityStep {
     ResolvingHole,
     /// Its epochs are exhausted: the producer needs a new producer id.
     NeedsNewProducerId,
+    /// A reset is due, but the partition may not bump its own epoch (a transactional producer's
+    /// epoch is the coordinator's): it waits for the producer's epoch to move on.
+    AwaitingEpoch,
 }
 
 impl<T> PartitionQueue<T> {
@@ -366,12 +369,23 @@ impl<T> PartitionQueue<T> {
     /// Gets the partition ready to send under the producer's id and epoch: adopts them on first
     /// use and, once nothing is in flight and the batches before a sequence hole are resolved,
     /// bumps the partition's epoch and restamps its unacknowledged batches from sequence 0.
-    pub(crate) fn prepare_identity(&mut self, producer_id: i64, epoch: i16) -> IdentityStep {
+    ///
+    /// A producer epoch above the partition's (a transactional producer's new epoch after a
+    /// transaction ended, or a bump after an abort) is adopted the same way. With `may_bump`
+    /// false the partition never bumps its own epoch: a due reset waits for the producer's.
+    pub(crate) fn prepare_identity(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        may_bump: bool,
+    ) -> IdentityStep {
         if self.inflight > 0 {
             return IdentityStep::Ready;
         }
-        let (new_epoch, step) = if self.producer_id != producer_id {
+        let (new_epoch, step) = if self.producer_id != producer_id || epoch > self.epoch {
             (epoch, IdentityStep::Adopted)
+        } else if self.needs_reset && !may_bump {
+            return IdentityStep::AwaitingEpoch;
         } else if self.needs_reset {
             if self.barrier_position().is_some() {
                 return IdentityStep::ResolvingHole;
@@ -537,6 +551,34 @@ impl<T> PartitionQueue<T> {
                 None
             }
             Err(records) => Some(records),
+        }
+    }
+
+    /// Fails every batch not in flight (sent before or not) with `error`, and the open batch,
+    /// closed as a failed batch behind them (the transaction they belong to is aborted);
+    /// batches in flight wait for their answer. Reports then come out in order through
+    /// [`PartitionQueue::pop_done`]. Returns whether a batch that had been sent failed (its
+    /// sequence numbers are a hole), and the open batch's records if it could not be closed.
+    pub(crate) fn fail_unsent(&mut self, error: ProduceError) -> (bool, Option<Unreported<T>>) {
+        let mut sent_failed = false;
+        let sent = self.sent;
+        for (i, b) in self.batches.iter_mut().enumerate() {
+            if !b.is_done() && !b.is_in_flight() {
+                sent_failed |= i < sent;
+                b.finish(Err(error.clone()));
+            }
+        }
+        self.sent = self.batches.len();
+        let Some(open) = self.open.take() else {
+            return (sent_failed, None);
+        };
+        match open.into_failed(error) {
+            Ok(batch) => {
+                self.batches.push_back(batch);
+                self.sent = self.batches.len();
+                (sent_failed, None)
+            }
+            Err(records) => (sent_failed, Some(records)),
         }
     }
 

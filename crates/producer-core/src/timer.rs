@@ -33,6 +33,9 @@ pub(crate) enum TimerKind {
     Holding { topic: u32 },
     /// InitProducerId may be retried.
     ProducerId,
+    /// The transactional producer's coordinator request may be retried, a coordinator may be
+    /// connected to again, or the open transaction reaches `transaction.timeout.ms`.
+    Transaction,
     /// A connection's SASL session nears its end: authenticate again.
     Reauthenticate { slot: u32 },
 }

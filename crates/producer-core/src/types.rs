@@ -123,6 +123,10 @@ pub enum Output<T> {
     TokenRequest,
     /// One record's delivery report.
     Delivery(Delivery<T>),
+    /// A transactional operation (`init_transactions`, `send_offsets_to_transaction`,
+    /// `commit_transaction`, `abort_transaction`) completed or failed: hand it to whoever
+    /// waits for it.
+    Transaction(crate::TransactionResult),
     /// Something an operator may want to know.
     Event(Event),
 }
@@ -289,6 +293,9 @@ pub struct RecordMetadata {
     pub offset: i64,
     /// The timestamp: the log-append time when the topic uses it, else the record's own.
     pub timestamp: i64,
+    /// The record was written in a transaction, and the transaction committed (a
+    /// transactional producer reports its records only once their transaction ended).
+    pub committed: bool,
 }
 
 impl DeliveryFailure {
@@ -310,6 +317,7 @@ impl RecordMetadata {
             partition,
             offset,
             timestamp,
+            committed: false,
         }
     }
 }
@@ -425,6 +433,11 @@ pub enum ProduceError {
     /// The producer was closed before the record could be sent.
     #[error("producer closed")]
     Closed,
+    /// The record's transaction was aborted (by `abort_transaction`, or by a close with the
+    /// transaction open): it is not visible to `read_committed` consumers, even if it was
+    /// written.
+    #[error("the record's transaction was aborted")]
+    TransactionAborted,
     /// The batch could not be compressed (when it was closed, or when a batch too large for
     /// the broker was split and its halves re-encoded).
     #[error("compression failed: {0}")]
@@ -528,6 +541,11 @@ pub enum SendErrorReason {
     /// `close` was called.
     #[error("producer is closed")]
     Closed,
+    /// A transactional producer takes records only inside an open transaction
+    /// (`begin_transaction` called, and the transaction not failed: after an abortable error
+    /// only `abort_transaction` is allowed).
+    #[error("no open transaction (begin_transaction first, or abort the failed one)")]
+    NoTransaction,
     /// The producer hit a fatal error.
     #[error("producer failed: {0}")]
     Fatal(ProduceError),

@@ -30,6 +30,8 @@ pub fn publish(snapshot: &MetricsSnapshot) {
         ("metadata_refreshes_total", c.metadata_refreshes),
         ("topics_recreated_total", c.topics_recreated),
         ("rebootstraps_total", c.rebootstraps),
+        ("transactions_committed_total", c.transactions_committed),
+        ("transactions_aborted_total", c.transactions_aborted),
         ("malformed_responses_total", c.malformed_responses),
         ("ignored_responses_total", c.ignored_responses),
     ] {

@@ -84,7 +84,8 @@ pub use threaded::{BatchClosed, SendError, ThreadedProducer};
 pub use tokens::TokenRange;
 
 pub use producer_core::{
-    Config, Delivery, DeliveryFailure, Event, MetricsSnapshot, ProduceError, Record, RecordMetadata,
+    Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,
+    OffsetToCommit, ProduceError, Record, RecordMetadata, TransactionError, TransactionResult,
 };
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, Delivery, MetricsSnapshot, OAuthToken, ProduceError, Record, SendErrorReason,
+    Config, ConsumerGroupMetadata, Delivery, MetricsSnapshot, OAuthToken, OffsetToCommit,
+    ProduceError, Record, SendErrorReason, TransactionError, TransactionOperation,
 };
 use producer_driver::timestamp;
 use producer_driver::{Cohort, CommandQueue, FlushTracker, Refused};
@@ -60,7 +61,33 @@ enum Command<T> {
     Send(Record, T),
     Flush(SyncSender<()>),
     Metrics(SyncSender<MetricsSnapshot>),
+    /// A transactional operation, answered when the core reports it complete.
+    Txn(TxnCmd, TxnReply),
 }
+
+/// The transactional operations, as a handle queues them.
+enum TxnCmd {
+    Init,
+    Begin,
+    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
+    Commit,
+    Abort,
+}
+
+impl TxnCmd {
+    fn operation(&self) -> TransactionOperation {
+        match self {
+            TxnCmd::Init => TransactionOperation::Init,
+            TxnCmd::Begin => TransactionOperation::Begin,
+            TxnCmd::SendOffsets(..) => TransactionOperation::SendOffsets,
+            TxnCmd::Commit => TransactionOperation::Commit,
+            TxnCmd::Abort => TransactionOperation::Abort,
+        }
+    }
+}
+
+/// Where a transactional operation's result goes.
+type TxnReply = SyncSender<Result<(), TransactionError>>;
 
 /// What the handles and the thread share.
 struct Shared<T> {
@@ -233,6 +260,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                     unreleased: 0,
                     stash: None,
                     closing: false,
+                    txn_waiter: None,
+                    txn_flushes: Vec::new(),
                 };
                 state.run();
             })?;
@@ -378,6 +407,66 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         last.unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Queues a transactional operation and blocks until its result. From the delivery
+    /// callback (the producer thread) it cannot wait: refused with
+    /// [`TransactionError::InProgress`].
+    fn transaction(&self, op: TxnCmd) -> Result<(), TransactionError> {
+        if thread::current().id() == self.inner.thread_id {
+            return Err(TransactionError::InProgress {
+                operation: op.operation(),
+            });
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        if self
+            .inner
+            .shared
+            .queue
+            .push_control(Command::Txn(op, tx))
+            .is_err()
+        {
+            return Err(TransactionError::Closed);
+        }
+        self.inner.shared.wake();
+        rx.recv().unwrap_or(Err(TransactionError::Closed))
+    }
+
+    /// Starts the transactional producer (`transactional.id` in the config): finds its
+    /// coordinator and gets its producer id, fencing any earlier producer with the same id.
+    /// Blocks until done. Call it once, before the first
+    /// [`ThreadedProducer::begin_transaction`].
+    pub fn init_transactions(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Init)
+    }
+
+    /// Opens a transaction: records sent from now on belong to it (a transactional
+    /// producer's records sent outside one fail with `SendErrorReason::NoTransaction`).
+    pub fn begin_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Begin)
+    }
+
+    /// Adds a consumer group's offsets to the open transaction (committed for the group if
+    /// and only if the transaction commits); blocks until the group's coordinator has them.
+    pub fn send_offsets_to_transaction(
+        &self,
+        offsets: Vec<OffsetToCommit>,
+        group: ConsumerGroupMetadata,
+    ) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::SendOffsets(offsets, group))
+    }
+
+    /// Commits the open transaction: flushes its records and blocks until each is
+    /// acknowledged and the transaction ended; the records' reports (with `committed` set)
+    /// reach the callback before this returns. On [`TransactionError::Abortable`], abort.
+    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Commit)
+    }
+
+    /// Aborts the open transaction and blocks until done: its records fail with
+    /// `ProduceError::TransactionAborted`, each handed back in its report.
+    pub fn abort_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Abort)
+    }
+
     /// Whether `close` was called or the producer thread ended.
     pub fn is_closed(&self) -> bool {
         self.inner.shared.close_requested.load(Ordering::SeqCst)
@@ -438,6 +527,10 @@ struct Loop<T, F: FnMut(Delivery<T>)> {
     /// One record the core refused as `Full`, retried before handling more commands.
     stash: Option<(Record, T)>,
     closing: bool,
+    /// Who waits for the transactional operation under way (the core runs one at a time).
+    txn_waiter: Option<TxnReply>,
+    /// Flushes of a transactional producer, answered once every record is acknowledged.
+    txn_flushes: Vec<FlushDone>,
 }
 
 impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
@@ -452,6 +545,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             let more = self.take_commands();
             // Records were handed over without acting on the core's outputs: once for all now.
             self.driver.drive(Instant::now());
+            self.answer_transactions();
             if self.driver.is_closed() {
                 break;
             }
@@ -472,6 +566,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
             self.driver.handle_timeout();
+            self.answer_transactions();
         }
         self.shutdown();
         tracing::debug!("producer thread stopped");
@@ -513,6 +608,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             }
             match cmd {
                 Command::Send(record, opaque) => self.submit(now, record, opaque),
+                Command::Flush(done) if self.driver.core().config().transactional_id.is_some() => {
+                    // Reports wait for the transaction's end: the flush is done once every
+                    // record is acknowledged (as the Java client's, which waits for all).
+                    self.driver.flush();
+                    self.txn_flushes.push(done);
+                    now = Instant::now();
+                }
                 Command::Flush(done) => {
                     self.driver.flush();
                     answer(self.driver.sink_mut().flushes.flush(done));
@@ -520,6 +622,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
                 Command::Metrics(reply) => {
                     let _ = reply.try_send(self.driver.metrics());
+                }
+                Command::Txn(op, reply) => {
+                    self.start_transaction_op(op, reply);
+                    now = Instant::now();
                 }
             }
         }
@@ -529,6 +635,42 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             self.unreleased = 0;
         }
         handled == CHUNK
+    }
+
+    /// Hands a transactional operation to the driver; its result is answered now when it was
+    /// refused (or is local), else when the core reports it complete.
+    fn start_transaction_op(&mut self, op: TxnCmd, reply: TxnReply) {
+        let started = match op {
+            TxnCmd::Init => self.driver.init_transactions(),
+            TxnCmd::Begin => {
+                let _ = reply.try_send(self.driver.begin_transaction());
+                return;
+            }
+            TxnCmd::SendOffsets(offsets, group) => {
+                self.driver.send_offsets_to_transaction(offsets, group)
+            }
+            TxnCmd::Commit => self.driver.commit_transaction(),
+            TxnCmd::Abort => self.driver.abort_transaction(),
+        };
+        match started {
+            Ok(()) => self.txn_waiter = Some(reply),
+            Err(e) => {
+                let _ = reply.try_send(Err(e));
+            }
+        }
+    }
+
+    /// Answers the waiter of each transactional operation the core completed, and the
+    /// flushes of a transactional producer once every record is acknowledged.
+    fn answer_transactions(&mut self) {
+        if !self.txn_flushes.is_empty() && self.driver.core().unacknowledged_records() == 0 {
+            answer(self.txn_flushes.drain(..));
+        }
+        while let Some(r) = self.driver.poll_transaction() {
+            if let Some(w) = self.txn_waiter.take() {
+                let _ = w.try_send(r.result);
+            }
+        }
     }
 
     fn begin_close(&mut self) {
@@ -588,7 +730,15 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 Command::Metrics(reply) => {
                     let _ = reply.try_send(last.clone());
                 }
+                Command::Txn(_, reply) => {
+                    let _ = reply.try_send(Err(TransactionError::Closed));
+                }
             }
+        }
+        self.answer_transactions();
+        answer(self.txn_flushes.drain(..));
+        if let Some(w) = self.txn_waiter.take() {
+            let _ = w.try_send(Err(TransactionError::Closed));
         }
         answer(self.driver.sink_mut().flushes.release_all());
     }

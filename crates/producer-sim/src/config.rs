@@ -15,14 +15,29 @@ pub const API_INIT_PRODUCER_ID: i16 = 22;
 pub const API_SASL_HANDSHAKE: i16 = 17;
 /// API key of SaslAuthenticate.
 pub const API_SASL_AUTHENTICATE: i16 = 36;
+/// API key of FindCoordinator.
+pub const API_FIND_COORDINATOR: i16 = 10;
+/// API key of AddPartitionsToTxn.
+pub const API_ADD_PARTITIONS_TO_TXN: i16 = 24;
+/// API key of AddOffsetsToTxn.
+pub const API_ADD_OFFSETS_TO_TXN: i16 = 25;
+/// API key of EndTxn.
+pub const API_END_TXN: i16 = 26;
+/// API key of TxnOffsetCommit.
+pub const API_TXN_OFFSET_COMMIT: i16 = 28;
 
 /// The API ranges a broker advertises when [`BrokerSpec::api_versions`] is `None`:
-/// `(api_key, min_version, max_version)`.
+/// `(api_key, min_version, max_version)`, Kafka 4.1's ranges for these APIs.
 pub const DEFAULT_API_VERSIONS: &[(i16, i16, i16)] = &[
     (API_PRODUCE, 3, 13),
     (API_METADATA, 0, 13),
     (API_API_VERSIONS, 0, 4),
     (API_INIT_PRODUCER_ID, 0, 5),
+    (API_FIND_COORDINATOR, 0, 6),
+    (API_ADD_PARTITIONS_TO_TXN, 0, 5),
+    (API_ADD_OFFSETS_TO_TXN, 0, 4),
+    (API_END_TXN, 0, 5),
+    (API_TXN_OFFSET_COMMIT, 0, 5),
 ];
 
 /// What a broker advertises besides [`DEFAULT_API_VERSIONS`] when the cluster has SASL
@@ -38,6 +53,11 @@ pub const SIM_CAPABILITIES: &[(i16, i16, i16)] = &[
     (API_METADATA, 0, 13),
     (API_API_VERSIONS, 0, 4),
     (API_INIT_PRODUCER_ID, 0, 5),
+    (API_FIND_COORDINATOR, 0, 6),
+    (API_ADD_PARTITIONS_TO_TXN, 0, 5),
+    (API_ADD_OFFSETS_TO_TXN, 0, 4),
+    (API_END_TXN, 0, 5),
+    (API_TXN_OFFSET_COMMIT, 0, 5),
     // v0 handshakes are followed by unframed tokens, which the simulator does not read.
     (API_SASL_HANDSHAKE, 1, 1),
     (API_SASL_AUTHENTICATE, 0, 2),
@@ -133,6 +153,25 @@ pub struct SimConfig {
     /// SaslHandshake and SaslAuthenticate. `None`: a plaintext listener, where SaslHandshake is
     /// refused with ILLEGAL_SASL_STATE.
     pub sasl: Option<SimSasl>,
+    /// The cluster's finalized `transaction.version` feature, reported by ApiVersions v3+:
+    /// 2 (KIP-890 part 2, the default of a fresh Kafka 4.x cluster: Produce v12+ adds a
+    /// partition to its transaction, every transaction end bumps the epoch), 1 (the classic
+    /// protocol, reported as finalized) or 0 (the classic protocol, the feature not reported at
+    /// all, like a cluster that never finalized it). The transaction-version-2 behaviour needs
+    /// both this level and the request versions of a TV2 client (Produce v12+, EndTxn v5,
+    /// TxnOffsetCommit v5); a TV2 request version on a cluster below 2 is served the classic
+    /// way and recorded as a violation (the client should cap its versions, as Java's does).
+    pub transaction_version: i16,
+    /// `transaction.max.timeout.ms`: InitProducerId with a larger (or non-positive)
+    /// transaction timeout is INVALID_TRANSACTION_TIMEOUT. Kafka's default: 15 minutes.
+    pub transaction_max_timeout: Duration,
+    /// How long the coordinator takes from EndTxn (or an abort it starts itself) to the
+    /// markers being written: meanwhile the transaction is PrepareCommit / PrepareAbort, its
+    /// partitions' last stable offset stays held back and the coordinator answers
+    /// CONCURRENT_TRANSACTIONS to InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and a
+    /// repeated EndTxn (Produce verification: NOT_ENOUGH_REPLICAS). Zero (the default): the
+    /// markers are written at once.
+    pub transaction_marker_delay: Duration,
 }
 
 impl SimConfig {
@@ -156,6 +195,9 @@ impl SimConfig {
             fragment_responses: false,
             cluster_id: "sim-cluster".to_string(),
             sasl: None,
+            transaction_version: 2,
+            transaction_max_timeout: Duration::from_secs(15 * 60),
+            transaction_marker_delay: Duration::ZERO,
         }
     }
 }

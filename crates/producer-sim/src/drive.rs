@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use producer_core::{ConnId as CoreConn, Delivery, Event, Output, Producer, Record, SendError};
+use producer_core::{
+    ConnId as CoreConn, Delivery, Event, Output, Producer, Record, SendError, TransactionResult,
+};
 
 use crate::{ConnId as SimConn, NetEvent, SimCluster};
 
@@ -29,6 +31,8 @@ pub struct Harness<T> {
     pub deliveries: Vec<Delivery<T>>,
     /// Every event the producer emitted.
     pub events: Vec<Event>,
+    /// Every transactional operation's result, in the order the producer emitted them.
+    pub transactions: Vec<TransactionResult>,
     /// Contract violations seen (a deadline not moving past `handle_timeout`, an endless drain).
     pub contract_violations: Vec<String>,
     /// The largest number of outputs one drain yielded.
@@ -50,6 +54,7 @@ impl<T> Harness<T> {
             now,
             deliveries: Vec::new(),
             events: Vec::new(),
+            transactions: Vec::new(),
             contract_violations: Vec::new(),
             max_drain: 0,
             oauth_token: None,
@@ -100,6 +105,7 @@ impl<T> Harness<T> {
                     self.cluster.close(now, sim);
                 }
             }
+            Output::Transaction(r) => self.transactions.push(r),
             Output::TokenRequest => {
                 let token = self
                     .oauth_token

@@ -85,12 +85,13 @@ mod rng;
 mod wire;
 
 pub use cluster::{
-    ConnId, InjectedError, LoggedRecord, NetEvent, ProducePartitionRecord, RequestRecord,
-    SimCluster,
+    CommittedOffset, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
+    ProducePartitionRecord, RequestRecord, SimCluster, TransactionState, TransactionView,
 };
 pub use config::{
-    BrokerSpec, SimConfig, SimSasl, API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA,
-    API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, DEFAULT_API_VERSIONS,
-    SASL_API_VERSIONS, SIM_CAPABILITIES,
+    BrokerSpec, SimConfig, SimSasl, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN,
+    API_API_VERSIONS, API_END_TXN, API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA,
+    API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT,
+    DEFAULT_API_VERSIONS, SASL_API_VERSIONS, SIM_CAPABILITIES,
 };
 pub use error::SimError;

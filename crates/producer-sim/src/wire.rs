@@ -178,6 +178,68 @@ pub(crate) fn precheck_metadata(body: &[u8], version: i16) -> WResult<()> {
     Ok(())
 }
 
+/// One field of a request body, as far as [`precheck`] needs to know it.
+#[derive(Debug, Clone)]
+pub(crate) enum Shape {
+    /// A fixed-size field of this many bytes.
+    Fixed(usize),
+    /// A (nullable) string.
+    Str,
+    /// An array of fixed-size primitives of this many bytes each (no tagged fields).
+    Ints(usize),
+    /// An array of (nullable) strings.
+    Strs,
+    /// An array of structs with these fields (tagged fields after each at flexible versions).
+    Array(Vec<Shape>),
+}
+
+impl Shape {
+    fn min_size(&self, flexible: bool) -> usize {
+        match self {
+            Shape::Fixed(n) => *n,
+            Shape::Str | Shape::Ints(_) | Shape::Strs | Shape::Array(_) if flexible => 1,
+            Shape::Str => 2,
+            Shape::Ints(_) | Shape::Strs | Shape::Array(_) => 4,
+        }
+    }
+}
+
+fn walk_fields(w: &mut Walker<'_>, fields: &[Shape], flexible: bool, what: &str) -> WResult<()> {
+    for f in fields {
+        match f {
+            Shape::Fixed(n) => {
+                w.take(*n, what)?;
+            }
+            Shape::Str => w.skip_len_prefixed(flexible, false, what)?,
+            Shape::Ints(n) => {
+                let len = w.array_len(flexible, *n, what)?.unwrap_or(0);
+                w.take(len.saturating_mul(*n), what)?;
+            }
+            Shape::Strs => {
+                let min = Shape::Str.min_size(flexible);
+                for _ in 0..w.array_len(flexible, min, what)?.unwrap_or(0) {
+                    w.skip_len_prefixed(flexible, false, what)?;
+                }
+            }
+            Shape::Array(elem) => {
+                let min: usize = elem.iter().map(|e| e.min_size(flexible)).sum::<usize>()
+                    + usize::from(flexible);
+                for _ in 0..w.array_len(flexible, min, what)?.unwrap_or(0) {
+                    walk_fields(w, elem, flexible, what)?;
+                }
+            }
+        }
+    }
+    w.skip_tags(flexible, what)
+}
+
+/// Structural pre-check of a request body described by `fields`: every array count must be
+/// backed by real elements (kafka-protocol reserves capacity from the count it reads).
+pub(crate) fn precheck(body: &[u8], fields: &[Shape], flexible: bool, what: &str) -> WResult<()> {
+    let mut w = Walker::new(body);
+    walk_fields(&mut w, fields, flexible, what)
+}
+
 /// Structural pre-check of a Produce request body (every array count and length is backed by
 /// the bytes present).
 pub(crate) fn precheck_produce(body: &[u8], version: i16) -> WResult<()> {

@@ -7,7 +7,10 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataResponse,
 };
 use kafka_protocol::records::Compression;
-use producer_sim::{API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE};
+use producer_sim::{
+    API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_API_VERSIONS, API_END_TXN,
+    API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE, API_TXN_OFFSET_COMMIT,
+};
 use support::client::*;
 use support::ErrorCode;
 
@@ -34,8 +37,13 @@ fn api_versions_every_version_lists_the_configured_ranges() {
             vec![
                 (API_PRODUCE, 3, 13),
                 (API_METADATA, 0, 13),
+                (API_FIND_COORDINATOR, 0, 6),
                 (API_API_VERSIONS, 0, 4),
-                (API_INIT_PRODUCER_ID, 0, 5)
+                (API_INIT_PRODUCER_ID, 0, 5),
+                (API_ADD_PARTITIONS_TO_TXN, 0, 5),
+                (API_ADD_OFFSETS_TO_TXN, 0, 4),
+                (API_END_TXN, 0, 5),
+                (API_TXN_OFFSET_COMMIT, 0, 5),
             ],
             "v{v}"
         );
@@ -255,6 +263,7 @@ fn init_producer_id_allocates_and_bumps() {
     // v3+ bump with the current epoch: same id, epoch + 1.
     let bump = |pid: i64, epoch: i16| {
         let mut r = InitProducerIdRequest::default();
+        r.transactional_id = None;
         r.transaction_timeout_ms = i32::MAX;
         r.producer_id = pid.into();
         r.producer_epoch = epoch;
@@ -866,6 +875,7 @@ fn injected_errors_for_init_producer_id_and_api_versions() {
         persist: false,
     });
     let mut req = InitProducerIdRequest::default();
+    req.transactional_id = None;
     req.transaction_timeout_ms = -1;
     let r: InitProducerIdResponse = c.roundtrip(conn, ApiKey::InitProducerId, 4, &req);
     assert_eq!(

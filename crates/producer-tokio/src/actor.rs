@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use producer_core::{Config, ConnId, Event, Output, ProduceError, Record, SendErrorReason};
+use producer_core::{
+    Config, ConnId, Event, Output, ProduceError, Record, SendErrorReason, TransactionError,
+};
 use producer_driver::{log_event, Cohort, FlushTracker};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -16,7 +18,7 @@ use tracing::{debug, info};
 use crate::connection::{ConnIo, Net};
 use crate::delivery::{failure, DeliveryResult, OnDelivery, Reply};
 use crate::error::DeliveryError;
-use crate::handle::{Cmd, ProducerHandle, Shared};
+use crate::handle::{Cmd, ProducerHandle, Shared, TxnCmd};
 use crate::token::TokenProvider;
 
 /// The driver's settings, checked by [`crate::ProducerBuilder::start`].
@@ -62,6 +64,8 @@ pub(crate) fn spawn(
         congested: 0,
         tls: settings.tls,
         token_provider: settings.token_provider,
+        txn_waiter: None,
+        txn_flushes: Vec::new(),
     };
     runtime.spawn(actor.run());
     ProducerHandle::new(shared)
@@ -135,6 +139,10 @@ struct Actor {
     congested: usize,
     tls: Option<producer_driver::tls::TlsSetup>,
     token_provider: Option<TokenProvider>,
+    /// Who waits for the transactional operation under way (the core runs one at a time).
+    txn_waiter: Option<oneshot::Sender<Result<(), TransactionError>>>,
+    /// Flushes of a transactional producer, answered once every record is acknowledged.
+    txn_flushes: Vec<oneshot::Sender<()>>,
 }
 
 impl Actor {
@@ -239,8 +247,15 @@ impl Actor {
                 Cmd::Metrics(tx) => {
                     let _ = tx.send(last.clone());
                 }
+                Cmd::Txn { reply, .. } => {
+                    let _ = reply.send(Err(TransactionError::Closed));
+                }
             }
         }
+        if let Some(w) = self.txn_waiter.take() {
+            let _ = w.send(Err(TransactionError::Closed));
+        }
+        answer(self.txn_flushes.drain(..));
         answer(self.flushes.release_all());
         for tx in self.close_waiters.drain(..) {
             let _ = tx.send(());
@@ -274,6 +289,12 @@ impl Actor {
                 let cohort = self.flushes.accept();
                 self.submit(t, record, Reply { to: reply, cohort });
             }
+            Cmd::Flush(tx) if self.core.config().transactional_id.is_some() => {
+                // Reports wait for the transaction's end: the flush is done once every record
+                // is acknowledged (as the Java client's, which waits for all of them).
+                self.core.flush(t);
+                self.txn_flushes.push(tx);
+            }
             Cmd::Flush(tx) => {
                 answer(self.flushes.flush(tx));
                 self.core.flush(t);
@@ -284,6 +305,28 @@ impl Actor {
             }
             Cmd::Metrics(tx) => {
                 let _ = tx.send(self.core.metrics());
+            }
+            Cmd::Txn { op, reply } => {
+                let started = match op {
+                    TxnCmd::Init => self.core.init_transactions(t),
+                    TxnCmd::Begin => {
+                        // Local: done at once, no completion output follows.
+                        let _ = reply.send(self.core.begin_transaction(t));
+                        return;
+                    }
+                    TxnCmd::SendOffsets(offsets, group) => {
+                        self.core.send_offsets_to_transaction(t, offsets, group)
+                    }
+                    TxnCmd::Commit => self.core.commit_transaction(t),
+                    TxnCmd::Abort => self.core.abort_transaction(t),
+                };
+                match started {
+                    // The core runs one operation at a time: at most one waiter.
+                    Ok(()) => self.txn_waiter = Some(reply),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
             }
         }
     }
@@ -364,6 +407,13 @@ impl Actor {
     }
 
     fn drain_outputs(&mut self) {
+        self.drain_core();
+        if !self.txn_flushes.is_empty() && self.core.unacknowledged_records() == 0 {
+            answer(self.txn_flushes.drain(..));
+        }
+    }
+
+    fn drain_core(&mut self) {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Connect { conn, host, port } => self.connect(conn, host, port),
@@ -390,6 +440,11 @@ impl Actor {
                 Output::Delivery(d) => {
                     let result = d.result.map_err(DeliveryError::Failed);
                     self.report(d.opaque, result);
+                }
+                Output::Transaction(r) => {
+                    if let Some(w) = self.txn_waiter.take() {
+                        let _ = w.send(r.result);
+                    }
                 }
                 Output::Event(e) => {
                     if e == Event::MetadataUpdated && self.flushes.is_waiting() {

@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use producer_core::{Config, MetricsSnapshot, Record};
+use producer_core::{
+    Config, ConsumerGroupMetadata, MetricsSnapshot, OffsetToCommit, Record, TransactionError,
+};
 use producer_driver::timestamp;
 use producer_driver::{CommandQueue, Refused};
 use std::sync::Mutex;
@@ -15,10 +17,27 @@ use crate::error::{BatchClosed, SendError, StartError, TrySendError};
 
 /// What the handles put in the producer task's queue.
 pub(crate) enum Cmd {
-    Send { record: Record, reply: ReplyTo },
+    Send {
+        record: Record,
+        reply: ReplyTo,
+    },
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
     Metrics(oneshot::Sender<MetricsSnapshot>),
+    /// A transactional operation; answered when the core reports it complete.
+    Txn {
+        op: TxnCmd,
+        reply: oneshot::Sender<Result<(), TransactionError>>,
+    },
+}
+
+/// The transactional operations, as the handle queues them.
+pub(crate) enum TxnCmd {
+    Init,
+    Begin,
+    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
+    Commit,
+    Abort,
 }
 
 /// State shared by the handles and the producer task.
@@ -269,6 +288,52 @@ impl ProducerHandle {
         last.unwrap_or_else(|e| e.into_inner())
             .clone()
             .unwrap_or_default()
+    }
+
+    /// Queues a transactional operation and waits for its result.
+    async fn transaction(&self, op: TxnCmd) -> Result<(), TransactionError> {
+        let (reply, rx) = oneshot::channel();
+        if !self.shared().push_control(Cmd::Txn { op, reply }) {
+            return Err(TransactionError::Closed);
+        }
+        rx.await.unwrap_or(Err(TransactionError::Closed))
+    }
+
+    /// Starts the transactional producer (it needs `transactional.id` in its config): finds
+    /// its coordinator and gets its producer id, fencing any earlier producer with the same
+    /// id. Call it once, before the first [`ProducerHandle::begin_transaction`]; resolves when
+    /// that is done.
+    pub async fn init_transactions(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Init).await
+    }
+
+    /// Opens a transaction: records sent from now on belong to it (sent outside one, a
+    /// transactional producer's records fail with `SendErrorReason::NoTransaction`).
+    pub async fn begin_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Begin).await
+    }
+
+    /// Adds a consumer group's offsets to the open transaction: committed for the group if
+    /// and only if the transaction commits. Resolves when the group's coordinator has them.
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: Vec<OffsetToCommit>,
+        group: ConsumerGroupMetadata,
+    ) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::SendOffsets(offsets, group)).await
+    }
+
+    /// Commits the open transaction: flushes its records, waits for each to be acknowledged,
+    /// then ends it. The records' [`DeliveryFuture`]s resolve (with `committed` set) just
+    /// before this does. On [`TransactionError::Abortable`] abort the transaction.
+    pub async fn commit_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Commit).await
+    }
+
+    /// Aborts the open transaction: its records fail with
+    /// [`producer_core::ProduceError::TransactionAborted`] (each handed back in its report).
+    pub async fn abort_transaction(&self) -> Result<(), TransactionError> {
+        self.transaction(TxnCmd::Abort).await
     }
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.

@@ -107,8 +107,9 @@ pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError}
 pub use handle::ProducerHandle;
 
 pub use producer_core::{
-    Acks, Compression, Config, ConfigBuilder, ConfigError, DeliveryFailure, ErrorCode, Header,
-    MetricsSnapshot, OAuthToken, ProduceError, Record, RecordMetadata, SendErrorReason,
+    Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
+    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError, Record,
+    RecordMetadata, SendErrorReason, TransactionError,
 };
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).

@@ -259,6 +259,7 @@ impl<T> Producer<T> {
             RequestKind::InitProducerId => self.on_init_producer_id(req.version, body),
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, req.version, body),
             RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, req.version, body),
+            RequestKind::Transaction(t) => self.on_txn_response(t, req.version, body),
             RequestKind::Produce { .. } => match ProduceResponse::parse(req.version, body) {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
@@ -339,6 +340,7 @@ impl<T> Producer<T> {
                 RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
                 RequestKind::Metadata => self.metadata_request_lost(),
                 RequestKind::InitProducerId => self.init_producer_id_lost(),
+                RequestKind::Transaction(t) => self.txn_request_lost(t),
                 // The connection's setup dies with it; a new connection starts over.
                 RequestKind::ApiVersions
                 | RequestKind::SaslHandshake

@@ -54,6 +54,9 @@ impl<T> Producer<T> {
         let PidState::Needed { retry_at } = self.pid else {
             return;
         };
+        if self.txn.is_some() {
+            return; // the transactional producer gets its id from its coordinator
+        }
         if self.fatal_error().is_some() {
             return;
         }
@@ -146,12 +149,15 @@ impl<T> Producer<T> {
         let Some((producer_id, epoch)) = self.pid.assigned() else {
             return false;
         };
+        // A transactional producer's epoch is the coordinator's: a partition never bumps it.
+        let may_bump = self.txn.is_none();
         match self
             .topics
             .partition_mut(t, p)
-            .prepare_identity(producer_id, epoch)
+            .prepare_identity(producer_id, epoch, may_bump)
         {
             IdentityStep::Ready | IdentityStep::Adopted | IdentityStep::ResolvingHole => true,
+            IdentityStep::AwaitingEpoch => false,
             IdentityStep::Reset(epoch) => {
                 let topic = self.topics.name(t);
                 self.outputs.push_back(Output::Event(Event::SequenceReset {

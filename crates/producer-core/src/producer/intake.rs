@@ -55,6 +55,9 @@ impl<T> Producer<T> {
         if self.lifecycle.closing {
             return refuse(SendErrorReason::Closed, record, opaque);
         }
+        if self.txn.as_ref().is_some_and(|t| !t.accepts_records()) {
+            return refuse(SendErrorReason::NoTransaction, record, opaque);
+        }
         if let Some(p) = record.partition.filter(|&p| p < 0) {
             return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
         }
@@ -364,7 +367,7 @@ impl<T> Producer<T> {
         let Some(open) = t.partitions[p as usize].open.take() else {
             return;
         };
-        match open.seal(self.config.compression) {
+        match open.seal(self.config.compression, self.txn.is_some()) {
             Ok((batch, spare)) => {
                 if let Some(buf) = spare {
                     self.buffers.give(buf, self.config.batch_size);

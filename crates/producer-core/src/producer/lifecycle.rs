@@ -25,6 +25,7 @@ impl<T> Producer<T> {
     /// [`Producer::close`]: no new records, everything buffered is flushed, and the close
     /// completes once every record is reported.
     pub(super) fn begin_close(&mut self) {
+        self.txn_close();
         self.lifecycle.closing = true;
         self.close_all_open_batches();
         self.check_closed();
@@ -35,7 +36,7 @@ impl<T> Producer<T> {
     /// released the last record or answered the last request.
     pub(super) fn check_closed(&mut self) {
         let l = &self.lifecycle;
-        if !l.closing || l.closed || self.buffered.records() != 0 {
+        if !l.closing || l.closed || self.buffered.records() != 0 || self.txn_blocks_close() {
             return;
         }
         if self.fatal_error().is_none()
@@ -77,6 +78,7 @@ impl<T> Producer<T> {
         self.lifecycle.fatal = Some(error.clone());
         self.outputs
             .push_back(Output::Event(Event::Fatal(error.clone())));
+        self.txn_fatal(&error);
         for t in 0..self.topics.len() {
             let held = std::mem::take(&mut self.topics.get_mut(t).holding);
             for h in held {

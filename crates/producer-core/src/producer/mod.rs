@@ -15,6 +15,7 @@
 //! | `connections` | opening connections, ApiVersions, reading frames and dispatching answers, request timeouts, lost connections, reconnect backoff |
 //! | `lifecycle` | `close`, the end of a close, and fatal errors |
 //! | `reports` | delivery reports: successes of a finished batch, failures with their records handed back |
+//! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
 mod auth;
 mod cluster;
@@ -25,6 +26,7 @@ mod lifecycle;
 mod partitioning;
 mod produce;
 mod reports;
+mod transaction;
 
 use std::time::Instant;
 
@@ -43,6 +45,8 @@ use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
 use partitioning::Partitioning;
+use transaction::Transactions;
+pub(crate) use transaction::TxnRequest;
 
 /// Counters an operator may want to read: plain totals over the producer's life, each updated
 /// once per request, batch or report run (never per record). [`Producer::metrics`] gives them
@@ -85,6 +89,10 @@ pub struct Stats {
     pub rebootstraps: u64,
     /// Responses to acks=0 requests (which expect none), ignored.
     pub ignored_responses: u64,
+    /// Transactions committed (a transactional producer).
+    pub transactions_committed: u64,
+    /// Transactions aborted (by `abort_transaction`, or by a close with one open).
+    pub transactions_aborted: u64,
 }
 
 /// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's
@@ -127,6 +135,8 @@ pub struct Producer<T> {
     metrics: Metrics,
     /// Inputs made work due (connections, requests); `poll_output` does it.
     work_pending: bool,
+    /// The transactional state, with a `transactional.id`.
+    txn: Option<Transactions<T>>,
 }
 
 impl<T> Producer<T> {
@@ -151,6 +161,7 @@ impl<T> Producer<T> {
             metrics: Metrics::default(),
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
+            txn: Transactions::new(&config),
             config,
         }
     }
@@ -210,6 +221,14 @@ impl<T> Producer<T> {
         self.buffered.records()
     }
 
+    /// Records accepted and neither acknowledged by their broker nor reported. The same as
+    /// [`Producer::buffered_records`], except for a transactional producer, whose acknowledged
+    /// records wait for their transaction's end to be reported: watch this reach zero to know
+    /// a [`Producer::flush`] inside a transaction completed.
+    pub fn unacknowledged_records(&self) -> usize {
+        self.buffered.records() - self.txn_held_records()
+    }
+
     /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered.bytes()
@@ -241,6 +260,75 @@ impl<T> Producer<T> {
     pub fn send(&mut self, now: Instant, record: Record, opaque: T) -> Result<(), SendError<T>> {
         self.touch(now);
         self.accept(record, opaque)
+    }
+
+    /// Starts a transactional producer: finds its transaction coordinator and gets the producer
+    /// id and epoch for its `transactional.id`, fencing any earlier producer with the same id
+    /// (whose open transaction the coordinator aborts). Call it once, before the first
+    /// [`Producer::begin_transaction`]. It completes with [`Output::Transaction`]
+    /// ([`crate::TransactionOperation::Init`]); the state is then
+    /// [`crate::TransactionState::Ready`].
+    ///
+    /// Refused (and nothing changes) without a `transactional.id`, when called twice, or while
+    /// another operation is under way.
+    pub fn init_transactions(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
+        self.touch(now);
+        self.start_init_transactions()
+    }
+
+    /// Opens a transaction: from now on [`Producer::send`] accepts records, which belong to
+    /// it. Local: it completes at once (no [`Output::Transaction`]), and the coordinator learns
+    /// of the transaction with its first partition or offsets. The transaction's
+    /// `transaction.timeout.ms` counts from here.
+    ///
+    /// Refused unless the state is [`crate::TransactionState::Ready`].
+    pub fn begin_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
+        self.touch(now);
+        self.start_transaction()
+    }
+
+    /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
+    /// they are committed for `group` if and only if the transaction commits. Completes with
+    /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
+    /// sent meanwhile, but no other operation starts before it completes.
+    pub fn send_offsets_to_transaction(
+        &mut self,
+        now: Instant,
+        offsets: Vec<crate::OffsetToCommit>,
+        group: crate::ConsumerGroupMetadata,
+    ) -> Result<(), crate::TransactionError> {
+        self.touch(now);
+        self.start_send_offsets(offsets, group)
+    }
+
+    /// Commits the open transaction: flushes its records (ignoring `linger`), waits until each
+    /// is acknowledged, then ends the transaction on the coordinator. Completes with
+    /// [`Output::Transaction`] ([`crate::TransactionOperation::Commit`]); the records' success
+    /// reports (with [`crate::RecordMetadata::committed`]) come just before it. If a record of
+    /// the transaction failed, it completes with [`crate::TransactionError::Abortable`] and the
+    /// transaction must be aborted.
+    ///
+    /// Refused with the abortable error when the transaction already failed, and with
+    /// [`crate::TransactionError::InvalidState`] when none is open.
+    pub fn commit_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
+        self.touch(now);
+        self.start_commit()
+    }
+
+    /// Aborts the open transaction (also after an abortable error): records not sent yet fail
+    /// at once with [`ProduceError::TransactionAborted`] (each handed back), the batches in
+    /// flight are answered first, then the coordinator writes the abort markers and every
+    /// record of the transaction fails the same way. Completes with [`Output::Transaction`]
+    /// ([`crate::TransactionOperation::Abort`]); the state is then Ready again.
+    pub fn abort_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
+        self.touch(now);
+        self.start_abort()
+    }
+
+    /// Where the transactional producer stands ([`crate::TransactionState::Uninitialized`]
+    /// for a producer without a `transactional.id`).
+    pub fn transaction_state(&self) -> crate::TransactionState {
+        self.current_transaction_state()
     }
 
     /// Closes every open batch now, ignoring `linger`, so everything buffered is sent as soon
@@ -362,6 +450,7 @@ impl<T> Producer<T> {
         }
         self.maybe_send_metadata();
         self.maybe_init_producer_id();
+        self.drive_transaction();
         let track = self.tracks_availability();
         for slot in self.brokers.take_dirty() {
             let requests = self.stats.produce_requests;
@@ -385,6 +474,7 @@ impl<T> Producer<T> {
             TimerKind::Request { slot } => self.check_request_timeout(slot),
             TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
             TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
+            TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => self.expire_holding(topic),
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
         }

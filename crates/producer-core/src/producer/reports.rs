@@ -119,6 +119,15 @@ impl<T> Producer<T> {
                 record_errors,
             } = batch.into_finished();
             match result {
+                Ok((base, append_time)) if self.txn.is_some() => {
+                    // Reported when the transaction ends.
+                    self.metrics.batch_delivered(
+                        self.now.saturating_duration_since(created),
+                        records.len(),
+                    );
+                    self.txn_hold(topic, p, records, charged, sealed, base, append_time);
+                    self.work_pending = true;
+                }
                 Ok((base, append_time)) => {
                     self.buffers
                         .give(sealed.into_buffer(), self.config.batch_size);
@@ -136,6 +145,7 @@ impl<T> Producer<T> {
                     }
                 }
                 Err(error) => {
+                    self.txn_record_failed(&error);
                     let decoded = sealed.into_records().map_err(|e| e.to_string());
                     let unreported = Unreported {
                         records,

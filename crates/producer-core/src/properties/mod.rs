@@ -38,6 +38,8 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["client.id"], "a string"),
     setting(&["acks", "request.required.acks"], "all, -1, 0 or 1"),
     setting(&["enable.idempotence"], "true or false"),
+    setting(&["transactional.id"], "a non-empty string"),
+    setting(&["transaction.timeout.ms"], "milliseconds"),
     setting(&["linger.ms", "queue.buffering.max.ms"], "milliseconds"),
     setting(&["batch.size"], "bytes"),
     setting(&["max.request.size", "message.max.bytes"], "bytes"),
@@ -118,11 +120,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "retries",
         "retries are bounded by delivery.timeout.ms, not counted",
-    ),
-    ("transactional.id", "transactions are not supported yet"),
-    (
-        "transaction.timeout.ms",
-        "transactions are not supported yet",
     ),
     (
         "ssl.truststore.location",
@@ -263,6 +260,9 @@ impl ConfigBuilder {
             "enable.idempotence" => {
                 self = self.enable_idempotence(parse_bool(value).ok_or_else(bad)?)
             }
+            "transactional.id" if value.is_empty() => return Err(bad()),
+            "transactional.id" => self = self.transactional_id(value),
+            "transaction.timeout.ms" => self = self.transaction_timeout(ms()?),
             "linger.ms" => self.config.linger = ms()?,
             "batch.size" => self.config.batch_size = count()?,
             "max.request.size" => self.config.max_request_size = count()?,

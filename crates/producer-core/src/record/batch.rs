@@ -45,6 +45,8 @@ const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
 const MAGIC_OFFSET: usize = 16;
 const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
+/// The attributes bit of a batch written in a transaction.
+const TRANSACTIONAL_BIT: i16 = 0x10;
 const LAST_OFFSET_DELTA_OFFSET: usize = 23;
 const BASE_TIMESTAMP_OFFSET: usize = 27;
 const MAX_TIMESTAMP_OFFSET: usize = 35;
@@ -549,6 +551,28 @@ impl SealedBatch {
         let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
         put_at(&mut self.buf, CRC_OFFSET, &crc.to_be_bytes());
         self.stamped = true;
+    }
+
+    /// Marks the batch as part of a transaction (attribute bit 4), or not. Call it before the
+    /// first [`SealedBatch::stamp`]: the stamp's CRC covers the attributes.
+    pub fn set_transactional(&mut self, transactional: bool) {
+        let mut b = [0; 2];
+        b.copy_from_slice(&self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
+        let mut attributes = i16::from_be_bytes(b);
+        if transactional {
+            attributes |= TRANSACTIONAL_BIT;
+        } else {
+            attributes &= !TRANSACTIONAL_BIT;
+        }
+        put_at(&mut self.buf, ATTRIBUTES_OFFSET, &attributes.to_be_bytes());
+        self.stamped = false;
+    }
+
+    /// Whether the batch is marked as part of a transaction.
+    pub fn is_transactional(&self) -> bool {
+        let mut b = [0; 2];
+        b.copy_from_slice(&self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
+        i16::from_be_bytes(b) & TRANSACTIONAL_BIT != 0
     }
 
     /// Whether [`SealedBatch::stamp`] was called.

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
-    Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
+    Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer, Record,
+    SendError, SendErrorReason, TransactionError, TransactionResult,
 };
 use producer_driver::tls::TlsSetup;
 use producer_driver::{log_event, timestamp};
@@ -110,6 +111,8 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     tls: Option<TlsSetup>,
     /// The application's OAUTHBEARER token provider, on its helper thread.
     oauth: Option<TokenFetcher>,
+    /// Completed transactional operations, for [`MioDriver::poll_transaction`].
+    transactions: VecDeque<TransactionResult>,
 }
 
 impl<T, S: DeliverySink<T>> std::fmt::Debug for MioDriver<T, S> {
@@ -205,6 +208,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             max_queued_bytes,
             tls,
             oauth: None,
+            transactions: VecDeque::new(),
         };
         driver.drive(Instant::now());
         Ok(driver)
@@ -283,6 +287,62 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             });
         }
         self.core.send(now, record, opaque)
+    }
+
+    /// Starts the transactional producer (`transactional.id` in the config): finds its
+    /// coordinator and gets its producer id. Returns once the operation is accepted; its
+    /// result comes out of [`MioDriver::poll_transaction`] while the loop runs.
+    pub fn init_transactions(&mut self) -> Result<(), TransactionError> {
+        let now = Instant::now();
+        let r = self.core.init_transactions(now);
+        self.drive(now);
+        r
+    }
+
+    /// Opens a transaction (local: done when it returns; no result to poll).
+    pub fn begin_transaction(&mut self) -> Result<(), TransactionError> {
+        let now = Instant::now();
+        let r = self.core.begin_transaction(now);
+        self.drive(now);
+        r
+    }
+
+    /// Adds a consumer group's offsets to the open transaction; the result comes out of
+    /// [`MioDriver::poll_transaction`].
+    pub fn send_offsets_to_transaction(
+        &mut self,
+        offsets: Vec<OffsetToCommit>,
+        group: ConsumerGroupMetadata,
+    ) -> Result<(), TransactionError> {
+        let now = Instant::now();
+        let r = self.core.send_offsets_to_transaction(now, offsets, group);
+        self.drive(now);
+        r
+    }
+
+    /// Commits the open transaction (flushing its records first); the result comes out of
+    /// [`MioDriver::poll_transaction`], right after the records' reports.
+    pub fn commit_transaction(&mut self) -> Result<(), TransactionError> {
+        let now = Instant::now();
+        let r = self.core.commit_transaction(now);
+        self.drive(now);
+        r
+    }
+
+    /// Aborts the open transaction; its records fail with `TransactionAborted`. The result
+    /// comes out of [`MioDriver::poll_transaction`].
+    pub fn abort_transaction(&mut self) -> Result<(), TransactionError> {
+        let now = Instant::now();
+        let r = self.core.abort_transaction(now);
+        self.drive(now);
+        r
+    }
+
+    /// The next completed transactional operation, if any. Call it after each loop iteration
+    /// while an operation is under way.
+    #[must_use = "the application waits for this result"]
+    pub fn poll_transaction(&mut self) -> Option<TransactionResult> {
+        self.transactions.pop_front()
     }
 
     /// Sends everything buffered now, ignoring `linger`. Watch
@@ -443,6 +503,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                     }
                 }
                 Output::Delivery(d) => self.sink.deliver(d),
+                Output::Transaction(r) => self.transactions.push_back(r),
                 Output::Event(e) => self.keep_event(e),
             }
         }

@@ -30,6 +30,22 @@ pub struct LoggedRecord {
     pub sequence: i32,
     /// Offset of the first record of the batch this record came in.
     pub batch_base_offset: i64,
+    /// The batch was transactional (attributes bit 4).
+    pub transactional: bool,
+    /// `Some` for a transaction marker the coordinator wrote (a control batch, attributes bits
+    /// 4 and 5, holding one record whose key is Kafka's `ControlRecordType` version 0 with type
+    /// 0 abort / 1 commit and whose value is an `EndTransactionMarker` version 0 with
+    /// coordinator epoch 0); `None` for a record a producer wrote.
+    pub control: Option<ControlMarker>,
+}
+
+/// What a transaction marker ends its transaction with, see [`LoggedRecord::control`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ControlMarker {
+    /// An abort marker (control record type 0).
+    Abort,
+    /// A commit marker (control record type 1).
+    Commit,
 }
 
 /// What one partition of a Produce request carried and how it was answered.
@@ -88,6 +104,65 @@ impl SimCluster {
         self.partition(topic, partition)
             .map(|p| p.log.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// The last stable offset of a partition (`None` for an unknown topic or partition): the
+    /// first offset of its earliest open transaction, else its high watermark. A
+    /// read_committed consumer reads nothing at or beyond it.
+    pub fn last_stable_offset(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partition(topic, partition)?;
+        let hw = p.log.len() as i64;
+        Some(p.open_txns.values().copied().min().unwrap_or(hw))
+    }
+
+    /// The high watermark of a partition (`None` for an unknown topic or partition): the
+    /// offset after its last record. Every append is replicated at once, so it is the log end
+    /// offset.
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.partition(topic, partition).map(|p| p.log.len() as i64)
+    }
+
+    /// What a consumer with `isolation.level=read_committed` reads from a partition, in
+    /// offset order: the records below the last stable offset, without transaction markers
+    /// and without the records of aborted transactions (Kafka's aborted-transaction index: a
+    /// producer's records from its aborted transaction's first offset up to the abort marker).
+    /// Non-transactional records are all there. Empty for an unknown topic or partition.
+    ///
+    /// The coordinator acts when the simulator sees time pass; call
+    /// [`SimCluster::advance`] first to let markers and timeouts due by `now` happen.
+    pub fn read_committed(&self, topic: &str, partition: i32) -> Vec<LoggedRecord> {
+        let Some(p) = self.partition(topic, partition) else {
+            return Vec::new();
+        };
+        let lso = p.open_txns.values().copied().min().unwrap_or(i64::MAX);
+        p.log
+            .iter()
+            .take_while(|r| r.offset < lso)
+            .filter(|r| r.control.is_none())
+            .filter(|r| {
+                !p.aborted.iter().any(|a| {
+                    a.producer_id == r.producer_id
+                        && a.first_offset <= r.offset
+                        && r.offset < a.marker_offset
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// What a consumer with `isolation.level=read_uncommitted` reads from a partition: every
+    /// record up to the high watermark but the transaction markers, aborted or open
+    /// transactions included. Empty for an unknown topic or partition.
+    pub fn read_uncommitted(&self, topic: &str, partition: i32) -> Vec<LoggedRecord> {
+        self.partition(topic, partition)
+            .map(|p| {
+                p.log
+                    .iter()
+                    .filter(|r| r.control.is_none())
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Every request the brokers handled (or dropped), in handling order.

@@ -7,6 +7,7 @@ mod faults;
 mod logs;
 mod network;
 mod state;
+mod transactions;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,8 +17,9 @@ use crate::rng::Rng;
 use crate::SimError;
 
 pub use faults::InjectedError;
-pub use logs::{LoggedRecord, ProducePartitionRecord, RequestRecord};
+pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecord};
 pub use network::{ConnId, NetEvent};
+pub use transactions::{CommittedOffset, CoordinatorKind, TransactionState, TransactionView};
 
 use network::Conn;
 use state::{Broker, Partition, Stall, Topic};
@@ -83,6 +85,12 @@ pub struct SimCluster {
     /// SCRAM stored and server keys per (hash, user), derived once from the configured
     /// passwords.
     scram_credentials: BTreeMap<(broker::ScramHash, String), (Vec<u8>, Vec<u8>)>,
+    /// The transaction coordinator's metadata per transactional id.
+    transactions: BTreeMap<String, transactions::TxnMeta>,
+    /// The committed offsets per consumer group: (topic, partition) -> offset.
+    committed_offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Internal partitions whose leader [`SimCluster::move_coordinator`] moved.
+    coordinator_moves: BTreeMap<(CoordinatorKind, i32), i32>,
 }
 
 impl SimCluster {
@@ -123,6 +131,9 @@ impl SimCluster {
             request_log: Vec::new(),
             violations: Vec::new(),
             scram_credentials: BTreeMap::new(),
+            transactions: BTreeMap::new(),
+            committed_offsets: BTreeMap::new(),
+            coordinator_moves: BTreeMap::new(),
         }
     }
 
@@ -168,6 +179,8 @@ impl SimCluster {
                 leader_epoch: 0,
                 log: Vec::new(),
                 producers: BTreeMap::new(),
+                open_txns: BTreeMap::new(),
+                aborted: Vec::new(),
             })
             .collect();
         // Topic id: derived from the seed, the name and how often a topic of that name was

@@ -187,11 +187,16 @@ impl SimCluster {
         Some(ev)
     }
 
-    /// When the next event is due: a client-side delivery (after stalls) or a broker-side
-    /// arrival. `None` when nothing is scheduled (or everything left is stalled indefinitely).
+    /// When the next event is due: a client-side delivery (after stalls), a broker-side
+    /// arrival, or the transaction coordinator writing delayed markers
+    /// ([`SimConfig::transaction_marker_delay`](crate::SimConfig::transaction_marker_delay)).
+    /// `None` when nothing is scheduled (or everything left is stalled indefinitely).
+    /// Transaction timeouts are not events: the coordinator aborts a transaction open longer
+    /// than its timeout at the first [`SimCluster::advance`] (or [`SimCluster::poll_event`], or
+    /// request handled) after its deadline.
     #[must_use]
     pub fn next_event_time(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.txn_next_completion();
         let mut consider = |t: Instant| {
             next = Some(next.map_or(t, |n: Instant| n.min(t)));
         };
@@ -211,7 +216,8 @@ impl SimCluster {
     /// Handles, broker-side, every arrival due at or before `now`, in time order (each at its
     /// own arrival instant, so the result does not depend on how often this is called).
     /// [`SimCluster::poll_event`] calls it; calling it directly is only needed to let brokers
-    /// act without consuming client events.
+    /// act without consuming client events. Afterwards the transaction coordinator acts up to
+    /// `now`: delayed markers are written, timed-out transactions aborted.
     pub fn advance(&mut self, now: Instant) {
         let now = self.clock(now);
         loop {
@@ -233,6 +239,7 @@ impl SimCluster {
             };
             self.broker_receive(id, at, chunk.item);
         }
+        self.txn_tick(now);
     }
 
     /// Connections the client has not seen closed yet (connecting or open).

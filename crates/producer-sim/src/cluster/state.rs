@@ -53,6 +53,21 @@ pub(super) struct Partition {
     pub(super) leader_epoch: i32,
     pub(super) log: Vec<LoggedRecord>,
     pub(super) producers: BTreeMap<i64, ProducerEntry>,
+    /// Producer id -> offset of the first record of its open transaction in this partition
+    /// (Kafka's `currentTxnFirstOffset`): set by the first transactional batch, cleared by the
+    /// transaction's marker. The smallest one is the last stable offset.
+    pub(super) open_txns: BTreeMap<i64, i64>,
+    /// Kafka's aborted-transaction index: every aborted transaction that wrote here.
+    pub(super) aborted: Vec<AbortedTxn>,
+}
+
+/// One aborted transaction in a partition: its producer's records from `first_offset` up to
+/// the abort marker at `marker_offset` are invisible to read_committed readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AbortedTxn {
+    pub(super) producer_id: i64,
+    pub(super) first_offset: i64,
+    pub(super) marker_offset: i64,
 }
 
 /// One topic: its id (Metadata v10+, Produce v13) and its partitions.

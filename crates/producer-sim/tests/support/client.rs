@@ -186,6 +186,7 @@ impl Client {
 
     pub fn init_pid(&mut self, conn: ConnId, version: i16) -> (i64, i16) {
         let mut req = InitProducerIdRequest::default();
+        req.transactional_id = None;
         req.transaction_timeout_ms = i32::MAX;
         let r: kafka_protocol::messages::InitProducerIdResponse =
             self.roundtrip(conn, ApiKey::InitProducerId, version, &req);

@@ -100,7 +100,10 @@ impl<T> Producer<T> {
         let mut any = false;
         for k in 0..n {
             let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
-            if self.prepare_partition_identity(t, p) && self.partition_ready(t, p, conn) {
+            if self.prepare_partition_identity(t, p)
+                && self.partition_ready(t, p, conn)
+                && self.txn_may_send(t, p)
+            {
                 any = true;
                 break;
             }
@@ -136,6 +139,10 @@ impl<T> Producer<T> {
                 cand = self.topics.partition(t, p).next_sendable(conn, idem);
             }
             let Some(i) = cand else { continue };
+            // With TV1 a partition joins the transaction (AddPartitionsToTxn) before it sends.
+            if !self.txn_may_send(t, p) {
+                continue;
+            }
             let topic_len = self.topics.get(t).name.len();
             let pq = self.topics.partition_mut(t, p);
             let len = pq.batch(i).len_bytes() + topic_len + 16;
@@ -164,6 +171,7 @@ impl<T> Producer<T> {
             .as_ref()
             .and_then(|c| c.versions)
             .map_or(3, |v| v.produce);
+        let negotiated = self.txn_produce_version(negotiated);
         // v13 names topics by id: only when every topic of the request has one (a broker with
         // Metadata before v10 gives none), else the highest version that names them.
         let version = if negotiated >= FIRST_VERSION_BY_TOPIC_ID
@@ -189,13 +197,20 @@ impl<T> Producer<T> {
             client_id: Some(&self.config.client_id),
         };
         let topics = &self.topics;
+        let transactional_id = self.txn.as_ref().map(|t| t.id());
         encode_request(&mut buf, &header, |buf| {
             let topic_count = 1 + chosen
                 .windows(2)
                 .filter(|w| w[0].topic != w[1].topic)
                 .count();
-            let mut w =
-                ProduceRequestWriter::begin(buf, version, None, acks, timeout_ms, topic_count);
+            let mut w = ProduceRequestWriter::begin(
+                buf,
+                version,
+                transactional_id,
+                acks,
+                timeout_ms,
+                topic_count,
+            );
             let mut i = 0;
             while i < chosen.len() {
                 let t = chosen[i].topic;
@@ -215,6 +230,7 @@ impl<T> Producer<T> {
             w.finish(buf);
         });
         self.stats.produce_requests += 1;
+        self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
         self.stats.bytes_sent += bytes;
@@ -365,7 +381,26 @@ impl<T> Producer<T> {
             message: r.error_message.clone(),
             possibly_persisted,
         };
-        match classify(code) {
+        let action = match (classify(code), self.txn.is_some()) {
+            // A transactional producer's epoch is the coordinator's: fenced, or out of step
+            // with it, it stops (KIP-1050's fatal class).
+            (_, true)
+                if matches!(
+                    code,
+                    ErrorCode::PRODUCER_FENCED
+                        | ErrorCode::INVALID_PRODUCER_EPOCH
+                        | ErrorCode::INVALID_TXN_STATE
+                        | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                ) =>
+            {
+                Action::Fatal
+            }
+            // No sequence restart inside a transaction: the batch fails, the transaction
+            // aborts, and the epoch bump after it restarts the sequences.
+            (Action::Reset, true) => Action::Fail,
+            (action, _) => action,
+        };
+        match action {
             Action::Ok | Action::OkDuplicate => {
                 let base = if code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
                     -1

@@ -59,13 +59,15 @@ impl<T> Producer<T> {
             charged,
             "a split re-charges its records"
         );
+        let transactional = self.txn.is_some();
         let pq = self.topics.partition_mut(t, p);
         let (pid, epoch) = pq.identity();
         let mut seq = origin.base_sequence.filter(|_| idem);
         let pendings: [Vec<Pending<T>>; 2] = [first_pending, second_pending];
         let [(sealed_a, charged_a), (sealed_b, charged_b)] = halves;
         let [records_a, records_b] = pendings;
-        let mut make = |sealed: SealedBatch, records: Vec<Pending<T>>, charged: usize| {
+        let mut make = |mut sealed: SealedBatch, records: Vec<Pending<T>>, charged: usize| {
+            sealed.set_transactional(transactional);
             let stamp = seq.map(|s| (pid, epoch, s));
             seq = seq.map(|s| next_sequence(s, records.len() as i32));
             let id = pq.take_batch_id();

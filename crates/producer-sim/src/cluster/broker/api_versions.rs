@@ -1,7 +1,10 @@
 //! ApiVersions: the ranges the broker advertises, and the client software check of v3+.
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{code, encode_frame};
 use crate::cluster::SimCluster;
@@ -38,6 +41,30 @@ impl SimCluster {
             .unwrap_or_default()
     }
 
+    /// The features of a v3+ answer: `transaction.version` supported 0-2 (left out of v3's
+    /// list, whose clients reject a minimum of 0: KAFKA-17011) and finalized at
+    /// [`SimConfig::transaction_version`](crate::SimConfig::transaction_version) (not listed at
+    /// level 0, as Kafka leaves out features finalized at 0), with finalized-features epoch 1.
+    fn features(&self, version: i16, resp: &mut ApiVersionsResponse) {
+        let name = StrBytes::from_static_str("transaction.version");
+        if version >= 4 {
+            let mut f = SupportedFeatureKey::default();
+            f.name = name.clone();
+            f.min_version = 0;
+            f.max_version = 2;
+            resp.supported_features.push(f);
+        }
+        resp.finalized_features_epoch = 1;
+        let level = self.cfg.transaction_version;
+        if level > 0 {
+            let mut f = FinalizedFeatureKey::default();
+            f.name = name;
+            f.max_version_level = level;
+            f.min_version_level = level;
+            resp.finalized_features.push(f);
+        }
+    }
+
     pub(super) fn api_versions(
         &mut self,
         broker_id: i32,
@@ -50,6 +77,9 @@ impl SimCluster {
         resp.api_keys = self.api_version_list(broker_id);
         if version >= 1 {
             resp.throttle_time_ms = self.take_throttle(broker_id);
+        }
+        if version >= 3 {
+            self.features(version, &mut resp);
         }
         if version >= 3
             && (!kafka_software_name_ok(&req.client_software_name)

@@ -1,16 +1,20 @@
 //! InitProducerId: new producer ids, epoch bumps for a producer id and epoch the broker
-//! handed out, and the fencing errors.
+//! handed out, and the fencing errors; with a transactional id, the transaction
+//! coordinator's initialisation (`transactions.rs`).
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 
-use super::code;
-use crate::cluster::SimCluster;
+use std::time::Instant;
+
+use super::{code, fenced};
+use crate::cluster::{CoordinatorKind, SimCluster};
 use crate::API_INIT_PRODUCER_ID;
 
 impl SimCluster {
     pub(super) fn init_producer_id(
         &mut self,
         broker_id: i32,
+        at: Instant,
         version: i16,
         req: InitProducerIdRequest,
     ) -> InitProducerIdResponse {
@@ -29,6 +33,21 @@ impl SimCluster {
         let epoch = req.producer_epoch;
         if version >= 3 && (pid >= 0) != (epoch >= 0) {
             fail(&mut resp, code::INVALID_REQUEST);
+            return resp;
+        }
+        if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
+            if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {
+                fail(&mut resp, code::NOT_COORDINATOR);
+                return resp;
+            }
+            let expected = (version >= 3 && pid >= 0).then_some((pid, epoch));
+            match self.txn_init(at, &txn_id, req.transaction_timeout_ms, expected) {
+                Ok((pid, epoch)) => {
+                    resp.producer_id = pid.into();
+                    resp.producer_epoch = epoch;
+                }
+                Err(e) => fail(&mut resp, fenced(e, version < 4)),
+            }
             return resp;
         }
         if version >= 3 && pid >= 0 {
@@ -62,7 +81,7 @@ impl SimCluster {
         resp
     }
 
-    fn allocate_pid(&mut self) -> i64 {
+    pub(in crate::cluster) fn allocate_pid(&mut self) -> i64 {
         let pid = self.next_producer_id;
         self.next_producer_id += 1;
         self.producer_ids.insert(pid, 0);

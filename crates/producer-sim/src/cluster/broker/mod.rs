@@ -2,11 +2,16 @@
 //! checked against what the broker advertises, and handed to one file per API, whose responses
 //! are encoded with `kafka-protocol` again.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod api_versions;
+mod end_txn;
+mod find_coordinator;
 mod init_producer_id;
 mod metadata;
 mod produce;
 mod sasl;
+mod txn_offset_commit;
 
 pub(crate) use sasl::{SaslSession, ScramHash};
 
@@ -14,17 +19,20 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, MetadataRequest,
-    ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
+    ApiVersionsResponse, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::network::ConnId;
 use super::{later, SimCluster};
-use crate::wire;
+use crate::wire::{self, Shape};
 use crate::{
-    RequestRecord, API_API_VERSIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
-    API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, SIM_CAPABILITIES,
+    RequestRecord, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_API_VERSIONS,
+    API_END_TXN, API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
+    API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT, SIM_CAPABILITIES,
 };
 
 /// The error codes the brokers answer with (Kafka's numbers, by name).
@@ -52,6 +60,27 @@ mod code {
     pub(super) const UNSUPPORTED_SASL_MECHANISM: i16 = ErrorCode::UNSUPPORTED_SASL_MECHANISM.0;
     pub(super) const ILLEGAL_SASL_STATE: i16 = ErrorCode::ILLEGAL_SASL_STATE.0;
     pub(super) const SASL_AUTHENTICATION_FAILED: i16 = ErrorCode::SASL_AUTHENTICATION_FAILED.0;
+    pub(super) const COORDINATOR_NOT_AVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
+    pub(super) const NOT_COORDINATOR: i16 = ErrorCode::NOT_COORDINATOR.0;
+    pub(super) const NOT_ENOUGH_REPLICAS: i16 = ErrorCode::NOT_ENOUGH_REPLICAS.0;
+    pub(super) const CONCURRENT_TRANSACTIONS: i16 = ErrorCode::CONCURRENT_TRANSACTIONS.0;
+    pub(super) const TRANSACTION_ABORTABLE: i16 = ErrorCode::TRANSACTION_ABORTABLE.0;
+    pub(super) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 =
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0;
+    /// UNKNOWN_MEMBER_ID (25).
+    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// OPERATION_NOT_ATTEMPTED (55).
+    pub(super) const OPERATION_NOT_ATTEMPTED: i16 = 55;
+}
+
+/// The coordinator's PRODUCER_FENCED as an API version answers it: INVALID_PRODUCER_EPOCH for
+/// versions that predate the code (`old`), as Kafka's `KafkaApis` translates it.
+pub(super) fn fenced(error: i16, old: bool) -> i16 {
+    if old && error == code::PRODUCER_FENCED {
+        code::INVALID_PRODUCER_EPOCH
+    } else {
+        error
+    }
 }
 
 /// What the broker does after handling a request.
@@ -93,6 +122,8 @@ impl SimCluster {
         let Some(broker_id) = self.conns.get(&id).and_then(|c| c.broker) else {
             return;
         };
+        // The coordinator acts first: markers and timeouts due by now.
+        self.txn_tick(at);
         let mut rec = RequestRecord {
             at,
             broker_id,
@@ -247,7 +278,7 @@ impl SimCluster {
                 let req = InitProducerIdRequest::decode(&mut b, version)
                     .map_err(|e| format!("malformed InitProducerId request: {e}"))?;
                 self.trailing(broker_id, conn, "InitProducerId", b.len());
-                let resp = self.init_producer_id(broker_id, version, req);
+                let resp = self.init_producer_id(broker_id, rec.at, version, req);
                 rec.error_code = resp.error_code;
                 encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
             }
@@ -268,6 +299,86 @@ impl SimCluster {
                         Reply::Silent
                     });
                 }
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_FIND_COORDINATOR => {
+                let fields = if version >= 4 {
+                    vec![Shape::Fixed(1), Shape::Strs]
+                } else if version >= 1 {
+                    vec![Shape::Str, Shape::Fixed(1)]
+                } else {
+                    vec![Shape::Str]
+                };
+                let flexible = version >= 3;
+                wire::precheck(&body, &fields, flexible, "FindCoordinator")
+                    .map_err(|e| format!("malformed FindCoordinator request: {e}"))?;
+                let mut b = body.clone();
+                let req = FindCoordinatorRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed FindCoordinator request: {e}"))?;
+                self.trailing(broker_id, conn, "FindCoordinator", b.len());
+                let resp = self.find_coordinator(broker_id, version, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_ADD_PARTITIONS_TO_TXN => {
+                let topic = Shape::Array(vec![Shape::Str, Shape::Ints(4)]);
+                let fields = if version >= 4 {
+                    vec![Shape::Array(vec![
+                        Shape::Str,
+                        Shape::Fixed(8),
+                        Shape::Fixed(2),
+                        Shape::Fixed(1),
+                        topic,
+                    ])]
+                } else {
+                    vec![Shape::Str, Shape::Fixed(8), Shape::Fixed(2), topic]
+                };
+                wire::precheck(&body, &fields, version >= 3, "AddPartitionsToTxn")
+                    .map_err(|e| format!("malformed AddPartitionsToTxn request: {e}"))?;
+                let mut b = body.clone();
+                let req = AddPartitionsToTxnRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed AddPartitionsToTxn request: {e}"))?;
+                self.trailing(broker_id, conn, "AddPartitionsToTxn", b.len());
+                let resp = self.add_partitions_to_txn(broker_id, rec.at, version, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_ADD_OFFSETS_TO_TXN => {
+                let mut b = body.clone();
+                let req = AddOffsetsToTxnRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed AddOffsetsToTxn request: {e}"))?;
+                self.trailing(broker_id, conn, "AddOffsetsToTxn", b.len());
+                let resp = self.add_offsets_to_txn(broker_id, rec.at, version, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_END_TXN => {
+                let mut b = body.clone();
+                let req = EndTxnRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed EndTxn request: {e}"))?;
+                self.trailing(broker_id, conn, "EndTxn", b.len());
+                let resp = self.end_txn(broker_id, conn, rec.at, version, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_TXN_OFFSET_COMMIT => {
+                let mut partition = vec![Shape::Fixed(4), Shape::Fixed(8)];
+                if version >= 2 {
+                    partition.push(Shape::Fixed(4));
+                }
+                partition.push(Shape::Str);
+                let mut fields = vec![Shape::Str, Shape::Str, Shape::Fixed(8), Shape::Fixed(2)];
+                if version >= 3 {
+                    fields.extend([Shape::Fixed(4), Shape::Str, Shape::Str]);
+                }
+                fields.push(Shape::Array(vec![Shape::Str, Shape::Array(partition)]));
+                wire::precheck(&body, &fields, version >= 3, "TxnOffsetCommit")
+                    .map_err(|e| format!("malformed TxnOffsetCommit request: {e}"))?;
+                let mut b = body.clone();
+                let req = TxnOffsetCommitRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed TxnOffsetCommit request: {e}"))?;
+                self.trailing(broker_id, conn, "TxnOffsetCommit", b.len());
+                let resp = self.txn_offset_commit(broker_id, conn, rec.at, version, req);
                 encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
             }
             API_SASL_HANDSHAKE => {

@@ -2,6 +2,7 @@
 //! independent decode), the idempotence window, then the append to the log.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
@@ -14,7 +15,7 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use super::code;
 use crate::cluster::state::{BatchMeta, ProducerEntry};
-use crate::cluster::SimCluster;
+use crate::cluster::{CoordinatorKind, SimCluster};
 use crate::wire::{self, BATCH_HEADER_LEN};
 use crate::{LoggedRecord, ProducePartitionRecord, RequestRecord, API_PRODUCE};
 
@@ -136,13 +137,9 @@ impl SimCluster {
         let mut any_error = false;
         let mut seen = BTreeSet::new();
         let mut endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
-        if req.transactional_id.is_some() {
-            self.violation(
-                Some(broker_id),
-                conn,
-                "Produce with a TransactionalId: transactions are not simulated".into(),
-            );
-        }
+        let at = rec.at;
+        let txn_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
+        let request_error = Self::produce_request_error(&req, txn_id.is_some());
         for td in req.topic_data {
             let (name, id_unknown) = if version >= 13 {
                 match self.topics.iter().find(|(_, t)| t.id == td.topic_id) {
@@ -165,7 +162,9 @@ impl SimCluster {
                     .and_then(|r| r.get(..BATCH_HEADER_LEN))
                     .and_then(|b| wire::parse_batch_header(b).ok());
                 let dup = !seen.insert((name.clone(), td.topic_id, pd.index));
-                let out = if id_unknown {
+                let out = if let Some((code, message)) = &request_error {
+                    PartOutcome::err(*code, message.clone())
+                } else if id_unknown {
                     PartOutcome::err(code::UNKNOWN_TOPIC_ID, "unknown topic id")
                 } else if dup {
                     self.violation(
@@ -182,9 +181,10 @@ impl SimCluster {
                     self.produce_partition(
                         broker_id,
                         conn,
+                        at,
                         version,
                         req.acks,
-                        req.transactional_id.is_some(),
+                        txn_id.as_deref(),
                         name.as_deref().unwrap_or(""),
                         pd.index,
                         pd.records.as_ref(),
@@ -247,14 +247,47 @@ impl SimCluster {
         (resp, any_error)
     }
 
+    /// Kafka's checks of a whole Produce request carrying transactional batches: they need a
+    /// TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one) and one producer
+    /// (INVALID_PRODUCER_ID_MAPPING for batches of several).
+    fn produce_request_error(req: &ProduceRequest, has_txn_id: bool) -> Option<(i16, String)> {
+        let producers: BTreeSet<(i64, i16)> = req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .filter_map(|p| {
+                let raw = p.records.as_ref()?.get(..BATCH_HEADER_LEN)?;
+                let h = wire::parse_batch_header(raw).ok()?;
+                (h.is_transactional() && h.producer_id >= 0)
+                    .then_some((h.producer_id, h.producer_epoch))
+            })
+            .collect();
+        if producers.is_empty() {
+            None
+        } else if !has_txn_id {
+            Some((
+                code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactional records without a TransactionalId".into(),
+            ))
+        } else if producers.len() > 1 {
+            Some((
+                code::INVALID_PRODUCER_ID_MAPPING,
+                "Transactional records contained more than one producer ID".into(),
+            ))
+        } else {
+            None
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn produce_partition(
         &mut self,
         broker_id: i32,
         conn: u64,
+        at: Instant,
         version: i16,
         acks: i16,
-        txn: bool,
+        txn_id: Option<&str>,
         topic: &str,
         index: i32,
         records: Option<&Bytes>,
@@ -292,7 +325,7 @@ impl SimCluster {
                 return PartOutcome::err(inj.error_code, "injected error");
             }
         }
-        let out = self.append_batch(broker_id, conn, version, txn, topic, index, records);
+        let out = self.append_batch(broker_id, conn, at, version, txn_id, topic, index, records);
         match injected {
             Some(inj) if out.code == code::NONE => PartOutcome {
                 appended: out.appended,
@@ -300,6 +333,83 @@ impl SimCluster {
             },
             _ => out,
         }
+    }
+
+    /// Kafka's transaction verification of a transactional batch (`ReplicaManager` with
+    /// `AddPartitionsToTxnManager`), skipped when the partition already has an open transaction
+    /// of this producer at this epoch. The coordinator's errors as Produce answers them:
+    /// PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; CONCURRENT_TRANSACTIONS (an end completing)
+    /// and a stopped coordinator are NOT_ENOUGH_REPLICAS (retriable for every client);
+    /// INVALID_PRODUCER_ID_MAPPING stays. A partition not in the transaction is added by
+    /// Produce v12+ on a transaction-version-2 cluster (opening the transaction if none is);
+    /// otherwise it is TRANSACTION_ABORTABLE at v11 and INVALID_TXN_STATE below.
+    #[allow(clippy::too_many_arguments)]
+    fn verify_txn_produce(
+        &mut self,
+        broker_id: i32,
+        conn: u64,
+        at: Instant,
+        version: i16,
+        txn_id: &str,
+        topic: &str,
+        index: i32,
+        (pid, epoch): (i64, i16),
+    ) -> Result<(), (i16, String)> {
+        let open = self.partition(topic, index).is_some_and(|p| {
+            p.open_txns.contains_key(&pid)
+                && p.producers.get(&pid).is_some_and(|e| e.epoch == epoch)
+        });
+        if open {
+            return Ok(());
+        }
+        let coordinator_up = self
+            .coordinator(CoordinatorKind::Transaction, txn_id)
+            .and_then(|n| self.brokers.get(&n))
+            .is_some_and(|b| b.running);
+        let translate = |e: i16| -> (i16, String) {
+            match e {
+                code::PRODUCER_FENCED => (code::INVALID_PRODUCER_EPOCH, "Producer fenced".into()),
+                code::CONCURRENT_TRANSACTIONS => (
+                    code::NOT_ENOUGH_REPLICAS,
+                    "Unable to verify the partition has been added to the transaction. \
+                     Underlying error: CONCURRENT_TRANSACTIONS"
+                        .into(),
+                ),
+                other => (other, "transaction verification failed".into()),
+            }
+        };
+        if !coordinator_up {
+            return Err((
+                code::NOT_ENOUGH_REPLICAS,
+                "Unable to verify the partition has been added to the transaction. Underlying \
+                 error: COORDINATOR_NOT_AVAILABLE"
+                    .into(),
+            ));
+        }
+        let partition = (topic.to_string(), index);
+        let added = self
+            .txn_verify(txn_id, pid, epoch, std::slice::from_ref(&partition))
+            .map_err(translate)?;
+        if added.iter().all(|a| *a) {
+            return Ok(());
+        }
+        let tv2 = self.txn_v2(
+            broker_id,
+            conn,
+            version >= 12,
+            &format!("transactional Produce v{version}"),
+        );
+        if tv2 {
+            return self
+                .txn_add_partitions(at, txn_id, pid, epoch, &[partition])
+                .map_err(translate);
+        }
+        let code = if version >= 11 {
+            code::TRANSACTION_ABORTABLE
+        } else {
+            code::INVALID_TXN_STATE
+        };
+        Err((code, "Partition was not added to the transaction".into()))
     }
 
     /// Whether `records` is an idempotent batch whose (producer id, epoch, first and last
@@ -332,8 +442,9 @@ impl SimCluster {
         &mut self,
         broker_id: i32,
         conn: u64,
+        at: Instant,
         version: i16,
-        txn: bool,
+        txn_id: Option<&str>,
         topic: &str,
         index: i32,
         records: Option<&Bytes>,
@@ -364,8 +475,8 @@ impl SimCluster {
         if h.is_control() {
             return corrupt(self, "control batch in a Produce request".into());
         }
-        if txn || h.is_transactional() {
-            return PartOutcome::err(code::INVALID_TXN_STATE, "transactions are not simulated");
+        if h.is_transactional() && h.producer_id < 0 {
+            return corrupt(self, "transactional batch without a producer id".into());
         }
         if h.compression() == 4 && version < 7 {
             return PartOutcome::err(
@@ -468,6 +579,38 @@ impl SimCluster {
             }
         }
 
+        // Transactions: the first batch of a transaction in this partition is verified with
+        // the coordinator (KIP-890); a plain idempotent batch may not interleave with an open
+        // transaction of its producer.
+        if h.is_transactional() {
+            let txn_id = txn_id.unwrap_or_default();
+            if let Err((code, message)) = self.verify_txn_produce(
+                broker_id,
+                conn,
+                at,
+                version,
+                txn_id,
+                topic,
+                index,
+                (h.producer_id, h.producer_epoch),
+            ) {
+                return PartOutcome::err(code, message);
+            }
+        } else if idempotent
+            && self
+                .partition(topic, index)
+                .is_some_and(|p| p.open_txns.contains_key(&h.producer_id))
+        {
+            return PartOutcome::err(
+                code::INVALID_TXN_STATE,
+                format!(
+                    "Expected transactional write from producer {}: it has a transaction open \
+                     in this partition",
+                    h.producer_id
+                ),
+            );
+        }
+
         // Idempotence.
         let count = i64::from(h.record_count);
         let first = h.base_sequence;
@@ -505,11 +648,13 @@ impl SimCluster {
                 {
                     return PartOutcome::ok(d.base_offset, false);
                 } else {
-                    let expected = e.batches.back().map(|b| next_seq(b.last_seq));
-                    if expected != Some(first) {
+                    // An empty window (a transaction marker with a newer epoch emptied it):
+                    // the epoch's first batch, sequence 0.
+                    let expected = e.batches.back().map_or(0, |b| next_seq(b.last_seq));
+                    if expected != first {
                         return PartOutcome::err(
                             code::OUT_OF_ORDER_SEQUENCE_NUMBER,
-                            format!("expected sequence {expected:?}, got {first}"),
+                            format!("expected sequence {expected}, got {first}"),
                         );
                     }
                 }
@@ -520,6 +665,9 @@ impl SimCluster {
 
         // Append.
         let base = part.log.len() as i64;
+        if h.is_transactional() {
+            part.open_txns.entry(h.producer_id).or_insert(base);
+        }
         for (i, (r, w)) in set.records.into_iter().zip(walked).enumerate() {
             part.log.push(LoggedRecord {
                 offset: base + i as i64,
@@ -535,6 +683,8 @@ impl SimCluster {
                     -1
                 },
                 batch_base_offset: base,
+                transactional: h.is_transactional(),
+                control: None,
             });
         }
         if idempotent {

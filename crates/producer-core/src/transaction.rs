@@ -1,0 +1,188 @@
+//! The values of the transactional API: what [`crate::Producer::send_offsets_to_transaction`]
+//! takes, what each operation answers with ([`TransactionResult`] in
+//! [`crate::Output::Transaction`]), and why an operation fails ([`TransactionError`]).
+//!
+//! A transactional producer (one with [`crate::ConfigBuilder::transactional_id`]) runs
+//! `init_transactions` once, then, for each transaction, `begin_transaction`, `send` records
+//! (and `send_offsets_to_transaction` for a consume-transform-produce loop), and
+//! `commit_transaction` or `abort_transaction`. Records are reported only when their
+//! transaction ends: delivered ([`crate::RecordMetadata::committed`]) after the commit, failed
+//! with [`crate::ProduceError::TransactionAborted`] (record handed back) after an abort.
+
+use crate::ErrorCode;
+
+/// A consumer group's state as the offsets of a transaction are committed for it (KIP-447):
+/// the group coordinator checks the generation and member, so a consumer that lost its
+/// partitions cannot commit offsets for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupMetadata {
+    /// The group id.
+    pub group_id: String,
+    /// The group's generation, or -1 for a group without members (offsets committed by a
+    /// consumer that assigns its partitions itself).
+    pub generation_id: i32,
+    /// The member id within the generation ("" with generation -1).
+    pub member_id: String,
+    /// The static member's instance id, if any.
+    pub group_instance_id: Option<String>,
+}
+
+impl ConsumerGroupMetadata {
+    /// The metadata of a group without members (generation -1, member ""): the coordinator
+    /// then checks nothing but the transaction.
+    #[must_use]
+    pub fn new(group_id: impl Into<String>) -> Self {
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+/// One partition's offset to commit with a transaction: the offset of the next record to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetToCommit {
+    /// The topic read.
+    pub topic: String,
+    /// The partition read.
+    pub partition: i32,
+    /// The next offset to read (the last record processed, plus one).
+    pub offset: i64,
+    /// Metadata stored with the offset.
+    pub metadata: Option<String>,
+}
+
+impl OffsetToCommit {
+    /// The offset `offset` of `topic`/`partition`, without metadata.
+    #[must_use]
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        OffsetToCommit {
+            topic: topic.into(),
+            partition,
+            offset,
+            metadata: None,
+        }
+    }
+}
+
+/// A transactional operation, as named in its [`TransactionResult`] and errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransactionOperation {
+    /// [`crate::Producer::init_transactions`].
+    Init,
+    /// [`crate::Producer::begin_transaction`].
+    Begin,
+    /// [`crate::Producer::send_offsets_to_transaction`].
+    SendOffsets,
+    /// [`crate::Producer::commit_transaction`].
+    Commit,
+    /// [`crate::Producer::abort_transaction`].
+    Abort,
+}
+
+impl std::fmt::Display for TransactionOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TransactionOperation::Init => "init_transactions",
+            TransactionOperation::Begin => "begin_transaction",
+            TransactionOperation::SendOffsets => "send_offsets_to_transaction",
+            TransactionOperation::Commit => "commit_transaction",
+            TransactionOperation::Abort => "abort_transaction",
+        })
+    }
+}
+
+/// Where a transactional producer stands ([`crate::Producer::transaction_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransactionState {
+    /// `init_transactions` not called yet (or the producer is not transactional).
+    Uninitialized,
+    /// `init_transactions` under way: finding the coordinator, getting the producer id.
+    Initializing,
+    /// Initialized, no transaction open: `begin_transaction` may be called.
+    Ready,
+    /// A transaction is open: records and offsets may be sent.
+    InTransaction,
+    /// `commit_transaction` under way.
+    Committing,
+    /// `abort_transaction` under way.
+    Aborting,
+    /// The open transaction failed (a record failed, a broker answered an abortable error):
+    /// only `abort_transaction` is allowed.
+    AbortableError,
+    /// The producer failed for good (fenced, not authorized, ...): nothing more is allowed.
+    FatalError,
+}
+
+/// Why a transactional operation was refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransactionError {
+    /// The producer has no `transactional.id`.
+    #[error("the producer is not transactional (no transactional.id)")]
+    NotTransactional,
+    /// The operation is not allowed in the producer's state (a commit with no transaction
+    /// open, a second `init_transactions`, a commit after an abortable error).
+    #[error("{operation} is not allowed while the transaction state is {state:?}")]
+    InvalidState {
+        /// The operation refused.
+        operation: TransactionOperation,
+        /// The state it found.
+        state: TransactionState,
+    },
+    /// Another operation has not completed yet (each completes with its
+    /// [`TransactionResult`]).
+    #[error("{operation} is still under way")]
+    InProgress {
+        /// The operation under way.
+        operation: TransactionOperation,
+    },
+    /// The open transaction cannot be committed: a record of it failed, or a broker answered
+    /// an abortable error. Abort it (its records then fail with
+    /// [`crate::ProduceError::TransactionAborted`]) and begin the next.
+    #[error("the transaction must be aborted: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Abortable {
+        /// The error that made the transaction abortable (`TRANSACTION_ABORTABLE`, a
+        /// record's failure code, `REQUEST_TIMED_OUT` for a delivery timeout, ...).
+        code: ErrorCode,
+        /// What failed.
+        message: Option<String>,
+    },
+    /// The transaction ran past `transaction.timeout.ms` before its commit began: the
+    /// coordinator aborts it. Abort it here too.
+    #[error("the transaction ran past transaction.timeout.ms ({timeout_ms} ms)")]
+    TimedOut {
+        /// The configured timeout.
+        timeout_ms: u64,
+    },
+    /// The producer failed for good: another producer with the same transactional id fenced
+    /// it (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`), it is not authorized
+    /// (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`), or the coordinator found the transaction in
+    /// an impossible state (`INVALID_TXN_STATE`). Every record is handed back; close the
+    /// producer.
+    #[error("the producer failed for good: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Fatal {
+        /// The broker's error code.
+        code: ErrorCode,
+        /// Which request got it, or the broker's message.
+        message: Option<String>,
+    },
+    /// The producer was closed before the operation completed.
+    #[error("producer closed")]
+    Closed,
+}
+
+/// The completion of a transactional operation that was accepted: emitted as
+/// [`crate::Output::Transaction`] once, when it succeeded or failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "the application waits for this result"]
+pub struct TransactionResult {
+    /// The operation that completed.
+    pub operation: TransactionOperation,
+    /// Its outcome.
+    pub result: Result<(), TransactionError>,
+}
