@@ -266,6 +266,12 @@ pub struct TxnWire {
     pub end_txn_epochs: Vec<(i64, i16)>,
     /// The (producer id, epoch) InitProducerId answers handed back, in order.
     pub init_epochs: Vec<(i64, i16)>,
+    /// Every request, and the answers of the transaction APIs and Produce, as the probe
+    /// received them: (ms since the probe attached, node, what). For a failing test's message
+    /// ([`TxnWire::timeline_tail`]).
+    pub timeline: Vec<(u64, i32, String)>,
+    /// The node the last FindCoordinator answer named (for the timeline).
+    last_coordinator: Option<i32>,
 }
 
 impl TxnWire {
@@ -303,6 +309,16 @@ impl TxnWire {
             .get(&(format!("{api:?}"), code))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// The last `n` entries of [`timeline`](Self::timeline), one a line.
+    pub fn timeline_tail(&self, n: usize) -> String {
+        let skip = self.timeline.len().saturating_sub(n);
+        self.timeline
+            .iter()
+            .skip(skip)
+            .map(|(ms, node, what)| format!("{:>8.3} s node {node}: {what}\n", *ms as f64 / 1000.0))
+            .collect()
     }
 
     fn add(&mut self, d: &DecodedRequest) {
@@ -569,6 +585,8 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
             .unwrap_or_else(|_| format!("api {k}"))
     };
     let mut seen_ranges = BTreeSet::new();
+    let attached = std::time::Instant::now();
+    let ms = || attached.elapsed().as_millis() as u64;
     for t in rx {
         match t.direction {
             Direction::ToBroker => match decode_request(&t.frame) {
@@ -577,6 +595,15 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                     report.produce_records += d.records;
                     report.txn.add(&d);
                     let detail = d.txn.clone();
+                    let what = match (&d.txn, d.api) {
+                        (_, ApiKey::Produce) => format!(
+                            "-> Produce v{} ({} records) {:?}",
+                            d.version, d.records, d.txn
+                        ),
+                        (TxnDetail::None, api) => format!("-> {api:?} v{}", d.version),
+                        (txn, api) => format!("-> {api:?} v{} {txn:?}", d.version),
+                    };
+                    report.txn.timeline.push((ms(), t.node, what));
                     *report
                         .versions
                         .entry(format!("{:?}", d.api))
@@ -606,11 +633,18 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                             .and_then(|_| ProduceResponse::decode(&mut b, version));
                     match decoded {
                         Ok(r) => {
+                            let mut codes: BTreeMap<i16, usize> = BTreeMap::new();
                             for t in &r.responses {
                                 for p in &t.partition_responses {
                                     *report.produce_errors.entry(p.error_code).or_default() += 1;
+                                    *codes.entry(p.error_code).or_default() += 1;
                                 }
                             }
+                            report.txn.timeline.push((
+                                ms(),
+                                t.node,
+                                format!("<- Produce v{version} partition codes {codes:?}"),
+                            ));
                         }
                         Err(e) => report.errors.push((
                             t.node,
@@ -621,6 +655,7 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                     continue;
                 }
                 if is_txn_api(api) {
+                    let before = report.txn.answer_codes.clone();
                     let header_version = api.response_header_version(version);
                     if let Err(e) = ResponseHeader::decode(&mut b, header_version)
                         .map_err(|e| e.to_string())
@@ -632,6 +667,24 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                             format!("{api:?} v{version} answer: {e}"),
                         ));
                     }
+                    let mut codes: Vec<String> = Vec::new();
+                    for (k, n) in &report.txn.answer_codes {
+                        let was = before.get(k).copied().unwrap_or(0);
+                        if *n > was {
+                            codes.push(format!("{}x{}", k.1, n - was));
+                        }
+                    }
+                    let extra = report
+                        .txn
+                        .last_coordinator
+                        .take()
+                        .map(|c| format!(" coordinator {c}"))
+                        .unwrap_or_default();
+                    report.txn.timeline.push((
+                        ms(),
+                        t.node,
+                        format!("<- {api:?} v{version} codes [{}]{extra}", codes.join(", ")),
+                    ));
                     continue;
                 }
                 if api != ApiKey::ApiVersions || !seen_ranges.insert(t.node) {
@@ -701,6 +754,11 @@ fn txn_answer(
     match api {
         ApiKey::FindCoordinator => {
             let r = FindCoordinatorResponse::decode(b, version).map_err(e)?;
+            txn.last_coordinator = if version >= 4 {
+                r.coordinators.first().map(|c| c.node_id.0)
+            } else {
+                Some(r.node_id.0)
+            };
             if version >= 4 {
                 codes.extend(r.coordinators.iter().map(|c| c.error_code));
             } else {
