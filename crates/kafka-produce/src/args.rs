@@ -139,12 +139,21 @@ impl Args {
         if let Some(list) = &self.brokers {
             b = set(b, "bootstrap.servers", list, "-b")?;
         }
-        b.build().map_err(|e| match e {
+        let config = b.build().map_err(|e| match e {
             producer_core::ConfigError::NoBootstrapServers => Failure::Usage(
                 "no bootstrap servers: give -b host:port (or -X bootstrap.servers=...)".into(),
             ),
             e => Failure::Usage(format!("configuration: {e}")),
-        })
+        })?;
+        if config.transactional_id.is_some() {
+            // Its records would all be refused outside a transaction: say so instead.
+            return Err(Failure::Usage(
+                "transactional.id: kafka-produce does not run transactions (use the library's \
+                 init_transactions / begin_transaction / commit_transaction)"
+                    .into(),
+            ));
+        }
+        Ok(config)
     }
 
     /// The line format of produce mode.

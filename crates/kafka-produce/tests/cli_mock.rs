@@ -226,6 +226,10 @@ fn usage_and_configuration_errors_exit_2_with_the_reason() {
             "is not supported".to_string(),
         ),
         (
+            vec!["-b", &bootstrap, "-t", "x", "-X", "transactional.id=t1"],
+            "kafka-produce does not run transactions".to_string(),
+        ),
+        (
             vec!["-t", "x"],
             "no bootstrap servers: give -b host:port".to_string(),
         ),

@@ -157,10 +157,12 @@ pub struct SimConfig {
     /// 2 (KIP-890 part 2, the default of a fresh Kafka 4.x cluster: Produce v12+ adds a
     /// partition to its transaction, every transaction end bumps the epoch), 1 (the classic
     /// protocol, reported as finalized) or 0 (the classic protocol, the feature not reported at
-    /// all, like a cluster that never finalized it). The transaction-version-2 behaviour needs
-    /// both this level and the request versions of a TV2 client (Produce v12+, EndTxn v5,
-    /// TxnOffsetCommit v5); a TV2 request version on a cluster below 2 is served the classic
-    /// way and recorded as a violation (the client should cap its versions, as Java's does).
+    /// all, like a cluster that never finalized it). Clients choose the protocol from it; the
+    /// brokers, like Kafka's, apply the transaction-version-2 rules to TV2 request versions
+    /// (Produce v12+, EndTxn v5, TxnOffsetCommit v5). Such a version on a cluster below 2 is
+    /// recorded as a violation (the client must cap its versions there, as Java's does). The
+    /// coordinator's own aborts (fencing, timeouts) follow this level: at 2 they bump the
+    /// epoch once more, as Kafka's do.
     pub transaction_version: i16,
     /// `transaction.max.timeout.ms`: InitProducerId with a larger (or non-positive)
     /// transaction timeout is INVALID_TRANSACTION_TIMEOUT. Kafka's default: 15 minutes.

@@ -2,7 +2,8 @@
 //! client and its brokers.
 //!
 //! Use it to test a Kafka producer (or any Kafka client speaking ApiVersions, Metadata,
-//! InitProducerId and Produce) without sockets, threads or wall-clock time: the client writes
+//! InitProducerId and Produce, and for transactions FindCoordinator, AddPartitionsToTxn,
+//! AddOffsetsToTxn, TxnOffsetCommit and EndTxn) without sockets, threads or wall-clock time: the client writes
 //! request bytes into a [`SimCluster`], the simulated brokers decode them with the independent
 //! [`kafka-protocol`](https://docs.rs/kafka-protocol) codec, apply the broker's real rules
 //! (leadership, CRC-32C, the five-batch idempotence window, sequence and epoch checks) and send

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use producer_core::{
-    ConsumerGroupMetadata, OffsetToCommit, ProduceError, TransactionError, TransactionOperation,
+    ConsumerGroupMetadata, OffsetToCommit, TransactionError, TransactionOperation,
     TransactionResult,
 };
 use producer_sim::drive::Harness;
@@ -57,6 +57,8 @@ enum Op {
     StopBroker(i32),
     StartBroker(i32),
     DropConnections(i32),
+    /// Another producer with the same transactional id starts: this one is a zombie.
+    Fence,
     Inject {
         fault: usize,
         topic: usize,
@@ -79,6 +81,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..=BROKERS).prop_map(Op::DropConnections),
         1 => (0..FAULTS.len(), 0..2usize, 0..2i32)
             .prop_map(|(fault, topic, partition)| Op::Inject { fault, topic, partition }),
+        1 => Just(Op::Fence),
     ]
 }
 
@@ -116,22 +119,48 @@ fn init_and_begin(h: &mut Harness<u64>) {
     h.producer.begin_transaction(h.now).unwrap();
 }
 
+/// How a transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Committed,
+    Aborted,
+    /// The producer was fenced (or failed otherwise for good).
+    Fatal,
+}
+
 /// Ends the open transaction (committing when `commit`, and aborting after a failed commit),
-/// then begins the next; whether it committed.
-fn end(h: &mut Harness<u64>, commit: bool) -> bool {
-    let committed = commit
-        && match h.producer.commit_transaction(h.now) {
-            Ok(()) => wait_result(h, TransactionOperation::Commit).result.is_ok(),
-            Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => false,
+/// then begins the next unless the producer failed for good.
+fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
+    let fatal = |r: &Result<(), TransactionError>| matches!(r, Err(TransactionError::Fatal { .. }));
+    if commit {
+        match h.producer.commit_transaction(h.now) {
+            Ok(()) => {
+                let r = wait_result(h, TransactionOperation::Commit).result;
+                if r.is_ok() {
+                    h.producer.begin_transaction(h.now).unwrap();
+                    return Ended::Committed;
+                }
+                if fatal(&r) {
+                    return Ended::Fatal;
+                }
+            }
+            Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {}
+            Err(TransactionError::Fatal { .. }) => return Ended::Fatal,
             Err(e) => panic!("commit refused: {e}"),
-        };
-    if !committed {
-        h.producer.abort_transaction(h.now).unwrap();
-        let r = wait_result(h, TransactionOperation::Abort);
-        assert_eq!(r.result, Ok(()), "abort failed");
+        }
     }
+    match h.producer.abort_transaction(h.now) {
+        Ok(()) => {}
+        Err(TransactionError::Fatal { .. }) => return Ended::Fatal,
+        Err(e) => panic!("abort refused: {e}"),
+    }
+    let r = wait_result(h, TransactionOperation::Abort).result;
+    if fatal(&r) {
+        return Ended::Fatal;
+    }
+    assert_eq!(r, Ok(()), "abort failed");
     h.producer.begin_transaction(h.now).unwrap();
-    committed
+    Ended::Aborted
 }
 
 /// Every record in the read_committed view of the cluster, by id, with where it is.
@@ -148,6 +177,12 @@ fn committed_view(h: &Harness<u64>) -> HashMap<u64, Vec<(String, i32, i64)>> {
     m
 }
 
+fn start_every_broker(h: &mut Harness<u64>) {
+    for b in 1..=BROKERS {
+        h.cluster.start_broker(b).unwrap();
+    }
+}
+
 fn run(seed: u64, tv: i16, ops: &[Op]) {
     let mut h = transactional(seed, tv, "prop-txn");
     init_and_begin(&mut h);
@@ -159,7 +194,9 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
     let mut aborted_ids: HashSet<u64> = HashSet::new();
     let mut offsets_open: Option<i64> = None;
     let mut offsets_committed: Option<i64> = None;
-    let mut transactions = (0u32, 0u32);
+    let mut fenced = false;
+    // Records of the zombie: open when it was fenced, or sent after.
+    let mut zombie: HashSet<u64> = HashSet::new();
     for op in ops {
         match *op {
             Op::Send {
@@ -171,7 +208,12 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                     let id = next_id;
                     next_id += 1;
                     match h.send(record(id, names[topic], keyed), id) {
-                        Ok(()) => open.push(id),
+                        Ok(()) => {
+                            open.push(id);
+                            if fenced {
+                                zombie.insert(id);
+                            }
+                        }
                         // An abortable error refuses records until the abort: they come back.
                         Err(e) => assert_eq!(e.opaque, id),
                     }
@@ -180,7 +222,10 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
             Op::Advance(ms) => h.run_for(Duration::from_millis(ms as u64)),
             Op::Flush => h.producer.flush(h.now),
             Op::SendOffsets { offset } => {
-                let offsets = vec![OffsetToCommit::new("input", 0, offset as i64)];
+                // The coordinators must be up for the operation to complete.
+                start_every_broker(&mut h);
+                // The offsets of an input topic the cluster has (TxnOffsetCommit checks it).
+                let offsets = vec![OffsetToCommit::new("a", 0, offset as i64)];
                 let group = ConsumerGroupMetadata::new(GROUP);
                 if h.producer
                     .send_offsets_to_transaction(h.now, offsets, group)
@@ -199,15 +244,29 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                     open.iter().all(|id| !view.contains_key(id)),
                     "a record was visible before its transaction ended"
                 );
-                if end(&mut h, commit) {
-                    committed_ids.extend(open.drain(..));
-                    offsets_committed = offsets_open.take().or(offsets_committed);
-                    transactions.0 += 1;
-                } else {
-                    aborted_ids.extend(open.drain(..));
-                    offsets_open = None;
-                    transactions.1 += 1;
+                start_every_broker(&mut h);
+                match end(&mut h, commit) {
+                    Ended::Committed => {
+                        committed_ids.extend(open.drain(..));
+                        offsets_committed = offsets_open.take().or(offsets_committed);
+                    }
+                    Ended::Aborted => {
+                        aborted_ids.extend(open.drain(..));
+                        offsets_open = None;
+                    }
+                    Ended::Fatal => {
+                        assert!(fenced, "a producer nobody fenced failed for good");
+                        aborted_ids.extend(open.drain(..));
+                        break;
+                    }
                 }
+            }
+            Op::Fence => {
+                h.cluster.fence_transactional_id(h.now, "prop-txn").unwrap();
+                fenced = true;
+                zombie.extend(open.iter().copied());
+                // The zombie's open transaction was aborted by the coordinator.
+                offsets_open = None;
             }
             Op::MoveLeader {
                 topic,
@@ -246,16 +305,25 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
             h.contract_violations
         );
     }
-    for b in 1..=BROKERS {
-        h.cluster.start_broker(b).unwrap();
-    }
-    // The last transaction ends committed.
-    if end(&mut h, true) {
-        committed_ids.extend(open.drain(..));
-        offsets_committed = offsets_open.take().or(offsets_committed);
+    start_every_broker(&mut h);
+    // The last transaction ends committed, unless the producer was fenced.
+    if h.producer.transaction_state() != producer_core::TransactionState::FatalError {
+        match end(&mut h, true) {
+            Ended::Committed => {
+                committed_ids.extend(open.drain(..));
+                offsets_committed = offsets_open.take().or(offsets_committed);
+            }
+            Ended::Aborted => aborted_ids.extend(open.drain(..)),
+            Ended::Fatal => {
+                assert!(fenced, "a producer nobody fenced failed for good");
+                aborted_ids.extend(open.drain(..));
+            }
+        }
     } else {
+        assert!(fenced, "a producer nobody fenced failed for good");
         aborted_ids.extend(open.drain(..));
     }
+
     h.producer.close(h.now);
     assert!(
         h.run_until(Duration::from_secs(600), |h| h.producer.is_closed()),
@@ -330,10 +398,22 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
         sorted.sort();
         assert_eq!(ids, sorted, "{t}/{p} out of send order");
     }
+    // A fenced producer commits nothing more.
+    for id in &zombie {
+        assert!(
+            !view.contains_key(id),
+            "the zombie's record {id} is visible"
+        );
+        assert_eq!(
+            reports.get(id),
+            Some(&false),
+            "the zombie's record {id} not failed"
+        );
+    }
     // The group's offsets: the last committed transaction's.
     let offsets = h.cluster.committed_offsets(GROUP);
     assert_eq!(
-        offsets.get(&("input".to_string(), 0)).map(|o| o.offset),
+        offsets.get(&("a".to_string(), 0)).map(|o| o.offset),
         offsets_committed,
         "group offsets"
     );
@@ -361,5 +441,359 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..40),
     ) {
         run(seed, if tv2 { 2 } else { 1 }, &ops);
+    }
+}
+
+// ---- One test per row of the error table (KIP-1050's classes), and the timeout ----------
+
+const ALL: &[(&str, i32)] = TOPICS;
+
+fn inject(h: &mut Harness<u64>, api_key: i16, code: ErrorCode, count: u32) {
+    h.cluster.inject_error(InjectedError {
+        api_key,
+        topic: None,
+        partition: None,
+        error_code: code.0,
+        count,
+        persist: false,
+    });
+}
+
+/// How many requests of `api_key` the cluster received.
+fn requests(h: &Harness<u64>, api_key: i16) -> usize {
+    h.cluster
+        .request_log()
+        .iter()
+        .filter(|r| r.api_key == api_key)
+        .count()
+}
+
+/// Sends `n` records (ids from `first`) to topic "a" in the open transaction, with the
+/// group's offsets when `offsets`, and commits; the commit's result and the ids.
+fn commit_one(
+    h: &mut Harness<u64>,
+    first: u64,
+    n: u64,
+    offsets: bool,
+) -> (TransactionResult, Vec<u64>) {
+    let ids: Vec<u64> = (first..first + n).collect();
+    for &id in &ids {
+        h.send(record(id, "a", true), id).unwrap();
+    }
+    if offsets {
+        let o = vec![OffsetToCommit::new("a", 0, first as i64)];
+        h.producer
+            .send_offsets_to_transaction(h.now, o, ConsumerGroupMetadata::new(GROUP))
+            .unwrap();
+        let r = wait_result(h, TransactionOperation::SendOffsets);
+        if r.result.is_err() {
+            return (r, ids);
+        }
+    }
+    let r = match h.producer.commit_transaction(h.now) {
+        Ok(()) => wait_result(h, TransactionOperation::Commit),
+        Err(e) => TransactionResult {
+            operation: TransactionOperation::Commit,
+            result: Err(e),
+        },
+    };
+    (r, ids)
+}
+
+/// The report of record `id`.
+fn report(
+    h: &Harness<u64>,
+    id: u64,
+) -> &Result<producer_core::RecordMetadata, Box<producer_core::DeliveryFailure>> {
+    &h.deliveries
+        .iter()
+        .find(|d| d.opaque == id)
+        .unwrap_or_else(|| panic!("no report for {id}"))
+        .result
+}
+
+fn visible(h: &Harness<u64>, ids: &[u64]) -> usize {
+    let view = committed_view(h);
+    let _ = ALL;
+    ids.iter().filter(|id| view.contains_key(id)).count()
+}
+
+#[test]
+fn retriable_coordinator_errors_are_retried_and_the_transaction_commits() {
+    use producer_sim::{
+        API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_END_TXN, API_FIND_COORDINATOR,
+        API_INIT_PRODUCER_ID, API_TXN_OFFSET_COMMIT,
+    };
+    // (api, code, before init): each answered once with the error, then as usual.
+    let rows: &[(i16, ErrorCode, bool, i16)] = &[
+        (
+            API_FIND_COORDINATOR,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            true,
+            2,
+        ),
+        (
+            API_INIT_PRODUCER_ID,
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+            true,
+            2,
+        ),
+        (
+            API_INIT_PRODUCER_ID,
+            ErrorCode::CONCURRENT_TRANSACTIONS,
+            true,
+            2,
+        ),
+        (API_INIT_PRODUCER_ID, ErrorCode::NOT_COORDINATOR, true, 2),
+        (
+            API_ADD_PARTITIONS_TO_TXN,
+            ErrorCode::CONCURRENT_TRANSACTIONS,
+            false,
+            1,
+        ),
+        (
+            API_ADD_PARTITIONS_TO_TXN,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            false,
+            1,
+        ),
+        (
+            API_ADD_OFFSETS_TO_TXN,
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+            false,
+            2,
+        ),
+        (API_ADD_OFFSETS_TO_TXN, ErrorCode::NOT_COORDINATOR, false, 2),
+        (API_TXN_OFFSET_COMMIT, ErrorCode::NOT_COORDINATOR, false, 2),
+        (
+            API_TXN_OFFSET_COMMIT,
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+            false,
+            1,
+        ),
+        (API_END_TXN, ErrorCode::CONCURRENT_TRANSACTIONS, false, 2),
+        (API_END_TXN, ErrorCode::NOT_COORDINATOR, false, 1),
+        (API_END_TXN, ErrorCode::COORDINATOR_NOT_AVAILABLE, false, 2),
+    ];
+    for (k, &(api, code, before_init, tv)) in rows.iter().enumerate() {
+        let mut h = transactional(k as u64, tv, "retriable");
+        if before_init {
+            inject(&mut h, api, code, 1);
+            init_and_begin(&mut h);
+        } else {
+            init_and_begin(&mut h);
+            inject(&mut h, api, code, 1);
+        }
+        let finds = requests(&h, API_FIND_COORDINATOR);
+        let (r, ids) = commit_one(&mut h, 0, 5, true);
+        assert_eq!(r.result, Ok(()), "{api}/{code}: the transaction commits");
+        assert!(
+            requests(&h, api) >= 2,
+            "{api}/{code}: the request was repeated"
+        );
+        if matches!(
+            code,
+            ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+        ) && !before_init
+        {
+            assert!(
+                requests(&h, API_FIND_COORDINATOR) > finds,
+                "{api}/{code}: the coordinator was looked up again"
+            );
+        }
+        assert_eq!(visible(&h, &ids), 5, "{api}/{code}: every record committed");
+        assert!(ids
+            .iter()
+            .all(|&id| matches!(report(&h, id), Ok(m) if m.committed)));
+    }
+}
+
+#[test]
+fn abortable_errors_refuse_the_commit_and_allow_the_abort() {
+    use producer_sim::{
+        API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_END_TXN, API_TXN_OFFSET_COMMIT,
+    };
+    let rows: &[(i16, ErrorCode, i16)] = &[
+        (API_END_TXN, ErrorCode::TRANSACTION_ABORTABLE, 2),
+        (API_PRODUCE, ErrorCode::CORRUPT_MESSAGE, 2),
+        (API_PRODUCE, ErrorCode::TRANSACTION_ABORTABLE, 2),
+        (
+            API_TXN_OFFSET_COMMIT,
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+            2,
+        ),
+        (API_ADD_OFFSETS_TO_TXN, ErrorCode::TRANSACTION_ABORTABLE, 2),
+        (
+            API_ADD_PARTITIONS_TO_TXN,
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            1,
+        ),
+    ];
+    for (k, &(api, code, tv)) in rows.iter().enumerate() {
+        let mut h = transactional(k as u64, tv, "abortable");
+        init_and_begin(&mut h);
+        inject(&mut h, api, code, 1);
+        let (r, ids) = commit_one(&mut h, 0, 5, true);
+        match &r.result {
+            Err(TransactionError::Abortable { code: c, .. }) => {
+                // The failed record's own code, or the coordinator's.
+                assert!(*c == code || api == API_PRODUCE, "{api}/{code}: {c}")
+            }
+            other => panic!("{api}/{code}: {other:?}"),
+        }
+        assert_eq!(
+            h.producer.transaction_state(),
+            producer_core::TransactionState::AbortableError
+        );
+        assert!(matches!(
+            h.producer.commit_transaction(h.now),
+            Err(TransactionError::Abortable { .. })
+        ));
+        assert_eq!(
+            h.send(record(99, "a", true), 99).unwrap_err().reason,
+            producer_core::SendErrorReason::NoTransaction,
+            "{api}/{code}: no record joins a failed transaction"
+        );
+        h.producer.abort_transaction(h.now).unwrap();
+        assert_eq!(
+            wait_result(&mut h, TransactionOperation::Abort).result,
+            Ok(())
+        );
+        assert_eq!(visible(&h, &ids), 0, "{api}/{code}: nothing visible");
+        for &id in &ids {
+            assert!(report(&h, id).is_err(), "{api}/{code}: record {id} failed");
+        }
+        // The producer goes on.
+        h.producer.begin_transaction(h.now).unwrap();
+        let (r, ids) = commit_one(&mut h, 100, 3, false);
+        assert_eq!(
+            r.result,
+            Ok(()),
+            "{api}/{code}: the next transaction commits"
+        );
+        assert_eq!(visible(&h, &ids), 3);
+    }
+}
+
+#[test]
+fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
+    use producer_sim::{
+        API_ADD_PARTITIONS_TO_TXN, API_END_TXN, API_INIT_PRODUCER_ID, API_TXN_OFFSET_COMMIT,
+    };
+    // Init refused.
+    let mut h = transactional(1, 2, "fatal-init");
+    inject(
+        &mut h,
+        API_INIT_PRODUCER_ID,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        1,
+    );
+    h.producer.init_transactions(h.now).unwrap();
+    let r = wait_result(&mut h, TransactionOperation::Init);
+    assert!(matches!(
+        r.result,
+        Err(TransactionError::Fatal {
+            code: ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ..
+        })
+    ));
+    assert_eq!(
+        h.producer.transaction_state(),
+        producer_core::TransactionState::FatalError
+    );
+
+    let rows: &[(i16, ErrorCode, i16)] = &[
+        (API_END_TXN, ErrorCode::PRODUCER_FENCED, 2),
+        (API_END_TXN, ErrorCode::INVALID_TXN_STATE, 1),
+        (API_PRODUCE, ErrorCode::INVALID_PRODUCER_EPOCH, 2),
+        (API_PRODUCE, ErrorCode::PRODUCER_FENCED, 1),
+        (API_ADD_PARTITIONS_TO_TXN, ErrorCode::INVALID_TXN_STATE, 1),
+        (API_TXN_OFFSET_COMMIT, ErrorCode::PRODUCER_FENCED, 2),
+        (
+            API_END_TXN,
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            2,
+        ),
+    ];
+    for (k, &(api, code, tv)) in rows.iter().enumerate() {
+        let mut h = transactional(k as u64, tv, "fatal");
+        init_and_begin(&mut h);
+        inject(&mut h, api, code, 1);
+        let (r, ids) = commit_one(&mut h, 0, 5, true);
+        match &r.result {
+            Err(TransactionError::Fatal { code: c, .. }) => assert_eq!(*c, code, "{api}"),
+            other => panic!("{api}/{code}: {other:?}"),
+        }
+        assert_eq!(
+            h.producer.transaction_state(),
+            producer_core::TransactionState::FatalError
+        );
+        for &id in &ids {
+            match report(&h, id) {
+                Err(f) => assert_eq!(id_of(f.record.value.as_deref().unwrap()), id),
+                Ok(_) => panic!("{api}/{code}: record {id} reported delivered"),
+            }
+        }
+        assert_eq!(
+            visible(&h, &ids),
+            0,
+            "{api}/{code}: a fenced producer commits nothing"
+        );
+        assert!(matches!(
+            h.producer.begin_transaction(h.now),
+            Err(TransactionError::Fatal { code: c, .. }) if c == code
+        ));
+        assert!(h.send(record(99, "a", true), 99).is_err());
+    }
+}
+
+/// A transaction left open past `transaction.timeout.ms`: the coordinator aborts it, fencing
+/// the producer's epoch (Kafka's `prepareFenceProducerEpoch`, which keeps no last epoch), and
+/// the producer's commit fails with `TimedOut`. Its abort (a KIP-360 bump from its epoch) is
+/// then answered `PRODUCER_FENCED`, fatal: every record comes back and nothing is visible.
+/// (Had the abort reached the coordinator before its timeout check, the bump would have
+/// aborted the transaction and the producer gone on.)
+#[test]
+fn a_transaction_past_its_timeout_is_aborted_by_the_coordinator() {
+    for tv in [2, 1] {
+        let mut cfg = SimConfig::with_brokers(BROKERS as usize, 7);
+        cfg.transaction_version = tv;
+        let cluster = cluster_with(cfg, TOPICS);
+        let mut h = harness(cluster, |b| {
+            b.transactional_id("slow")
+                .transaction_timeout(Duration::from_secs(2))
+        });
+        init_and_begin(&mut h);
+        for id in 0..4 {
+            h.send(record(id, "a", true), id).unwrap();
+        }
+        h.producer.flush(h.now);
+        // Until the coordinator has aborted it (the sim's clock runs the timeout).
+        let aborted = h.run_until(Duration::from_secs(120), |h| {
+            h.cluster
+                .transaction("slow")
+                .is_some_and(|t| t.state == producer_sim::TransactionState::CompleteAbort)
+        });
+        assert!(aborted, "TV{tv}: the coordinator aborted the transaction");
+        assert!(matches!(
+            h.producer.commit_transaction(h.now),
+            Err(TransactionError::TimedOut { timeout_ms: 2000 })
+        ));
+        h.producer.abort_transaction(h.now).unwrap();
+        let r = wait_result(&mut h, TransactionOperation::Abort);
+        for id in 0..4 {
+            assert!(report(&h, id).is_err(), "TV{tv}: record {id} failed");
+        }
+        assert_eq!(visible(&h, &[0, 1, 2, 3]), 0);
+        assert!(
+            matches!(
+                r.result,
+                Err(TransactionError::Fatal {
+                    code: ErrorCode::PRODUCER_FENCED,
+                    ..
+                })
+            ),
+            "TV{tv}: {r:?}"
+        );
     }
 }

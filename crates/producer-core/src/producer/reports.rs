@@ -111,6 +111,7 @@ impl<T> Producer<T> {
     pub(super) fn emit_done(&mut self, topic: u32, p: u32) {
         while let Some(batch) = self.topics.partition_mut(topic, p).pop_done() {
             let created = batch.created();
+            let attempted = batch.attempts() > 0;
             let Finished {
                 result,
                 records,
@@ -145,7 +146,7 @@ impl<T> Producer<T> {
                     }
                 }
                 Err(error) => {
-                    self.txn_record_failed(&error);
+                    self.txn_record_failed(&error, attempted);
                     let decoded = sealed.into_records().map_err(|e| e.to_string());
                     let unreported = Unreported {
                         records,

@@ -11,7 +11,12 @@ use crate::{ConnId, SimError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InjectedError {
     /// The API whose responses are affected ([`API_PRODUCE`](crate::API_PRODUCE), [`API_METADATA`](crate::API_METADATA),
-    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS)).
+    /// [`API_INIT_PRODUCER_ID`](crate::API_INIT_PRODUCER_ID), [`API_API_VERSIONS`](crate::API_API_VERSIONS), and the
+    /// transaction APIs: [`API_FIND_COORDINATOR`](crate::API_FIND_COORDINATOR) (every key),
+    /// [`API_ADD_PARTITIONS_TO_TXN`](crate::API_ADD_PARTITIONS_TO_TXN) (every partition of one transaction),
+    /// [`API_ADD_OFFSETS_TO_TXN`](crate::API_ADD_OFFSETS_TO_TXN), [`API_END_TXN`](crate::API_END_TXN) and
+    /// [`API_TXN_OFFSET_COMMIT`](crate::API_TXN_OFFSET_COMMIT) (every partition)). An injected answer changes
+    /// no coordinator state.
     pub api_key: i16,
     /// Only this topic (Produce, Metadata); `None` matches every topic.
     pub topic: Option<String>,
@@ -29,6 +34,33 @@ pub struct InjectedError {
 }
 
 impl SimCluster {
+    /// Another producer with the same transactional id starts (a zombie's successor): the
+    /// coordinator handles its InitProducerId as Kafka does, retried while it answers
+    /// CONCURRENT_TRANSACTIONS (an open transaction is aborted first, with its markers). The
+    /// producer holding the old epoch is fenced from then on. Returns the new producer id and
+    /// epoch, or the error code the coordinator answered.
+    pub fn fence_transactional_id(
+        &mut self,
+        at: Instant,
+        transactional_id: &str,
+    ) -> Result<(i64, i16), i16> {
+        let mut at = at;
+        for _ in 0..100 {
+            match self.txn_init(at, true, transactional_id, 60_000, None) {
+                Err(code) if code == producer_core::ErrorCode::CONCURRENT_TRANSACTIONS.0 => {
+                    // The abort's markers may take `transaction_marker_delay`.
+                    at += self
+                        .cfg
+                        .transaction_marker_delay
+                        .max(Duration::from_millis(1));
+                    self.txn_tick(at);
+                }
+                r => return r,
+            }
+        }
+        Err(producer_core::ErrorCode::CONCURRENT_TRANSACTIONS.0)
+    }
+
     /// Moves a partition's leadership to `new_leader` and increments its leader epoch. The log
     /// and producer state stay with the partition (replicated log).
     pub fn move_leader(

@@ -90,8 +90,8 @@ pub struct RequestRecord {
     pub acks: Option<i16>,
     /// Produce only: the partitions carried, in request order.
     pub produce: Vec<ProducePartitionRecord>,
-    /// Top-level error code of the response (ApiVersions, InitProducerId, Metadata v13+; 0
-    /// otherwise).
+    /// Top-level error code of the response (ApiVersions, InitProducerId, Metadata v13+,
+    /// FindCoordinator v0-3, AddOffsetsToTxn, EndTxn; 0 otherwise).
     pub error_code: i16,
     /// True when a response was queued towards the client (false for acks=0, dropped
     /// connections and malformed requests).

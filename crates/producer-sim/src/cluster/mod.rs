@@ -46,8 +46,7 @@ use state::{Broker, Partition, Stall, Topic};
 /// * **Produce** (v3-13): acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS 21 everywhere).
 ///   Per partition: unknown topic/partition 3 (unknown id 100 at v13); the same partition twice
 ///   in one request 42; not the leader NOT_LEADER_OR_FOLLOWER (6) with `CurrentLeader` and
-///   `NodeEndpoints` at v10+; transactional id or transactional batch INVALID_TXN_STATE (48, no
-///   transactions here); zstd below v7 UNSUPPORTED_COMPRESSION_TYPE (76); then exactly one
+///   `NodeEndpoints` at v10+; zstd below v7 UNSUPPORTED_COMPRESSION_TYPE (76); then exactly one
 ///   RecordBatch, magic 2, CRC-32C over `[21..]`, a known codec, `LastOffsetDelta ==
 ///   RecordsCount - 1`, no control batch, an idempotent batch with epoch and sequence >= 0, and
 ///   records that decode exactly (sizes, offset deltas 0..n-1, headers) through both a strict
@@ -62,6 +61,32 @@ use state::{Broker, Partition, Stall, Topic};
 ///   not appended, `first == last + 1` (wrapping at `i32::MAX`) appends, anything else is 45.
 ///   acks=0: nothing is sent back, and any partition error makes the broker close the
 ///   connection (Kafka's behaviour).
+/// * **Transactional Produce**: transactional batches need the request's TransactionalId
+///   (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53 for every partition) and one producer
+///   (else INVALID_PRODUCER_ID_MAPPING 49). After the record checks, the first batch of a
+///   transaction in a partition is verified with the coordinator (KIP-890 part 1): unknown
+///   transactional id or another producer id 49, a stale epoch 47, an end completing or the
+///   coordinator stopped NOT_ENOUGH_REPLICAS (19); a partition not in the transaction is added
+///   by Produce v12+ (transaction version 2: a violation on a cluster whose
+///   `transaction.version` is below 2), else TRANSACTION_ABORTABLE (120) at v11 and
+///   INVALID_TXN_STATE (48) below. A plain idempotent batch of a producer with an
+///   open transaction in the partition is 48. A transaction marker with a newer epoch empties
+///   the producer's idempotence window: its next batch starts at sequence 0.
+/// * **Transaction coordinator** (FindCoordinator, InitProducerId with a transactional id,
+///   AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): see
+///   [`SimCluster::coordinator`], [`TransactionState`] and the `transactions_broker` tests.
+///   Keys hash as Kafka's (`abs(hashCode) % 50`) to an internal partition led like a topic's;
+///   a request at another broker is NOT_COORDINATOR (16), a stopped coordinator is
+///   COORDINATOR_NOT_AVAILABLE (15) in FindCoordinator. InitProducerId: a timeout above
+///   [`SimConfig::transaction_max_timeout`] or not positive INVALID_TRANSACTION_TIMEOUT (50);
+///   a new id epoch 0, a known one bumped (an open transaction is aborted first and answered
+///   CONCURRENT_TRANSACTIONS 51); KIP-360 id/epoch checked (PRODUCER_FENCED 90, 47 below v4).
+///   Fencing errors are PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH where Kafka translates it
+///   for old versions (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn below v2). EndTxn writes
+///   a commit or abort marker into every partition of the transaction and applies or drops
+///   its staged offsets; v5 (transaction version 2) bumps the epoch and answers the new one. A transaction open past its timeout is aborted with its producer fenced.
+///   Reads: [`SimCluster::read_committed`], [`SimCluster::read_uncommitted`],
+///   [`SimCluster::last_stable_offset`], [`SimCluster::committed_offsets`].
 #[derive(Debug)]
 pub struct SimCluster {
     cfg: SimConfig,

@@ -191,26 +191,23 @@ impl SimCluster {
             .unwrap_or_default()
     }
 
-    /// Whether transaction-version-2 rules apply to a request whose version is TV2-capable:
-    /// the cluster's finalized `transaction.version` must be 2 or more. A TV2 version on an
-    /// older cluster is recorded as a violation (the client must cap its versions).
+    /// Whether transaction-version-2 rules apply to a request: Kafka decides by the request
+    /// version (`tv2_version`: Produce v12+, EndTxn v5, TxnOffsetCommit v5), whatever the
+    /// cluster's finalized `transaction.version`. Such a version on a cluster below 2 is
+    /// recorded as a violation: the client must cap its versions there (Java's does).
     pub(super) fn txn_v2(&mut self, broker: i32, conn: u64, tv2_version: bool, what: &str) -> bool {
-        if !tv2_version {
-            return false;
+        if tv2_version && self.cfg.transaction_version < 2 {
+            self.violation(
+                Some(broker),
+                conn,
+                format!(
+                    "{what} is a transaction-version-2 request but the cluster's finalized \
+                     transaction.version is {}",
+                    self.cfg.transaction_version
+                ),
+            );
         }
-        if self.cfg.transaction_version >= 2 {
-            return true;
-        }
-        self.violation(
-            Some(broker),
-            conn,
-            format!(
-                "{what} is a transaction-version-2 request but the cluster's finalized \
-                 transaction.version is {}; served with the classic rules",
-                self.cfg.transaction_version
-            ),
-        );
-        false
+        tv2_version
     }
 
     /// InitProducerId with a transactional id (Kafka's `handleInitProducerId` and
@@ -218,10 +215,13 @@ impl SimCluster {
     /// one is bumped (a new producer id when the epoch is exhausted), which fences the producer
     /// of the old epoch. An open transaction is aborted first (epoch bumped, abort markers) and
     /// the answer is CONCURRENT_TRANSACTIONS: the client retries and gets the next epoch.
-    /// `expected` is the producer id and epoch of a KIP-360 recovery.
+    /// `expected` is the producer id and epoch of a KIP-360 recovery. The id and the timeout
+    /// are checked before `coordinator` (whether this broker coordinates the id), as Kafka
+    /// does.
     pub(super) fn txn_init(
         &mut self,
         at: Instant,
+        coordinator: bool,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -236,6 +236,9 @@ impl SimCluster {
             .map(Duration::from_millis)
             .filter(|t| *t <= max)
             .ok_or(ErrorCode::INVALID_TRANSACTION_TIMEOUT.0)?;
+        if !coordinator {
+            return Err(ErrorCode::NOT_COORDINATOR.0);
+        }
         if !self.transactions.contains_key(transactional_id) {
             let pid = self.allocate_pid();
             self.transactions.insert(
@@ -405,8 +408,8 @@ impl SimCluster {
         }
     }
 
-    /// EndTxn (Kafka's `endTransaction` from a client). `tv2`: the request is EndTxn v5 on a
-    /// transaction-version-2 cluster, so the end bumps the epoch (a new producer id when it is
+    /// EndTxn (Kafka's `endTransaction` from a client). `tv2`: the request is EndTxn v5 (a
+    /// transaction-version-2 client), so the end bumps the epoch (a new producer id when it is
     /// exhausted). Returns the producer id and epoch the producer goes on with. A retry of an
     /// end that completed with the same outcome is answered NONE (under TV2 the retry carries
     /// the epoch before the bump); the other outcome is INVALID_TXN_STATE; a retry while the
@@ -669,5 +672,92 @@ impl SimCluster {
             .values()
             .filter_map(|m| m.completes_at)
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimConfig;
+
+    fn cluster() -> (SimCluster, Instant) {
+        let t0 = Instant::now();
+        let mut sim = SimCluster::new(SimConfig::with_brokers(1, 5), t0);
+        sim.create_topic("t", 1).unwrap();
+        (sim, t0)
+    }
+
+    #[test]
+    fn java_string_hash_partitions() {
+        // Java: "tx-1".hashCode() == 3572520, "group-a".hashCode() == 293427347.
+        assert_eq!(partition_for("tx-1"), 3_572_520 % 50);
+        assert_eq!(partition_for("group-a"), 293_427_347 % 50);
+        assert_eq!(partition_for(""), 0);
+        // Negative hashes take the absolute value.
+        let h = "zzzzzzzzzz"
+            .encode_utf16()
+            .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+        assert!(h < 0);
+        assert_eq!(partition_for("zzzzzzzzzz"), h.abs() % 50);
+    }
+
+    #[test]
+    fn an_exhausted_epoch_rotates_the_producer_id_at_init() {
+        let (mut sim, t0) = cluster();
+        let (pid, _) = sim.txn_init(t0, true, "x", 1000, None).unwrap();
+        sim.transactions.get_mut("x").unwrap().epoch = i16::MAX - 1;
+        let (new, epoch) = sim.txn_init(t0, true, "x", 1000, None).unwrap();
+        assert_ne!(new, pid);
+        assert_eq!(epoch, 0);
+        assert_eq!(sim.transactions["x"].previous_producer_id, pid);
+        // A rotation without KIP-360 forgets the last epoch: the old producer is fenced.
+        let r = sim.txn_init(t0, true, "x", 1000, Some((pid, i16::MAX - 1)));
+        assert_eq!(r, Err(ErrorCode::PRODUCER_FENCED.0));
+
+        // A KIP-360 rotation remembers it, so its retry gets the same answer.
+        let (pid, _) = sim.txn_init(t0, true, "y", 1000, None).unwrap();
+        sim.transactions.get_mut("y").unwrap().epoch = i16::MAX - 1;
+        let first = sim.txn_init(t0, true, "y", 1000, Some((pid, i16::MAX - 1)));
+        let (new, epoch) = first.unwrap();
+        assert_ne!(new, pid);
+        assert_eq!(epoch, 0);
+        let retry = sim.txn_init(t0, true, "y", 1000, Some((pid, i16::MAX - 1)));
+        assert_eq!(retry, Ok((new, 0)));
+    }
+
+    #[test]
+    fn a_tv2_end_at_an_exhausted_epoch_hands_out_a_new_producer_id() {
+        let (mut sim, t0) = cluster();
+        let (pid, _) = sim.txn_init(t0, true, "x", 1000, None).unwrap();
+        let e = i16::MAX - 1;
+        sim.transactions.get_mut("x").unwrap().epoch = e;
+        sim.txn_add_partitions(t0, "x", pid, e, &[("t".into(), 0)])
+            .unwrap();
+        let (new, epoch) = sim.txn_end(t0, "x", pid, e, true, true).unwrap();
+        assert_ne!(new, pid);
+        assert_eq!(epoch, 0);
+        // The marker carries the old id at the last epoch.
+        let marker = sim.log("t", 0).last().cloned().unwrap();
+        assert_eq!((marker.producer_id, marker.producer_epoch), (pid, i16::MAX));
+        // A retry with the old id and epoch is recognised (Kafka's retryOnOverflow).
+        assert_eq!(sim.txn_end(t0, "x", pid, e, true, true), Ok((new, 0)));
+        assert_eq!(
+            sim.txn_end(t0, "x", pid, e, false, true),
+            Err(ErrorCode::INVALID_TXN_STATE.0)
+        );
+    }
+
+    #[test]
+    fn timeouts_abort_at_the_first_tick_past_the_deadline() {
+        let (mut sim, t0) = cluster();
+        let (pid, e) = sim.txn_init(t0, true, "x", 1000, None).unwrap();
+        sim.txn_add_partitions(t0, "x", pid, e, &[("t".into(), 0)])
+            .unwrap();
+        sim.txn_tick(t0 + Duration::from_millis(1000));
+        assert_eq!(sim.transactions["x"].state, TransactionState::Ongoing);
+        sim.txn_tick(t0 + Duration::from_millis(1001));
+        assert_eq!(sim.transactions["x"].state, TransactionState::CompleteAbort);
+        // Fenced (+1), then the abort of a TV2 cluster bumps once more (+1).
+        assert_eq!(sim.transactions["x"].epoch, e + 2);
     }
 }

@@ -83,6 +83,11 @@ pub(super) struct Transactions<T> {
     /// The open transaction has something on the brokers (a partition added, a Produce sent,
     /// offsets added): it ends with EndTxn. Otherwise it ends locally.
     started: bool,
+    /// The coordinator confirmed the open transaction (a partition or the offsets' group
+    /// added, or, with TV2, a batch acknowledged). An abort whose EndTxn the coordinator
+    /// answers `INVALID_TXN_STATE` while this is false found nothing to abort (the requests
+    /// that would have started it were lost), and ends here.
+    confirmed: bool,
     offsets: Option<PendingOffsets>,
     /// Why the open transaction can only be aborted.
     abortable: Option<TransactionError>,
@@ -92,10 +97,12 @@ pub(super) struct Transactions<T> {
     epoch_bump_needed: bool,
     /// The abort's EndTxn is done; the epoch bump (InitProducerId) comes before its result.
     bump_after_abort: bool,
-    /// The open transaction ran past `transaction.timeout.ms`: the coordinator aborts it and
-    /// bumps the epoch, so the abort here is an InitProducerId with the current id and epoch
-    /// (KIP-360: accepted as the epoch before the coordinator's bump) instead of an EndTxn,
-    /// which the coordinator would answer as from a fenced producer.
+    /// The open transaction ran past `transaction.timeout.ms`: the abort here is an
+    /// InitProducerId with the current id and epoch (KIP-360) instead of an EndTxn. Reaching
+    /// the coordinator before its timeout check, it aborts the transaction and bumps the epoch,
+    /// and the producer goes on; after that check the coordinator has fenced the epoch (its
+    /// fence keeps no last epoch), and the answer is the fatal PRODUCER_FENCED, as an EndTxn's
+    /// would be.
     timed_out: bool,
     /// Batches acknowledged in the open transaction, in acknowledgement order.
     held: Vec<HeldBatch<T>>,
@@ -120,6 +127,7 @@ impl<T> Transactions<T> {
             added: HashSet::new(),
             to_add: BTreeSet::new(),
             started: false,
+            confirmed: false,
             offsets: None,
             abortable: None,
             epoch_bump_needed: false,
@@ -151,24 +159,32 @@ impl<T> Transactions<T> {
     }
 }
 
+/// The [`TransactionError::Fatal`] for the error that stopped the producer.
+fn fatal_transaction_error(error: &ProduceError) -> TransactionError {
+    match error {
+        ProduceError::Broker { code, message, .. } => TransactionError::Fatal {
+            code: *code,
+            message: message.clone(),
+        },
+        e => TransactionError::Fatal {
+            code: ErrorCode::UNKNOWN_SERVER_ERROR,
+            message: Some(e.to_string()),
+        },
+    }
+}
+
 impl<T> Producer<T> {
     // ---------------------------------------------------------------------------------------
     // The operations
     // ---------------------------------------------------------------------------------------
 
     /// The transactional state, or why an operation cannot start at all.
-    fn txn_for(
-        &mut self,
-        op: TransactionOperation,
-    ) -> Result<&mut Transactions<T>, TransactionError> {
-        if self.lifecycle.fatal.is_some() {
-            let state = TransactionState::FatalError;
+    fn txn_for(&mut self) -> Result<&mut Transactions<T>, TransactionError> {
+        if let Some(fatal) = &self.lifecycle.fatal {
+            // The error that stopped the producer, for every operation after it.
             return match self.txn.as_ref() {
                 None => Err(TransactionError::NotTransactional),
-                Some(_) => Err(TransactionError::InvalidState {
-                    operation: op,
-                    state,
-                }),
+                Some(_) => Err(fatal_transaction_error(fatal)),
             };
         }
         if self.lifecycle.closing {
@@ -187,7 +203,7 @@ impl<T> Producer<T> {
     /// [`Producer::init_transactions`].
     pub(super) fn start_init_transactions(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Init;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::Uninitialized {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -205,7 +221,7 @@ impl<T> Producer<T> {
         let op = TransactionOperation::Begin;
         let now = self.now;
         let timeout = self.config.transaction_timeout;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::Ready {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -215,6 +231,7 @@ impl<T> Producer<T> {
         txn.state = TransactionState::InTransaction;
         txn.began_at = Some(now);
         txn.started = false;
+        txn.confirmed = false;
         txn.added.clear();
         txn.to_add.clear();
         txn.abortable = None;
@@ -229,7 +246,7 @@ impl<T> Producer<T> {
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
         let op = TransactionOperation::SendOffsets;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         if txn.state != TransactionState::InTransaction {
             return Err(match (&txn.abortable, txn.state) {
                 (Some(e), TransactionState::AbortableError) => e.clone(),
@@ -262,7 +279,7 @@ impl<T> Producer<T> {
     /// transaction is acknowledged.
     pub(super) fn start_commit(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Commit;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         match txn.state {
             TransactionState::InTransaction => {}
             TransactionState::AbortableError => {
@@ -292,7 +309,7 @@ impl<T> Producer<T> {
     /// flight are answered, the transaction is aborted.
     pub(super) fn start_abort(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Abort;
-        let txn = self.txn_for(op)?;
+        let txn = self.txn_for()?;
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {}
             state => {
@@ -414,14 +431,16 @@ impl<T> Producer<T> {
         });
     }
 
-    /// A record of the open transaction failed with `error`: the transaction can only be
-    /// aborted now (unless it is being aborted already).
-    pub(super) fn txn_record_failed(&mut self, error: &ProduceError) {
+    /// A record of the open transaction failed with `error` (in a batch that was `attempted`,
+    /// sent at least once): the transaction can only be aborted now (unless it is being
+    /// aborted already). A sent batch leaves a hole in its partition's sequence, which the
+    /// epoch bump after the abort closes.
+    pub(super) fn txn_record_failed(&mut self, error: &ProduceError, attempted: bool) {
         let Some(txn) = self.txn.as_mut() else { return };
         if matches!(error, ProduceError::TransactionAborted) {
             return;
         }
-        txn.epoch_bump_needed = true;
+        txn.epoch_bump_needed |= attempted;
         if matches!(
             txn.state,
             TransactionState::InTransaction | TransactionState::Committing
@@ -517,6 +536,7 @@ impl<T> Producer<T> {
         }
         txn.began_at = None;
         txn.started = false;
+        txn.confirmed = false;
         txn.added.clear();
         txn.to_add.clear();
         txn.offsets = None;
@@ -588,14 +608,6 @@ impl<T> Producer<T> {
         txn.state = TransactionState::FatalError;
         let held = std::mem::take(&mut txn.held);
         let pending = txn.pending.take();
-        let code = match error {
-            ProduceError::Broker { code, .. } => *code,
-            _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-        };
-        let message = match error {
-            ProduceError::Broker { message, .. } => message.clone(),
-            e => Some(e.to_string()),
-        };
         for h in held {
             self.fail_held(h, error.clone());
         }
@@ -603,7 +615,7 @@ impl<T> Producer<T> {
             self.outputs
                 .push_back(Output::Transaction(TransactionResult {
                     operation,
-                    result: Err(TransactionError::Fatal { code, message }),
+                    result: Err(fatal_transaction_error(error)),
                 }));
         }
     }

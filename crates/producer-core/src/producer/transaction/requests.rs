@@ -41,6 +41,8 @@ use super::OffsetsStep;
 const TV1_MAX_PRODUCE: i16 = 11;
 /// The highest EndTxn version on a TV1 cluster (v5 is TV2's: it answers the next epoch).
 const TV1_MAX_END_TXN: i16 = 4;
+/// The highest TxnOffsetCommit version on a TV1 cluster (v5 says the producer runs TV2).
+const TV1_MAX_TXN_OFFSET_COMMIT: i16 = 4;
 
 /// A coordinator request in flight, with what its answer needs.
 #[derive(Debug)]
@@ -196,9 +198,8 @@ impl<T> Producer<T> {
             TransactionState::Aborting if txn.bump_after_abort => {
                 Some(Step::InitProducerId { bump: true })
             }
-            // Past its timeout the coordinator aborts the transaction itself, bumping the
-            // epoch: the bump from the current epoch ends it here (KIP-360), whether or not the
-            // coordinator got there first.
+            // Past its timeout the transaction ends with the bump from the current epoch
+            // (KIP-360), which aborts it if the coordinator has not yet (see `timed_out`).
             TransactionState::Aborting if txn.timed_out && self.txn_records_settled() => {
                 Some(Step::InitProducerId { bump: true })
             }
@@ -233,6 +234,17 @@ impl<T> Producer<T> {
                 None
             }
         }
+    }
+
+    /// A ready connection to the transaction coordinator and its transaction API versions, or
+    /// `None` after starting what is missing (see [`Producer::coordinator_connection`]).
+    fn transaction_coordinator_ready(
+        &mut self,
+    ) -> Option<(ConnId, crate::connection::TxnVersions)> {
+        let node = self.txn.as_ref().and_then(|t| t.coordinator)?;
+        let conn = self.coordinator_connection(node)?;
+        let v = self.txn_versions(conn)?;
+        Some((conn, v))
     }
 
     /// The transaction APIs' versions on `conn`, or the producer fails: the broker does not
@@ -377,13 +389,7 @@ impl<T> Producer<T> {
     // ---- InitProducerId --------------------------------------------------------------------
 
     fn send_txn_init_producer_id(&mut self, bump: bool) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some(versions) = self.brokers.conn(conn).and_then(|c| c.versions) else {
@@ -482,13 +488,7 @@ impl<T> Producer<T> {
     // ---- AddPartitionsToTxn (TV1) ----------------------------------------------------------
 
     fn send_add_partitions(&mut self) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
@@ -540,6 +540,7 @@ impl<T> Producer<T> {
             None => {
                 self.txn_answered();
                 let txn = self.txn.as_mut().expect("transactional");
+                txn.confirmed = true;
                 txn.added.extend(partitions.iter().copied());
                 for (t, p) in partitions {
                     self.mark_partition_dirty(t, p);
@@ -568,13 +569,7 @@ impl<T> Producer<T> {
     // ---- AddOffsetsToTxn -------------------------------------------------------------------
 
     fn send_add_offsets(&mut self) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
@@ -613,8 +608,11 @@ impl<T> Producer<T> {
             return true;
         }
         self.txn_answered();
-        if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
-            o.step = OffsetsStep::FindGroupCoordinator;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.confirmed = true;
+            if let Some(o) = txn.offsets.as_mut() {
+                o.step = OffsetsStep::FindGroupCoordinator;
+            }
         }
         true
     }
@@ -655,7 +653,10 @@ impl<T> Producer<T> {
             .iter()
             .map(|(t, os)| (&**t, os.as_slice()))
             .collect();
-        let version = v.txn_offset_commit;
+        let version = match txn.tv2 {
+            true => v.txn_offset_commit,
+            false => v.txn_offset_commit.min(TV1_MAX_TXN_OFFSET_COMMIT),
+        };
         let req = TxnOffsetCommitRequest {
             transactional_id: txn.id(),
             group_id: &o.group.group_id,
@@ -712,13 +713,7 @@ impl<T> Producer<T> {
     // ---- EndTxn ----------------------------------------------------------------------------
 
     fn send_end_txn(&mut self, commit: bool) {
-        let Some(node) = self.txn.as_ref().and_then(|t| t.coordinator) else {
-            return;
-        };
-        let Some(conn) = self.coordinator_connection(node) else {
-            return;
-        };
-        let Some(v) = self.txn_versions(conn) else {
+        let Some((conn, v)) = self.transaction_coordinator_ready() else {
             return;
         };
         let Some((producer_id, producer_epoch)) = self.pid.assigned() else {
@@ -752,6 +747,23 @@ impl<T> Producer<T> {
             return false;
         };
         let resp = parsed.body;
+        let (unconfirmed, tv2) = self
+            .txn
+            .as_ref()
+            .map_or((false, false), |t| (!t.confirmed, t.tv2));
+        // An abort of a transaction the coordinator never confirmed may find none there: the
+        // requests that would have started it were lost, or (TV2) its Produce requests failed
+        // before adding a partition. Kafka answers INVALID_TXN_STATE (nothing since the init)
+        // or, with TV2, PRODUCER_FENCED (the last transaction ended and its epoch bump is
+        // the current epoch: a new end would need a newer one). Either way there is nothing
+        // to abort; a real fence shows at the next request.
+        let nothing_there = resp.error_code == ErrorCode::INVALID_TXN_STATE
+            || (tv2 && resp.error_code == ErrorCode::PRODUCER_FENCED);
+        if !commit && unconfirmed && nothing_there {
+            self.txn_answered();
+            self.end_after_endtxn(false);
+            return true;
+        }
         if resp.error_code != ErrorCode::NONE {
             self.txn_error("EndTxn", resp.error_code, None);
             return true;

@@ -27,6 +27,8 @@ impl SimCluster {
         let txn_id = req.transactional_id.0.to_string();
         resp.error_code = if let Some(inj) = self.take_injection(API_ADD_OFFSETS_TO_TXN, |_| true) {
             inj.error_code
+        } else if txn_id.is_empty() {
+            code::INVALID_REQUEST
         } else if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {
             code::NOT_COORDINATOR
         } else {

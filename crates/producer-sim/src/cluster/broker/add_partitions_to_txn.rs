@@ -140,6 +140,9 @@ impl SimCluster {
                 })
                 .collect();
         }
+        if t.id.is_empty() {
+            return all(code::INVALID_REQUEST);
+        }
         if !self.coordinates(broker_id, CoordinatorKind::Transaction, &t.id) {
             return all(code::NOT_COORDINATOR);
         }

@@ -10,9 +10,10 @@ use crate::cluster::{CoordinatorKind, SimCluster};
 use crate::API_END_TXN;
 
 impl SimCluster {
-    /// Answers EndTxn at the transaction coordinator (else NOT_COORDINATOR). v5 on a
-    /// transaction-version-2 cluster bumps the epoch (a new producer id once it is exhausted)
-    /// and answers the producer id and epoch to go on with; below, the epoch stays. A retry
+    /// Answers EndTxn at the transaction coordinator (else NOT_COORDINATOR). v5 (transaction
+    /// version 2; a violation on a cluster below it) bumps the epoch (a new producer id once
+    /// it is exhausted) and answers the producer id and epoch to go on with; below, the epoch
+    /// stays. A retry
     /// of a completed end with the same outcome is NONE, the other outcome INVALID_TXN_STATE,
     /// an end with no transaction open INVALID_TXN_STATE, a stale epoch PRODUCER_FENCED
     /// (INVALID_PRODUCER_EPOCH below v2), an unknown id or a producer id not the
@@ -32,6 +33,10 @@ impl SimCluster {
         let txn_id = req.transactional_id.0.to_string();
         if let Some(inj) = self.take_injection(API_END_TXN, |_| true) {
             resp.error_code = inj.error_code;
+            return resp;
+        }
+        if txn_id.is_empty() {
+            resp.error_code = code::INVALID_REQUEST;
             return resp;
         }
         if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {

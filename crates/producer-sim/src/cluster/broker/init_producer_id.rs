@@ -11,6 +11,10 @@ use crate::cluster::{CoordinatorKind, SimCluster};
 use crate::API_INIT_PRODUCER_ID;
 
 impl SimCluster {
+    /// Answers InitProducerId. With a transactional id: the transaction coordinator's
+    /// initialisation ([`txn_init`](SimCluster::txn_init)), NOT_COORDINATOR at another broker,
+    /// PRODUCER_FENCED as INVALID_PRODUCER_EPOCH below v4. Without: a new producer id, or the
+    /// KIP-360 bump of a producer id and epoch this cluster handed out.
     pub(super) fn init_producer_id(
         &mut self,
         broker_id: i32,
@@ -36,12 +40,15 @@ impl SimCluster {
             return resp;
         }
         if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
-            if !self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id) {
-                fail(&mut resp, code::NOT_COORDINATOR);
-                return resp;
-            }
+            let coordinator = self.coordinates(broker_id, CoordinatorKind::Transaction, &txn_id);
             let expected = (version >= 3 && pid >= 0).then_some((pid, epoch));
-            match self.txn_init(at, &txn_id, req.transaction_timeout_ms, expected) {
+            match self.txn_init(
+                at,
+                coordinator,
+                &txn_id,
+                req.transaction_timeout_ms,
+                expected,
+            ) {
                 Ok((pid, epoch)) => {
                     resp.producer_id = pid.into();
                     resp.producer_epoch = epoch;

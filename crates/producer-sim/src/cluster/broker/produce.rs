@@ -341,8 +341,9 @@ impl SimCluster {
     /// PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; CONCURRENT_TRANSACTIONS (an end completing)
     /// and a stopped coordinator are NOT_ENOUGH_REPLICAS (retriable for every client);
     /// INVALID_PRODUCER_ID_MAPPING stays. A partition not in the transaction is added by
-    /// Produce v12+ on a transaction-version-2 cluster (opening the transaction if none is);
-    /// otherwise it is TRANSACTION_ABORTABLE at v11 and INVALID_TXN_STATE below.
+    /// Produce v12+ (opening the transaction if none is; a violation on a cluster below
+    /// transaction version 2); below v12 it is TRANSACTION_ABORTABLE at v11 and
+    /// INVALID_TXN_STATE before.
     #[allow(clippy::too_many_arguments)]
     fn verify_txn_produce(
         &mut self,

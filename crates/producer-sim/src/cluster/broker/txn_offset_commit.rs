@@ -20,8 +20,8 @@ impl SimCluster {
     /// — its coordinator stopped: COORDINATOR_NOT_AVAILABLE; unknown id or producer id:
     /// INVALID_PRODUCER_ID_MAPPING; stale epoch: INVALID_PRODUCER_EPOCH; an end completing:
     /// CONCURRENT_TRANSACTIONS; the group's offsets partition not added (AddOffsetsToTxn):
-    /// TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before — except that v5 on a
-    /// transaction-version-2 cluster adds it. Then the group: members are not simulated, so a
+    /// TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before — except that v5 (transaction
+    /// version 2) adds it. Then the group: members are not simulated, so a
     /// generation id >= 0, a member id or a group instance id is UNKNOWN_MEMBER_ID (a simple
     /// group, generation -1, is accepted). Accepted offsets are staged in the transaction.
     pub(super) fn txn_offset_commit(
