@@ -6,7 +6,12 @@
 //! * [`read_back_all`]: one topic until every partition reports its end;
 //! * [`read_back_topics`] / [`read_back_each`]: several topics with one consumer, every
 //!   partition up to the high watermark asked first (for when production has finished);
-//! * [`wait_for_log_size`]: waits until the logs hold a number of records (acks=0 runs).
+//! * [`wait_for_log_size`]: waits until the logs hold a number of records (acks=0 runs);
+//! * [`read_back_isolated`]: one topic at an [`Isolation`] level (transactions: committed
+//!   records only, or aborted and open ones too), every partition to its end.
+//!
+//! The consumers of the other functions run at librdkafka's default isolation level,
+//! `read_committed`.
 //!
 //! Corrupt data (CRC mismatch, bad compression, an invalid record) panics: a test must fail
 //! loudly on it. Transient errors (a broker down, a leader moving) are left to librdkafka's own
@@ -47,7 +52,33 @@ pub struct Consumed {
 const FETCH_WAIT_MS: &str = "20";
 
 fn consumer(bootstrap: &str, partition_eof: bool) -> BaseConsumer {
+    consumer_at(bootstrap, partition_eof, Isolation::ReadCommitted)
+}
+
+/// The isolation level of a read-back (`isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Committed transactional records and non-transactional ones, up to the last stable
+    /// offset; aborted records and control markers are skipped.
+    ReadCommitted,
+    /// Every record up to the high watermark, aborted and still-open transactions included
+    /// (control markers skipped).
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// librdkafka's `isolation.level` value.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+fn consumer_at(bootstrap: &str, partition_eof: bool, isolation: Isolation) -> BaseConsumer {
     ClientConfig::new()
+        .set("isolation.level", isolation.as_config())
         .set("bootstrap.servers", bootstrap)
         // `assign` needs no group, but librdkafka wants a group id for a consumer handle.
         .set("group.id", "producer-tests-read-back")
@@ -75,7 +106,7 @@ fn assign_from_start(c: &BaseConsumer, topics: &[(&str, i32)]) {
     c.assign(&tpl).expect("assign partitions");
 }
 
-fn to_consumed<M: Message>(m: &M) -> Consumed {
+pub(crate) fn to_consumed<M: Message>(m: &M) -> Consumed {
     let headers = m
         .headers()
         .map(|h| {
@@ -286,4 +317,91 @@ pub fn wait_for_log_size(
         // A poll interval, not a stand-in for an event: watermarks cannot be waited on.
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Why [`read_back_isolated`] returned no read-back.
+#[derive(Debug)]
+pub enum ReadBackError {
+    /// Not every partition reached its end in time.
+    Timeout {
+        /// The timeout.
+        timeout: Duration,
+        /// Partitions that did not report their end.
+        not_at_end: Vec<i32>,
+        /// Records read until then.
+        read: usize,
+    },
+    /// librdkafka could not be set up (assignment refused).
+    Kafka(KafkaError),
+}
+
+impl std::fmt::Display for ReadBackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadBackError::Timeout {
+                timeout,
+                not_at_end,
+                read,
+            } => write!(
+                f,
+                "read back timed out ({timeout:?}) with {read} records; partitions not at their end: {not_at_end:?}"
+            ),
+            ReadBackError::Kafka(e) => write!(f, "read back: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadBackError {}
+
+/// Reads all of `topic` (partitions `0..partitions`) from the beginning at `isolation`, until
+/// every partition reports its end with nothing read after it (librdkafka's end-of-partition
+/// event: the high watermark for `ReadUncommitted`, the last stable offset for
+/// `ReadCommitted`), and returns the records sorted by `(partition, offset)`, with their
+/// offsets, keys and values (CRCs checked; control markers are never returned).
+///
+/// `read_committed` ends at the last stable offset: a transaction whose markers are not yet
+/// written is not seen. EndTxn is answered before the markers are written; to read a commit
+/// that just completed, wait for the partitions to be stable first
+/// ([`crate::kafka::KafkaCluster::wait_stable`]).
+pub fn read_back_isolated(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: Isolation,
+    timeout: Duration,
+) -> Result<Vec<Consumed>, ReadBackError> {
+    let c = consumer_at(bootstrap, true, isolation);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(ReadBackError::Kafka)?;
+    }
+    c.assign(&tpl).map_err(ReadBackError::Kafka)?;
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let mut at_end = BTreeSet::new();
+    while (at_end.len() as i32) < partitions {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ReadBackError::Timeout {
+                timeout,
+                not_at_end: (0..partitions).filter(|p| !at_end.contains(p)).collect(),
+                read: out.len(),
+            });
+        }
+        match c.poll(left.min(Duration::from_millis(100))) {
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                out.push(to_consumed(&m));
+            }
+            Some(Err(e)) => {
+                if let Some(p) = handle_error(e) {
+                    at_end.insert(p);
+                }
+            }
+            None => {}
+        }
+    }
+    out.sort_by_key(|r| (r.partition, r.offset));
+    Ok(out)
 }

@@ -23,7 +23,7 @@ use super::ctl::{self, Ctl, PartitionInfo};
 use super::dist::Dist;
 use super::process::{log_tail, pid_alive, Jvm, Spawner};
 use super::proxy::Proxy;
-use super::wire::{metadata, ClusterView};
+use super::wire::{api_versions, metadata, ClusterView};
 use crate::readback::Consumed;
 use crate::tls::TestPki;
 
@@ -39,6 +39,7 @@ pub struct ClusterSpec {
     first_ports: Vec<u16>,
     name: String,
     security: Option<Arc<TestPki>>,
+    features: Vec<(String, i16)>,
 }
 
 impl ClusterSpec {
@@ -53,6 +54,7 @@ impl ClusterSpec {
             first_ports: Vec::new(),
             name: "single".into(),
             security: None,
+            features: Vec::new(),
         }
     }
 
@@ -104,12 +106,37 @@ impl ClusterSpec {
         self
     }
 
+    /// Formats the cluster with feature `name` finalized at `level` (StorageTool `format
+    /// --feature name=level`) instead of the release's default; [`KafkaCluster::start`] then
+    /// waits until every node's ApiVersions answer reports that level finalized, and fails
+    /// when one reports another.
+    pub fn feature(mut self, name: &str, level: i16) -> Self {
+        self.features.retain(|(n, _)| n != name);
+        self.features.push((name.into(), level));
+        self
+    }
+
+    /// [`feature`](Self::feature) `transaction.version`: 1 (classic transactions,
+    /// AddPartitionsToTxn) or 2 (KIP-890: partitions added by Produce v12, EndTxn v5 bumps
+    /// the epoch). Kafka 4.1 formats at 2 by default.
+    pub fn transaction_version(self, level: i16) -> Self {
+        self.feature(TRANSACTION_VERSION, level)
+    }
+
+    /// The feature levels [`feature`](Self::feature) asked for.
+    pub fn features(&self) -> &[(String, i16)] {
+        &self.features
+    }
+
     /// A name for the cluster's directory and threads.
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.into();
         self
     }
 }
+
+/// The feature name of the transaction protocol level (KIP-890, KIP-1022).
+pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// Why a cluster did not start, or an operation on it failed.
 #[derive(Debug)]
@@ -327,8 +354,89 @@ impl KafkaCluster {
         )
         .map_err(LaunchError::Other)?;
         cluster.ctl = Some(ctl);
+        cluster.wait_features()?;
         cluster.startup = started.elapsed();
         Ok(cluster)
+    }
+
+    /// Waits until every node's ApiVersions answer reports each feature level the spec asked
+    /// for finalized; fails at once when a node reports another level (the format did not
+    /// take), or after the start timeout.
+    fn wait_features(&self) -> Result<(), LaunchError> {
+        if self.spec.features.is_empty() {
+            return Ok(());
+        }
+        let mut wrong = None;
+        let mut last = String::new();
+        let done = self.wait_until(
+            &format!("every node to report finalized features {:?}", self.spec.features),
+            self.spec.start_timeout,
+            None,
+            || {
+                self.nodes.iter().all(|n| match api_versions(addr(n.ports.internal), Duration::from_secs(2)) {
+                    Ok(v) => self.spec.features.iter().all(|(name, level)| {
+                        match v.finalized.get(name) {
+                            Some(&(_, max)) if max == *level => true,
+                            Some(&(_, max)) if v.finalized_epoch >= 0 => {
+                                wrong = Some(format!(
+                                    "node {} reports {name} finalized at {max}, the format asked {level}",
+                                    n.id
+                                ));
+                                true
+                            }
+                            // Level 0 is not listed among the finalized features.
+                            None if *level == 0 && v.finalized_epoch >= 0 => true,
+                            _ => {
+                                last = format!("node {}: finalized {:?}", n.id, v.finalized);
+                                false
+                            }
+                        }
+                    }),
+                    Err(e) => {
+                        last = e;
+                        false
+                    }
+                })
+            },
+        );
+        if let Some(w) = wrong {
+            return Err(LaunchError::Other(w));
+        }
+        done.map_err(|e| match e {
+            LaunchError::Timeout { waiting_for, logs } => LaunchError::Timeout {
+                waiting_for: format!("{waiting_for}; last: {last}"),
+                logs,
+            },
+            e => e,
+        })
+    }
+
+    /// Node `id`'s finalized features (name -> (min, max level)) as its ApiVersions answer
+    /// reports them now, through its internal listener.
+    pub fn finalized_features(&self, id: i32) -> Result<BTreeMap<String, (i16, i16)>, LaunchError> {
+        let addr = self.internal_addr(id);
+        api_versions(addr, Duration::from_secs(5))
+            .map(|v| v.finalized)
+            .map_err(other)
+    }
+
+    /// The finalized `transaction.version` every running node reports (0 when none lists
+    /// it); fails when the nodes disagree or none answers.
+    pub fn transaction_version(&self) -> Result<i16, LaunchError> {
+        let mut levels = BTreeMap::new();
+        for id in self.live_nodes() {
+            let f = self.finalized_features(id)?;
+            levels.insert(id, f.get(TRANSACTION_VERSION).map_or(0, |&(_, max)| max));
+        }
+        let mut distinct: Vec<i16> = levels.values().copied().collect();
+        distinct.dedup();
+        match distinct.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(other("no live node answers ApiVersions")),
+            _ => Err(other(format!(
+                "the nodes disagree on {TRANSACTION_VERSION}: {levels:?}"
+            ))),
+        }
     }
 
     fn try_start(&mut self) -> Result<(), StartFailure> {
@@ -556,18 +664,21 @@ impl KafkaCluster {
         let mut tools = Vec::new();
         for node in &self.nodes {
             let props = node.props.display().to_string();
-            let args = self.java_args(
-                "128m",
-                &[
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    &id,
-                    "-c",
-                    &props,
-                    "--ignore-formatted",
-                ],
-            );
+            let mut main = vec![
+                "kafka.tools.StorageTool".to_string(),
+                "format".into(),
+                "-t".into(),
+                id.clone(),
+                "-c".into(),
+                props,
+                "--ignore-formatted".into(),
+            ];
+            for (name, level) in &self.spec.features {
+                main.push("--feature".into());
+                main.push(format!("{name}={level}"));
+            }
+            let main: Vec<&str> = main.iter().map(String::as_str).collect();
+            let args = self.java_args("128m", &main);
             let jvm = Jvm::start(
                 &self.spawner,
                 &format!("format node {}", node.id),

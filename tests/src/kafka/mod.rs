@@ -24,6 +24,7 @@ pub mod probe;
 pub mod process;
 pub mod proxy;
 pub mod suite;
+pub mod txn;
 pub mod wire;
 
 use std::io::Write;
@@ -32,7 +33,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-pub use cluster::{ClusterSpec, KafkaCluster, LaunchError, Listener, PLAIN_USER};
+pub use cluster::{
+    ClusterSpec, KafkaCluster, LaunchError, Listener, PLAIN_USER, TRANSACTION_VERSION,
+};
 pub use dist::{Dist, SKIP_ENV};
 pub use proxy::{Direction, Proxy, ProxyStats};
 

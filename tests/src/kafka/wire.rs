@@ -2,7 +2,10 @@
 //! blocking socket), for readiness checks: Metadata (which brokers a node lists, the leader and
 //! in-sync replicas of every partition, as that node sees them now, no client cache in
 //! between), and ListOffsets (whether a leader serves its partitions yet: a broker lists itself
-//! leader in Metadata a moment before it accepts requests for the partition).
+//! leader in Metadata a moment before it accepts requests for the partition). For the
+//! transaction tests too: ApiVersions (the finalized `transaction.version`), ListOffsets at
+//! either isolation level (the last stable offset beside the high watermark), and
+//! FindCoordinator (which broker coordinates a transactional id or a group).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -247,4 +250,166 @@ pub fn scram_credentials_known(
     Ok(r.results
         .iter()
         .any(|u| u.user.as_str() == user && u.error_code == 0 && u.credential_infos.len() == 2))
+}
+
+/// What a node's ApiVersions answer says.
+#[derive(Debug, Clone, Default)]
+pub struct ApiVersionsView {
+    /// API key -> (min, max version) the broker serves.
+    pub ranges: BTreeMap<i16, (i16, i16)>,
+    /// Finalized features: name -> (min, max level). A feature at level 0 is not listed.
+    pub finalized: BTreeMap<String, (i16, i16)>,
+    /// The epoch of the finalized features (-1: the broker has none yet).
+    pub finalized_epoch: i64,
+    /// Supported features: name -> (min, max level).
+    pub supported: BTreeMap<String, (i16, i16)>,
+}
+
+/// The ApiVersions version asked (v3: flexible, with the feature fields).
+const API_VERSIONS_VERSION: i16 = 3;
+
+/// Asks `addr` ApiVersions (v3) and returns the API ranges and the features it reports.
+pub fn api_versions(addr: SocketAddr, timeout: Duration) -> Result<ApiVersionsView, String> {
+    use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+    let request = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kafka-launcher"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    let r: ApiVersionsResponse = call(
+        addr,
+        ApiKey::ApiVersions,
+        API_VERSIONS_VERSION,
+        &request,
+        timeout,
+    )?;
+    if r.error_code != 0 {
+        return Err(format!("ApiVersions error {}", r.error_code));
+    }
+    Ok(ApiVersionsView {
+        ranges: r
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect(),
+        finalized: r
+            .finalized_features
+            .iter()
+            .map(|f| {
+                (
+                    f.name.to_string(),
+                    (f.min_version_level, f.max_version_level),
+                )
+            })
+            .collect(),
+        finalized_epoch: r.finalized_features_epoch,
+        supported: r
+            .supported_features
+            .iter()
+            .map(|f| (f.name.to_string(), (f.min_version, f.max_version)))
+            .collect(),
+    })
+}
+
+/// Which end of a partition ListOffsets is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// The log start offset (timestamp -2).
+    Earliest,
+    /// The high watermark (timestamp -1, isolation READ_UNCOMMITTED).
+    HighWatermark,
+    /// The last stable offset (timestamp -1, isolation READ_COMMITTED): the first offset of
+    /// the oldest open transaction, the high watermark when none is open.
+    LastStable,
+}
+
+/// Asks `addr` (the partitions' leader) for an offset of each partition of `topic` in
+/// `partitions`: partition -> `Ok(offset)` or `Err(error code)`.
+pub fn list_offsets(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: &[i32],
+    spec: OffsetSpec,
+    timeout: Duration,
+) -> Result<BTreeMap<i32, Result<i64, i16>>, String> {
+    let (timestamp, isolation) = match spec {
+        OffsetSpec::Earliest => (-2, 0),
+        OffsetSpec::HighWatermark => (-1, 0),
+        OffsetSpec::LastStable => (-1, 1),
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(p)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(timestamp)
+                    })
+                    .collect(),
+            )]);
+    let r: ListOffsetsResponse = call(
+        addr,
+        ApiKey::ListOffsets,
+        LIST_OFFSETS_VERSION,
+        &request,
+        timeout,
+    )?;
+    Ok(r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            let v = if p.error_code == 0 {
+                Ok(p.offset)
+            } else {
+                Err(p.error_code)
+            };
+            (p.partition_index, v)
+        })
+        .collect())
+}
+
+/// The coordinator key types of FindCoordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinatorType {
+    /// A consumer group's coordinator (key type 0).
+    Group,
+    /// A transactional id's coordinator (key type 1).
+    Transaction,
+}
+
+/// Asks `addr` which node coordinates `key` (FindCoordinator v4, one batched key): its node
+/// id, or the error code and message.
+pub fn find_coordinator(
+    addr: SocketAddr,
+    key: &str,
+    kind: CoordinatorType,
+    timeout: Duration,
+) -> Result<Result<i32, (i16, String)>, String> {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(match kind {
+            CoordinatorType::Group => 0,
+            CoordinatorType::Transaction => 1,
+        })
+        .with_coordinator_keys(vec![StrBytes::from_string(key.to_string())]);
+    let r: FindCoordinatorResponse = call(addr, ApiKey::FindCoordinator, 4, &request, timeout)?;
+    let c = r
+        .coordinators
+        .first()
+        .ok_or("FindCoordinator answered no coordinator")?;
+    Ok(if c.error_code == 0 {
+        Ok(c.node_id.0)
+    } else {
+        Err((
+            c.error_code,
+            c.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        ))
+    })
 }
