@@ -1113,9 +1113,6 @@ macro_rules! per_level {
         }
 
         #[test]
-        #[ignore = "producer bug (issue 12): after the transaction coordinator's SIGKILL the \
-                    producer asks FindCoordinator once, is told the dead broker (not fenced \
-                    yet), and sends nothing more until the transaction times out"]
         fn coordinator_kill_tokio() {
             super::coordinator_kill_tokio($tv);
         }

@@ -486,6 +486,17 @@ impl SimCluster {
         let Some(m) = self.transactions.get_mut(transactional_id) else {
             return;
         };
+        if server_tv2 {
+            // Kafka 4.1.1 at transaction version 2, as observed on Apache Kafka
+            // (`tests/tests/kafka_transactions.rs`): the fencing abort bumps the epoch once,
+            // keeping the fenced one as the last epoch, so the fenced producer's KIP-360
+            // InitProducerId from it is answered with the new epoch (it goes on after a
+            // timeout), while its EndTxn is fenced and a new producer's InitProducerId without
+            // an epoch bumps again. (The October 2024 source bumped twice and kept no last
+            // epoch, which fenced the timed-out producer.)
+            self.txn_begin_end(at, transactional_id, false, true);
+            return;
+        }
         m.epoch = m.epoch.saturating_add(1);
         m.last_epoch = -1;
         let (pid, epoch) = (m.producer_id, m.epoch);
