@@ -21,8 +21,8 @@ use std::sync::mpsc;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, ApiKey, ApiVersionsResponse,
-    EndTxnResponse, FindCoordinatorResponse, InitProducerIdResponse, ProduceResponse, RequestKind,
-    ResponseHeader, TxnOffsetCommitResponse,
+    EndTxnResponse, FindCoordinatorResponse, InitProducerIdResponse, MetadataResponse,
+    ProduceResponse, RequestKind, ResponseHeader, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -627,6 +627,47 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                 let Some((api, version, detail)) = asked.remove(&(t.node, t.conn, corr)) else {
                     continue;
                 };
+                if api == ApiKey::Metadata {
+                    let decoded =
+                        ResponseHeader::decode(&mut b, api.response_header_version(version))
+                            .and_then(|_| MetadataResponse::decode(&mut b, version));
+                    match decoded {
+                        Ok(r) => {
+                            let brokers: Vec<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
+                            let leaders: Vec<String> = r
+                                .topics
+                                .iter()
+                                .filter(|t| t.name.as_ref().is_some_and(|n| !n.0.starts_with("__")))
+                                .map(|t| {
+                                    let ps: Vec<String> = t
+                                        .partitions
+                                        .iter()
+                                        .map(|p| format!("{}:{}", p.partition_index, p.leader_id.0))
+                                        .collect();
+                                    format!(
+                                        "{} [{}]",
+                                        t.name.as_ref().map(|n| n.0.as_str()).unwrap_or("?"),
+                                        ps.join(" ")
+                                    )
+                                })
+                                .collect();
+                            report.txn.timeline.push((
+                                ms(),
+                                t.node,
+                                format!(
+                                    "<- Metadata v{version} brokers {brokers:?}, leaders (partition:leader) {}",
+                                    leaders.join("; ")
+                                ),
+                            ));
+                        }
+                        Err(e) => report.errors.push((
+                            t.node,
+                            t.conn,
+                            format!("Metadata v{version} answer: {e}"),
+                        )),
+                    }
+                    continue;
+                }
                 if api == ApiKey::Produce {
                     let decoded =
                         ResponseHeader::decode(&mut b, api.response_header_version(version))

@@ -456,6 +456,7 @@ async fn pump(
     let writer = async {
         let mut faults = shared.faults.subscribe();
         let mut framer = Framer::new();
+        let mut tap_framer = Framer::new();
         while let Some((read_at, mut chunk)) = rx.recv().await {
             // Black hole: hold everything until it is lifted.
             while faults.borrow_and_update().black_hole {
@@ -482,6 +483,9 @@ async fn pump(
                     }
                 }
             }
+            // The tap sees a frame before its receiver does: a test that finishes its probe
+            // once the client has an answer finds that answer decoded.
+            tap(&shared, conn, dir, &chunk, &mut tap_framer);
             if to.write_all(&chunk).await.is_err() {
                 return End::Closed;
             }
@@ -505,17 +509,10 @@ async fn pump(
     }
 }
 
-/// Byte counters, frame counts for in-flight tracking, and the tap.
-fn account(shared: &Shared, conn: u64, dir: Direction, chunk: &[u8], framer: &mut Framer) {
-    let counter = match dir {
-        Direction::ToBroker => &shared.counters.to_broker,
-        Direction::ToClient => &shared.counters.to_client,
-    };
-    counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+/// Hands the frames `chunk` completes to the tap, if one is set.
+fn tap(shared: &Shared, conn: u64, dir: Direction, chunk: &[u8], framer: &mut Framer) {
     let tap = shared.tap.lock().unwrap().clone();
-    let mut completed = 0u64;
     framer.feed(chunk, tap.is_some(), |frame| {
-        completed += 1;
         if let Some(t) = &tap {
             let _ = t.send(TappedFrame {
                 node: shared.node,
@@ -525,6 +522,17 @@ fn account(shared: &Shared, conn: u64, dir: Direction, chunk: &[u8], framer: &mu
             });
         }
     });
+}
+
+/// Byte counters and frame counts for in-flight tracking.
+fn account(shared: &Shared, conn: u64, dir: Direction, chunk: &[u8], framer: &mut Framer) {
+    let counter = match dir {
+        Direction::ToBroker => &shared.counters.to_broker,
+        Direction::ToClient => &shared.counters.to_client,
+    };
+    counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+    let mut completed = 0u64;
+    framer.feed(chunk, false, |_| completed += 1);
     // Requests are counted as the client writes them (see `count_requests_sent`).
     if completed > 0 && dir == Direction::ToClient {
         let mut frames = shared.frames.lock().unwrap();
