@@ -370,7 +370,12 @@ impl<T> Producer<T> {
             }
             return true;
         }
-        self.txn_answered();
+        // The retry count keeps growing until the coordinator itself answers: while Kafka
+        // still names a dead coordinator, the lookups back off exponentially.
+        if let Some(txn) = self.txn.as_mut() {
+            txn.retry_at = None;
+        }
+        self.work_pending = true;
         self.brokers.node_slot(c.node_id, &c.host, c.port);
         let txn = self.txn.as_mut().expect("transactional");
         if group {
