@@ -850,8 +850,11 @@ fn fencing_tokio(tv: i16) {
         e => panic!("the fenced producer's commit: {e:?}, expected Fatal PRODUCER_FENCED"),
     }
     assert!(
-        begin_after.is_err(),
-        "a fenced producer begins nothing: {begin_after:?}"
+        matches!(
+            &begin_after,
+            Err(TransactionError::Fatal { code, .. }) if *code == ErrorCode::PRODUCER_FENCED
+        ),
+        "a fenced producer begins nothing, and says why: {begin_after:?}"
     );
     let (rc, ru) = read_both(&kafka, &topic, 3);
     check_exactly_once(&contents_of(&live_recs), &rc)

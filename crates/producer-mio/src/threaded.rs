@@ -101,6 +101,9 @@ struct Shared<T> {
     wake_pending: AtomicBool,
     /// The core's metrics as the thread stopped (set before the queue stops).
     final_metrics: Mutex<Option<MetricsSnapshot>>,
+    /// The fatal error of a transactional producer, set before the queue stops: operations
+    /// after it get this rather than `Closed`.
+    transaction_failure: Mutex<Option<TransactionError>>,
 }
 
 /// How many records the thread hands to the driver between two releases of the queue's held
@@ -247,6 +250,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             close_requested: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             final_metrics: Mutex::new(None),
+            transaction_failure: Mutex::new(None),
         });
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()
@@ -417,6 +421,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             });
         }
         let (tx, rx) = mpsc::sync_channel(1);
+        let stopped = || {
+            let failure = self.inner.shared.transaction_failure.lock();
+            let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
+            Err(failure.unwrap_or(TransactionError::Closed))
+        };
         if self
             .inner
             .shared
@@ -424,10 +433,10 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             .push_control(Command::Txn(op, tx))
             .is_err()
         {
-            return Err(TransactionError::Closed);
+            return stopped();
         }
         self.inner.shared.wake();
-        rx.recv().unwrap_or(Err(TransactionError::Closed))
+        rx.recv().unwrap_or_else(|_| stopped())
     }
 
     /// Starts the transactional producer (`transactional.id` in the config): finds its
@@ -705,6 +714,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     /// After the core closed: refuse new sends, fail what is still queued, answer flushes.
     fn shutdown(&mut self) {
         let last = self.driver.metrics();
+        let failure = self.driver.core().transaction_failure();
+        *self
+            .shared
+            .transaction_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failure.clone();
+        let stopped = failure.unwrap_or(TransactionError::Closed);
         *self
             .shared
             .final_metrics
@@ -731,14 +747,14 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                     let _ = reply.try_send(last.clone());
                 }
                 Command::Txn(_, reply) => {
-                    let _ = reply.try_send(Err(TransactionError::Closed));
+                    let _ = reply.try_send(Err(stopped.clone()));
                 }
             }
         }
         self.answer_transactions();
         answer(self.txn_flushes.drain(..));
         if let Some(w) = self.txn_waiter.take() {
-            let _ = w.try_send(Err(TransactionError::Closed));
+            let _ = w.try_send(Err(stopped));
         }
         answer(self.driver.sink_mut().flushes.release_all());
     }

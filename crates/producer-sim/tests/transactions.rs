@@ -728,6 +728,10 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             h.producer.transaction_state(),
             producer_core::TransactionState::FatalError
         );
+        assert!(
+            matches!(h.producer.transaction_failure(), Some(TransactionError::Fatal { code: c, .. }) if c == code),
+            "{api}/{code}: the failure a driver hands on"
+        );
         for &id in &ids {
             match report(&h, id) {
                 Err(f) => assert_eq!(id_of(f.record.value.as_deref().unwrap()), id),

@@ -223,6 +223,13 @@ impl Actor {
         }
         self.shared.closing.store(true, Ordering::Release);
         let last = self.core.metrics();
+        let txn_failure = self.core.transaction_failure();
+        *self
+            .shared
+            .transaction_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = txn_failure.clone();
+        let stopped = txn_failure.unwrap_or(TransactionError::Closed);
         *self
             .shared
             .final_metrics
@@ -248,12 +255,12 @@ impl Actor {
                     let _ = tx.send(last.clone());
                 }
                 Cmd::Txn { reply, .. } => {
-                    let _ = reply.send(Err(TransactionError::Closed));
+                    let _ = reply.send(Err(stopped.clone()));
                 }
             }
         }
         if let Some(w) = self.txn_waiter.take() {
-            let _ = w.send(Err(TransactionError::Closed));
+            let _ = w.send(Err(stopped));
         }
         answer(self.txn_flushes.drain(..));
         answer(self.flushes.release_all());

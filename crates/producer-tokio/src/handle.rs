@@ -56,6 +56,9 @@ pub(crate) struct Shared {
     pub(crate) space: Notify,
     /// The core's metrics as the task stopped (set before the queue stops).
     pub(crate) final_metrics: Mutex<Option<MetricsSnapshot>>,
+    /// The fatal error of a transactional producer, set before the queue stops: operations
+    /// after it get this rather than `Closed`.
+    pub(crate) transaction_failure: Mutex<Option<TransactionError>>,
 }
 
 impl Shared {
@@ -67,6 +70,7 @@ impl Shared {
             cmd_ready: Notify::new(),
             space: Notify::new(),
             final_metrics: Mutex::new(None),
+            transaction_failure: Mutex::new(None),
         }
     }
 
@@ -293,10 +297,18 @@ impl ProducerHandle {
     /// Queues a transactional operation and waits for its result.
     async fn transaction(&self, op: TxnCmd) -> Result<(), TransactionError> {
         let (reply, rx) = oneshot::channel();
+        let stopped = || {
+            let failure = self.shared().transaction_failure.lock();
+            let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
+            Err(failure.unwrap_or(TransactionError::Closed))
+        };
         if !self.shared().push_control(Cmd::Txn { op, reply }) {
-            return Err(TransactionError::Closed);
+            return stopped();
         }
-        rx.await.unwrap_or(Err(TransactionError::Closed))
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => stopped(),
+        }
     }
 
     /// Starts the transactional producer (it needs `transactional.id` in its config): finds

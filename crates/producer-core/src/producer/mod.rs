@@ -325,6 +325,17 @@ impl<T> Producer<T> {
         self.start_abort()
     }
 
+    /// The fatal error a transactional producer answers every operation with once it failed
+    /// for good (fenced, not authorized, ...), or `None`. For a driver that outlives its core:
+    /// operations queued after the core stopped get this instead of a bare "closed".
+    pub fn transaction_failure(&self) -> Option<crate::TransactionError> {
+        self.txn.as_ref()?;
+        self.lifecycle
+            .fatal
+            .as_ref()
+            .map(transaction::fatal_transaction_error)
+    }
+
     /// Where the transactional producer stands ([`crate::TransactionState::Uninitialized`]
     /// for a producer without a `transactional.id`).
     pub fn transaction_state(&self) -> crate::TransactionState {

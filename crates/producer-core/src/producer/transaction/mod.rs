@@ -161,7 +161,7 @@ impl<T> Transactions<T> {
 }
 
 /// The [`TransactionError::Fatal`] for the error that stopped the producer.
-fn fatal_transaction_error(error: &ProduceError) -> TransactionError {
+pub(super) fn fatal_transaction_error(error: &ProduceError) -> TransactionError {
     match error {
         ProduceError::Broker { code, message, .. } => TransactionError::Fatal {
             code: *code,
