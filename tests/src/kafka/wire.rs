@@ -145,33 +145,10 @@ pub fn unserved_partitions(
     partitions: &[i32],
     timeout: Duration,
 ) -> Result<Vec<(i32, i16)>, String> {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(
-                partitions
-                    .iter()
-                    .map(|&p| {
-                        ListOffsetsPartition::default()
-                            .with_partition_index(p)
-                            .with_current_leader_epoch(-1)
-                            .with_timestamp(-1)
-                    })
-                    .collect(),
-            )]);
-    let r: ListOffsetsResponse = call(
-        addr,
-        ApiKey::ListOffsets,
-        LIST_OFFSETS_VERSION,
-        &request,
-        timeout,
-    )?;
-    Ok(r.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .filter(|p| p.error_code != 0)
-        .map(|p| (p.partition_index, p.error_code))
+    let offsets = list_offsets(addr, topic, partitions, OffsetSpec::HighWatermark, timeout)?;
+    Ok(offsets
+        .into_iter()
+        .filter_map(|(p, r)| r.err().map(|code| (p, code)))
         .collect())
 }
 
