@@ -95,7 +95,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 Output::Transmit { conn, bytes } => {
                     if let Some(s) = tokens.get(&conn).and_then(|t| sockets.get_mut(t)) {
-                        s.out.extend_from_slice(&bytes);
+                        for piece in bytes.pieces() {
+                            s.out.extend_from_slice(piece);
+                        }
                     }
                 }
                 Output::Disconnect { conn } => {

@@ -335,7 +335,7 @@ impl Harness {
                 Output::Connect { conn, .. } => self.producer.handle_connected(self.now, conn),
                 Output::Transmit { conn, bytes } => {
                     let mut reply = Vec::new();
-                    self.broker.handle(&bytes, &mut reply);
+                    self.broker.handle(&bytes.to_contiguous(), &mut reply);
                     self.replies.push((conn, reply));
                 }
                 Output::Delivery(d) => {

@@ -335,9 +335,9 @@ impl<T> Batch<T> {
     pub(crate) fn mark_possibly_persisted(&mut self) {
         self.possibly_persisted = true;
     }
-    /// The encoded bytes, as sent.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        self.sealed.as_bytes()
+    /// The encoded bytes for a request to carry as they are (shared, not copied).
+    pub(crate) fn share_bytes(&mut self) -> bytes::Bytes {
+        self.sealed.share()
     }
     pub(crate) fn len_bytes(&self) -> usize {
         self.sealed.len_bytes()

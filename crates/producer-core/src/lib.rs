@@ -85,5 +85,5 @@ pub use transaction::{
 };
 pub use types::{
     ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
-    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
+    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, WireBytes,
 };

@@ -7,6 +7,83 @@ use bytes::Bytes;
 use crate::record::Header;
 use crate::ErrorCode;
 
+/// The bytes of one [`Output::Transmit`]: complete frames, in one or more pieces that go on
+/// the connection one after the other. A Produce request is its header, its record batches
+/// as the core holds them (shared, not copied) and the bytes between them; other requests
+/// are one piece. Hand the pieces to a vectored write, or queue them one by one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireBytes {
+    pieces: Vec<Bytes>,
+    len: usize,
+}
+
+impl WireBytes {
+    /// Pieces written in this order (empty ones are left out).
+    pub fn from_pieces(pieces: impl IntoIterator<Item = Bytes>) -> Self {
+        let pieces: Vec<Bytes> = pieces.into_iter().filter(|p| !p.is_empty()).collect();
+        let len = pieces.iter().map(Bytes::len).sum();
+        WireBytes { pieces, len }
+    }
+
+    /// The bytes in all pieces.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pieces, in the order they go on the connection.
+    pub fn pieces(&self) -> &[Bytes] {
+        &self.pieces
+    }
+
+    /// The pieces, in the order they go on the connection.
+    pub fn into_pieces(self) -> Vec<Bytes> {
+        self.pieces
+    }
+
+    /// All the bytes in one buffer: the piece itself when there is one, else a copy of them
+    /// all. For code that wants the frames contiguous (tests, a simulated network); a driver
+    /// writes [`WireBytes::pieces`] instead.
+    pub fn to_contiguous(&self) -> Bytes {
+        match self.pieces.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut all = Vec::with_capacity(self.len);
+                for p in many {
+                    all.extend_from_slice(p);
+                }
+                Bytes::from(all)
+            }
+        }
+    }
+}
+
+impl From<Bytes> for WireBytes {
+    fn from(bytes: Bytes) -> Self {
+        WireBytes::from_pieces([bytes])
+    }
+}
+
+impl From<Vec<u8>> for WireBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        WireBytes::from(Bytes::from(bytes))
+    }
+}
+
+impl IntoIterator for WireBytes {
+    type Item = Bytes;
+    type IntoIter = std::vec::IntoIter<Bytes>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.pieces.into_iter()
+    }
+}
+
 /// One record to produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -105,12 +182,14 @@ pub enum Output<T> {
         /// Port.
         port: u16,
     },
-    /// Write these bytes, whole and in order, on the connection. They are complete frames.
+    /// Write these bytes, whole and in order, on the connection. They are complete frames,
+    /// in one or more pieces (a Produce request's record batches are pieces of their own,
+    /// not copied into the request).
     Transmit {
         /// The connection.
         conn: ConnId,
         /// The bytes to write.
-        bytes: Bytes,
+        bytes: WireBytes,
     },
     /// Close the connection; no `handle_disconnected` is needed for it.
     Disconnect {
@@ -554,4 +633,30 @@ pub enum SendErrorReason {
     /// does not exist, fails with [`ProduceError::UnknownPartition`]).
     #[error("invalid partition {0}")]
     InvalidPartition(i32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_bytes_keep_their_pieces_in_order_without_the_empty_ones() {
+        let w = WireBytes::from_pieces([
+            Bytes::from_static(b"ab"),
+            Bytes::new(),
+            Bytes::from_static(b"cde"),
+        ]);
+        assert_eq!(w.len(), 5);
+        assert_eq!(w.pieces().len(), 2);
+        assert_eq!(&w.to_contiguous()[..], b"abcde");
+        let one = Bytes::from_static(b"xyz");
+        let w = WireBytes::from(one.clone());
+        assert_eq!(
+            w.to_contiguous().as_ptr(),
+            one.as_ptr(),
+            "one piece is not copied"
+        );
+        assert!(WireBytes::from(Vec::new()).is_empty());
+        assert_eq!(w.into_iter().collect::<Vec<_>>(), [one]);
+    }
 }

@@ -29,6 +29,14 @@ impl WriteQueue {
         self.frames.push_back(frame);
     }
 
+    /// Queues the pieces of one [`producer_core::Output::Transmit`] behind the others.
+    #[inline]
+    pub fn push_wire(&mut self, bytes: producer_core::WireBytes) {
+        for piece in bytes {
+            self.push(piece);
+        }
+    }
+
     /// Whether everything was written.
     #[inline]
     pub fn is_empty(&self) -> bool {

@@ -162,7 +162,8 @@ impl<T> Drop for Inner<T> {
 ///   their delivery timeout, so it ends), and joins the thread. Dropping every handle without
 ///   `close` closes the producer the same way in the background.
 ///
-/// A record without a timestamp gets the wall clock when `send` is called.
+/// A record without a timestamp gets the wall clock when the producer thread takes it from the
+/// queue (one reading for each run of records it takes).
 pub struct ThreadedProducer<T = ()> {
     inner: Arc<Inner<T>>,
 }
@@ -282,8 +283,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Queues a record with `opaque`, handed back in its report. Never blocks: when the queue
     /// is full the record comes back in [`SendError::Full`]; after `close`, in
     /// [`SendError::Closed`].
-    pub fn send_with(&self, mut record: Record, opaque: T) -> Result<(), SendError<T>> {
-        timestamp::fill(&mut record);
+    pub fn send_with(&self, record: Record, opaque: T) -> Result<(), SendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(SendError::Closed(record, opaque));
@@ -299,9 +299,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         }
     }
 
-    /// Queues many records at once: one lock and one wall-clock reading for the whole call
-    /// (records without a timestamp all get the time of this call), instead of one each as
-    /// with [`ThreadedProducer::send_with`]. Use it when records arrive in bursts (a consumer's
+    /// Queues many records at once: one lock for the whole call, instead of one each as with
+    /// [`ThreadedProducer::send_with`]. Use it when records arrive in bursts (a consumer's
     /// poll, a file read) and the per-record overhead matters.
     ///
     /// Records are taken from the front of `records`, in order, while the queue has room;
@@ -314,11 +313,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(BatchClosed);
         }
-        let now_ms = timestamp::wall_clock_ms();
         let burst = shared
             .queue
-            .push_burst(records, false, |(mut record, opaque)| {
-                timestamp::fill_at(&mut record, now_ms);
+            .push_burst(records, false, |(record, opaque)| {
                 Command::Send(record, opaque)
             })
             .map_err(|_| BatchClosed)?;
@@ -602,7 +599,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 return false;
             }
         }
+        // Records without a timestamp get the wall clock here rather than in `send`: one
+        // reading per run of commands, as for the monotonic clock.
         let mut now = Instant::now();
+        let mut wall_ms = timestamp::wall_clock_ms();
         let mut handled = 0;
         while self.stash.is_none() && handled < CHUNK {
             let Some(cmd) = self.taken.pop_front() else {
@@ -614,9 +614,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 self.shared.queue.release(RELEASE_EVERY);
                 self.unreleased = 0;
                 now = Instant::now();
+                wall_ms = timestamp::wall_clock_ms();
             }
             match cmd {
-                Command::Send(record, opaque) => self.submit(now, record, opaque),
+                Command::Send(mut record, opaque) => {
+                    timestamp::fill_at(&mut record, wall_ms);
+                    self.submit(now, record, opaque)
+                }
                 Command::Flush(done) if self.driver.core().config().transactional_id.is_some() => {
                     // Reports wait for the transaction's end: the flush is done once every
                     // record is acknowledged (as the Java client's, which waits for all).

@@ -96,7 +96,9 @@ impl<T> Harness<T> {
             }
             Output::Transmit { conn, bytes } => {
                 if let Some(&sim) = self.to_sim.get(&conn) {
-                    self.cluster.write(now, sim, &bytes);
+                    // One write per transmit, as before the core sent requests in pieces:
+                    // the simulated network's timing and faults work per write.
+                    self.cluster.write(now, sim, &bytes.to_contiguous());
                 }
             }
             Output::Disconnect { conn } => {

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use producer_core::{
     Config, ConnId, Event, Output, ProduceError, Record, SendErrorReason, TransactionError,
+    WireBytes,
 };
-use producer_driver::{log_event, Cohort, FlushTracker};
+use producer_driver::{log_event, timestamp, Cohort, FlushTracker};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, info};
@@ -92,7 +92,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The actor's side of one connection task.
 struct ConnHandle {
-    writer: mpsc::UnboundedSender<Bytes>,
+    writer: mpsc::UnboundedSender<WireBytes>,
     task: JoinHandle<()>,
     /// Bytes handed to the writer and not yet written (shared with the connection task).
     backlog: Arc<AtomicUsize>,
@@ -181,16 +181,18 @@ impl Actor {
                     if self.taken.is_empty() {
                         self.sync_queue(0);
                     }
-                    // One clock reading for the whole batch: it is handled within
-                    // microseconds.
+                    // One reading of each clock for the whole batch: it is handled within
+                    // microseconds. Records without a timestamp get the wall clock here
+                    // rather than in the handles: one reading per batch, not per record.
                     let t = now();
+                    let wall_ms = timestamp::wall_clock_ms();
                     let mut handled = 0;
                     while handled < BATCH && self.stash.is_none() {
                         let Some(cmd) = self.taken.pop_front() else {
                             break;
                         };
                         handled += 1;
-                        self.on_cmd(t, cmd);
+                        self.on_cmd(t, wall_ms, cmd);
                     }
                     self.sync_queue(handled);
                 }
@@ -289,10 +291,12 @@ impl Actor {
         }
     }
 
-    /// Handles one command; `t` is a recent clock reading.
-    fn on_cmd(&mut self, t: std::time::Instant, cmd: Cmd) {
+    /// Handles one command; `t` and `wall_ms` are recent readings of the monotonic and the
+    /// wall clock (the latter for a record without a timestamp).
+    fn on_cmd(&mut self, t: std::time::Instant, wall_ms: i64, cmd: Cmd) {
         match cmd {
-            Cmd::Send { record, reply } => {
+            Cmd::Send { mut record, reply } => {
+                timestamp::fill_at(&mut record, wall_ms);
                 let cohort = self.flushes.accept();
                 self.submit(t, record, Reply { to: reply, cohort });
             }
@@ -468,7 +472,7 @@ impl Actor {
 
     /// Hands a frame to its connection's task; pauses records while the connection's backlog
     /// is over the limit.
-    fn transmit(&mut self, conn: ConnId, bytes: Bytes) {
+    fn transmit(&mut self, conn: ConnId, bytes: WireBytes) {
         let Some(c) = self.conns.get_mut(&conn) else {
             debug!(
                 conn = conn.as_u64(),

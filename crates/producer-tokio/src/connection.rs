@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use producer_core::ConnId;
+use producer_core::{ConnId, WireBytes};
 use producer_driver::tls::{self, TlsSetup};
 use producer_driver::{WriteQueue, MAX_IOV};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -39,7 +39,7 @@ pub(crate) struct ConnIo {
     pub(crate) conn: ConnId,
     /// Frames to write, in order; closed by the producer task when the core closes the
     /// connection (the task writes what is queued, then closes).
-    pub(crate) frames: mpsc::UnboundedReceiver<Bytes>,
+    pub(crate) frames: mpsc::UnboundedReceiver<WireBytes>,
     pub(crate) net: mpsc::Sender<Net>,
     /// Bytes handed over and not yet written (shared with the producer task).
     pub(crate) backlog: Arc<AtomicUsize>,
@@ -177,7 +177,7 @@ impl ConnIo {
             loop {
                 if pending.is_empty() {
                     match frames.recv().await {
-                        Some(frame) => pending.push(frame),
+                        Some(frame) => pending.push_wire(frame),
                         None => break,
                     }
                 }
@@ -185,7 +185,7 @@ impl ConnIo {
                 // frames when the producer task transmitted several at once).
                 while pending.frames() < MAX_IOV {
                     match frames.try_recv() {
-                        Ok(frame) => pending.push(frame),
+                        Ok(frame) => pending.push_wire(frame),
                         Err(_) => break,
                     }
                 }

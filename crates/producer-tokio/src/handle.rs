@@ -6,7 +6,6 @@ use std::sync::Arc;
 use producer_core::{
     Config, ConsumerGroupMetadata, MetricsSnapshot, OffsetToCommit, Record, TransactionError,
 };
-use producer_driver::timestamp;
 use producer_driver::{CommandQueue, Refused};
 use std::sync::Mutex;
 use tokio::sync::{oneshot, Notify};
@@ -144,8 +143,9 @@ impl ProducerHandle {
     /// future of the record's delivery report once the producer task has the record. Records
     /// sent through one handle keep their order per partition.
     ///
-    /// A record without a timestamp gets the wall clock. Returns [`SendError::Closed`] with
-    /// the record once [`ProducerHandle::close`] has been called. Cancelling this future
+    /// A record without a timestamp gets the wall clock when the producer task takes it from
+    /// the queue (one reading for each run of commands it takes). Returns
+    /// [`SendError::Closed`] with the record once [`ProducerHandle::close`] has been called. Cancelling this future
     /// before it completes drops the record unsent.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
         let (future, reply) = DeliveryFuture::new();
@@ -186,9 +186,8 @@ impl ProducerHandle {
         self.try_enqueue(record, ReplyTo::Detached(tag))
     }
 
-    /// Queues many detached records at once without waiting: one queue lock and one
-    /// wall-clock reading for the whole call (records without a timestamp all get the time of
-    /// this call), instead of one each as with [`ProducerHandle::try_send_detached`]. Use it
+    /// Queues many detached records at once without waiting: one queue lock for the whole
+    /// call, instead of one each as with [`ProducerHandle::try_send_detached`]. Use it
     /// when records arrive in bursts (a consumer's poll, a file read) and the per-record cost
     /// matters, from code that must not wait (else see
     /// [`ProducerHandle::send_batch_detached`]). Reports go to the
@@ -215,8 +214,8 @@ impl ProducerHandle {
 
     /// Queues every record of `records` as detached records (reports to the
     /// [`ProducerBuilder::on_delivery`] callback with each record's tag), waiting for room as
-    /// [`ProducerHandle::send_detached`] does. One queue lock and one wall-clock reading per
-    /// chunk that fits in the queue, instead of one each per record: the cheapest way to send
+    /// [`ProducerHandle::send_detached`] does. One queue lock per chunk that fits in the
+    /// queue, instead of one each per record: the cheapest way to send
     /// records that come in bursts. Records keep their order (per partition, as with
     /// `send_detached`); `records` is empty when this resolves `Ok`.
     ///
@@ -354,7 +353,7 @@ impl ProducerHandle {
     }
 
     /// Queues detached records from the front of `records` while the queue has room, under
-    /// one lock, with one wall-clock reading; how many it took.
+    /// one lock; how many it took.
     /// `waiting`: the caller registered for a wake-up and waits when some are left.
     fn push_batch(
         &self,
@@ -362,17 +361,11 @@ impl ProducerHandle {
         waiting: bool,
     ) -> Result<usize, BatchClosed> {
         let shared = self.shared();
-        // Read before the lock, once per call: a call that finds the queue full reads it for
-        // nothing, and is about to wait anyway.
-        let now_ms = timestamp::wall_clock_ms();
         let burst = shared
             .queue
-            .push_burst(records, waiting, |(mut record, tag)| {
-                timestamp::fill_at(&mut record, now_ms);
-                Cmd::Send {
-                    record,
-                    reply: ReplyTo::Detached(tag),
-                }
+            .push_burst(records, waiting, |(record, tag)| Cmd::Send {
+                record,
+                reply: ReplyTo::Detached(tag),
             })
             .map_err(|_| BatchClosed)?;
         if burst.taken > 0 && burst.was_empty {
@@ -381,39 +374,25 @@ impl ProducerHandle {
         Ok(burst.taken)
     }
 
-    /// Queues `record` (its timestamp filled in) if there is room; a refused record comes back
-    /// as it was given. `waiting`: the caller registered for a wake-up and waits when refused
+    /// Queues `record` if there is room; a refused record comes back as it was given. `waiting`: the caller registered for a wake-up and waits when refused
     /// as full.
     fn push(
         &self,
-        mut record: Record,
+        record: Record,
         reply: ReplyTo,
         waiting: bool,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         let shared = self.shared();
-        let filled = timestamp::fill(&mut record);
-        let pushed = shared
+        let was_empty = shared
             .queue
             .push((record, reply), waiting, |(record, reply)| Cmd::Send {
                 record,
                 reply,
-            });
-        match pushed {
-            Ok(was_empty) => {
-                if was_empty {
-                    shared.cmd_ready.notify_one();
-                }
-                Ok(())
-            }
-            Err(Refused::Full((mut record, reply))) => {
-                timestamp::unfill(&mut record, filled);
-                Err(Refused::Full((record, reply)))
-            }
-            Err(Refused::Stopped((mut record, reply))) => {
-                timestamp::unfill(&mut record, filled);
-                Err(Refused::Stopped((record, reply)))
-            }
+            })?;
+        if was_empty {
+            shared.cmd_ready.notify_one();
         }
+        Ok(())
     }
 
     /// Queues a record, waiting for room.

@@ -82,7 +82,7 @@
 //!   [`ProducerBuilder::on_delivery`] callback, run on the producer task (as the Java client
 //!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 //!   [`ProducerHandle::send_batch_detached`] and [`ProducerHandle::try_send_batch_detached`]
-//!   queue a whole burst of them under one lock with one wall-clock reading.
+//!   queue a whole burst of them under one lock.
 //! * **Metrics.** [`ProducerHandle::metrics`] asks the task for the core's [`MetricsSnapshot`]
 //!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
 //!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
@@ -95,6 +95,7 @@
 
 mod actor;
 mod builder;
+mod completion;
 mod connection;
 mod delivery;
 mod error;

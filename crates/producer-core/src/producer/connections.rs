@@ -13,7 +13,9 @@ use std::io::ErrorKind;
 
 use crate::brokers::FailureOutcome;
 use crate::config::MetadataRecovery;
-use crate::types::{ConnId, ConnectionError, Event, Output, ProduceError, RebootstrapReason};
+use crate::types::{
+    ConnId, ConnectionError, Event, Output, ProduceError, RebootstrapReason, WireBytes,
+};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -463,7 +465,7 @@ impl<T> Producer<T> {
         }
         self.outputs.push_back(Output::Transmit {
             conn,
-            bytes: buf.into(),
+            bytes: WireBytes::from(buf),
         });
     }
 }

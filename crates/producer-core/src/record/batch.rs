@@ -484,7 +484,7 @@ impl BatchBuilder {
         );
         put_at(header, RECORDS_COUNT_OFFSET, &count.to_be_bytes());
         let mut sealed = SealedBatch {
-            buf,
+            buf: Storage::Owned(buf),
             record_count: count,
             uncompressed_size,
             compression,
@@ -513,7 +513,7 @@ type Sealed = (SealedBatch, Option<Vec<u8>>);
 /// [`BatchBuilder::with_buffer`].
 #[derive(Clone)]
 pub struct SealedBatch {
-    buf: Vec<u8>,
+    buf: Storage,
     record_count: i32,
     uncompressed_size: usize,
     compression: Compression,
@@ -524,7 +524,7 @@ impl fmt::Debug for SealedBatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SealedBatch")
             .field("record_count", &self.record_count)
-            .field("len_bytes", &self.buf.len())
+            .field("len_bytes", &self.len_bytes())
             .field("uncompressed_size", &self.uncompressed_size)
             .field("compression", &self.compression)
             .field("producer_id", &self.producer_id())
@@ -535,9 +535,71 @@ impl fmt::Debug for SealedBatch {
     }
 }
 
+/// A sealed batch's bytes: owned until a request first shares them, shared from then on.
+/// Writing to shared bytes takes them back when nothing else holds them any more (the
+/// request that carried them was written and dropped), and copies them when something does.
+#[derive(Clone)]
+enum Storage {
+    Owned(Vec<u8>),
+    Shared(Bytes),
+}
+
+impl Storage {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Storage::Owned(v) => v,
+            Storage::Shared(b) => b,
+        }
+    }
+
+    /// The bytes to change in place.
+    fn as_mut(&mut self) -> &mut Vec<u8> {
+        if let Storage::Shared(b) = self {
+            let vec = match std::mem::take(b).try_into_mut() {
+                Ok(unique) => Vec::from(unique),
+                // An earlier request still holds them (its connection has not written or
+                // dropped it yet): this attempt gets its own copy.
+                Err(shared) => shared.to_vec(),
+            };
+            *self = Storage::Owned(vec);
+        }
+        match self {
+            Storage::Owned(v) => v,
+            Storage::Shared(_) => unreachable!("made owned above"),
+        }
+    }
+
+    /// The bytes as `Bytes` that share this storage (no copy).
+    fn share(&mut self) -> Bytes {
+        match self {
+            Storage::Shared(b) => b.clone(),
+            Storage::Owned(v) => {
+                let b = Bytes::from(std::mem::take(v));
+                *self = Storage::Shared(b.clone());
+                b
+            }
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Storage::Owned(v) => Bytes::from(v),
+            Storage::Shared(b) => b,
+        }
+    }
+
+    /// The buffer to reuse: empty if something still shares it.
+    fn into_vec(self) -> Vec<u8> {
+        match self {
+            Storage::Owned(v) => v,
+            Storage::Shared(b) => b.try_into_mut().map(Vec::from).unwrap_or_default(),
+        }
+    }
+}
+
 impl SealedBatch {
     fn write_producer_fields(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
-        let header = &mut self.buf[..RECORD_BATCH_OVERHEAD];
+        let header = &mut self.buf.as_mut()[..RECORD_BATCH_OVERHEAD];
         put_at(header, PRODUCER_ID_OFFSET, &producer_id.to_be_bytes());
         put_at(header, PRODUCER_EPOCH_OFFSET, &producer_epoch.to_be_bytes());
         put_at(header, BASE_SEQUENCE_OFFSET, &base_sequence.to_be_bytes());
@@ -548,8 +610,9 @@ impl SealedBatch {
     /// only rewrites these fields and the CRC. A non-idempotent producer stamps `(-1, -1, -1)`.
     pub fn stamp(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
         self.write_producer_fields(producer_id, producer_epoch, base_sequence);
-        let crc = crc32c::crc32c(&self.buf[ATTRIBUTES_OFFSET..]);
-        put_at(&mut self.buf, CRC_OFFSET, &crc.to_be_bytes());
+        let buf = self.buf.as_mut();
+        let crc = crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..]);
+        put_at(buf, CRC_OFFSET, &crc.to_be_bytes());
         self.stamped = true;
     }
 
@@ -557,21 +620,25 @@ impl SealedBatch {
     /// first [`SealedBatch::stamp`]: the stamp's CRC covers the attributes.
     pub fn set_transactional(&mut self, transactional: bool) {
         let mut b = [0; 2];
-        b.copy_from_slice(&self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
+        b.copy_from_slice(&self.buf.as_slice()[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
         let mut attributes = i16::from_be_bytes(b);
         if transactional {
             attributes |= TRANSACTIONAL_BIT;
         } else {
             attributes &= !TRANSACTIONAL_BIT;
         }
-        put_at(&mut self.buf, ATTRIBUTES_OFFSET, &attributes.to_be_bytes());
+        put_at(
+            self.buf.as_mut(),
+            ATTRIBUTES_OFFSET,
+            &attributes.to_be_bytes(),
+        );
         self.stamped = false;
     }
 
     /// Whether the batch is marked as part of a transaction.
     pub fn is_transactional(&self) -> bool {
         let mut b = [0; 2];
-        b.copy_from_slice(&self.buf[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
+        b.copy_from_slice(&self.buf.as_slice()[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]);
         i16::from_be_bytes(b) & TRANSACTIONAL_BIT != 0
     }
 
@@ -584,13 +651,23 @@ impl SealedBatch {
     /// [`SealedBatch::stamp`] (the CRC is not set before; debug builds assert it).
     pub fn as_bytes(&self) -> &[u8] {
         debug_assert!(self.stamped, "SealedBatch::as_bytes before stamp");
-        &self.buf
+        self.buf.as_slice()
     }
 
     /// A copy of the stamped batch bytes as [`Bytes`], for request builders that hold `Bytes`.
-    /// Copies the whole batch: prefer [`SealedBatch::as_bytes`] when writing into a buffer.
+    /// Copies the whole batch: prefer [`SealedBatch::as_bytes`] when writing into a buffer, or
+    /// [`SealedBatch::share`] to hand the bytes on without a copy.
     pub fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_bytes())
+    }
+
+    /// The stamped batch bytes as [`Bytes`] sharing the batch's own buffer: no copy. Call it
+    /// when a request carries the batch as it is (a transmit in pieces). A later
+    /// [`SealedBatch::stamp`] takes the buffer back if nothing holds these bytes any more, and
+    /// copies it if something does, so what was shared never changes.
+    pub fn share(&mut self) -> Bytes {
+        debug_assert!(self.stamped, "SealedBatch::share before stamp");
+        self.buf.share()
     }
 
     /// Number of records in the batch.
@@ -600,7 +677,7 @@ impl SealedBatch {
 
     /// Size of the batch on the wire (compressed records plus the 61-byte header).
     pub fn len_bytes(&self) -> usize {
-        self.buf.len()
+        self.buf.as_slice().len()
     }
 
     /// Size the batch had before compression, header included (equal to
@@ -632,27 +709,27 @@ impl SealedBatch {
     /// The producer epoch last stamped (-1 before any stamp).
     pub fn producer_epoch(&self) -> i16 {
         let mut b = [0; 2];
-        b.copy_from_slice(&self.buf[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]);
+        b.copy_from_slice(&self.buf.as_slice()[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]);
         i16::from_be_bytes(b)
     }
 
     /// The base sequence last stamped (-1 before any stamp).
     pub fn base_sequence(&self) -> i32 {
         let mut b = [0; 4];
-        b.copy_from_slice(&self.buf[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]);
+        b.copy_from_slice(&self.buf.as_slice()[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]);
         i32::from_be_bytes(b)
     }
 
     fn read_i64(&self, offset: usize) -> i64 {
         let mut b = [0; 8];
-        b.copy_from_slice(&self.buf[offset..offset + 8]);
+        b.copy_from_slice(&self.buf.as_slice()[offset..offset + 8]);
         i64::from_be_bytes(b)
     }
 
     /// Gives the buffer back (for [`BatchBuilder::with_buffer`]) once the batch is acknowledged
-    /// or failed for good.
+    /// or failed for good; an empty one if a request still shares it.
     pub fn into_buffer(self) -> Vec<u8> {
-        self.buf
+        self.buf.into_vec()
     }
 
     /// The batch's records, decoded (decompressed first if needed), for handing them back to
@@ -661,10 +738,10 @@ impl SealedBatch {
         let base = self.base_timestamp();
         let count = self.record_count.max(0) as usize;
         let records = match self.compression {
-            Compression::None => Bytes::from(self.buf).slice(RECORD_BATCH_OVERHEAD..),
+            Compression::None => self.buf.into_bytes().slice(RECORD_BATCH_OVERHEAD..),
             codec => Bytes::from(decompress(
                 codec,
-                &self.buf[RECORD_BATCH_OVERHEAD..],
+                &self.buf.as_slice()[RECORD_BATCH_OVERHEAD..],
                 self.uncompressed_size - RECORD_BATCH_OVERHEAD,
             )?),
         };
@@ -738,6 +815,38 @@ mod tests {
         assert_eq!(b.size_in_bytes(), RECORD_BATCH_OVERHEAD);
         assert!(b.is_empty());
         assert_eq!(b.buf.capacity(), cap);
+    }
+
+    #[test]
+    fn shared_bytes_never_change_and_are_taken_back_once_dropped() {
+        let mut b = BatchBuilder::new();
+        b.append(1, None, Some(b"x"), &[]);
+        let mut s = b.seal(Compression::None).unwrap();
+        s.stamp(1, 0, 0);
+        let first = s.share();
+        assert_eq!(&first[..], s.as_bytes(), "no copy: the same bytes");
+        assert_eq!(first.as_ptr(), s.as_bytes().as_ptr());
+        // A retry with a new sequence while the first attempt's bytes are still held: the
+        // batch gets a copy, what was shared stays as it was.
+        let before = first.to_vec();
+        s.stamp(1, 0, 5);
+        assert_eq!(&first[..], &before[..]);
+        assert_eq!(s.base_sequence(), 5);
+        assert_ne!(first.as_ptr(), s.as_bytes().as_ptr());
+        // Once nothing holds them, a new stamp takes the buffer back without a copy.
+        let second = s.share();
+        let ptr = second.as_ptr();
+        drop(second);
+        drop(first);
+        s.stamp(1, 1, 0);
+        assert_eq!(s.as_bytes().as_ptr(), ptr);
+        assert_eq!(s.producer_epoch(), 1);
+        let held = s.share();
+        assert!(
+            s.into_buffer().is_empty(),
+            "a buffer still shared is not reused"
+        );
+        drop(held);
     }
 
     #[test]

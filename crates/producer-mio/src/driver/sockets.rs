@@ -6,11 +6,10 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use bytes::Bytes;
 use mio::event::Event as MioEvent;
 use mio::net::TcpStream;
 use mio::Interest;
-use producer_core::ConnId;
+use producer_core::{ConnId, WireBytes};
 
 use super::MioDriver;
 use crate::sink::DeliverySink;
@@ -302,7 +301,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         }
     }
 
-    pub(super) fn transmit(&mut self, now: Instant, conn: ConnId, bytes: Bytes) {
+    pub(super) fn transmit(&mut self, now: Instant, conn: ConnId, bytes: WireBytes) {
         let key = conn.as_u64();
         let Some(s) = self.socks.get_mut(&key) else {
             return;
@@ -310,7 +309,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         if bytes.is_empty() {
             return;
         }
-        s.out.push(bytes);
+        s.out.push_wire(bytes);
         if s.out.queued_bytes() > self.max_queued_bytes {
             // The core bounds what it has in flight, so this means the socket is stuck.
             let why = format!(

@@ -7,17 +7,20 @@ mod record_errors;
 mod split;
 
 use std::collections::HashMap;
+
+use bytes::Bytes;
 use std::time::{Duration, Instant};
 
 use crate::batch::BatchRef;
 use crate::classify::{classify, Action};
 use crate::connection::{InFlightRequest, RequestKind};
+use crate::protocol::primitives::Put;
 use crate::protocol::produce::{
     PartitionProduceResponse, ProduceRequestWriter, ProduceResponse, FIRST_VERSION_BY_TOPIC_ID,
 };
-use crate::protocol::{encode_request, ApiKey, RequestHeader};
+use crate::protocol::{ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
-use crate::types::{ConnId, Event, Output, ProduceError};
+use crate::types::{ConnId, Event, Output, ProduceError, WireBytes};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -189,7 +192,15 @@ impl<T> Producer<T> {
             .request_timeout
             .as_millis()
             .min(i32::MAX as u128) as i32;
-        let mut buf = Vec::with_capacity(size);
+        // The batches go out as they are, each a piece of the request of its own (shared
+        // with the batch, not copied): the request's own bytes are written around them.
+        let mut record_sets: Vec<Option<Bytes>> = chosen
+            .iter()
+            .map(|b| {
+                let pq = self.topics.partition_mut(b.topic, b.partition);
+                pq.find(b.id).map(|idx| pq.batch_mut(idx).share_bytes())
+            })
+            .collect();
         let header = RequestHeader {
             api_key: ApiKey::Produce,
             api_version: version,
@@ -198,37 +209,55 @@ impl<T> Producer<T> {
         };
         let topics = &self.topics;
         let transactional_id = self.txn.as_ref().map(|t| t.id());
-        encode_request(&mut buf, &header, |buf| {
-            let topic_count = 1 + chosen
-                .windows(2)
-                .filter(|w| w[0].topic != w[1].topic)
-                .count();
-            let mut w = ProduceRequestWriter::begin(
-                buf,
-                version,
-                transactional_id,
-                acks,
-                timeout_ms,
-                topic_count,
-            );
-            let mut i = 0;
-            while i < chosen.len() {
-                let t = chosen[i].topic;
-                let j = chosen[i..]
-                    .iter()
-                    .position(|c| c.topic != t)
-                    .map_or(chosen.len(), |k| i + k);
-                let topic = topics.get(t);
-                w.topic(buf, &topic.name, topic.topic_id, j - i);
-                for b in &chosen[i..j] {
-                    let pq = topics.partition(b.topic, b.partition);
-                    let bytes = pq.find(b.id).map(|idx| pq.batch(idx).bytes());
-                    w.partition(buf, b.partition as i32, bytes);
+        let mut buf = Vec::with_capacity(64 + 32 * chosen.len());
+        // Where each batch goes in `buf`, in order.
+        let mut splices: Vec<(usize, Bytes)> = Vec::with_capacity(chosen.len());
+        buf.put_i32(0); // the frame's size, set below
+        header.encode(&mut buf);
+        let topic_count = 1 + chosen
+            .windows(2)
+            .filter(|w| w[0].topic != w[1].topic)
+            .count();
+        let mut w = ProduceRequestWriter::begin(
+            &mut buf,
+            version,
+            transactional_id,
+            acks,
+            timeout_ms,
+            topic_count,
+        );
+        let mut i = 0;
+        while i < chosen.len() {
+            let t = chosen[i].topic;
+            let j = chosen[i..]
+                .iter()
+                .position(|c| c.topic != t)
+                .map_or(chosen.len(), |k| i + k);
+            let topic = topics.get(t);
+            w.topic(&mut buf, &topic.name, topic.topic_id, j - i);
+            for (b, set) in chosen[i..j].iter().zip(&mut record_sets[i..j]) {
+                match set.take() {
+                    Some(set) => {
+                        let at = w.partition_spliced(&mut buf, b.partition as i32, set.len());
+                        splices.push((at, set));
+                    }
+                    None => w.partition(&mut buf, b.partition as i32, None),
                 }
-                i = j;
             }
-            w.finish(buf);
-        });
+            i = j;
+        }
+        w.finish(&mut buf);
+        let frame_size = buf.len() - 4 + splices.iter().map(|(_, s)| s.len()).sum::<usize>();
+        buf[..4].copy_from_slice(&(frame_size as i32).to_be_bytes());
+        let own = Bytes::from(buf);
+        let mut pieces = Vec::with_capacity(2 * splices.len() + 1);
+        let mut from = 0;
+        for (at, set) in splices {
+            pieces.push(own.slice(from..at));
+            pieces.push(set);
+            from = at;
+        }
+        pieces.push(own.slice(from..));
         self.stats.produce_requests += 1;
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
@@ -236,7 +265,7 @@ impl<T> Producer<T> {
         self.stats.bytes_sent += bytes;
         self.outputs.push_back(Output::Transmit {
             conn,
-            bytes: buf.into(),
+            bytes: WireBytes::from_pieces(pieces),
         });
         if acks == 0 {
             self.complete_unanswered(slot, conn, correlation_id, chosen);

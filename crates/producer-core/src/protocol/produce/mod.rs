@@ -146,6 +146,32 @@ impl ProduceRequestWriter {
         self.end_partition(buf);
     }
 
+    /// Like [`partition`](Self::partition), for a record set that goes on the wire as a piece
+    /// of its own rather than in `buf`: writes the partition entry around it and returns the
+    /// offset in `buf` where its `records_len` bytes belong. Whoever sends `buf` sends
+    /// `buf[..offset]`, the records, then the rest of `buf`.
+    #[must_use = "the records must be sent at this offset"]
+    pub fn partition_spliced(
+        &mut self,
+        buf: &mut Vec<u8>,
+        index: i32,
+        records_len: usize,
+    ) -> usize {
+        debug_assert!(
+            self.partitions_left > 0,
+            "more partitions written than announced"
+        );
+        buf.put_i32(index);
+        if self.flexible {
+            buf.put_uvarint(records_len as u32 + 1);
+        } else {
+            buf.put_i32(records_len as i32);
+        }
+        let offset = buf.len();
+        self.end_partition(buf);
+        offset
+    }
+
     fn end_partition(&mut self, buf: &mut Vec<u8>) {
         buf.put_empty_tags(self.flexible); // PartitionProduceData tags
         self.partitions_left = self.partitions_left.saturating_sub(1);

@@ -144,6 +144,41 @@ fn partition_with_writes_the_same_bytes_as_partition() {
 }
 
 #[test]
+fn records_spliced_in_at_the_offsets_give_the_bytes_of_partition() {
+    for version in [3, 8, 9, 11, 12, 13] {
+        let sets: [Vec<u8>; 3] = [(0..200u8).collect(), vec![], (7..9u8).collect()];
+        let id = [3; 16];
+        let mut a = Vec::new();
+        let mut w = ProduceRequestWriter::begin(&mut a, version, None, -1, 10, 2);
+        w.topic(&mut a, "one", id, 2);
+        w.partition(&mut a, 0, Some(&sets[0]));
+        w.partition(&mut a, 1, Some(&sets[1]));
+        w.topic(&mut a, "two", id, 1);
+        w.partition(&mut a, 5, Some(&sets[2]));
+        w.finish(&mut a);
+
+        let mut b = Vec::new();
+        let mut w = ProduceRequestWriter::begin(&mut b, version, None, -1, 10, 2);
+        w.topic(&mut b, "one", id, 2);
+        let at0 = w.partition_spliced(&mut b, 0, sets[0].len());
+        let at1 = w.partition_spliced(&mut b, 1, sets[1].len());
+        w.topic(&mut b, "two", id, 1);
+        let at2 = w.partition_spliced(&mut b, 5, sets[2].len());
+        w.finish(&mut b);
+        assert!(at0 <= at1 && at1 <= at2 && at2 <= b.len());
+        let mut joined = Vec::new();
+        let mut from = 0;
+        for (at, set) in [(at0, &sets[0]), (at1, &sets[1]), (at2, &sets[2])] {
+            joined.extend_from_slice(&b[from..at]);
+            joined.extend_from_slice(set);
+            from = at;
+        }
+        joined.extend_from_slice(&b[from..]);
+        assert_eq!(joined, a, "v{version}");
+    }
+}
+
+#[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "previous topic is missing 1 partitions")]
 fn writer_catches_missing_partitions() {
