@@ -71,7 +71,9 @@
 //! * **Flush.** Records accepted between two flushes form a cohort; a flush resolves when no
 //!   record of its cohort or an earlier one is unreported. Records that were waiting for their
 //!   topic's metadata are flushed again when it arrives.
-//! * **Reports.** Each record carries a oneshot sender. Its [`DeliveryFuture`] resolves when
+//! * **Reports.** Each record carries the sending end of a one-shot slot (slots come from
+//!   blocks of 64 that each sending thread allocates, not one allocation per record). Its
+//!   [`DeliveryFuture`] resolves when
 //!   the core reports the record. Dropping the future only discards the report: the record is
 //!   still delivered. The driver always asks the core for success reports
 //!   (`report_successes` is forced on) because every future must resolve. A record the core
