@@ -149,8 +149,16 @@ impl ProducerHandle {
     /// before it completes drops the record unsent.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
         let (future, reply) = DeliveryFuture::new();
-        self.enqueue(record, reply).await?;
-        Ok(future)
+        // The queue has room nearly always: queue it here, and make the waiting future only
+        // when it is full (moving a record into a future and out again is not free).
+        match self.push_unless_closed(record, reply) {
+            Ok(()) => Ok(future),
+            Err(Refused::Stopped((record, _))) => Err(SendError::Closed(record)),
+            Err(Refused::Full((record, reply))) => {
+                self.enqueue(record, reply).await?;
+                Ok(future)
+            }
+        }
     }
 
     /// Like [`ProducerHandle::send`], but the report goes to the
@@ -160,7 +168,11 @@ impl ProducerHandle {
     /// once the record is queued for the producer task. Returns [`SendError::Closed`] with the
     /// record once [`ProducerHandle::close`] has been called.
     pub async fn send_detached(&self, record: Record, tag: u64) -> Result<(), SendError> {
-        self.enqueue(record, ReplyTo::Detached(tag)).await
+        match self.push_unless_closed(record, ReplyTo::Detached(tag)) {
+            Ok(()) => Ok(()),
+            Err(Refused::Stopped((record, _))) => Err(SendError::Closed(record)),
+            Err(Refused::Full((record, reply))) => self.enqueue(record, reply).await,
+        }
     }
 
     /// Sends a record without waiting. Returns [`TrySendError::Full`] with the record when the
@@ -393,6 +405,20 @@ impl ProducerHandle {
             shared.cmd_ready.notify_one();
         }
         Ok(())
+    }
+
+    /// Queues `record` if there is room and [`ProducerHandle::close`] was not called (a
+    /// refusal as stopped then).
+    #[inline]
+    fn push_unless_closed(
+        &self,
+        record: Record,
+        reply: ReplyTo,
+    ) -> Result<(), Refused<(Record, ReplyTo)>> {
+        if self.shared().closing.load(Ordering::Acquire) {
+            return Err(Refused::Stopped((record, reply)));
+        }
+        self.push(record, reply, false)
     }
 
     /// Queues a record, waiting for room.
