@@ -117,7 +117,10 @@
 //!   `ThreadedProducer::send_batch` in bursts of 1024 (one queue lock and one wall-clock
 //!   reading per burst, as librdkafka's `rd_kafka_produce_batch` offers).
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
-//!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full, `flush` at the end.
+//!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full; at the end
+//!   `rd_kafka_flush` without waiting and `poll(1 ms)` in turn until every report is in (not the
+//!   crate's `flush`, which polls in 100 ms slices that each run to their end, so a run would
+//!   end on a 100 ms boundary).
 //!
 //! # Peers (own processes; 16 KiB batches unless `--batch-size`)
 //! * `franz-go`, `franz-go-idem`: `examples/peers/franz-go`, a Go program on
@@ -794,6 +797,23 @@ fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
     cfg
 }
 
+/// Waits until `done` (every report counted): librdkafka's flush without the `rdkafka` crate's
+/// waits. Its `BaseProducer::flush` polls in slices of 100 ms and its `poll` runs to the end of
+/// its timeout, so the end of a run would be timed to the end of a 100 ms slice; here each
+/// round is `rd_kafka_flush` without waiting (it sends what lingers) and a 1 ms `poll`.
+fn drain<C: rdkafka::producer::ProducerContext>(
+    producer: &rdkafka::producer::BaseProducer<C>,
+    done: impl Fn(&C) -> bool,
+    started: Instant,
+) {
+    use rdkafka::producer::Producer;
+    while !done(producer.context()) && started.elapsed() < WORKER_TIMEOUT {
+        // An error is "not everything delivered yet": the polls below serve the reports.
+        let _ = producer.flush(Duration::ZERO);
+        producer.poll(Duration::from_millis(1));
+    }
+}
+
 fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
     use rdkafka::error::KafkaError;
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -823,16 +843,9 @@ fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcom
             producer.poll(Duration::ZERO);
         }
     }
-    producer.flush(Duration::from_secs(300))?;
-    let ctx = producer.context();
-    while ctx.reported() < w.records {
-        producer.poll(Duration::from_millis(10));
-        if started.elapsed() > WORKER_TIMEOUT {
-            break;
-        }
-    }
+    drain(&producer, |c| c.reported() >= w.records, started);
     let secs = started.elapsed().as_secs_f64();
-    let outcome = ctx.outcome(secs);
+    let outcome = producer.context().outcome(secs);
     drop(producer);
     Ok(outcome)
 }
@@ -1168,10 +1181,7 @@ fn run_rdkafka_open_loop(
         send(i, i as usize)?;
         producer.poll(Duration::ZERO);
     }
-    producer.flush(Duration::from_secs(300))?;
-    while timed.counts.reported() < w.records && started.elapsed() < WORKER_TIMEOUT {
-        producer.poll(Duration::from_millis(10));
-    }
+    drain(&producer, |t| t.counts.reported() >= w.records, started);
     let secs = started.elapsed().as_secs_f64();
     let outcome = timed.outcome(secs);
     drop(producer);
