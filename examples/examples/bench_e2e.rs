@@ -71,7 +71,7 @@
 //! * `key8`: 100-byte values, 8-byte keys (65,536 distinct keys).
 //! * `val1000`: 1000-byte values, null keys.
 //! * `lz4`: 100-byte values, null keys, lz4 compression.
-//! * `zstd`: 100-byte values, null keys, zstd compression (ours at the core's zstd level;
+//! * `zstd`: 100-byte values, null keys, zstd compression (ours at zstd level 3, the core's;
 //!   librdkafka, Java, franz-go, krafka and Confluent's client at their default level).
 //! * `latency` (runs last): 100-byte values, null keys, no compression, sent **open loop** at a
 //!   fixed rate (`--rate`, or half of librdkafka's `null100` rate, above) with the same
@@ -153,9 +153,9 @@
 //!   collector task that awaits them (as the `tokio` row does), `flush` at the end;
 //!   `buffer_memory` 64 MiB.
 //! * `confluent`, `confluent-idem`: Confluent's Rust client (crate `confluent-kafka` 1.0, no
-//!   default features but lz4 and zstd), `KafkaProducer::send(record, Some(callback)).await` per record
-//!   on its byte-slice path (values copied into the batch), the callback counts, `flush` at
-//!   the end; `buffer.memory` 64 MiB, `max.block.ms` 20 s.
+//!   default features but lz4 and zstd), `KafkaProducer::send(record, Some(callback)).await`
+//!   per record on its byte-slice path (values copied into the batch), the callback counts,
+//!   `flush` at the end; `buffer.memory` 64 MiB, `max.block.ms` 20 s.
 //! * krafka and Confluent's client are `examples/peers/rust-peers`, a cargo project **outside
 //!   the workspace** (its own `[workspace]` table: no workspace build or CI builds them), built
 //!   by the bench with `cargo build --release` into `target/rust-peers` only when one of their
