@@ -10,7 +10,32 @@
 //!     --workloads null100,key8 --producers tokio,rdkafka
 //! cargo run --release --example bench_e2e -- --records 200000 --runs 1 --workloads null100 \
 //!     --producers rdkafka,franz-go,java,krafka,confluent --broker kafka
+//! cargo run --release --example bench_e2e -- --workloads latency --rate 200000 \
+//!     --producers rdkafka,tokio-idem,mio-idem
+//! cargo run --release --example bench_e2e -- --broker both --readme README.md   # the README
 //! ```
+//!
+//! # Flags
+//! * `--quick`: 100,000 records, 1 run (unless `--records`, `--runs` say otherwise).
+//! * `--runs N` (default 3), `--records N` (default 1,000,000): per producer and workload.
+//! * `--batch-size BYTES`: every producer's batch size (default: each one's own, peers 16 KiB).
+//! * `--broker mock|kafka|both`: librdkafka's mock cluster (the default), a single-node Apache
+//!   Kafka, or the mock and then Kafka in one invocation (each broker's tables with ratios to
+//!   that broker's librdkafka).
+//! * `--workloads a,b,...`, `--producers a,b,...`: narrow (or, for the peers' other rows,
+//!   widen) the lists; `--help` lists the names.
+//! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
+//!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
+//!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
+//!   before `latency`.
+//! * `--readme PATH`: after each broker's workloads, rewrite that broker's tables in the file:
+//!   everything between `<!-- bench_e2e mock begin -->` and `<!-- bench_e2e mock end -->`
+//!   (`kafka` for Kafka) is replaced by a line naming the command, commit, date, records and
+//!   runs, the throughput table and the latency table; nothing outside the markers changes. The
+//!   markers are checked before anything runs. `cargo run --release --example bench_e2e --
+//!   --broker both --readme README.md` regenerates both of the README's tables.
+//!
+//! Bad flags are an error with the usage, before anything runs.
 //!
 //! # What runs where
 //! * **The mock cluster** runs in its own process (this binary in `mock` mode, which calls
@@ -46,6 +71,29 @@
 //! * `key8`: 100-byte values, 8-byte keys (65,536 distinct keys).
 //! * `val1000`: 1000-byte values, null keys.
 //! * `lz4`: 100-byte values, null keys, lz4 compression.
+//! * `zstd`: 100-byte values, null keys, zstd compression (ours at zstd level 3, the core's;
+//!   librdkafka, Java, franz-go, krafka and Confluent's client at their default level).
+//! * `latency` (runs last): 100-byte values, null keys, no compression, sent **open loop** at a
+//!   fixed rate (`--rate`, or half of librdkafka's `null100` rate, above) with the same
+//!   settings; `--records` records. Each producer first delivers one warm-up record (its
+//!   connections and metadata ready; the Java peer: its 100,000-record warm-up), then record
+//!   `i` is due at `start + i / rate`: the sender sends every record that is due (sleeping until
+//!   the next one is, catching up in a burst when it fell behind, never waiting for reports)
+//!   and the latency of record `i` is from when it was due to when its report arrives, so a
+//!   producer that stalls its sender is charged for every record that waited (no coordinated
+//!   omission). Latencies (µs) go into a preallocated array indexed by record, are sorted and
+//!   give p50 / p99 / p99.9 (nearest rank, delivered records only). How each producer takes
+//!   the time of a report: `tokio`, `tokio-idem`: one `send(record).await` future per record,
+//!   each handed at once to a collector task that polls them all unordered (`FuturesUnordered`)
+//!   and takes the time as each resolves; `tokio-cb*`: `send_detached(record, i)` and the
+//!   `on_delivery` callback; `mio`, `mio-idem`: `ThreadedProducer::send_with(record, i)` and
+//!   its callback; `rdkafka*`: `BaseProducer::send` with `i` as the delivery opaque, the sender
+//!   serving the callbacks with `poll` after every send and while it waits for the next due
+//!   time; franz-go: a promise (callback) per record; Java: a `Callback` per record; krafka:
+//!   its delivery handles polled unordered as `tokio`'s; Confluent's client: a callback per
+//!   record. The `-batch` rows have no open-loop sender (their API takes bursts): their row
+//!   says so. Achieved rate: delivered records over the time from the schedule's start to the
+//!   last report.
 //!
 //! Values are slices of a 1 MiB arena of pseudo-random words (compressible about like text),
 //! keys slices of a 512 KiB arena. Our producers get them as `Bytes` slices (no copy:
@@ -69,7 +117,10 @@
 //!   `ThreadedProducer::send_batch` in bursts of 1024 (one queue lock and one wall-clock
 //!   reading per burst, as librdkafka's `rd_kafka_produce_batch` offers).
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
-//!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full, `flush` at the end.
+//!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full; at the end
+//!   `rd_kafka_flush` without waiting and `poll(1 ms)` in turn until every report is in (not the
+//!   crate's `flush`, which polls in 100 ms slices that each run to their end, so a run would
+//!   end on a 100 ms boundary).
 //!
 //! # Peers (own processes; 16 KiB batches unless `--batch-size`)
 //! * `franz-go`, `franz-go-idem`: `examples/peers/franz-go`, a Go program on
@@ -97,13 +148,14 @@
 //!   by the bench with `javac` into `target/peers/java-HASH`. Not in the default list: against
 //!   the mock it cannot connect (the 4.1 client gets no metadata from it: "Topic bench not
 //!   present in metadata after 20000 ms"); it runs with `--broker kafka`.
-//! * `krafka`, `krafka-idem`: the `krafka` crate (0.28), `Producer::enqueue(record).await` per
-//!   record, the delivery handles in chunks of 1024 to a collector task that awaits them (as
-//!   the `tokio` row does), `flush` at the end; `buffer_memory` 64 MiB.
+//! * `krafka`, `krafka-idem`: the `krafka` crate (0.28, feature `zstd` for zstd encoding),
+//!   `Producer::enqueue(record).await` per record, the delivery handles in chunks of 1024 to a
+//!   collector task that awaits them (as the `tokio` row does), `flush` at the end;
+//!   `buffer_memory` 64 MiB.
 //! * `confluent`, `confluent-idem`: Confluent's Rust client (crate `confluent-kafka` 1.0, no
-//!   default features but lz4), `KafkaProducer::send(record, Some(callback)).await` per record
-//!   on its byte-slice path (values copied into the batch), the callback counts, `flush` at
-//!   the end; `buffer.memory` 64 MiB, `max.block.ms` 20 s.
+//!   default features but lz4 and zstd), `KafkaProducer::send(record, Some(callback)).await`
+//!   per record on its byte-slice path (values copied into the batch), the callback counts,
+//!   `flush` at the end; `buffer.memory` 64 MiB, `max.block.ms` 20 s.
 //! * krafka and Confluent's client are `examples/peers/rust-peers`, a cargo project **outside
 //!   the workspace** (its own `[workspace]` table: no workspace build or CI builds them), built
 //!   by the bench with `cargo build --release` into `target/rust-peers` only when one of their
@@ -124,7 +176,9 @@
 //! delivery report (the Java peer: its timed phase); CPU-seconds per million records
 //! (user+sys of the worker or peer process, whole life; the Java peer: its timed phase); peak
 //! RSS; failed deliveries; lost (neither delivered nor failed). Each is the median over the
-//! runs that gave figures.
+//! runs that gave figures. The `latency` table instead gives the target rate, the achieved
+//! rate, p50 / p99 / p99.9 delivery latency in ms (each the median over the runs), failures,
+//! and the ratio of each p99 to librdkafka's.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -144,7 +198,8 @@ const KEYS: usize = 65_536;
 const MIO_QUEUE: usize = 16_384;
 const WORKER_TIMEOUT: Duration = Duration::from_secs(600);
 
-const ALL_WORKLOADS: &[&str] = &["null100", "key8", "val1000", "lz4"];
+/// The workloads, in the order they run: `latency` last, as its rate comes from `null100`.
+const ALL_WORKLOADS: &[&str] = &["null100", "key8", "val1000", "lz4", "zstd", "latency"];
 const ALL_PRODUCERS: &[&str] = &[
     "rdkafka",
     "rdkafka-idem",
@@ -267,36 +322,64 @@ impl Drop for Mock {
 // Workloads and payloads
 // ---------------------------------------------------------------------------------------------
 
+/// The compression codec of a workload, for every producer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Codec {
+    None,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    /// The name librdkafka, Java, the peers and the tables use.
+    fn name(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    fn ours(self) -> producer_core::Compression {
+        match self {
+            Codec::None => producer_core::Compression::None,
+            Codec::Lz4 => producer_core::Compression::Lz4,
+            Codec::Zstd => producer_core::Compression::Zstd,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Workload {
     value_bytes: usize,
     keyed: bool,
-    lz4: bool,
+    codec: Codec,
+    /// The `latency` workload: an open-loop sender at a fixed rate (`--rate`), delivery
+    /// latencies reported instead of the time to send everything.
+    open_loop: bool,
 }
 
 fn workload(name: &str) -> Result<Workload, Error> {
-    Ok(match name {
-        "null100" => Workload {
-            value_bytes: 100,
-            keyed: false,
-            lz4: false,
-        },
-        "key8" => Workload {
-            value_bytes: 100,
-            keyed: true,
-            lz4: false,
-        },
-        "val1000" => Workload {
-            value_bytes: 1000,
-            keyed: false,
-            lz4: false,
-        },
-        "lz4" => Workload {
-            value_bytes: 100,
-            keyed: false,
-            lz4: true,
-        },
-        other => return Err(format!("unknown workload {other:?}").into()),
+    let (value_bytes, keyed, codec, open_loop) = match name {
+        "null100" => (100, false, Codec::None, false),
+        "key8" => (100, true, Codec::None, false),
+        "val1000" => (1000, false, Codec::None, false),
+        "lz4" => (100, false, Codec::Lz4, false),
+        "zstd" => (100, false, Codec::Zstd, false),
+        "latency" => (100, false, Codec::None, true),
+        other => {
+            return Err(format!(
+                "unknown workload {other:?} (known: {})",
+                ALL_WORKLOADS.join(",")
+            )
+            .into())
+        }
+    };
+    Ok(Workload {
+        value_bytes,
+        keyed,
+        codec,
+        open_loop,
     })
 }
 
@@ -403,6 +486,8 @@ struct Outcome {
     ok: u64,
     failed: u64,
     secs: f64,
+    /// The `latency` workload's p50, p99 and p99.9 delivery latency in µs.
+    latency: Option<[u64; 3]>,
 }
 
 struct WorkerArgs {
@@ -411,6 +496,8 @@ struct WorkerArgs {
     records: u64,
     bootstrap: String,
     batch_size: Option<usize>,
+    /// Records per second of the `latency` workload.
+    rate: Option<f64>,
 }
 
 fn worker_main(args: &[String]) -> Result<(), Error> {
@@ -420,22 +507,39 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
         records: arg(args, "--records").ok_or("--records")?.parse()?,
         bootstrap: arg(args, "--bootstrap").ok_or("--bootstrap")?.to_string(),
         batch_size: arg(args, "--batch-size").map(str::parse).transpose()?,
+        rate: arg(args, "--rate").map(str::parse).transpose()?,
     };
     let payloads = Payloads::new(w.workload);
-    let outcome = match w.producer.as_str() {
-        "tokio" => run_tokio(&w, &payloads, false)?,
-        "tokio-idem" => run_tokio(&w, &payloads, true)?,
-        "tokio-cb" => run_tokio_detached(&w, &payloads, false, false)?,
-        "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true, false)?,
-        "tokio-batch" => run_tokio_detached(&w, &payloads, false, true)?,
-        "tokio-batch-idem" => run_tokio_detached(&w, &payloads, true, true)?,
-        "mio" => run_mio(&w, &payloads, false, false)?,
-        "mio-idem" => run_mio(&w, &payloads, true, false)?,
-        "mio-batch" => run_mio(&w, &payloads, false, true)?,
-        "mio-batch-idem" => run_mio(&w, &payloads, true, true)?,
-        "rdkafka" => run_rdkafka(&w, &payloads, false)?,
-        "rdkafka-idem" => run_rdkafka(&w, &payloads, true)?,
-        other => return Err(format!("unknown producer {other:?}").into()),
+    let outcome = if w.workload.open_loop {
+        let rate = w.rate.ok_or("the latency workload needs --rate")?;
+        let p = &payloads;
+        match w.producer.as_str() {
+            "tokio" => run_tokio_open_loop(&w, p, false, rate)?,
+            "tokio-idem" => run_tokio_open_loop(&w, p, true, rate)?,
+            "tokio-cb" => run_tokio_cb_open_loop(&w, p, false, rate)?,
+            "tokio-cb-idem" => run_tokio_cb_open_loop(&w, p, true, rate)?,
+            "mio" => run_mio_open_loop(&w, p, false, rate)?,
+            "mio-idem" => run_mio_open_loop(&w, p, true, rate)?,
+            "rdkafka" => run_rdkafka_open_loop(&w, p, false, rate)?,
+            "rdkafka-idem" => run_rdkafka_open_loop(&w, p, true, rate)?,
+            other => return Err(format!("{other:?} has no open-loop sender").into()),
+        }
+    } else {
+        match w.producer.as_str() {
+            "tokio" => run_tokio(&w, &payloads, false)?,
+            "tokio-idem" => run_tokio(&w, &payloads, true)?,
+            "tokio-cb" => run_tokio_detached(&w, &payloads, false, false)?,
+            "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true, false)?,
+            "tokio-batch" => run_tokio_detached(&w, &payloads, false, true)?,
+            "tokio-batch-idem" => run_tokio_detached(&w, &payloads, true, true)?,
+            "mio" => run_mio(&w, &payloads, false, false)?,
+            "mio-idem" => run_mio(&w, &payloads, true, false)?,
+            "mio-batch" => run_mio(&w, &payloads, false, true)?,
+            "mio-batch-idem" => run_mio(&w, &payloads, true, true)?,
+            "rdkafka" => run_rdkafka(&w, &payloads, false)?,
+            "rdkafka-idem" => run_rdkafka(&w, &payloads, true)?,
+            other => return Err(format!("unknown producer {other:?}").into()),
+        }
     };
     // SAFETY: getrusage writes into the struct we pass.
     let ru = unsafe {
@@ -444,8 +548,11 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
         ru
     };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let latency = outcome.latency.map_or(String::new(), |[p50, p99, p999]| {
+        format!(" p50_us={p50} p99_us={p99} p999_us={p999}")
+    });
     println!(
-        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}",
+        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}",
         outcome.ok,
         outcome.failed,
         outcome.secs,
@@ -465,11 +572,7 @@ fn our_config(w: &WorkerArgs, idempotence: bool) -> Result<producer_core::Config
         .max_in_flight(5)
         .buffer_memory(64 << 20)
         .buffer_max_records(1_000_000)
-        .compression(if w.workload.lz4 {
-            producer_core::Compression::Lz4
-        } else {
-            producer_core::Compression::None
-        });
+        .compression(w.workload.codec.ours());
     if let Some(n) = w.batch_size {
         b = b.batch_size(n);
     }
@@ -659,6 +762,7 @@ impl Counting {
             ok: self.ok.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             secs,
+            latency: None,
         }
     }
 }
@@ -673,12 +777,8 @@ impl rdkafka::producer::ProducerContext for Counting {
     }
 }
 
-fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
-    use rdkafka::error::KafkaError;
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-    use rdkafka::types::RDKafkaErrorCode;
-
-    let started = Instant::now();
+/// librdkafka's settings of the bench (the same as ours where both have them).
+fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
     let mut cfg = rdkafka::ClientConfig::new();
     cfg.set("bootstrap.servers", &w.bootstrap)
         .set("acks", "all")
@@ -690,13 +790,37 @@ fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcom
         .set("max.in.flight.requests.per.connection", "5")
         .set("queue.buffering.max.kbytes", "65536")
         .set("queue.buffering.max.messages", "1000000")
-        .set(
-            "compression.codec",
-            if w.workload.lz4 { "lz4" } else { "none" },
-        );
+        .set("compression.codec", w.workload.codec.name());
     if let Some(n) = w.batch_size {
         cfg.set("batch.size", n.to_string());
     }
+    cfg
+}
+
+/// Waits until `done` (every report counted): librdkafka's flush without the `rdkafka` crate's
+/// waits. Its `BaseProducer::flush` polls in slices of 100 ms and its `poll` runs to the end of
+/// its timeout, so the end of a run would be timed to the end of a 100 ms slice; here each
+/// round is `rd_kafka_flush` without waiting (it sends what lingers) and a 1 ms `poll`.
+fn drain<C: rdkafka::producer::ProducerContext>(
+    producer: &rdkafka::producer::BaseProducer<C>,
+    done: impl Fn(&C) -> bool,
+    started: Instant,
+) {
+    use rdkafka::producer::Producer;
+    while !done(producer.context()) && started.elapsed() < WORKER_TIMEOUT {
+        // An error is "not everything delivered yet": the polls below serve the reports.
+        let _ = producer.flush(Duration::ZERO);
+        producer.poll(Duration::from_millis(1));
+    }
+}
+
+fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+    use rdkafka::error::KafkaError;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::types::RDKafkaErrorCode;
+
+    let started = Instant::now();
+    let cfg = rdkafka_config(w, idempotence);
     let producer: BaseProducer<Counting> = cfg.create_with_context(Counting::default())?;
     for i in 0..w.records {
         let value = &p.values[p.value_range(i)];
@@ -719,16 +843,347 @@ fn run_rdkafka(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcom
             producer.poll(Duration::ZERO);
         }
     }
-    producer.flush(Duration::from_secs(300))?;
-    let ctx = producer.context();
-    while ctx.reported() < w.records {
-        producer.poll(Duration::from_millis(10));
-        if started.elapsed() > WORKER_TIMEOUT {
-            break;
+    drain(&producer, |c| c.reported() >= w.records, started);
+    let secs = started.elapsed().as_secs_f64();
+    let outcome = producer.context().outcome(secs);
+    drop(producer);
+    Ok(outcome)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The latency workload: open-loop senders
+// ---------------------------------------------------------------------------------------------
+
+/// The tag (opaque) of the warm-up record each open-loop run delivers before its clock starts.
+const WARMUP_TAG: u64 = u64::MAX;
+
+/// The open-loop schedule of the `latency` workload and each record's delivery latency.
+/// Record `i` is due at `start + i / rate`; its latency is from then to its report, so a
+/// producer that stalls its sender is charged for every record that waited (no coordinated
+/// omission).
+struct Latencies {
+    /// When record 0 was due: set once the warm-up record is delivered.
+    start: std::sync::OnceLock<Instant>,
+    /// Nanoseconds between two records' due times (10^9 / rate).
+    interval_ns: f64,
+    /// Per record: 1 + its latency in µs once delivered, 0 before (and if it failed).
+    micros: Vec<std::sync::atomic::AtomicU32>,
+}
+
+impl Latencies {
+    fn new(records: u64, rate: f64) -> Latencies {
+        Latencies {
+            start: std::sync::OnceLock::new(),
+            interval_ns: 1e9 / rate,
+            micros: (0..records).map(|_| Default::default()).collect(),
         }
     }
+
+    /// Starts the schedule now (record 0 is due now).
+    fn begin(&self) -> Instant {
+        *self.start.get_or_init(Instant::now)
+    }
+
+    fn due(&self, i: u64) -> Instant {
+        let start = *self.start.get().expect("the schedule has begun");
+        start + Duration::from_nanos((i as f64 * self.interval_ns) as u64)
+    }
+
+    /// How long until record `i` is due; zero once it is (the sender then catches up).
+    fn until_due(&self, i: u64) -> Duration {
+        self.due(i).saturating_duration_since(Instant::now())
+    }
+
+    /// Blocks the sending thread until record `i` is due: the pacing of the workload.
+    fn pace(&self, i: u64) {
+        let wait = self.until_due(i);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+
+    fn delivered(&self, i: u64, at: Instant) {
+        if let Some(slot) = self.micros.get(i as usize) {
+            let us = at.saturating_duration_since(self.due(i)).as_micros();
+            slot.store(
+                us.min(u128::from(u32::MAX - 1)) as u32 + 1,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// p50, p99 and p99.9 in µs (nearest rank) over the delivered records; `None` if none.
+    fn percentiles(&self) -> Option<[u64; 3]> {
+        let mut v: Vec<u32> = self
+            .micros
+            .iter()
+            .map(|m| m.load(Ordering::Relaxed))
+            .filter(|&m| m > 0)
+            .map(|m| m - 1)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let rank =
+            |q: f64| u64::from(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
+        Some([rank(0.50), rank(0.99), rank(0.999)])
+    }
+}
+
+/// The reports of an open-loop run: counted, and each delivered record's latency kept.
+struct Timed {
+    counts: Counting,
+    latencies: Latencies,
+}
+
+impl Timed {
+    fn new(records: u64, rate: f64) -> Timed {
+        Timed {
+            counts: Counting::default(),
+            latencies: Latencies::new(records, rate),
+        }
+    }
+
+    /// The report of record `i` (the warm-up record's is not counted).
+    fn report<T, E: std::fmt::Display>(&self, i: u64, result: Result<T, E>) {
+        let at = Instant::now();
+        if i == WARMUP_TAG {
+            return;
+        }
+        if result.is_ok() {
+            self.latencies.delivered(i, at);
+        }
+        self.counts.count(result);
+    }
+
+    fn outcome(&self, secs: f64) -> Outcome {
+        Outcome {
+            latency: self.latencies.percentiles(),
+            ..self.counts.outcome(secs)
+        }
+    }
+}
+
+impl rdkafka::ClientContext for Timed {}
+
+impl rdkafka::producer::ProducerContext for Timed {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, i: usize) {
+        self.report(i as u64, result.as_ref().map_err(|(e, _)| e));
+    }
+}
+
+/// Whether `producer` has an open-loop sender (the batch rows have none: their API takes
+/// bursts, the latency row is about one record at a time).
+fn open_loop_sender(producer: &str) -> bool {
+    !producer.contains("-batch")
+}
+
+/// `tokio` / `tokio-idem` open loop: `send(record).await` per due record; each delivery future
+/// goes at once to a collector task that polls all of them unordered and takes each one's
+/// time as it resolves.
+fn run_tokio_open_loop(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    rate: f64,
+) -> Result<Outcome, Error> {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    use producer_tokio::{DeliveryFuture, ProducerHandle};
+    let config = our_config(w, idempotence)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let records = w.records;
+    let timed = Arc::new(Timed::new(records, rate));
+    rt.block_on(async move {
+        let handle = ProducerHandle::start(config)?;
+        let topic: Arc<str> = Arc::from(TOPIC);
+        let warmup = handle
+            .send(p.record(&topic, 0))
+            .await
+            .map_err(|e| format!("send refused: {e}"))?;
+        warmup
+            .await
+            .map_err(|e| format!("warm-up record failed: {e}"))?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, DeliveryFuture)>();
+        let collector = {
+            let timed = timed.clone();
+            tokio::spawn(async move {
+                let mut pending = FuturesUnordered::new();
+                let mut open = true;
+                loop {
+                    tokio::select! {
+                        next = rx.recv(), if open => match next {
+                            Some((i, f)) => pending.push(async move { (i, f.await) }),
+                            None => open = false,
+                        },
+                        Some((i, result)) = pending.next(), if !pending.is_empty() => {
+                            timed.report(i, result);
+                        }
+                        else => break,
+                    }
+                }
+            })
+        };
+        let started = timed.latencies.begin();
+        for i in 0..records {
+            timed.latencies.pace(i);
+            let f = handle
+                .send(p.record(&topic, i))
+                .await
+                .map_err(|e| format!("send refused: {e}"))?;
+            tx.send((i, f)).map_err(|_| "collector gone")?;
+        }
+        drop(tx);
+        collector.await?;
+        let secs = started.elapsed().as_secs_f64();
+        handle.close().await;
+        Ok(timed.outcome(secs))
+    })
+}
+
+/// `tokio-cb` / `tokio-cb-idem` open loop: `send_detached(record, i).await` per due record,
+/// the `on_delivery` callback takes each report's time.
+fn run_tokio_cb_open_loop(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    rate: f64,
+) -> Result<Outcome, Error> {
+    use producer_tokio::ProducerHandle;
+    let config = our_config(w, idempotence)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let records = w.records;
+    let timed = Arc::new(Timed::new(records, rate));
+    rt.block_on(async move {
+        let handle = {
+            let timed = timed.clone();
+            ProducerHandle::builder(config)
+                .on_delivery(move |report| timed.report(report.tag, report.result))
+                .start()?
+        };
+        let topic: Arc<str> = Arc::from(TOPIC);
+        handle
+            .send_detached(p.record(&topic, 0), WARMUP_TAG)
+            .await
+            .map_err(|e| format!("send refused: {e}"))?;
+        handle.flush().await;
+        let started = timed.latencies.begin();
+        for i in 0..records {
+            timed.latencies.pace(i);
+            handle
+                .send_detached(p.record(&topic, i), i)
+                .await
+                .map_err(|e| format!("send refused: {e}"))?;
+        }
+        handle.flush().await;
+        let secs = started.elapsed().as_secs_f64();
+        handle.close().await;
+        Ok(timed.outcome(secs))
+    })
+}
+
+/// `mio` / `mio-idem` open loop: `ThreadedProducer::send_with(record, i)` per due record (200 µs
+/// sleeps while the queue is full), the delivery callback takes each report's time.
+fn run_mio_open_loop(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    rate: f64,
+) -> Result<Outcome, Error> {
+    use producer_mio::{SendError, ThreadedProducer};
+    let config = our_config(w, idempotence)?;
+    let timed = Arc::new(Timed::new(w.records, rate));
+    let producer = {
+        let timed = timed.clone();
+        ThreadedProducer::<u64>::spawn(config, MIO_QUEUE, move |d| {
+            timed.report(d.opaque, d.result.map_err(|f| f.error))
+        })?
+    };
+    let topic: Arc<str> = Arc::from(TOPIC);
+    let send = |mut record: producer_core::Record, i: u64| -> Result<(), Error> {
+        loop {
+            match producer.send_with(record, i) {
+                Ok(()) => return Ok(()),
+                Err(SendError::Full(r, _)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(e) => return Err(format!("send refused: {e}").into()),
+            }
+        }
+    };
+    send(p.record(&topic, 0), WARMUP_TAG)?;
+    producer.flush();
+    let started = timed.latencies.begin();
+    for i in 0..w.records {
+        timed.latencies.pace(i);
+        send(p.record(&topic, i), i)?;
+    }
+    producer.flush();
     let secs = started.elapsed().as_secs_f64();
-    let outcome = ctx.outcome(secs);
+    producer.close();
+    Ok(timed.outcome(secs))
+}
+
+/// `rdkafka` / `rdkafka-idem` open loop: `BaseProducer::send` per due record with the index as
+/// its opaque; the sender serves the delivery callbacks with `poll` after every send and
+/// while it waits for the next record to be due.
+fn run_rdkafka_open_loop(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    rate: f64,
+) -> Result<Outcome, Error> {
+    use rdkafka::error::KafkaError;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::types::RDKafkaErrorCode;
+
+    let producer: BaseProducer<Timed> =
+        rdkafka_config(w, idempotence).create_with_context(Timed::new(w.records, rate))?;
+    let send = |i: u64, opaque: usize| -> Result<(), Error> {
+        let mut record = BaseRecord::<[u8], [u8], usize>::with_opaque_to(TOPIC, opaque)
+            .payload(&p.values[p.value_range(i)]);
+        loop {
+            match producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => return Err(format!("send refused: {e}").into()),
+            }
+        }
+    };
+    send(0, WARMUP_TAG as usize)?;
+    producer.flush(Duration::from_secs(60))?;
+    let timed = producer.context();
+    let started = timed.latencies.begin();
+    for i in 0..w.records {
+        // Serve the callbacks until the record is due (poll's timeout is whole milliseconds).
+        loop {
+            let wait = timed.latencies.until_due(i);
+            if wait >= Duration::from_millis(1) {
+                producer.poll(Duration::from_millis(wait.as_millis() as u64));
+            } else {
+                producer.poll(Duration::ZERO);
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                break;
+            }
+        }
+        send(i, i as usize)?;
+        producer.poll(Duration::ZERO);
+    }
+    drain(&producer, |t| t.counts.reported() >= w.records, started);
+    let secs = started.elapsed().as_secs_f64();
+    let outcome = timed.outcome(secs);
     drop(producer);
     Ok(outcome)
 }
@@ -744,6 +1199,8 @@ struct Sample {
     secs: f64,
     cpu: f64,
     maxrss_kb: u64,
+    /// The `latency` workload's p50, p99 and p99.9 in µs.
+    latency_us: Option<[f64; 3]>,
 }
 
 /// Where the brokers of one run come from (`--broker`).
@@ -936,6 +1393,17 @@ struct RunSpec<'a> {
     peers: &'a PeerPrograms,
     payload_files: Option<&'a (String, Option<String>)>,
     run: usize,
+    /// Records per second of the `latency` workload (`None` for the others).
+    rate: Option<f64>,
+}
+
+impl RunSpec<'_> {
+    /// The time the open-loop schedule itself takes (zero for the other workloads).
+    fn schedule(&self) -> Duration {
+        self.rate.map_or(Duration::ZERO, |r| {
+            Duration::from_secs_f64(self.records as f64 / r)
+        })
+    }
 }
 
 /// The peer's command line for one run.
@@ -962,10 +1430,13 @@ fn peer_command(
     if let Some(k) = keys {
         cmd.args(["--keys", k]);
     }
+    cmd.args(["--compression", w.codec.name()]);
+    if let Some(rate) = spec.rate {
+        cmd.args(["--rate", &format!("{rate:.0}")]);
+    }
     match peer {
         Peer::FranzGo => {
-            cmd.arg(format!("--idempotence={idem}"))
-                .arg(format!("--lz4={}", w.lz4));
+            cmd.arg(format!("--idempotence={idem}"));
             if spec.broker == Broker::Mock {
                 // franz-go cannot read the mock's ApiVersions v3 answer (nor its v5 one): capped
                 // at Kafka 2.3's protocol it asks ApiVersions v2, which it reads.
@@ -974,15 +1445,11 @@ fn peer_command(
         }
         Peer::Java => {
             cmd.args(["--idempotence", &idem.to_string()])
-                .args(["--compression", if w.lz4 { "lz4" } else { "none" }])
                 .args(["--warmup", &JAVA_WARMUP.to_string()]);
         }
         Peer::Krafka | Peer::Confluent => {
             if idem {
                 cmd.arg("--idempotence");
-            }
-            if w.lz4 {
-                cmd.arg("--lz4");
             }
         }
     }
@@ -992,6 +1459,13 @@ fn peer_command(
 /// One run of `producer`: a fresh cluster, the producer's process, its figures or why not.
 fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     let e2s = |e: Error| e.to_string();
+    if spec.rate.is_some() && !open_loop_sender(producer) {
+        return Err(
+            "no open-loop sender: the batch API takes bursts, not one record when it \
+                    is due (the per-record rows measure latency)"
+                .to_string(),
+        );
+    }
     let mock = Mock::start(spec.broker).map_err(|e| format!("cluster did not start: {e}"))?;
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
@@ -1009,7 +1483,10 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
             if let Some(n) = spec.batch_size {
                 cmd.args(["--batch-size", &n.to_string()]);
             }
-            (cmd, WORKER_TIMEOUT)
+            if let Some(rate) = spec.rate {
+                cmd.args(["--rate", &format!("{rate:.0}")]);
+            }
+            (cmd, WORKER_TIMEOUT + spec.schedule())
         }
         Some((p, idem)) => {
             let program = spec.peers.get(&p).ok_or("peer not built")?;
@@ -1017,7 +1494,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
             let cmd = peer_command(p, idem, program, spec, &mock.bootstrap)?;
             // A peer that cannot talk to the cluster should not hold the bench for 10 minutes.
             let timeout = Duration::from_secs(60 + spec.records / 20_000);
-            (cmd, timeout.min(WORKER_TIMEOUT))
+            (cmd, timeout.min(WORKER_TIMEOUT) + spec.schedule())
         }
     };
     let logs = producer_tests::kafka::dist::target_dir()
@@ -1111,6 +1588,14 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
             None => get("maxrss_kb").map_err(e2s)? as u64,
             Some(_) => ru.ru_maxrss as u64,
         },
+        latency_us: match spec.rate {
+            None => None,
+            Some(_) => Some([
+                get("p50_us").map_err(e2s)?,
+                get("p99_us").map_err(e2s)?,
+                get("p999_us").map_err(e2s)?,
+            ]),
+        },
     })
 }
 
@@ -1130,6 +1615,10 @@ struct Figures {
     rss_mb: f64,
     failed: f64,
     lost: f64,
+    /// The `latency` workload: delivered records per second of the open-loop run and the
+    /// p50, p99 and p99.9 latency in ms.
+    achieved: f64,
+    latency_ms: Option<[f64; 3]>,
 }
 
 /// A row of a table: the medians of the runs that gave figures, and why the others did not.
@@ -1139,38 +1628,100 @@ struct Row {
     runs: usize,
 }
 
-fn coordinator_main(args: &[String]) -> Result<(), Error> {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!(
-            "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
-             \x20                [--broker mock|kafka]\n\
-             \x20                [--workloads {}]\n\
-             \x20                [--producers {}]\n\
-             \x20                (also: {})",
-            ALL_WORKLOADS.join(","),
-            ALL_PRODUCERS.join(","),
-            OTHER_PRODUCERS.join(",")
-        );
-        return Ok(());
+/// The flags that take a value (`--help` lists them all).
+const VALUE_FLAGS: &[&str] = &[
+    "--runs",
+    "--records",
+    "--batch-size",
+    "--broker",
+    "--workloads",
+    "--producers",
+    "--rate",
+    "--readme",
+];
+
+/// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
+fn flag<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, Error>
+where
+    T::Err: std::fmt::Display,
+{
+    let Some(i) = args.iter().position(|a| a == name) else {
+        return Ok(None);
+    };
+    let v = args
+        .get(i + 1)
+        .filter(|v| !v.starts_with("--"))
+        .ok_or_else(|| format!("{name} needs a value"))?;
+    v.parse()
+        .map(Some)
+        .map_err(|e| format!("{name} {v:?}: {e}").into())
+}
+
+/// What one coordinator invocation runs.
+struct Plan {
+    runs: usize,
+    records: u64,
+    batch_size: Option<usize>,
+    brokers: Vec<Broker>,
+    workloads: Vec<String>,
+    producers: Vec<String>,
+    /// `--rate`: the latency workload's rate instead of half of librdkafka's null100 rate.
+    rate: Option<f64>,
+    /// `--readme PATH`: the file whose marked tables this run rewrites.
+    readme: Option<std::path::PathBuf>,
+}
+
+fn usage() -> String {
+    format!(
+        "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
+         \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
+         \x20                [--workloads {}]\n\
+         \x20                [--producers {}]\n\
+         \x20                (also: {})",
+        ALL_WORKLOADS.join(","),
+        ALL_PRODUCERS.join(","),
+        OTHER_PRODUCERS.join(",")
+    )
+}
+
+/// The coordinator's flags, checked before anything runs.
+fn plan(args: &[String]) -> Result<Plan, Error> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if VALUE_FLAGS.contains(&a) {
+            i += 2;
+            continue;
+        }
+        if a != "--quick" {
+            return Err(format!("unknown argument {a:?}\n{}", usage()).into());
+        }
+        i += 1;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let runs: usize = arg(args, "--runs").map_or(Ok(if quick { 1 } else { 3 }), str::parse)?;
-    let records: u64 =
-        arg(args, "--records").map_or(Ok(if quick { 100_000 } else { 1_000_000 }), str::parse)?;
-    let batch_size: Option<usize> = arg(args, "--batch-size").map(str::parse).transpose()?;
-    let broker = match arg(args, "--broker").unwrap_or("mock") {
-        "mock" => Broker::Mock,
-        "kafka" => Broker::Kafka,
-        other => return Err(format!("unknown --broker {other:?} (mock or kafka)").into()),
+    let runs: usize = flag(args, "--runs")?.unwrap_or(if quick { 1 } else { 3 });
+    let records: u64 = flag(args, "--records")?.unwrap_or(if quick { 100_000 } else { 1_000_000 });
+    if runs == 0 || records == 0 {
+        return Err("--runs and --records must be at least 1".into());
+    }
+    let batch_size: Option<usize> = flag(args, "--batch-size")?;
+    let brokers = match flag::<String>(args, "--broker")?
+        .as_deref()
+        .unwrap_or("mock")
+    {
+        "mock" => vec![Broker::Mock],
+        "kafka" => vec![Broker::Kafka],
+        "both" => vec![Broker::Mock, Broker::Kafka],
+        other => return Err(format!("unknown --broker {other:?} (mock, kafka or both)").into()),
     };
-    let list = |name: &str, all: &[&str]| -> Vec<String> {
-        arg(args, name).map_or_else(
+    let list = |name: &str, all: &[&str]| -> Result<Vec<String>, Error> {
+        Ok(flag::<String>(args, name)?.map_or_else(
             || all.iter().map(|s| s.to_string()).collect(),
             |s| s.split(',').map(str::to_string).collect(),
-        )
+        ))
     };
-    let workloads = list("--workloads", ALL_WORKLOADS);
-    let producers = list("--producers", ALL_PRODUCERS);
+    let workloads = list("--workloads", ALL_WORKLOADS)?;
+    let producers = list("--producers", ALL_PRODUCERS)?;
     for w in &workloads {
         workload(w)?;
     }
@@ -1179,11 +1730,49 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
             && !ALL_PRODUCERS.contains(&p.as_str())
             && !OTHER_PRODUCERS.contains(&p.as_str())
         {
-            return Err(format!("unknown producer {p:?}").into());
+            return Err(format!("unknown producer {p:?}\n{}", usage()).into());
         }
     }
+    let rate: Option<f64> = flag(args, "--rate")?;
+    if rate.is_some_and(|r| !(r >= 1.0 && r.is_finite())) {
+        return Err("--rate must be at least 1 record per second".into());
+    }
+    if let Some(at) = workloads.iter().position(|w| w == "latency") {
+        let measured = workloads[..at].iter().any(|w| w == "null100")
+            && producers.iter().any(|p| p == BASELINE);
+        if rate.is_none() && !measured {
+            return Err(format!(
+                "the latency workload runs at half of {BASELINE}'s null100 rate: give --rate N, \
+                 or run null100 before latency with {BASELINE} among the producers"
+            )
+            .into());
+        }
+    }
+    let readme = flag::<String>(args, "--readme")?.map(std::path::PathBuf::from);
+    if let Some(path) = &readme {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--readme {}: {e}", path.display()))?;
+        for &b in &brokers {
+            replace_marked(&text, b, "")
+                .map_err(|e| format!("--readme {}: {e}", path.display()))?;
+        }
+    }
+    Ok(Plan {
+        runs,
+        records,
+        batch_size,
+        brokers,
+        workloads,
+        producers,
+        rate,
+        readme,
+    })
+}
+
+/// Builds the peers `producers` name (each once), or says why one cannot be.
+fn build_peers(producers: &[String]) -> PeerPrograms {
     let mut peers = PeerPrograms::new();
-    for p in &producers {
+    for p in producers {
         if let Some((kind, _)) = peer(p) {
             if !peers.contains_key(&kind) {
                 // krafka and Confluent's client are one program: built once.
@@ -1214,88 +1803,29 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
             eprintln!("bench_e2e: peer {kind:?} cannot be built: {e}");
         }
     }
-    println!(
-        "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
-         per run), acks=all, linger 5 ms, batch size {}",
-        match broker {
-            Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
-            Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
-        },
-        batch_size.map_or("per producer default (peers 16384)".to_string(), |n| n
-            .to_string())
-    );
+    peers
+}
+
+fn coordinator_main(args: &[String]) -> Result<(), Error> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{}", usage());
+        return Ok(());
+    }
+    let plan = plan(args)?;
+    let peers = build_peers(&plan.producers);
     let total_started = Instant::now();
-    for wname in &workloads {
-        let w = workload(wname)?;
-        let bytes = (w.value_bytes + if w.keyed { 8 } else { 0 }) as f64;
-        let files = if peers.is_empty() {
-            None
-        } else {
-            Some(payload_files(wname)?)
-        };
-        let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
-        for run in 0..runs {
-            for p in &producers {
-                let spec = RunSpec {
-                    workload: wname,
-                    records,
-                    batch_size,
-                    broker,
-                    peers: &peers,
-                    payload_files: files.as_ref(),
-                    run: run + 1,
-                };
-                let s = run_one(p, &spec);
-                match &s {
-                    Ok(s) => eprintln!(
-                        "  {wname} run {}/{runs} {p:>16}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB  \
-                         ok {} failed {}",
-                        run + 1,
-                        records as f64 / s.secs,
-                        s.cpu,
-                        s.maxrss_kb as f64 / 1024.0,
-                        s.ok,
-                        s.failed
-                    ),
-                    Err(e) => eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1),
-                }
-                samples.entry(p.as_str()).or_default().push(s);
-            }
+    for &broker in &plan.brokers {
+        let markdown = run_broker(&plan, broker, &peers)?;
+        if let Some(path) = &plan.readme {
+            let text = std::fs::read_to_string(path)?;
+            let body = format!("{}\n{markdown}", provenance(args, &plan, broker));
+            std::fs::write(path, replace_marked(&text, broker, &body)?)?;
+            println!(
+                "bench_e2e: rewrote the {} tables of {}",
+                broker.name(),
+                path.display()
+            );
         }
-        let rows: BTreeMap<&str, Row> = samples
-            .iter()
-            .map(|(p, all)| {
-                let v: Vec<Sample> = all
-                    .iter()
-                    .filter_map(|s| s.as_ref().ok().copied())
-                    .collect();
-                let errors: Vec<String> = all
-                    .iter()
-                    .filter_map(|s| s.as_ref().err().cloned())
-                    .collect();
-                let m = |f: &dyn Fn(&Sample) -> f64| median(v.iter().map(f).collect());
-                let figures = (!v.is_empty()).then(|| {
-                    let rate = m(&|s| records as f64 / s.secs);
-                    Figures {
-                        rate,
-                        mbps: rate * bytes / 1e6,
-                        cpu_per_m: m(&|s| s.cpu / (records as f64 / 1e6)),
-                        rss_mb: m(&|s| s.maxrss_kb as f64 / 1024.0),
-                        failed: m(&|s| s.failed as f64),
-                        lost: m(&|s| records.saturating_sub(s.ok + s.failed) as f64),
-                    }
-                });
-                (
-                    *p,
-                    Row {
-                        figures,
-                        errors,
-                        runs: all.len(),
-                    },
-                )
-            })
-            .collect();
-        print_table(wname, w, &producers, &rows);
     }
     println!(
         "total bench time {:.0} s",
@@ -1304,14 +1834,190 @@ fn coordinator_main(args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
-fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&str, Row>) {
-    println!();
+/// Every workload of `plan` on `broker`: prints its tables and returns them in Markdown.
+fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<String, Error> {
+    let (runs, records) = (plan.runs, plan.records);
     println!(
-        "== {name}: {} B values, {} keys{} ==",
+        "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
+         per run), acks=all, linger 5 ms, batch size {}",
+        match broker {
+            Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
+            Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
+        },
+        plan.batch_size
+            .map_or("per producer default (peers 16384)".to_string(), |n| n
+                .to_string())
+    );
+    let mut throughput_md = String::new();
+    let mut latency_md = String::new();
+    // librdkafka's median null100 rate in this invocation: half of it is the latency rate.
+    let mut baseline_rate: Option<f64> = None;
+    for wname in &plan.workloads {
+        let w = workload(wname)?;
+        let rate = match (w.open_loop, plan.rate) {
+            (false, _) => None,
+            (true, Some(r)) => Some(r),
+            (true, None) => match baseline_rate {
+                Some(r) => Some((r / 2.0).round().max(1.0)),
+                None => {
+                    println!(
+                        "\n== {wname}: not run: {BASELINE} gave no null100 figures to take the \
+                         rate from (give --rate N) =="
+                    );
+                    latency_md = format!(
+                        "Latency not measured: {BASELINE} gave no null100 figures to take the \
+                         rate from.\n"
+                    );
+                    continue;
+                }
+            },
+        };
+        let files = if peers.is_empty() {
+            None
+        } else {
+            Some(payload_files(wname)?)
+        };
+        let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
+        for run in 0..runs {
+            for p in &plan.producers {
+                let spec = RunSpec {
+                    workload: wname,
+                    records,
+                    batch_size: plan.batch_size,
+                    broker,
+                    peers,
+                    payload_files: files.as_ref(),
+                    run: run + 1,
+                    rate,
+                };
+                let s = run_one(p, &spec);
+                match &s {
+                    Ok(s) => eprintln!(
+                        "  {wname} run {}/{runs} {p:>16}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB  \
+                         ok {} failed {}{}",
+                        run + 1,
+                        records as f64 / s.secs,
+                        s.cpu,
+                        s.maxrss_kb as f64 / 1024.0,
+                        s.ok,
+                        s.failed,
+                        s.latency_us.map_or(String::new(), |[a, b, c]| format!(
+                            "  p50 {a:.0} us p99 {b:.0} us p99.9 {c:.0} us"
+                        ))
+                    ),
+                    Err(e) => eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1),
+                }
+                samples.entry(p.as_str()).or_default().push(s);
+            }
+        }
+        let rows = rows(&samples, records, w);
+        if wname == "null100" {
+            baseline_rate = rows
+                .get(BASELINE)
+                .and_then(|r| r.figures.as_ref())
+                .map(|f| f.rate);
+        }
+        match rate {
+            Some(rate) => {
+                print_latency_table(wname, rate, &plan.producers, &rows);
+                latency_md = markdown_latency(rate, &plan.producers, &rows);
+            }
+            None => {
+                print_table(wname, w, &plan.producers, &rows);
+                throughput_md += &markdown_throughput(w, &plan.producers, &rows);
+            }
+        }
+    }
+    let mut md = String::new();
+    if !throughput_md.is_empty() {
+        md +=
+            "| workload | producer | records/s (x) | MB/s (x) | CPU-s per million (x) | peak RSS \
+               MB (x) | failed | lost |\n|---|---|---|---|---|---|---|---|\n";
+        md += &throughput_md;
+    }
+    if !latency_md.is_empty() {
+        if !md.is_empty() {
+            md.push('\n');
+        }
+        md += &latency_md;
+    }
+    Ok(md)
+}
+
+/// The rows of one workload: the medians of each producer's runs that gave figures.
+fn rows<'a>(
+    samples: &BTreeMap<&'a str, Vec<Result<Sample, String>>>,
+    records: u64,
+    w: Workload,
+) -> BTreeMap<&'a str, Row> {
+    let bytes = (w.value_bytes + if w.keyed { 8 } else { 0 }) as f64;
+    samples
+        .iter()
+        .map(|(p, all)| {
+            let v: Vec<Sample> = all
+                .iter()
+                .filter_map(|s| s.as_ref().ok().copied())
+                .collect();
+            let errors: Vec<String> = all
+                .iter()
+                .filter_map(|s| s.as_ref().err().cloned())
+                .collect();
+            let m = |f: &dyn Fn(&Sample) -> f64| median(v.iter().map(f).collect());
+            let figures = (!v.is_empty()).then(|| {
+                let rate = m(&|s| records as f64 / s.secs);
+                Figures {
+                    rate,
+                    mbps: rate * bytes / 1e6,
+                    cpu_per_m: m(&|s| s.cpu / (records as f64 / 1e6)),
+                    rss_mb: m(&|s| s.maxrss_kb as f64 / 1024.0),
+                    failed: m(&|s| s.failed as f64),
+                    lost: m(&|s| records.saturating_sub(s.ok + s.failed) as f64),
+                    achieved: m(&|s| s.ok as f64 / s.secs),
+                    latency_ms: v[0].latency_us.is_some().then(|| {
+                        [0, 1, 2].map(|q| m(&|s| s.latency_us.map_or(f64::NAN, |l| l[q])) / 1e3)
+                    }),
+                }
+            });
+            (
+                *p,
+                Row {
+                    figures,
+                    errors,
+                    runs: all.len(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The title of a workload's table.
+fn describe(w: Workload) -> String {
+    format!(
+        "{} B values, {} keys{}",
         w.value_bytes,
         if w.keyed { "8-byte" } else { "null" },
-        if w.lz4 { ", lz4" } else { "" }
-    );
+        match w.codec {
+            Codec::None => String::new(),
+            c => format!(", {}", c.name()),
+        }
+    )
+}
+
+/// The note under a table for a row some of whose runs gave no figures.
+fn partial_note(p: &str, row: &Row) -> Option<String> {
+    (!row.errors.is_empty() && row.figures.is_some()).then(|| {
+        format!(
+            "{p}: {} of {} run(s) gave no figures: {}",
+            row.errors.len(),
+            row.runs,
+            row.errors[0]
+        )
+    })
+}
+
+fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&str, Row>) {
+    println!();
+    println!("== {name}: {} ==", describe(w));
     println!(
         "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7} {:>6} | {:>7} {:>7} {:>7} {:>7}",
         "producer",
@@ -1332,14 +2038,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
         let Some(row) = rows.get(p.as_str()) else {
             continue;
         };
-        if !row.errors.is_empty() && row.figures.is_some() {
-            notes.push(format!(
-                "{p}: {} of {} run(s) gave no figures: {}",
-                row.errors.len(),
-                row.runs,
-                row.errors[0]
-            ));
-        }
+        notes.extend(partial_note(p, row));
         let Some(x) = row.figures.as_ref() else {
             println!("{p:<16} no figures: {}", row.errors[0]);
             continue;
@@ -1365,4 +2064,234 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
     for n in notes {
         println!("  note: {n}");
     }
+}
+
+/// The p99 of a latency row over librdkafka's, or `-`.
+fn p99_ratio(x: &Figures, base: Option<&Figures>) -> String {
+    match (x.latency_ms, base.and_then(|b| b.latency_ms)) {
+        (Some(l), Some(b)) => format!("{:.2}", l[1] / b[1]),
+        _ => "-".to_string(),
+    }
+}
+
+fn print_latency_table(name: &str, rate: f64, producers: &[String], rows: &BTreeMap<&str, Row>) {
+    println!();
+    println!(
+        "== {name}: 100 B values, null keys, open loop at {rate:.0} records/s, delivery latency =="
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>6} | {:>7}",
+        "producer",
+        "target/s",
+        "achieved/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "failed",
+        "lost",
+        "x p99"
+    );
+    let base = rows.get(BASELINE).and_then(|r| r.figures.as_ref());
+    let mut notes = Vec::new();
+    for p in producers {
+        let Some(row) = rows.get(p.as_str()) else {
+            continue;
+        };
+        notes.extend(partial_note(p, row));
+        let Some(x) = row.figures.as_ref() else {
+            println!("{p:<16} no figures: {}", row.errors[0]);
+            continue;
+        };
+        let [p50, p99, p999] = x.latency_ms.unwrap_or([f64::NAN; 3]);
+        println!(
+            "{:<16} {:>10.0} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>7.0} {:>6.0} | {:>7}",
+            p,
+            rate,
+            x.achieved,
+            p50,
+            p99,
+            p999,
+            x.failed,
+            x.lost,
+            p99_ratio(x, base)
+        );
+    }
+    for n in notes {
+        println!("  note: {n}");
+    }
+}
+
+/// A table cell of a row that gave no figures: the reason, on one line, without `|`.
+fn md_reason(row: &Row) -> String {
+    format!(
+        "no figures: {}",
+        row.errors[0].replace('|', "/").replace('\n', " ")
+    )
+}
+
+/// One workload's rows of the README's throughput table.
+fn markdown_throughput(w: Workload, producers: &[String], rows: &BTreeMap<&str, Row>) -> String {
+    let base = rows.get(BASELINE).and_then(|r| r.figures.as_ref());
+    let mut out = String::new();
+    let mut first = true;
+    for p in producers {
+        let Some(row) = rows.get(p.as_str()) else {
+            continue;
+        };
+        let label = if std::mem::take(&mut first) {
+            describe(w)
+        } else {
+            String::new()
+        };
+        let Some(x) = row.figures.as_ref() else {
+            out += &format!("| {label} | {p} | {} | | | | | |\n", md_reason(row));
+            continue;
+        };
+        let cell = |v: String, get: fn(&Figures) -> f64| match base {
+            Some(b) => format!("{v} ({:.2})", get(x) / get(b)),
+            None => v,
+        };
+        out += &format!(
+            "| {label} | {p} | {} | {} | {} | {} | {:.0} | {:.0} |\n",
+            cell(thousands(x.rate), |f| f.rate),
+            cell(format!("{:.1}", x.mbps), |f| f.mbps),
+            cell(format!("{:.3}", x.cpu_per_m), |f| f.cpu_per_m),
+            cell(format!("{:.1}", x.rss_mb), |f| f.rss_mb),
+            x.failed,
+            x.lost
+        );
+    }
+    out
+}
+
+/// The README's latency table.
+fn markdown_latency(rate: f64, producers: &[String], rows: &BTreeMap<&str, Row>) -> String {
+    let base = rows.get(BASELINE).and_then(|r| r.figures.as_ref());
+    let mut out = format!(
+        "Latency: 100 B values, null keys, an open-loop sender at {} records/s:\n\n\
+         | producer | target records/s | achieved records/s | p50 ms | p99 ms (x) | p99.9 ms | \
+         failed | lost |\n|---|---|---|---|---|---|---|---|\n",
+        thousands(rate)
+    );
+    for p in producers {
+        let Some(row) = rows.get(p.as_str()) else {
+            continue;
+        };
+        let Some(x) = row.figures.as_ref() else {
+            out += &format!(
+                "| {p} | {} | {} | | | | | |\n",
+                thousands(rate),
+                md_reason(row)
+            );
+            continue;
+        };
+        let [p50, p99, p999] = x.latency_ms.unwrap_or([f64::NAN; 3]);
+        out += &format!(
+            "| {p} | {} | {} | {p50:.2} | {p99:.2} ({}) | {p999:.2} | {:.0} | {:.0} |\n",
+            thousands(rate),
+            thousands(x.achieved),
+            p99_ratio(x, base),
+            x.failed,
+            x.lost
+        );
+    }
+    out
+}
+
+/// `1234567.8` as `1,234,568`.
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 && c.is_ascii_digit() {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Broker {
+    fn name(self) -> &'static str {
+        match self {
+            Broker::Mock => "mock",
+            Broker::Kafka => "kafka",
+        }
+    }
+}
+
+/// `text` with what lies between `broker`'s marker comments replaced by `body`; an error if
+/// the markers are missing, repeated or out of order.
+fn replace_marked(text: &str, broker: Broker, body: &str) -> Result<String, Error> {
+    let begin = format!("<!-- bench_e2e {} begin -->", broker.name());
+    let end = format!("<!-- bench_e2e {} end -->", broker.name());
+    let (Some(b), Some(e)) = (text.find(&begin), text.find(&end)) else {
+        return Err(format!("no {begin} ... {end} markers").into());
+    };
+    if text.matches(&begin).count() != 1 || text.matches(&end).count() != 1 || e < b {
+        return Err(format!("the {begin} ... {end} markers must appear once, in order").into());
+    }
+    let inner = b + begin.len();
+    Ok(format!("{}\n{body}{}", &text[..inner], &text[e..]))
+}
+
+/// The line above the README's tables: the command, commit, date, records and runs.
+fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String {
+    let git = |a: &[&str]| {
+        Command::new("git")
+            .args(a)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]).map_or("unknown".to_string(), |c| {
+        let dirty =
+            git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+        if dirty {
+            format!("{c} with uncommitted changes")
+        } else {
+            c
+        }
+    });
+    let command = if args.is_empty() {
+        "cargo run --release --example bench_e2e".to_string()
+    } else {
+        format!(
+            "cargo run --release --example bench_e2e -- {}",
+            args.join(" ")
+        )
+    };
+    format!(
+        "Generated by `{command}` on commit {commit}, {} (UTC), {} records per run, medians of \
+         {} run(s), {}; ratios (x) to `{BASELINE}` on the same broker.\n",
+        utc_date(),
+        thousands(plan.records as f64),
+        plan.runs,
+        match broker {
+            Broker::Mock =>
+                format!("the mock cluster ({BROKERS} brokers, {PARTITIONS} partitions)"),
+            Broker::Kafka => format!("Apache Kafka 4.1.1 (one node, {PARTITIONS} partitions)"),
+        }
+    )
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`, from the system clock.
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }

@@ -5,6 +5,11 @@
 // last callback. Prints "RESULT ok=N failed=N secs=S cpu=C" where cpu is the process's CPU
 // time (all threads, from OperatingSystemMXBean.getProcessCpuTime) during the timed phase
 // only. The coordinator measures peak RSS of the whole process itself (wait4).
+//
+// With --rate N (the latency workload) the timed phase is open loop: record i is due at
+// start + i/N; the sender sends every due record (catching up when it fell behind) and the
+// Callback of record i takes its latency, from when it was due to the callback; the RESULT
+// line adds p50_us, p99_us and p999_us.
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -13,6 +18,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -33,6 +39,7 @@ public final class JavaPeer {
         long records = Long.parseLong(a.get("--records"));
         long warmup = Long.parseLong(a.getOrDefault("--warmup", "100000"));
         int valueBytes = Integer.parseInt(a.getOrDefault("--value-bytes", "100"));
+        double rate = Double.parseDouble(a.getOrDefault("--rate", "0"));
         byte[] values = Files.readAllBytes(Paths.get(a.get("--values")));
         byte[] keys = a.containsKey("--keys") ? Files.readAllBytes(Paths.get(a.get("--keys"))) : null;
 
@@ -73,17 +80,54 @@ public final class JavaPeer {
             producer.flush();
             long cpu0 = os.getProcessCpuTime();
             long t0 = System.nanoTime();
-            send(producer, topic, 0, records, values, keys, valueBytes, counting);
+            // Per record: 1 + its latency in µs once delivered, 0 if it failed (written by the
+            // callbacks before they count, read after every record is counted).
+            int[] latencies = rate > 0 ? new int[(int) records] : null;
+            if (latencies != null) {
+                double interval = 1e9 / rate;
+                for (long i = 0; i < records; i++) {
+                    long due = t0 + (long) (i * interval);
+                    for (long wait; (wait = due - System.nanoTime()) > 0; ) {
+                        LockSupport.parkNanos(wait);
+                    }
+                    final int slot = (int) i;
+                    Callback timed = (m, e) -> {
+                        if (e == null) {
+                            long us = (System.nanoTime() - due) / 1000;
+                            latencies[slot] = (int) Math.min(us, Integer.MAX_VALUE - 1) + 1;
+                        }
+                        counting.onCompletion(m, e);
+                    };
+                    send(producer, topic, i, i + 1, values, keys, valueBytes, timed);
+                }
+            } else {
+                send(producer, topic, 0, records, values, keys, valueBytes, counting);
+            }
             producer.flush();
             while (ok.get() + failed.get() < records) {
                 Thread.sleep(1);
             }
             double secs = (System.nanoTime() - t0) / 1e9;
             double cpu = (os.getProcessCpuTime() - cpu0) / 1e9;
-            System.out.printf("RESULT ok=%d failed=%d secs=%.6f cpu=%.6f%n",
-                ok.get(), failed.get(), secs, cpu);
+            System.out.printf("RESULT ok=%d failed=%d secs=%.6f cpu=%.6f%s%n",
+                ok.get(), failed.get(), secs, cpu, percentiles(latencies));
             System.out.flush();
         }
+    }
+
+    /** " p50_us=A p99_us=B p999_us=C" (nearest rank) over the delivered records, or "". */
+    static String percentiles(int[] latencies) {
+        if (latencies == null) {
+            return "";
+        }
+        int[] v = Arrays.stream(latencies).filter(l -> l > 0).map(l -> l - 1).sorted().toArray();
+        if (v.length == 0) {
+            return "";
+        }
+        java.util.function.DoubleFunction<Integer> rank =
+            q -> v[Math.max(1, Math.min((int) Math.ceil(q * v.length), v.length)) - 1];
+        return String.format(" p50_us=%d p99_us=%d p999_us=%d",
+            rank.apply(0.50), rank.apply(0.99), rank.apply(0.999));
     }
 
     static void send(KafkaProducer<byte[], byte[]> producer, String topic, long from, long to,
