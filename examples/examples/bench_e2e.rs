@@ -18,7 +18,8 @@
 //! # Flags
 //! * `--quick`: 100,000 records, 1 run (unless `--records`, `--runs` say otherwise).
 //! * `--runs N` (default 3), `--records N` (default 1,000,000): per producer and workload.
-//! * `--batch-size BYTES`: every producer's batch size (default: each one's own, peers 16 KiB).
+//! * `--batch-size BYTES`: every producer's batch size (default 16 KiB for all, librdkafka
+//!   included: its own default would be 1,000,000 bytes).
 //! * `--broker mock|kafka|both`: librdkafka's mock cluster (the default), a single-node Apache
 //!   Kafka, or the mock and then Kafka in one invocation (each broker's tables with ratios to
 //!   that broker's librdkafka).
@@ -167,9 +168,9 @@
 //! Common settings: acks=all, linger 5 ms, max in flight 5 per connection, a buffer of 64 MiB
 //! and 1,000,000 records (`buffer_memory`/`buffer_max_records`;
 //! `queue.buffering.max.kbytes`/`queue.buffering.max.messages`), no retries needed. Batch size
-//! is each producer's default (ours 16 KiB like Java; librdkafka `batch.size` 1,000,000 bytes)
-//! unless `--batch-size N` sets both. `-idem` turns idempotence on (`enable.idempotence`), the
-//! plain ones turn it off.
+//! 16 KiB for every producer (Java's default and ours; librdkafka's `batch.size` is set to it,
+//! its own default being 1,000,000 bytes) unless `--batch-size N` sets another. `-idem` turns
+//! idempotence on (`enable.idempotence`), the plain ones turn it off.
 //!
 //! # Figures
 //! records/s and MB/s (key+value bytes) over the time from creating the producer to the last
@@ -791,11 +792,17 @@ fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
         .set("queue.buffering.max.kbytes", "65536")
         .set("queue.buffering.max.messages", "1000000")
         .set("compression.codec", w.workload.codec.name());
-    if let Some(n) = w.batch_size {
-        cfg.set("batch.size", n.to_string());
-    }
+    // 16 KiB as every other producer's unless --batch-size says: the equal settings
+    // (librdkafka's own default is 1,000,000 bytes).
+    cfg.set(
+        "batch.size",
+        w.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).to_string(),
+    );
     cfg
 }
+
+/// Every producer's batch size unless `--batch-size` says: Java's default and ours.
+const DEFAULT_BATCH_SIZE: usize = 16_384;
 
 /// Waits until `done` (every report counted): librdkafka's flush without the `rdkafka` crate's
 /// waits. Its `BaseProducer::flush` polls in slices of 100 ms and its `poll` runs to the end of
@@ -1425,7 +1432,7 @@ fn peer_command(
         // Every peer gets 16 KiB batches (Java's default and ours) unless --batch-size says.
         .args([
             "--batch-size",
-            &spec.batch_size.unwrap_or(16_384).to_string(),
+            &spec.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).to_string(),
         ]);
     if let Some(k) = keys {
         cmd.args(["--keys", k]);
@@ -1844,14 +1851,14 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
             Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
             Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
         },
-        plan.batch_size
-            .map_or("per producer default (peers 16384)".to_string(), |n| n
-                .to_string())
+        plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
     );
     let mut throughput_md = String::new();
     let mut latency_md = String::new();
     // librdkafka's median null100 rate in this invocation: half of it is the latency rate.
     let mut baseline_rate: Option<f64> = None;
+    // Peers that cannot connect to the mock, with the reason (not run again).
+    let mut unreachable: BTreeMap<String, String> = BTreeMap::new();
     for wname in &plan.workloads {
         let w = workload(wname)?;
         let rate = match (w.open_loop, plan.rate) {
@@ -1880,6 +1887,15 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
         let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
         for run in 0..runs {
             for p in &plan.producers {
+                // A peer that could not talk to this broker once will not the next time (the
+                // mock's answers are the same every run): its reason stands for the rest.
+                if let Some(why) = unreachable.get(p.as_str()) {
+                    samples
+                        .entry(p.as_str())
+                        .or_default()
+                        .push(Err(why.clone()));
+                    continue;
+                }
                 let spec = RunSpec {
                     workload: wname,
                     records,
@@ -1905,7 +1921,12 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
                             "  p50 {a:.0} us p99 {b:.0} us p99.9 {c:.0} us"
                         ))
                     ),
-                    Err(e) => eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1),
+                    Err(e) => {
+                        eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1);
+                        if broker == Broker::Mock && e.contains("cannot connect") {
+                            unreachable.insert(p.clone(), e.clone());
+                        }
+                    }
                 }
                 samples.entry(p.as_str()).or_default().push(s);
             }
