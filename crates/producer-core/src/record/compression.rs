@@ -244,8 +244,40 @@ fn lz4(_input: &[u8], _out: &mut Vec<u8>) -> Result<(), CompressionError> {
 const ZSTD_LEVEL: i32 = 3;
 
 #[cfg(feature = "zstd")]
+thread_local! {
+    /// This thread's zstd context and the buffer it compresses into, kept from one batch to
+    /// the next: setting a context up (its tables for level 3) costs more than compressing a
+    /// 16 KiB batch with it.
+    static ZSTD_CONTEXT: std::cell::RefCell<Option<(zstd::bulk::Compressor<'static>, Vec<u8>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Appends one zstd frame of `input` to `out`, with this thread's reused context (a fresh
+/// one if the thread-local is gone, as in a thread-local's destructor).
+#[cfg(feature = "zstd")]
 fn zstd(input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressionError> {
-    zstd::stream::copy_encode(input, out, ZSTD_LEVEL).map_err(|e| codec_error(Compression::Zstd, e))
+    let error = |e| codec_error(Compression::Zstd, e);
+    let reused = ZSTD_CONTEXT.try_with(|cell| -> std::io::Result<()> {
+        let mut context = cell.borrow_mut();
+        let (compressor, frame) = match context.as_mut() {
+            Some(c) => c,
+            None => context.insert((zstd::bulk::Compressor::new(ZSTD_LEVEL)?, Vec::new())),
+        };
+        // The bulk compressor writes a buffer from its start: into `frame`, then after what
+        // `out` holds.
+        frame.clear();
+        frame.reserve(zstd::zstd_safe::compress_bound(input.len()));
+        compressor.compress_to_buffer(input, frame)?;
+        out.extend_from_slice(frame);
+        Ok(())
+    });
+    match reused {
+        Ok(result) => result.map_err(error),
+        Err(_) => {
+            out.extend_from_slice(&zstd::bulk::compress(input, ZSTD_LEVEL).map_err(error)?);
+            Ok(())
+        }
+    }
 }
 
 #[cfg(not(feature = "zstd"))]
