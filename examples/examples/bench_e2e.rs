@@ -176,8 +176,10 @@
 //! records/s and MB/s (key+value bytes) over the time from creating the producer to the last
 //! delivery report (the Java peer: its timed phase); CPU-seconds per million records
 //! (user+sys of the worker or peer process, whole life; the Java peer: its timed phase); peak
-//! RSS; failed deliveries; lost (neither delivered nor failed). Each is the median over the
-//! runs that gave figures. The `latency` table instead gives the target rate, the achieved
+//! RSS; failed deliveries; lost (neither delivered nor failed); and the broker's CPU-seconds
+//! per million records (user+sys of the cluster's processes, the mock or Kafka's JVM, from
+//! `/proc` while the producer ran: with the producer's own CPU it shows when the 2 cores, and
+//! not the producer, bound the rate). Each is the median over the runs that gave figures. The `latency` table instead gives the target rate, the achieved
 //! rate, p50 / p99 / p99.9 delivery latency in ms (each the median over the runs), failures,
 //! and the ratio of each p99 to librdkafka's.
 
@@ -1208,6 +1210,38 @@ struct Sample {
     maxrss_kb: u64,
     /// The `latency` workload's p50, p99 and p99.9 in µs.
     latency_us: Option<[f64; 3]>,
+    /// CPU seconds the cluster's processes (the mock, or Kafka's JVM) used while the producer
+    /// ran: shows when the broker, not the producer, is what bounds the rate.
+    broker_cpu: f64,
+}
+
+/// CPU seconds (user and system) used so far by process `pid` and every process below it,
+/// from `/proc` (0 for what cannot be read).
+fn tree_cpu_secs(pid: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut total = 0.0;
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            // Fields after the command name (which may hold spaces) closed by ')'.
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+                for i in [11, 12] {
+                    total += f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / ticks;
+                }
+            }
+        }
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    total
 }
 
 /// Where the brokers of one run come from (`--broker`).
@@ -1516,6 +1550,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log_file));
+    let broker_cpu_before = tree_cpu_secs(mock.child.id());
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
@@ -1548,6 +1583,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = reader.join().unwrap_or_default();
+    let broker_cpu = tree_cpu_secs(mock.child.id()) - broker_cpu_before;
     drop(mock);
     let last_err = || {
         std::fs::read_to_string(&log)
@@ -1603,6 +1639,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
                 get("p999_us").map_err(e2s)?,
             ]),
         },
+        broker_cpu,
     })
 }
 
@@ -1622,6 +1659,8 @@ struct Figures {
     rss_mb: f64,
     failed: f64,
     lost: f64,
+    /// The cluster's CPU seconds per million records while the producer ran.
+    broker_cpu_per_m: f64,
     /// The `latency` workload: delivered records per second of the open-loop run and the
     /// p50, p99 and p99.9 latency in ms.
     achieved: f64,
@@ -1953,7 +1992,7 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
     if !throughput_md.is_empty() {
         md +=
             "| workload | producer | records/s (x) | MB/s (x) | CPU-s per million (x) | peak RSS \
-               MB (x) | failed | lost |\n|---|---|---|---|---|---|---|---|\n";
+               MB (x) | failed | lost | broker CPU-s per million |\n|---|---|---|---|---|---|---|---|---|\n";
         md += &throughput_md;
     }
     if !latency_md.is_empty() {
@@ -1993,6 +2032,7 @@ fn rows<'a>(
                     rss_mb: m(&|s| s.maxrss_kb as f64 / 1024.0),
                     failed: m(&|s| s.failed as f64),
                     lost: m(&|s| records.saturating_sub(s.ok + s.failed) as f64),
+                    broker_cpu_per_m: m(&|s| s.broker_cpu / (records as f64 / 1e6)),
                     achieved: m(&|s| s.ok as f64 / s.secs),
                     latency_ms: v[0].latency_us.is_some().then(|| {
                         [0, 1, 2].map(|q| m(&|s| s.latency_us.map_or(f64::NAN, |l| l[q])) / 1e3)
@@ -2040,7 +2080,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
     println!();
     println!("== {name}: {} ==", describe(w));
     println!(
-        "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7} {:>6} | {:>7} {:>7} {:>7} {:>7}",
+        "{:<16} {:>10} {:>8} {:>11} {:>9} {:>7} {:>6} {:>10} | {:>7} {:>7} {:>7} {:>7}",
         "producer",
         "records/s",
         "MB/s",
@@ -2048,6 +2088,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
         "RSS MB",
         "failed",
         "lost",
+        "broker CPU",
         "x rate",
         "x MB/s",
         "x CPU",
@@ -2068,7 +2109,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
             base.map_or("-".to_string(), |b| format!("{:.2}", get(x) / get(b)))
         };
         println!(
-            "{:<16} {:>10.0} {:>8.1} {:>11.3} {:>9.1} {:>7.0} {:>6.0} | {:>7} {:>7} {:>7} {:>7}",
+            "{:<16} {:>10.0} {:>8.1} {:>11.3} {:>9.1} {:>7.0} {:>6.0} {:>10.3} | {:>7} {:>7} {:>7} {:>7}",
             p,
             x.rate,
             x.mbps,
@@ -2076,6 +2117,7 @@ fn print_table(name: &str, w: Workload, producers: &[String], rows: &BTreeMap<&s
             x.rss_mb,
             x.failed,
             x.lost,
+            x.broker_cpu_per_m,
             ratio(|f| f.rate),
             ratio(|f| f.mbps),
             ratio(|f| f.cpu_per_m),
@@ -2165,7 +2207,7 @@ fn markdown_throughput(w: Workload, producers: &[String], rows: &BTreeMap<&str, 
             String::new()
         };
         let Some(x) = row.figures.as_ref() else {
-            out += &format!("| {label} | {p} | {} | | | | | |\n", md_reason(row));
+            out += &format!("| {label} | {p} | {} | | | | | | |\n", md_reason(row));
             continue;
         };
         let cell = |v: String, get: fn(&Figures) -> f64| match base {
@@ -2173,13 +2215,14 @@ fn markdown_throughput(w: Workload, producers: &[String], rows: &BTreeMap<&str, 
             None => v,
         };
         out += &format!(
-            "| {label} | {p} | {} | {} | {} | {} | {:.0} | {:.0} |\n",
+            "| {label} | {p} | {} | {} | {} | {} | {:.0} | {:.0} | {:.3} |\n",
             cell(thousands(x.rate), |f| f.rate),
             cell(format!("{:.1}", x.mbps), |f| f.mbps),
             cell(format!("{:.3}", x.cpu_per_m), |f| f.cpu_per_m),
             cell(format!("{:.1}", x.rss_mb), |f| f.rss_mb),
             x.failed,
-            x.lost
+            x.lost,
+            x.broker_cpu_per_m
         );
     }
     out
