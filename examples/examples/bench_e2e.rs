@@ -1233,12 +1233,19 @@ fn tree_cpu_secs(pid: u32) -> f64 {
                 }
             }
         }
-        if let Ok(children) = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")) {
-            todo.extend(
-                children
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok()),
-            );
+        // Each thread lists the children it started (Kafka's JVM is started from one that is
+        // not the main thread).
+        let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten();
+        for task in tasks.flatten() {
+            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                todo.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
         }
     }
     total
