@@ -18,8 +18,9 @@ pub type DeliveryResult = Result<RecordMetadata, DeliveryError>;
 /// Resolves to one record's delivery report. Dropping it is harmless: the record is still
 /// delivered and its report discarded.
 ///
-/// Its report waits in a slot of a block that the sending thread allocates for 64 records at
-/// a time (see `completion.rs`), not in an allocation of its own.
+/// Its report waits in a slot of a block that the sending thread allocates for 64 futures at a
+/// time, not in an allocation of its own; a block is freed once all 64 are resolved or
+/// dropped.
 #[derive(Debug)]
 #[must_use = "the record is sent either way; drop the future only if its report does not matter"]
 pub struct DeliveryFuture {
