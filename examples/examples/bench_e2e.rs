@@ -179,9 +179,10 @@
 //! RSS; failed deliveries; lost (neither delivered nor failed); and the broker's CPU-seconds
 //! per million records (user+sys of the cluster's processes, the mock or Kafka's JVM, from
 //! `/proc` while the producer ran: with the producer's own CPU it shows when the 2 cores, and
-//! not the producer, bound the rate). Each is the median over the runs that gave figures. The `latency` table instead gives the target rate, the achieved
-//! rate, p50 / p99 / p99.9 delivery latency in ms (each the median over the runs), failures,
-//! and the ratio of each p99 to librdkafka's.
+//! not the producer, bound the rate). Each is the median over the runs that gave figures. The
+//! `latency` table instead gives the target rate, the achieved rate, p50 / p99 / p99.9 delivery
+//! latency in ms (each the median over the runs), failures, and the ratio of each p99 to
+//! librdkafka's.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -145,8 +145,8 @@ impl ProducerHandle {
     ///
     /// A record without a timestamp gets the wall clock when the producer task takes it from
     /// the queue (one reading for each run of commands it takes). Returns
-    /// [`SendError::Closed`] with the record once [`ProducerHandle::close`] has been called. Cancelling this future
-    /// before it completes drops the record unsent.
+    /// [`SendError::Closed`] with the record once [`ProducerHandle::close`] has been called.
+    /// Cancelling this future before it completes drops the record unsent.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture, SendError> {
         let (future, reply) = DeliveryFuture::new();
         // The queue has room nearly always: queue it here, and make the waiting future only
@@ -386,8 +386,8 @@ impl ProducerHandle {
         Ok(burst.taken)
     }
 
-    /// Queues `record` if there is room; a refused record comes back as it was given. `waiting`: the caller registered for a wake-up and waits when refused
-    /// as full.
+    /// Queues `record` if there is room; a refused record comes back as it was given.
+    /// `waiting`: the caller registered for a wake-up and waits when refused as full.
     fn push(
         &self,
         record: Record,
