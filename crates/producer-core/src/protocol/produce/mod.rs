@@ -126,16 +126,7 @@ impl ProduceRequestWriter {
         records_len: usize,
         write_records: impl FnOnce(&mut Vec<u8>),
     ) {
-        debug_assert!(
-            self.partitions_left > 0,
-            "more partitions written than announced"
-        );
-        buf.put_i32(index);
-        if self.flexible {
-            buf.put_uvarint(records_len as u32 + 1);
-        } else {
-            buf.put_i32(records_len as i32);
-        }
+        self.begin_records(buf, index, records_len);
         let start = buf.len();
         write_records(buf);
         debug_assert_eq!(
@@ -157,6 +148,14 @@ impl ProduceRequestWriter {
         index: i32,
         records_len: usize,
     ) -> usize {
+        self.begin_records(buf, index, records_len);
+        let offset = buf.len();
+        self.end_partition(buf);
+        offset
+    }
+
+    /// Writes a partition entry's index and the length prefix of its `records_len` bytes.
+    fn begin_records(&self, buf: &mut Vec<u8>, index: i32, records_len: usize) {
         debug_assert!(
             self.partitions_left > 0,
             "more partitions written than announced"
@@ -167,9 +166,6 @@ impl ProduceRequestWriter {
         } else {
             buf.put_i32(records_len as i32);
         }
-        let offset = buf.len();
-        self.end_partition(buf);
-        offset
     }
 
     fn end_partition(&mut self, buf: &mut Vec<u8>) {
