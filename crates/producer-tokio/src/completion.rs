@@ -151,11 +151,7 @@ impl<T> Sender<T> {
             return;
         }
         state.value = Some(value);
-        let waker = state.waker.take();
-        drop(state);
-        if let Some(w) = waker {
-            w.wake();
-        }
+        wake_after_unlock(state);
     }
 }
 
@@ -166,11 +162,17 @@ impl<T> Drop for Sender<T> {
         }
         let mut state = self.end.slot().lock();
         state.closed = true;
-        let waker = state.waker.take();
-        drop(state);
-        if let Some(w) = waker {
-            w.wake();
-        }
+        wake_after_unlock(state);
+    }
+}
+
+/// Takes the receiver's waker, releases the slot's lock, then wakes the receiver (a wake-up may
+/// run arbitrary code: never under the lock).
+fn wake_after_unlock<T>(mut state: MutexGuard<'_, SlotState<T>>) {
+    let waker = state.waker.take();
+    drop(state);
+    if let Some(w) = waker {
+        w.wake();
     }
 }
 
