@@ -7,6 +7,7 @@
 mod batch;
 mod compression;
 mod decode;
+mod storage;
 
 pub use batch::{BatchBuilder, Header, SealedBatch};
 pub use compression::{compress_into, Compression, CompressionError};
