@@ -135,7 +135,8 @@ pub enum TransactionError {
         state: TransactionState,
     },
     /// Another operation has not completed yet (each completes with its
-    /// [`TransactionResult`]).
+    /// [`TransactionResult`]), or its call timed out
+    /// ([`TransactionError::OperationTimedOut`]) and it has not been called again since.
     #[error("{operation} is still under way")]
     InProgress {
         /// The operation under way.
@@ -174,6 +175,21 @@ pub enum TransactionError {
     /// The producer was closed before the operation completed.
     #[error("producer closed")]
     Closed,
+    /// The operation did not complete within `max.block.ms` of its call (Java's
+    /// `TimeoutException`). It was not cancelled: the producer goes on with it. Call the same
+    /// operation again to wait for it once more: that call completes with the operation's
+    /// result (at once when it completed meanwhile), or with this error again after another
+    /// `max.block.ms`. Until then every other operation is refused with
+    /// [`TransactionError::InProgress`] naming this one (for
+    /// [`crate::Producer::send_offsets_to_transaction`], the call again must carry the same
+    /// offsets and group). See [`crate::Producer::commit_transaction`].
+    #[error("{operation} did not complete within max.block.ms ({max_block_ms} ms) and goes on: call it again to wait for its result")]
+    OperationTimedOut {
+        /// The operation that goes on.
+        operation: TransactionOperation,
+        /// The configured `max.block.ms`.
+        max_block_ms: u64,
+    },
 }
 
 /// The completion of a transactional operation that was accepted: emitted as

@@ -14,8 +14,7 @@ use crate::protocol::txn_offset_commit::{
     GroupMember, OffsetToCommit as WireOffset, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use crate::protocol::ApiKey;
-use crate::transaction::{TransactionOperation, TransactionResult, TransactionState};
-use crate::types::Output;
+use crate::transaction::{TransactionOperation, TransactionState};
 use crate::ErrorCode;
 
 use super::super::identity::PidState;
@@ -229,12 +228,7 @@ impl<T> Producer<T> {
                 let txn = self.txn.as_mut().expect("transactional");
                 txn.offsets = None;
                 if txn.pending == Some(TransactionOperation::SendOffsets) {
-                    txn.pending = None;
-                    self.outputs
-                        .push_back(Output::Transaction(TransactionResult {
-                            operation: TransactionOperation::SendOffsets,
-                            result: Ok(()),
-                        }));
+                    self.complete_operation(Ok(()));
                 }
             }
             Some(code) if class(code) == Class::FindAgain => {
@@ -272,6 +266,9 @@ impl<T> Producer<T> {
         };
         let mut body = Vec::new();
         req.encode(version, &mut body);
+        if let Some(txn) = self.txn.as_mut() {
+            txn.commit_sent |= commit;
+        }
         self.send_txn_request(
             conn,
             ApiKey::EndTxn,

@@ -19,7 +19,7 @@ use crate::protocol::find_coordinator::{
 use crate::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::{ApiKey, TopicPartitionErrors};
 use crate::timer::{backoff, TimerKind};
-use crate::transaction::{TransactionError, TransactionResult, TransactionState};
+use crate::transaction::{TransactionError, TransactionState};
 use crate::types::{ConnId, Event, Output, ProduceError};
 use crate::ErrorCode;
 
@@ -127,6 +127,11 @@ impl<T> Producer<T> {
         if txn.in_flight || self.lifecycle.fatal.is_some() {
             return;
         }
+        if self.txn_close_expired() {
+            self.txn_abandon();
+            return;
+        }
+        let Some(txn) = self.txn.as_ref() else { return };
         if let Some(at) = txn.retry_at {
             if now < at {
                 self.timers.arm(at, TimerKind::Transaction);
@@ -479,13 +484,7 @@ impl<T> Producer<T> {
             return true;
         }
         txn.state = TransactionState::Ready;
-        if let Some(operation) = txn.pending.take() {
-            self.outputs
-                .push_back(Output::Transaction(TransactionResult {
-                    operation,
-                    result: Ok(()),
-                }));
-        }
+        self.complete_operation(Ok(()));
         true
     }
 
