@@ -22,11 +22,12 @@ use producer_core::{Delivery, ProduceError, Record, TransactionError, Transactio
 use producer_mio::ThreadedProducer;
 use producer_tests::kafka::probe::Probe;
 use producer_tests::kafka::rolling::{
-    check_read_back, count, record_of, run_faults, CallSummary, Calls, FaultTally, Outcome,
-    Schedule,
+    check_read_back, count, record_of, run_faults, run_java_loop, CallSummary, Calls, FaultTally,
+    JavaLoop, Outcome, Schedule,
 };
 use producer_tests::kafka::suite::producer_config;
-use producer_tests::kafka::txn::{txn_cluster, TxnCluster};
+use producer_tests::kafka::txn::{txn_cluster, txn_spec};
+use producer_tests::kafka::{exclusive, own_cluster, unique_topic, KafkaCluster};
 use producer_tests::readback::{read_back_isolated, Isolation};
 
 /// Generous bound for one read-back or admin wait (a failure, never a pass condition).
@@ -45,6 +46,19 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// `transaction.timeout.ms` of both producers (Java's default, 60 s).
+fn transaction_timeout() -> Duration {
+    Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_TXN_TIMEOUT_MS", 60_000))
+}
+
+/// `delivery.timeout.ms` and `request.timeout.ms` of both producers.
+fn timeouts() -> (Duration, Duration) {
+    (
+        Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_DELIVERY_MS", 60_000)),
+        Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_REQUEST_MS", 5_000)),
+    )
+}
+
 /// The loop's parameters.
 #[derive(Debug, Clone)]
 struct Spec {
@@ -53,6 +67,8 @@ struct Spec {
     /// Every `abort_every`-th transaction is aborted on purpose.
     abort_every: usize,
     max_block: Duration,
+    /// Records per second the loop sends at most (0: as fast as it goes).
+    rate: u64,
     schedule: Schedule,
 }
 
@@ -63,9 +79,11 @@ impl Spec {
             records: env_u64("KAFKA_TXN_ROLLING_RECORDS", 20) as usize,
             abort_every: 10,
             max_block: Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_MAX_BLOCK_MS", 10_000)),
+            rate: env_u64("KAFKA_TXN_ROLLING_RATE", 0),
             schedule: Schedule {
                 seed: env_u64("KAFKA_TXN_ROLLING_SEED", 0x2727),
                 interval: Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_INTERVAL_MS", 3_000)),
+                wait_rejoin: env_u64("KAFKA_TXN_ROLLING_WAIT_REJOIN", 0) != 0,
             },
         }
     }
@@ -97,11 +115,12 @@ fn call_until_done(
     max_repeats: usize,
     call: impl Fn() -> Result<(), TransactionError>,
 ) -> Result<Result<(), TransactionError>, Stuck> {
-    for _ in 0..=max_repeats {
+    for n in 0..=max_repeats {
         let r = calls.run(&op_name(op), &call, |r| is_timeout(r, op));
         if !is_timeout(&r, op) {
             return Ok(r);
         }
+        println!("  {op} returned its timeout ({} in a row)", n + 1);
     }
     Err(Stuck(format!(
         "{op} returned its timeout {} times in a row",
@@ -112,18 +131,17 @@ fn call_until_done(
 /// Our transactional loop, through producer-mio's ThreadedProducer. Returns each
 /// transaction's outcome, and how many times the producer was started.
 fn our_loop(
-    kafka: &TxnCluster,
+    kafka: &KafkaCluster,
     spec: &Spec,
     topic: &str,
     txn_id: &str,
     calls: &Calls,
 ) -> Result<(Vec<Outcome>, usize), Stuck> {
-    let delivery_timeout = Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_DELIVERY_MS", 60_000));
-    let request_timeout = Duration::from_millis(env_u64("KAFKA_TXN_ROLLING_REQUEST_MS", 5_000));
+    let (delivery_timeout, request_timeout) = timeouts();
     let config = || {
         producer_config(kafka)
             .transactional_id(txn_id)
-            .transaction_timeout(Duration::from_secs(60))
+            .transaction_timeout(transaction_timeout())
             .request_timeout(request_timeout)
             .delivery_timeout(delivery_timeout)
             .max_block(spec.max_block)
@@ -149,12 +167,22 @@ fn our_loop(
     };
     let mut producer = start(tx.clone())?;
     let mut starts = 1;
+    let paced_from = Instant::now();
+    let mut sent = 0u64;
     let mut outcomes = Vec::with_capacity(spec.transactions);
     for t in 0..spec.transactions {
         producer
             .begin_transaction()
             .map_err(|e| Stuck(format!("begin {t}: {e}")))?;
         for i in 0..spec.records {
+            if spec.rate > 0 {
+                // Open loop: record n is due at n / rate.
+                let due = paced_from + Duration::from_secs_f64(sent as f64 / spec.rate as f64);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                sent += 1;
+            }
             let (key, value) = record_of(t, i, KEYS);
             let mut r = (Record::new(topic, value).with_key(key), (t, i));
             loop {
@@ -221,6 +249,12 @@ fn our_loop(
             }
         }
         outcomes.push(outcome);
+        if t % 50 == 49 || outcome != Outcome::Committed && !spec.aborts_on_purpose(t) {
+            println!(
+                "  transaction {t}: {outcome:?} at {:.1} s",
+                paced_from.elapsed().as_secs_f64()
+            );
+        }
         if outcome == Outcome::InDoubt {
             // The producer failed for good: a new one takes over the transactional id.
             producer.close();
@@ -254,22 +288,54 @@ fn print_summary(
     );
 }
 
-#[test]
-fn rolling_faults_mio() {
-    let Some(mut kafka) = txn_cluster(2) else {
-        return;
+/// The loop of `who` (`run`) through the rolling faults, then the checks.
+fn rolling(
+    who: &str,
+    run: impl FnOnce(&KafkaCluster, &Spec, &str, &str, &Calls) -> Result<(Vec<Outcome>, usize), Stuck>,
+) {
+    // The transaction tier's cluster (behind the fault proxies, which the probe taps), or with
+    // KAFKA_TXN_ROLLING_DIRECT=1 one of the test's own that the clients reach directly (a dead
+    // broker refuses connections rather than the proxy accepting and closing them).
+    let direct = env_u64("KAFKA_TXN_ROLLING_DIRECT", 0) != 0;
+    let mut shared = None;
+    let mut own = None;
+    let _exclusive = direct.then(exclusive);
+    if direct {
+        own = own_cluster(txn_spec(2).without_proxy().name("rolling-direct"));
+        if own.is_none() {
+            return;
+        }
+    } else {
+        shared = txn_cluster(2);
+        if shared.is_none() {
+            return;
+        }
+    }
+    let topic = match (shared.as_mut(), own.as_ref()) {
+        (Some(k), _) => k.topic("rolling", PARTITIONS, 3, &[]),
+        (None, Some(k)) => {
+            let t = unique_topic("rolling");
+            k.create_topic(&t, PARTITIONS, 3, &[])
+                .expect("create the topic");
+            t
+        }
+        (None, None) => unreachable!("a cluster was started"),
+    };
+    let kafka: &KafkaCluster = match (shared.as_ref(), own.as_ref()) {
+        (Some(k), _) => k,
+        (None, Some(k)) => k,
+        (None, None) => unreachable!("a cluster was started"),
     };
     let spec = Spec::from_env();
-    let topic = kafka.topic("rolling", PARTITIONS, 3, &[]);
     let txn_id = format!("{topic}-txn");
     let calls = Calls::default();
     let stop = AtomicBool::new(false);
-    let probe = Probe::attach(&kafka);
+    let probe = Probe::attach(kafka);
     let started = Instant::now();
     // A call blocked far past max.block.ms: the producer broke its bound (a failure, never
     // a pass condition; without it a hang would hang the test).
     let hang = spec.max_block * 10 + Duration::from_secs(60);
-    let k: &TxnCluster = &kafka;
+    let k = kafka;
     let (result, faults) = std::thread::scope(|s| {
         let faults = s.spawn(|| {
             run_faults(k, &spec.schedule, &txn_id, &topic, &stop, || {
@@ -285,7 +351,7 @@ fn rolling_faults_mio() {
                 }
             })
         });
-        let result = our_loop(k, &spec, &topic, &txn_id, &calls);
+        let result = run(k, &spec, &topic, &txn_id, &calls);
         stop.store(true, Ordering::Relaxed);
         (result, faults.join().expect("the fault thread"))
     });
@@ -296,19 +362,21 @@ fn rolling_faults_mio() {
     let (outcomes, starts) = match result {
         Ok(r) => r,
         Err(Stuck(why)) => panic!(
-            "{why}\n{summary}\nfaults: {faults}\n{}\nwire (last requests):\n{}",
+            "{who}: {why}\n{summary}\nfaults: {faults}\n{}\nwire (last requests):\n{}",
             faults.log.join("\n"),
             probe.txn.timeline_tail(60)
         ),
     };
-    print_summary("producer-mio", &spec, &outcomes, &summary, &faults, took);
+    print_summary(who, &spec, &outcomes, &summary, &faults, took);
     println!(
-        "producers started: {starts}; faults:\n{}",
+        "{who}: producers started: {starts}; faults (seed {:#x}):\n{}",
+        spec.schedule.seed,
         faults.log.join("\n")
     );
     // Every call returned: with success, its typed timeout (then called again), or an error
     // the loop handled.
     assert_eq!(summary.started, summary.returned, "{summary}");
+    assert_eq!(outcomes.len(), spec.transactions, "every transaction ended");
     assert!(faults.faults() > 0, "no fault was applied");
     assert!(
         count(&outcomes, Outcome::Committed) > 0,
@@ -324,14 +392,45 @@ fn rolling_faults_mio() {
     )
     .expect("read_committed read-back");
     let r = check_read_back(&outcomes, spec.records, KEYS, &read)
-        .unwrap_or_else(|e| panic!("read_committed: {e}"));
+        .unwrap_or_else(|e| panic!("{who}: read_committed: {e}"));
     println!(
-        "read_committed: {} records, {} transactions whole ({} in doubt found committed), each \
-         record once and in order per key; none of the {} aborted",
+        "{who}: read_committed: {} records, {} transactions whole ({} in doubt found committed), \
+         each record once and in order per key; none of the {} aborted",
         r.records,
         r.transactions,
         r.in_doubt_committed,
         count(&outcomes, Outcome::Aborted) + count(&outcomes, Outcome::Failed)
     );
     print!("{probe}");
+}
+
+/// Our producer (producer-mio's ThreadedProducer, as in the issue) in the loop.
+#[test]
+fn rolling_faults_mio() {
+    rolling("producer-mio", our_loop);
+}
+
+/// Java's producer in the same loop under the same schedule (seed and order), for the
+/// figures beside ours; not in CI (`cargo test ... -- --ignored rolling_faults_java`).
+#[test]
+#[ignore = "a comparison run, not a check of ours: run by hand"]
+fn rolling_faults_java() {
+    rolling("java", |kafka, spec, topic, txn_id, calls| {
+        let (delivery, request) = timeouts();
+        let java = JavaLoop {
+            bootstrap: kafka.bootstrap_servers(),
+            topic: topic.to_string(),
+            transactional_id: txn_id.to_string(),
+            transactions: spec.transactions,
+            records: spec.records,
+            keys: KEYS,
+            abort_every: spec.abort_every,
+            max_block: spec.max_block,
+            delivery_timeout: delivery,
+            request_timeout: request,
+            transaction_timeout: transaction_timeout(),
+            rate: spec.rate,
+        };
+        run_java_loop(&java, calls).map_err(Stuck)
+    });
 }

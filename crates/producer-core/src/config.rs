@@ -155,7 +155,9 @@ pub struct Config {
     /// also go back to the bootstrap list when a wanted metadata refresh has not been answered
     /// for this long (KIP-1102).
     pub rebootstrap_trigger: Duration,
-    /// `max.block.ms`: how long records wait for their topic's metadata before failing.
+    /// `max.block.ms`: how long records wait for their topic's metadata before failing, and
+    /// how long a transactional operation's call waits for it (see
+    /// [`crate::Producer::commit_transaction`]).
     pub max_block: Duration,
     /// `partitioner.adaptive.partitioning.enable`: records without a key (and every record with
     /// `partitioner_ignore_keys`) move to a new sticky partition after `batch_size` bytes,

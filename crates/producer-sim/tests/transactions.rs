@@ -865,3 +865,69 @@ fn a_dead_transaction_coordinator_is_looked_up_again() {
         assert_eq!(visible(&h, &(0..5).collect::<Vec<_>>()), 5);
     }
 }
+
+/// TV2: a transaction whose batch was sent but refused before it reached the coordinator
+/// (NOT_ENOUGH_REPLICAS twice), then aborted: the coordinator aborts it as a transaction with
+/// no partition and bumps the epoch (Kafka 4.1.1), and the producer moves to that epoch. The
+/// sequences the refused batch took leave no hole in the next transaction, whose batches would
+/// otherwise be refused with OUT_OF_ORDER_SEQUENCE_NUMBER and the transaction fail (found by
+/// the rolling-fault property, `transactions_rolling.rs`).
+#[test]
+fn tv2_an_abort_of_a_batch_that_never_landed_moves_to_the_new_epoch() {
+    let mut h = transactional(21, 2, "never-landed");
+    init_and_begin(&mut h);
+    h.cluster.inject_error(InjectedError {
+        api_key: API_PRODUCE,
+        topic: Some("a".into()),
+        partition: Some(0),
+        error_code: ErrorCode::NOT_ENOUGH_REPLICAS.0,
+        count: 2,
+        persist: false,
+    });
+    let refused = |h: &Harness<u64>| {
+        h.cluster
+            .request_log()
+            .iter()
+            .flat_map(|r| &r.produce)
+            .filter(|p| p.error_code == ErrorCode::NOT_ENOUGH_REPLICAS.0)
+            .count()
+    };
+    for id in 0..3 {
+        h.send(record(id, "a", false).with_partition(0), id)
+            .unwrap();
+    }
+    h.producer.flush(h.now);
+    assert!(h.run_until(Duration::from_secs(10), |h| refused(h) == 2));
+    let epoch = h
+        .cluster
+        .transaction("never-landed")
+        .unwrap()
+        .producer_epoch;
+    // Aborted while the batch waits to be retried: it fails, never having landed.
+    h.producer.abort_transaction(h.now).unwrap();
+    assert_eq!(
+        wait_result(&mut h, TransactionOperation::Abort).result,
+        Ok(())
+    );
+    assert_eq!(
+        h.cluster
+            .transaction("never-landed")
+            .unwrap()
+            .producer_epoch,
+        epoch + 1,
+        "the abort bumped the epoch"
+    );
+    h.producer.begin_transaction(h.now).unwrap();
+    for id in 10..13 {
+        h.send(record(id, "a", false).with_partition(0), id)
+            .unwrap();
+    }
+    h.producer.commit_transaction(h.now).unwrap();
+    assert_eq!(
+        wait_result(&mut h, TransactionOperation::Commit).result,
+        Ok(()),
+        "the next transaction commits"
+    );
+    assert_eq!(visible(&h, &[10, 11, 12]), 3);
+    assert_eq!(visible(&h, &[0, 1, 2]), 0);
+}

@@ -52,15 +52,19 @@ pub enum Fault {
     Pause,
 }
 
-/// The fault schedule: every `interval`, the last fault is healed (restart or SIGCONT, which
-/// waits until every live node lists the node again) and a new one hits a node drawn from
-/// `seed`, so at most one node of the three is down and the quorum holds.
+/// The fault schedule: every `interval`, the last fault is healed (restart or SIGCONT) and a
+/// new one hits a node drawn from `seed`, so at most one node of the three is down.
 #[derive(Debug, Clone)]
 pub struct Schedule {
     /// The seed of the draws.
     pub seed: u64,
-    /// The time from one fault to the next (the heal's wait comes on top).
+    /// The time from one fault to the next (with `wait_rejoin`, the heal's wait comes on top).
     pub interval: Duration,
+    /// Whether a heal waits until every live node lists the node again before the next fault
+    /// (the cluster recovers between faults), or only starts it (a restarting node is not in
+    /// sync yet when the next fault comes: partitions may lack their minimum in-sync replicas
+    /// for a while).
+    pub wait_rejoin: bool,
 }
 
 /// What the schedule did.
@@ -107,21 +111,21 @@ impl fmt::Display for FaultTally {
     }
 }
 
-/// Undoes `fault` on `node`.
-fn heal(k: &KafkaCluster, node: i32, fault: Fault) -> Result<Duration, String> {
+/// Undoes `fault` on `node`; with `wait`, until every live node lists it again.
+fn heal(k: &KafkaCluster, node: i32, fault: Fault, wait: bool) -> Result<Duration, String> {
     let started = Instant::now();
     match fault {
         Fault::Kill | Fault::Terminate => k
-            .restart(node, Duration::from_secs(120))
+            .relaunch(node)
             .map_err(|e| format!("restart node {node}: {e}"))?,
-        Fault::Pause => {
-            k.resume(node)
-                .map_err(|e| format!("resume node {node}: {e}"))?;
-            k.wait_brokers_listed(&k.node_ids(), Duration::from_secs(120))
-                .map_err(|e| format!("node {node} back after SIGCONT: {e}"))?;
-            started.elapsed()
-        }
-    };
+        Fault::Pause => k
+            .resume(node)
+            .map_err(|e| format!("resume node {node}: {e}"))?,
+    }
+    if wait {
+        k.wait_brokers_listed(&k.node_ids(), Duration::from_secs(120))
+            .map_err(|e| format!("node {node} back after {fault:?}: {e}"))?;
+    }
     Ok(started.elapsed())
 }
 
@@ -150,7 +154,7 @@ pub fn run_faults(
     wait(stop, schedule.interval, &mut watch);
     while !stop.load(Ordering::Relaxed) {
         if let Some((node, fault)) = last.take() {
-            let took = heal(k, node, fault)?;
+            let took = heal(k, node, fault, schedule.wait_rejoin)?;
             t.longest_heal = t.longest_heal.max(took);
         }
         let node = rng.below(3) as i32 + 1;
@@ -195,7 +199,7 @@ pub fn run_faults(
         wait(stop, schedule.interval, &mut watch);
     }
     if let Some((node, fault)) = last {
-        heal(k, node, fault)?;
+        heal(k, node, fault, true)?;
     }
     Ok(t)
 }
@@ -437,4 +441,117 @@ pub fn check_read_back(
 /// Counts outcomes.
 pub fn count(outcomes: &[Outcome], which: Outcome) -> usize {
     outcomes.iter().filter(|o| **o == which).count()
+}
+
+/// The loop's parameters, as Java's program takes them.
+#[derive(Debug, Clone)]
+pub struct JavaLoop {
+    /// The brokers (the proxies, as for our producer).
+    pub bootstrap: String,
+    /// The topic.
+    pub topic: String,
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Transactions.
+    pub transactions: usize,
+    /// Records per transaction.
+    pub records: usize,
+    /// Keys the records take in turn.
+    pub keys: usize,
+    /// Every `abort_every`-th transaction is aborted on purpose.
+    pub abort_every: usize,
+    /// `max.block.ms`.
+    pub max_block: Duration,
+    /// `delivery.timeout.ms`.
+    pub delivery_timeout: Duration,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// `transaction.timeout.ms`.
+    pub transaction_timeout: Duration,
+    /// Records per second at most (0: as fast as it goes).
+    pub rate: u64,
+}
+
+/// Kills the Java program if the test ends before it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs Java's producer through the loop (`tests/kafka/java/TxnLoop.java`), counting each of
+/// its blocking calls in `calls` as it reports them. Returns each transaction's outcome and
+/// how many producers it started.
+pub fn run_java_loop(spec: &JavaLoop, calls: &Calls) -> Result<(Vec<Outcome>, usize), String> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dist = super::Dist::shared()?;
+    let ms = |d: Duration| d.as_millis().to_string();
+    let child = Command::new("java")
+        .args(["-Xmx256m", "-XX:+UseSerialGC"])
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            dist.log4j.display()
+        ))
+        .arg("-cp")
+        .arg(dist.ctl_classpath())
+        .arg("TxnLoop")
+        .args([
+            spec.bootstrap.clone(),
+            spec.topic.clone(),
+            spec.transactional_id.clone(),
+            spec.transactions.to_string(),
+            spec.records.to_string(),
+            spec.keys.to_string(),
+            spec.abort_every.to_string(),
+            ms(spec.max_block),
+            ms(spec.delivery_timeout),
+            ms(spec.request_timeout),
+            ms(spec.transaction_timeout),
+            spec.rate.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("start java TxnLoop: {e}"))?;
+    let mut child = KillOnDrop(child);
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    let mut outcomes = Vec::new();
+    let mut starts = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("read TxnLoop: {e}"))?;
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            ["CALL", op, millis, result] => {
+                let took = Duration::from_millis(millis.parse().unwrap_or(0));
+                calls.note(op, took, *result == "timeout");
+            }
+            ["TXN", t, outcome] => {
+                let o = match *outcome {
+                    "Committed" => Outcome::Committed,
+                    "Aborted" => Outcome::Aborted,
+                    "Failed" => Outcome::Failed,
+                    _ => Outcome::InDoubt,
+                };
+                if t.parse::<usize>().ok() != Some(outcomes.len()) {
+                    return Err(format!("TxnLoop: out of order: {line}"));
+                }
+                outcomes.push(o);
+            }
+            ["DONE", n] => starts = n.parse().ok(),
+            _ => {}
+        }
+    }
+    let status = child.0.wait().map_err(|e| format!("wait TxnLoop: {e}"))?;
+    match (status.success(), starts) {
+        (true, Some(n)) => Ok((outcomes, n)),
+        _ => Err(format!(
+            "TxnLoop ended with {status} after {} transactions",
+            outcomes.len()
+        )),
+    }
 }

@@ -271,6 +271,11 @@ impl<T> Producer<T> {
     ///
     /// Refused (and nothing changes) without a `transactional.id`, when called twice, or while
     /// another operation is under way.
+    ///
+    /// Like every transactional operation that completes with [`Output::Transaction`], it is
+    /// bounded by `max_block` (Java's `max.block.ms`): past it, it completes with
+    /// [`crate::TransactionError::OperationTimedOut`] and goes on; see
+    /// [`Producer::commit_transaction`] for what may be called then.
     pub fn init_transactions(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
         self.touch(now);
         self.start_init_transactions()
@@ -290,7 +295,8 @@ impl<T> Producer<T> {
     /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
     /// they are committed for `group` if and only if the transaction commits. Completes with
     /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
-    /// sent meanwhile, but no other operation starts before it completes.
+    /// sent meanwhile, but no other operation starts before it completes. Bounded by
+    /// `max_block` (see [`Producer::commit_transaction`]).
     pub fn send_offsets_to_transaction(
         &mut self,
         now: Instant,
@@ -310,6 +316,16 @@ impl<T> Producer<T> {
     ///
     /// Refused with the abortable error when the transaction already failed, and with
     /// [`crate::TransactionError::InvalidState`] when none is open.
+    ///
+    /// Bounded by `max_block`: when the commit has not completed `max_block` after this call
+    /// (its records are still being retried, or the coordinator cannot be reached), it
+    /// completes with [`crate::TransactionError::OperationTimedOut`], and the commit goes on.
+    /// Until the commit is called again, every other operation (begin, send offsets, abort,
+    /// init) is refused with [`crate::TransactionError::InProgress`]; the commit called again
+    /// completes with the commit's result (at once when it completed meanwhile), or times out
+    /// again `max_block` later. The same holds for [`Producer::init_transactions`],
+    /// [`Producer::send_offsets_to_transaction`] (called again with the same offsets and
+    /// group) and [`Producer::abort_transaction`], as for Java's producer.
     pub fn commit_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
         self.touch(now);
         self.start_commit()
@@ -319,7 +335,8 @@ impl<T> Producer<T> {
     /// at once with [`ProduceError::TransactionAborted`] (each handed back), the batches in
     /// flight are answered first, then the coordinator writes the abort markers and every
     /// record of the transaction fails the same way. Completes with [`Output::Transaction`]
-    /// ([`crate::TransactionOperation::Abort`]); the state is then Ready again.
+    /// ([`crate::TransactionOperation::Abort`]); the state is then Ready again. Bounded by
+    /// `max_block` (see [`Producer::commit_transaction`]).
     pub fn abort_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
         self.touch(now);
         self.start_abort()
@@ -353,6 +370,15 @@ impl<T> Producer<T> {
     /// Stops accepting records, flushes, and once every record has its report emits
     /// [`crate::Event::Closed`] and disconnects. Records keep their delivery timeout, so this
     /// ends.
+    ///
+    /// A transactional producer aborts the open transaction first, and waits for a commit or
+    /// an abort under way, but not for ever: once `max_block` has passed since this call, it
+    /// stops waiting for the coordinator as soon as every record of the transaction has been
+    /// answered and no coordinator request is in flight. Its held records then fail with
+    /// [`ProduceError::TransactionInDoubt`] when the commit had been asked for, else with
+    /// [`ProduceError::TransactionAborted`]. So [`crate::Event::Closed`] comes at the latest
+    /// when `max_block` has passed since the close and `delivery_timeout` since the last
+    /// record was sent, plus `request_timeout` for a request in flight then.
     pub fn close(&mut self, now: Instant) {
         self.touch(now);
         self.begin_close();

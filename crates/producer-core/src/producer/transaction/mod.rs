@@ -100,10 +100,10 @@ pub(super) struct Transactions<T> {
     /// The open transaction has something on the brokers (a partition added, a Produce sent,
     /// offsets added): it ends with EndTxn. Otherwise it ends locally.
     started: bool,
-    /// The coordinator confirmed the open transaction (a partition or the offsets' group
-    /// added, or, with TV2, a batch acknowledged). An abort whose EndTxn the coordinator
-    /// answers `INVALID_TXN_STATE` while this is false found nothing to abort (the requests
-    /// that would have started it were lost), and ends here.
+    /// The coordinator confirmed the open transaction (TV1: a partition or the offsets' group
+    /// added). An abort whose EndTxn the coordinator answers `INVALID_TXN_STATE` while this is
+    /// false found nothing to abort (the requests that would have started it were lost), and
+    /// ends here.
     confirmed: bool,
     offsets: Option<PendingOffsets>,
     /// Why the open transaction can only be aborted.
