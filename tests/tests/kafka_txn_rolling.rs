@@ -203,10 +203,16 @@ fn our_loop(
                 producer.commit_transaction()
             })? {
                 Ok(()) => Outcome::Committed,
-                Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {
+                Err(
+                    e @ (TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }),
+                ) => {
+                    println!("  transaction {t}: commit failed: {e}");
                     Outcome::Failed
                 }
-                Err(TransactionError::Fatal { .. }) => Outcome::InDoubt,
+                Err(e @ TransactionError::Fatal { .. }) => {
+                    println!("  transaction {t}: commit failed for good: {e}");
+                    Outcome::InDoubt
+                }
                 Err(e) => return Err(Stuck(format!("commit {t}: {e}"))),
             }
         };
@@ -216,7 +222,10 @@ fn our_loop(
             })? {
                 Ok(()) => {}
                 // Fenced: the transaction was aborted by the coordinator anyway.
-                Err(TransactionError::Fatal { .. }) => outcome = Outcome::InDoubt,
+                Err(e @ TransactionError::Fatal { .. }) => {
+                    println!("  transaction {t}: abort failed for good: {e}");
+                    outcome = Outcome::InDoubt
+                }
                 Err(e) => return Err(Stuck(format!("abort {t}: {e}"))),
             }
         }

@@ -8,6 +8,17 @@
 //! `commit_transaction` or `abort_transaction`. Records are reported only when their
 //! transaction ends: delivered ([`crate::RecordMetadata::committed`]) after the commit, failed
 //! with [`crate::ProduceError::TransactionAborted`] (record handed back) after an abort.
+//!
+//! Every operation that completes with a [`TransactionResult`] is bounded by `max.block.ms`
+//! ([`crate::Config::max_block`]): past it, it completes with
+//! [`TransactionError::OperationTimedOut`] and goes on; the same operation called again waits
+//! for it. What may be called in each state:
+//!
+//! | after | allowed |
+//! | --- | --- |
+//! | an operation's call, until its result | nothing else ([`TransactionError::InProgress`]) |
+//! | its [`TransactionError::OperationTimedOut`] | the same operation again (send offsets: with the same offsets and group), which gets the result; every other: `InProgress` |
+//! | the result, claimed | what the [`TransactionState`] allows |
 
 use crate::ErrorCode;
 

@@ -55,6 +55,7 @@ public final class TxnLoop {
                 line("CALL " + op + " " + millis(start) + " timeout");
             } catch (Exception e) {
                 line("CALL " + op + " " + millis(start) + " error:" + e.getClass().getSimpleName());
+                System.err.println("TxnLoop: " + op + " failed: " + e);
                 throw e;
             }
         }

@@ -417,12 +417,18 @@ impl<T> Producer<T> {
                 if matches!(
                     code,
                     ErrorCode::PRODUCER_FENCED
-                        | ErrorCode::INVALID_PRODUCER_EPOCH
                         | ErrorCode::INVALID_TXN_STATE
                         | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 ) =>
             {
                 Action::Fatal
+            }
+            // The coordinator moved the epoch on (it aborted the transaction past its
+            // timeout, KIP-588): the batch fails and the transaction aborts with the epoch
+            // bump, as Java's does; a real fence shows there.
+            (_, true) if code == ErrorCode::INVALID_PRODUCER_EPOCH => {
+                self.txn_epoch_moved_on();
+                Action::Fail
             }
             // No sequence restart inside a transaction: the batch fails, the transaction
             // aborts, and the epoch bump after it restarts the sequences.

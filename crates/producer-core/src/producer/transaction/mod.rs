@@ -583,6 +583,26 @@ impl<T> Producer<T> {
         }
     }
 
+    /// A Produce of the open transaction was answered `INVALID_PRODUCER_EPOCH`: the
+    /// coordinator moved the epoch on, aborting the transaction past its timeout (or another
+    /// producer fenced this one). The transaction is then ended as one past its timeout is
+    /// (see `timed_out`): its abort is the KIP-360 bump from the current epoch, which the
+    /// coordinator answers with the new epoch after its own timeout abort (KIP-588), and with
+    /// the fatal `PRODUCER_FENCED` after a real fence. The failing batch makes it abortable.
+    pub(in crate::producer) fn txn_epoch_moved_on(&mut self) {
+        if let Some(txn) = self.txn.as_mut() {
+            if matches!(
+                txn.state,
+                TransactionState::InTransaction
+                    | TransactionState::Committing
+                    | TransactionState::AbortableError
+                    | TransactionState::Aborting
+            ) {
+                txn.timed_out = true;
+            }
+        }
+    }
+
     /// [`TimerKind::Transaction`]: the open transaction may have run past its timeout, the
     /// call waiting for the operation under way may give up (`max.block.ms`), a close may stop
     /// waiting for the transaction's end, or a coordinator request's backoff ended.
