@@ -13,6 +13,7 @@ use crate::record::{
     BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
 };
 use crate::types::{ConnId, ProduceError};
+use crate::classify::{LeaderHint, RetriesAtOnce};
 
 /// A record accepted by `send` that is not in a batch yet: waiting for its topic's metadata,
 /// or on its way to a partition. Carries the record's parts until they are encoded.
@@ -245,6 +246,8 @@ pub(crate) struct Batch<T> {
     base_sequence: Option<i32>,
     /// A previous attempt may have been written.
     possibly_persisted: bool,
+    /// Its retries at once on leader hints (the retry table's timing rule).
+    at_once: RetriesAtOnce,
     /// The records the broker rejected themselves, when it failed the batch because of them
     /// (KIP-467); their batch mates take the batch's own error. `None` on every other path, so
     /// a success pays for one pointer-sized field and nothing else.
@@ -270,6 +273,7 @@ impl<T> Batch<T> {
             attempts: 0,
             base_sequence: None,
             possibly_persisted: false,
+            at_once: RetriesAtOnce::default(),
             record_errors: None,
         }
     }
@@ -299,6 +303,7 @@ impl<T> Batch<T> {
             attempts: original.attempts,
             base_sequence: stamp.map(|(_, _, seq)| seq),
             possibly_persisted: original.possibly_persisted,
+            at_once: RetriesAtOnce::default(),
             record_errors: None,
         }
     }
@@ -334,6 +339,15 @@ impl<T> Batch<T> {
     /// answer): a later failure says so, and without idempotence a retry may duplicate it.
     pub(crate) fn mark_possibly_persisted(&mut self) {
         self.possibly_persisted = true;
+    }
+    /// Its retries at once on leader hints so far: whether the next may go at once.
+    pub(crate) fn retries_at_once(&self) -> &RetriesAtOnce {
+        &self.at_once
+    }
+    /// The batch is put back to be retried: at once on the leader hint `at_once_on`, or
+    /// (`None`) after its backoff.
+    pub(crate) fn retried(&mut self, at_once_on: Option<LeaderHint>) {
+        self.at_once.retried(at_once_on);
     }
     /// The encoded bytes for a request to carry as they are (shared, not copied).
     pub(crate) fn share_bytes(&mut self) -> bytes::Bytes {

@@ -173,6 +173,11 @@ impl<T> PartitionQueue<T> {
     // Leadership
     // ---------------------------------------------------------------------------------------
 
+    /// The leader epoch known for the partition (-1 when none is known).
+    pub(crate) fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
     /// Applies a leader (from metadata or a Produce leader hint) and returns the previous
     /// leader if it changed. A newer leader epoch ends any backoff (no wait before retrying on a
     /// new leader, KIP-951) and the partition no longer waits for metadata.

@@ -528,6 +528,58 @@ pub enum ProduceError {
     BatchDecode(String),
 }
 
+impl ProduceError {
+    /// Whether a record that failed with this error may have been written anyway (an attempt
+    /// of its batch timed out, lost its connection, was answered "unsure", or was in flight
+    /// when the producer failed for good). `false` means certainly not written: sending it
+    /// again cannot duplicate it.
+    pub fn possibly_persisted(&self) -> bool {
+        match self {
+            ProduceError::Broker {
+                possibly_persisted, ..
+            }
+            | ProduceError::InvalidRecord {
+                possibly_persisted, ..
+            }
+            | ProduceError::BatchRejected {
+                possibly_persisted, ..
+            }
+            | ProduceError::DeliveryTimeout {
+                possibly_persisted, ..
+            }
+            | ProduceError::Authentication {
+                possibly_persisted, ..
+            } => *possibly_persisted,
+            _ => false,
+        }
+    }
+
+    /// This error, saying whether the record may have been written, for the variants that say
+    /// it ([`ProduceError::possibly_persisted`]); the others come back unchanged.
+    #[must_use]
+    pub fn with_possibly_persisted(mut self, possibly: bool) -> Self {
+        match &mut self {
+            ProduceError::Broker {
+                possibly_persisted, ..
+            }
+            | ProduceError::InvalidRecord {
+                possibly_persisted, ..
+            }
+            | ProduceError::BatchRejected {
+                possibly_persisted, ..
+            }
+            | ProduceError::DeliveryTimeout {
+                possibly_persisted, ..
+            }
+            | ProduceError::Authentication {
+                possibly_persisted, ..
+            } => *possibly_persisted = possibly,
+            _ => {}
+        }
+        self
+    }
+}
+
 /// A connection that failed: the broker it was for and why, as the driver reported it (an OS
 /// error such as a refused connection, a name that did not resolve, the peer closing) or as the
 /// producer decided it (no answer within `request_timeout`, bytes that are not Kafka's).

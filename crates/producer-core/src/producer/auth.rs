@@ -16,6 +16,7 @@ use crate::protocol::ApiKey;
 use crate::sasl::{AuthError, Exchange, NonceSource, OAuthToken, Step};
 use crate::timer::TimerKind;
 use crate::types::{ConnId, Event, Output, ProduceError};
+use crate::classify::{decide, Action, Request};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -100,18 +101,14 @@ impl<T> Producer<T> {
             return false;
         };
         let mechanism = sasl.mechanism;
-        match resp.error_code {
-            ErrorCode::NONE => {}
-            ErrorCode::UNSUPPORTED_SASL_MECHANISM => {
-                let error = AuthError::UnsupportedMechanism {
+        if decide(Request::SaslHandshake, resp.error_code, self.mode()) != Action::Ok {
+            // The table fails the authentication; the code only says how to describe it.
+            let error = match resp.error_code {
+                ErrorCode::UNSUPPORTED_SASL_MECHANISM => AuthError::UnsupportedMechanism {
                     mechanism,
                     enabled: resp.mechanisms,
-                };
-                self.authentication_failed(conn, error);
-                return true;
-            }
-            code => {
-                let error = AuthError::Rejected {
+                },
+                code => AuthError::Rejected {
                     code,
                     message: Some(if code == ErrorCode::ILLEGAL_SASL_STATE {
                         // What Kafka answers on a listener without SASL.
@@ -121,10 +118,10 @@ impl<T> Producer<T> {
                     } else {
                         "in answer to SaslHandshake".to_string()
                     }),
-                };
-                self.authentication_failed(conn, error);
-                return true;
-            }
+                },
+            };
+            self.authentication_failed(conn, error);
+            return true;
         }
         if mechanism == crate::Mechanism::OAuthBearer && self.valid_token().is_none() {
             self.request_token();
@@ -207,7 +204,7 @@ impl<T> Producer<T> {
             return false;
         };
         let resp = parsed.body;
-        if resp.error_code != ErrorCode::NONE {
+        if decide(Request::SaslAuthenticate, resp.error_code, self.mode()) != Action::Ok {
             let error = AuthError::Rejected {
                 code: resp.error_code,
                 message: resp.error_message,

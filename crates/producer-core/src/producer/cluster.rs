@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::classify::{classify, Action};
+use crate::classify::{decide, Action, Request};
 use crate::config::MetadataRecovery;
 use crate::connection::RequestKind;
 use crate::protocol::metadata::{MetadataRequest, MetadataResponse};
 use crate::protocol::ApiKey;
-use crate::timer::TimerKind;
+use crate::timer::{backoff, TimerKind};
 use crate::types::{Event, Output, ProduceError, RebootstrapReason};
 use crate::ErrorCode;
 
@@ -33,6 +33,9 @@ pub(super) struct MetadataPolicy {
     /// Going back to the bootstrap list: the next Metadata request goes to a bootstrap
     /// address, and the answer to it ends this.
     rebootstrapping: bool,
+    /// Consecutive requests without a usable answer (lost, unreadable, or a top-level error):
+    /// the exponent of the backoff before the next one.
+    failures: u32,
 }
 
 impl MetadataPolicy {
@@ -45,6 +48,7 @@ impl MetadataPolicy {
             last_refresh: None,
             unanswered_since: Some(now),
             rebootstrapping: false,
+            failures: 0,
         }
     }
 
@@ -149,12 +153,20 @@ impl<T> Producer<T> {
         );
         self.metadata.in_flight = true;
         self.metadata.wanted = false;
-        self.metadata.next_allowed = now + self.config.retry_backoff;
+        // Rate limit, and backoff with jitter after requests that got no usable answer.
+        self.metadata.next_allowed = now
+            + backoff(
+                &mut self.rng,
+                self.config.retry_backoff,
+                self.config.retry_backoff_max,
+                self.metadata.failures,
+            );
     }
 
     /// The Metadata request in flight was lost with its connection: another is wanted.
     pub(super) fn metadata_request_lost(&mut self) {
         self.metadata.in_flight = false;
+        self.metadata.failures = self.metadata.failures.saturating_add(1);
         self.metadata.wanted = true;
         self.note_metadata_outstanding();
     }
@@ -165,18 +177,27 @@ impl<T> Producer<T> {
         self.metadata.in_flight = false;
         let Ok(parsed) = MetadataResponse::parse(version, body) else {
             self.metadata.wanted = true;
+            self.metadata.failures = self.metadata.failures.saturating_add(1);
             return false;
         };
         self.stats.trailing_response_bytes += parsed.trailing as u64;
-        if parsed.body.error_code != ErrorCode::NONE {
+        let mode = self.mode();
+        match decide(Request::Metadata, parsed.body.error_code, mode) {
+            Action::Ok => {}
             // v13's top-level error: the broker could not answer at all (nothing in the answer
             // is to be used); ask again after the retry backoff, from the bootstrap list when
             // the broker says so (KIP-1102).
-            self.metadata.wanted = true;
-            if parsed.body.error_code == ErrorCode::REBOOTSTRAP_REQUIRED {
+            Action::Rebootstrap => {
+                self.metadata.wanted = true;
+                self.metadata.failures = self.metadata.failures.saturating_add(1);
                 self.begin_rebootstrap(RebootstrapReason::RebootstrapRequired);
+                return true;
             }
-            return true;
+            _ => {
+                self.metadata.wanted = true;
+                self.metadata.failures = self.metadata.failures.saturating_add(1);
+                return true;
+            }
         }
         self.apply_metadata(parsed.body);
         true
@@ -199,6 +220,7 @@ impl<T> Producer<T> {
     /// leaders; a topic seen with partitions for the first time routes its held records.
     fn apply_metadata(&mut self, resp: MetadataResponse) {
         let now = self.now;
+        let mode = self.mode();
         self.stats.metadata_refreshes += 1;
         for b in &resp.brokers {
             self.brokers.node_slot(b.node_id, &b.host, b.port);
@@ -212,12 +234,9 @@ impl<T> Producer<T> {
                 continue;
             };
             let code = topic.error_code;
-            if code != ErrorCode::NONE && topic.partitions.is_empty() {
-                let being_created = matches!(
-                    code,
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::LEADER_NOT_AVAILABLE
-                );
-                if being_created {
+            let action = decide(Request::MetadataTopic, code, mode);
+            if action != Action::Ok && topic.partitions.is_empty() {
+                if action == Action::Missing {
                     if self.topics.get(t).known {
                         // A topic the producer used is gone (deleted, perhaps to be created
                         // again): its leaders no longer lead it. Leaderless partitions keep
@@ -230,7 +249,7 @@ impl<T> Producer<T> {
                     } else {
                         still_unknown = true;
                     }
-                } else if matches!(classify(code), Action::Refresh) {
+                } else if action == Action::Refresh {
                     still_unknown = true;
                 } else {
                     self.fail_topic(t, code);
@@ -265,6 +284,7 @@ impl<T> Producer<T> {
             }
         }
         self.metadata.last_refresh = Some(now);
+        self.metadata.failures = 0;
         self.metadata.unanswered_since = None;
         self.metadata.rebootstrapping = false;
         let leaderless = self

@@ -14,8 +14,9 @@ use std::io::ErrorKind;
 use crate::brokers::FailureOutcome;
 use crate::config::MetadataRecovery;
 use crate::types::{
-    ConnId, ConnectionError, Event, Output, ProduceError, RebootstrapReason, WireBytes,
+    ConnId, ConnectionError, Event, Output, RebootstrapReason, WireBytes,
 };
+use crate::classify::{decide, Action, Request};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -136,7 +137,12 @@ impl<T> Producer<T> {
             Ok(parsed) => parsed,
             Err(_)
                 if version > 0
-                    && body.starts_with(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes()) =>
+                    && body.len() >= 2
+                    && decide(
+                        Request::ApiVersions,
+                        ErrorCode(i16::from_be_bytes([body[0], body[1]])),
+                        self.mode(),
+                    ) == Action::Downgrade =>
             {
                 // A refusal we cannot read further (librdkafka's mock answers a v3 request with
                 // a body that is neither v0 nor v3): the error code alone says to retry with v0.
@@ -146,28 +152,31 @@ impl<T> Producer<T> {
             Err(_) => return false,
         };
         let resp = parsed.body;
-        if resp.error_code == ErrorCode::UNSUPPORTED_VERSION {
+        match decide(Request::ApiVersions, resp.error_code, self.mode()) {
+            Action::Ok => {}
             // The broker does not speak this ApiVersions version: retry with the highest it
             // offers (or v0 when it did not say).
-            let broker_max = resp
-                .version_range(ApiKey::ApiVersions)
-                .map_or(0, |(_, max)| max);
-            let next = broker_max.min(version - 1).max(0);
-            if version == 0 {
-                return false;
+            Action::Downgrade if version > 0 => {
+                let broker_max = resp
+                    .version_range(ApiKey::ApiVersions)
+                    .map_or(0, |(_, max)| max);
+                let next = broker_max.min(version - 1).max(0);
+                self.send_api_versions(conn, next);
+                return true;
             }
-            self.send_api_versions(conn, next);
-            return true;
-        }
-        if !resp.error_code.is_ok() {
-            return false;
+            _ => return false,
         }
         let Some(versions) = Versions::negotiate(&resp) else {
-            self.go_fatal(ProduceError::Broker {
-                code: ErrorCode::UNSUPPORTED_VERSION,
-                message: Some("no common Produce or Metadata version".into()),
-                possibly_persisted: false,
-            });
+            // No common Metadata version: the broker is of no use to this producer. Its
+            // connection fails (and backs off) like any unusable one; other brokers go on.
+            let reason = match resp.version_range(ApiKey::Metadata) {
+                Some((lo, hi)) => format!(
+                    "the broker offers Metadata v{lo}-v{hi}, none of which this client speaks"
+                ),
+                None => "the broker does not offer Metadata".to_string(),
+            };
+            self.stats.malformed_responses += 1;
+            self.connection_lost(conn, true, ErrorKind::Unsupported, reason);
             return true;
         };
         let Some(c) = self.brokers.conn_mut(conn) else {

@@ -125,6 +125,8 @@ pub struct Producer<T> {
     brokers: Brokers,
     metadata: MetadataPolicy,
     pid: PidState,
+    /// Consecutive InitProducerId answers with a retriable error (its backoff exponent).
+    pid_failures: u32,
     buffered: BufferUse,
     /// Buffers of finished batches, reused by new ones.
     buffers: BufferPool,
@@ -153,6 +155,7 @@ impl<T> Producer<T> {
             brokers: Brokers::new(&config.bootstrap),
             metadata: MetadataPolicy::new(now),
             pid: PidState::initial(&config),
+            pid_failures: 0,
             buffered: BufferUse::default(),
             buffers: BufferPool::default(),
             lifecycle: Lifecycle::default(),
@@ -489,6 +492,11 @@ impl<T> Producer<T> {
             TimerKind::Holding { topic } => self.expire_holding(topic),
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
         }
+    }
+
+    /// The producer's mode, the key of the retry table ([`crate::classify::decide`]).
+    fn mode(&self) -> crate::classify::Mode {
+        crate::classify::Mode::of(self.config.idempotence, self.txn.is_some())
     }
 
     /// The producer failed for good with `error` earlier, if it did.

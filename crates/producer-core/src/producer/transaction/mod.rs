@@ -609,8 +609,10 @@ impl<T> Producer<T> {
         txn.state = TransactionState::FatalError;
         let held = std::mem::take(&mut txn.held);
         let pending = txn.pending.take();
+        // Acknowledged, so in the log, but their transaction never commits.
+        let written = error.clone().with_possibly_persisted(true);
         for h in held {
-            self.fail_held(h, error.clone());
+            self.fail_held(h, written.clone());
         }
         if let Some(operation) = pending {
             self.outputs
