@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::classify::{LeaderHint, RetriesAtOnce};
 use crate::record::{
     BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
 };
 use crate::types::{ConnId, ProduceError};
-use crate::classify::{LeaderHint, RetriesAtOnce};
 
 /// A record accepted by `send` that is not in a batch yet: waiting for its topic's metadata,
 /// or on its way to a partition. Carries the record's parts until they are encoded.

@@ -497,7 +497,11 @@ mod tests {
         ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
         Fail
     );
-    row!(invalid_record_is_rejected, ErrorCode::INVALID_RECORD, Reject);
+    row!(
+        invalid_record_is_rejected,
+        ErrorCode::INVALID_RECORD,
+        Reject
+    );
     row!(
         throttling_quota_exceeded_backs_off,
         ErrorCode::THROTTLING_QUOTA_EXCEEDED,
@@ -603,20 +607,44 @@ mod tests {
                 FindCoordinator
             );
             assert_eq!(txn(request, ErrorCode::CONCURRENT_TRANSACTIONS), Backoff);
-            assert_eq!(txn(request, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS), Backoff);
+            assert_eq!(
+                txn(request, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
+                Backoff
+            );
             assert_eq!(txn(request, ErrorCode::INVALID_TXN_STATE), Fatal);
-            assert_eq!(txn(request, ErrorCode::TOPIC_AUTHORIZATION_FAILED), Abortable);
+            assert_eq!(
+                txn(request, ErrorCode::TOPIC_AUTHORIZATION_FAILED),
+                Abortable
+            );
             assert_eq!(txn(request, ErrorCode(12345)), Abortable);
             assert_eq!(txn(request, ErrorCode::OPERATION_NOT_ATTEMPTED), Backoff);
         }
-        assert!(unconfirmed_abort_found_nothing(ErrorCode::INVALID_TXN_STATE, false));
-        assert!(!unconfirmed_abort_found_nothing(ErrorCode::PRODUCER_FENCED, false));
-        assert!(unconfirmed_abort_found_nothing(ErrorCode::PRODUCER_FENCED, true));
-        assert!(!unconfirmed_abort_found_nothing(ErrorCode::NOT_COORDINATOR, true));
+        assert!(unconfirmed_abort_found_nothing(
+            ErrorCode::INVALID_TXN_STATE,
+            false
+        ));
+        assert!(!unconfirmed_abort_found_nothing(
+            ErrorCode::PRODUCER_FENCED,
+            false
+        ));
+        assert!(unconfirmed_abort_found_nothing(
+            ErrorCode::PRODUCER_FENCED,
+            true
+        ));
+        assert!(!unconfirmed_abort_found_nothing(
+            ErrorCode::NOT_COORDINATOR,
+            true
+        ));
         // A lookup that finds no coordinator yet is retried like any lookup.
-        assert_eq!(txn(Request::FindCoordinator, ErrorCode::NOT_COORDINATOR), Backoff);
         assert_eq!(
-            txn(Request::FindCoordinator, ErrorCode::COORDINATOR_NOT_AVAILABLE),
+            txn(Request::FindCoordinator, ErrorCode::NOT_COORDINATOR),
+            Backoff
+        );
+        assert_eq!(
+            txn(
+                Request::FindCoordinator,
+                ErrorCode::COORDINATOR_NOT_AVAILABLE
+            ),
             Backoff
         );
         assert_eq!(

@@ -120,7 +120,11 @@ fn only_the_retry_table_maps_an_error_code_to_an_action() {
     let exempt_files = ["classify.rs", "error_code.rs"];
     let mut decisions = Vec::new();
     for file in sources(&src()) {
-        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().to_string();
+        let rel = file
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
         if exempt_files.contains(&rel.as_str()) || exempt_dirs.iter().any(|d| rel.starts_with(d)) {
             continue;
         }
@@ -138,8 +142,7 @@ fn only_the_retry_table_maps_an_error_code_to_an_action() {
                 if name.is_empty() || name == "NONE" {
                     continue;
                 }
-                let before = code_part[..code_part.len() - rest.len() - name.len() - 11]
-                    .trim_end();
+                let before = code_part[..code_part.len() - rest.len() - name.len() - 11].trim_end();
                 let after = rest.trim_start();
                 // A comparison, a match arm or pattern, or a list of codes to look codes up in.
                 let compared = before.ends_with("==")
@@ -150,7 +153,8 @@ fn only_the_retry_table_maps_an_error_code_to_an_action() {
                     || code_part.contains("matches!")
                     || code_part.contains(".contains(")
                     || code_part.contains("[ErrorCode;");
-                let built = before.ends_with(':') || before.ends_with('=') && !before.ends_with("==");
+                let built =
+                    before.ends_with(':') || before.ends_with('=') && !before.ends_with("==");
                 if !compared || built {
                     continue;
                 }

@@ -88,7 +88,10 @@ fn refused_with_hints(brokers: i32, hint: impl Fn(usize) -> (i32, i32), secs: u6
             return None;
         }
         attempt += 1;
-        assert!(attempt < 10_000, "a retry storm: {attempt} Produce requests");
+        assert!(
+            attempt < 10_000,
+            "a retry storm: {attempt} Produce requests"
+        );
         Some(if r.at < until {
             let (leader, epoch) = hint(attempt);
             answer_produce(r, |_| {
@@ -99,7 +102,11 @@ fn refused_with_hints(brokers: i32, hint: impl Fn(usize) -> (i32, i32), secs: u6
         })
     };
     s.run(&mut script);
-    s.advance(Duration::from_secs(secs + 5), Duration::from_millis(10), &mut script);
+    s.advance(
+        Duration::from_secs(secs + 5),
+        Duration::from_millis(10),
+        &mut script,
+    );
     s
 }
 
@@ -108,10 +115,17 @@ fn refused_with_hints(brokers: i32, hint: impl Fn(usize) -> (i32, i32), secs: u6
 fn assert_no_storm(s: &Scripted, secs: u64) {
     let n = s.produce_requests().count();
     let bound = 2 + 2 * (secs as usize * 1000 / BACKOFF.as_millis() as usize);
-    assert!(n <= bound, "{n} Produce requests in {secs} s (bound {bound})");
+    assert!(
+        n <= bound,
+        "{n} Produce requests in {secs} s (bound {bound})"
+    );
     assert_eq!(s.deliveries.len(), 1, "one report");
     let d = &s.deliveries[0];
-    assert_eq!(d.result.as_ref().unwrap().offset, 42, "delivered once accepted");
+    assert_eq!(
+        d.result.as_ref().unwrap().offset,
+        42,
+        "delivered once accepted"
+    );
 }
 
 #[test]
@@ -125,7 +139,11 @@ fn a_not_leader_answer_naming_the_same_leader_backs_off_instead_of_retrying_at_o
         smallest_gap(&s, 0)
     );
     // Exponential: far fewer than one per backoff.
-    assert!(s.produce_requests().count() <= 20, "{}", s.produce_requests().count());
+    assert!(
+        s.produce_requests().count() <= 20,
+        "{}",
+        s.produce_requests().count()
+    );
 }
 
 #[test]
@@ -144,7 +162,10 @@ fn two_leaders_named_in_turn_get_one_retry_at_once_and_then_backoffs() {
     let at: Vec<Instant> = s.produce_requests().map(|r| r.at).collect();
     for w in at.windows(3) {
         let longest = (w[1] - w[0]).max(w[2] - w[1]);
-        assert!(longest >= BACKOFF * 4 / 5, "two retries at once in a row: {w:?}");
+        assert!(
+            longest >= BACKOFF * 4 / 5,
+            "two retries at once in a row: {w:?}"
+        );
     }
 }
 
@@ -182,13 +203,16 @@ fn acknowledged_partitions_are_delivered_when_another_partition_of_the_answer_is
     s.leaders.insert("t".into(), vec![0, 0, 1]);
     for p in 0..3 {
         s.producer
-            .send(t0, Record::new("t", format!("first-{p}")).with_partition(p), p as u32)
+            .send(
+                t0,
+                Record::new("t", format!("first-{p}")).with_partition(p),
+                p as u32,
+            )
             .unwrap();
     }
     // Held back by broker 0's answer: every partition's first batch is in flight.
-    let mut script = |r: &Request| -> Option<Answer> {
-        (r.api == ApiKey::Produce).then_some(Answer::Nothing)
-    };
+    let mut script =
+        |r: &Request| -> Option<Answer> { (r.api == ApiKey::Produce).then_some(Answer::Nothing) };
     s.run(&mut script);
     // A second record for p2: its batch waits behind the first (no pipelining before a
     // success on that connection), never sent.
@@ -218,7 +242,13 @@ fn acknowledged_partitions_are_delivered_when_another_partition_of_the_answer_is
         }
         resp.responses.push(tr);
     }
-    s.reply(conn, ApiKey::Produce, version, correlation_id, Answer::with(resp));
+    s.reply(
+        conn,
+        ApiKey::Produce,
+        version,
+        correlation_id,
+        Answer::with(resp),
+    );
     s.run(&mut script);
 
     assert!(
@@ -235,7 +265,14 @@ fn acknowledged_partitions_are_delivered_when_another_partition_of_the_answer_is
     // Answered with the fatal error: not written.
     let e = report(1).unwrap_err().error;
     assert!(
-        matches!(e, ProduceError::Broker { code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED, possibly_persisted: false, .. }),
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                possibly_persisted: false,
+                ..
+            }
+        ),
         "{e:?}"
     );
     // In flight on broker 1 when the producer failed: may have been written.
@@ -261,7 +298,11 @@ fn a_broker_sharing_no_produce_version_fails_only_the_partitions_it_leads() {
             .unwrap();
     }
     let script = |r: &Request| -> Option<Answer> {
-        assert_ne!(r.node, 1, "no Produce request to the old broker: {:?}", r.api);
+        assert_ne!(
+            r.node, 1,
+            "no Produce request to the old broker: {:?}",
+            r.api
+        );
         (r.api == ApiKey::Produce).then(|| answer_produce(r, |_| (ErrorCode::NONE, 42, None)))
     };
     // Broker 1 is only connected to when it has records to send.
@@ -272,7 +313,11 @@ fn a_broker_sharing_no_produce_version_fails_only_the_partitions_it_leads() {
         script(r)
     };
     s.run(&mut script);
-    s.advance(Duration::from_secs(1), Duration::from_millis(10), &mut script);
+    s.advance(
+        Duration::from_secs(1),
+        Duration::from_millis(10),
+        &mut script,
+    );
     assert_eq!(s.deliveries.len(), 2);
     let of = |s: &Scripted, opaque: u32| {
         let d = s.deliveries.iter().find(|d| d.opaque == opaque).unwrap();
@@ -281,10 +326,20 @@ fn a_broker_sharing_no_produce_version_fails_only_the_partitions_it_leads() {
     assert_eq!(of(&s, 0).unwrap().offset, 42);
     let e = of(&s, 1).unwrap_err().error;
     assert!(
-        matches!(e, ProduceError::Broker { code: ErrorCode::UNSUPPORTED_VERSION, possibly_persisted: false, .. }),
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::UNSUPPORTED_VERSION,
+                possibly_persisted: false,
+                ..
+            }
+        ),
         "{e:?}"
     );
-    assert!(!s.events.iter().any(|e| matches!(e, Event::Fatal(_))), "not fatal");
+    assert!(
+        !s.events.iter().any(|e| matches!(e, Event::Fatal(_))),
+        "not fatal"
+    );
     // The producer goes on: more records for broker 0's partition are delivered.
     s.producer
         .send(s.now, Record::new("t", "later").with_partition(0), 9)

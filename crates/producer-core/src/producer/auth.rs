@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 /// authentication asks for a fresh token.
 const TOKEN_REFRESH_FACTOR: f64 = 0.8;
 
+use crate::classify::{decide, Action, Request};
 use crate::connection::{ConnState, RequestKind};
 use crate::protocol::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use crate::protocol::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
@@ -16,7 +17,6 @@ use crate::protocol::ApiKey;
 use crate::sasl::{AuthError, Exchange, NonceSource, OAuthToken, Step};
 use crate::timer::TimerKind;
 use crate::types::{ConnId, Event, Output, ProduceError};
-use crate::classify::{decide, Action, Request};
 use crate::ErrorCode;
 
 use super::Producer;

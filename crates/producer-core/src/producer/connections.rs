@@ -12,11 +12,9 @@ use crate::timer::{backoff, TimerKind};
 use std::io::ErrorKind;
 
 use crate::brokers::FailureOutcome;
-use crate::config::MetadataRecovery;
-use crate::types::{
-    ConnId, ConnectionError, Event, Output, RebootstrapReason, WireBytes,
-};
 use crate::classify::{decide, Action, Request};
+use crate::config::MetadataRecovery;
+use crate::types::{ConnId, ConnectionError, Event, Output, RebootstrapReason, WireBytes};
 use crate::ErrorCode;
 
 use super::Producer;

@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
+use crate::classify::{decide, Action, Request};
 use crate::config::Config;
 use crate::connection::RequestKind;
 use crate::partition::IdentityStep;
 use crate::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::ApiKey;
-use crate::classify::{decide, Action, Request};
 use crate::timer::{backoff, TimerKind};
 use crate::types::{Event, Output, ProduceError};
 

@@ -114,11 +114,7 @@ impl Scripted {
     pub fn run(&mut self, script: &mut dyn FnMut(&Request) -> Option<Answer>) {
         loop {
             let mut progressed = false;
-            if self
-                .producer
-                .poll_timeout()
-                .is_some_and(|t| t <= self.now)
-            {
+            if self.producer.poll_timeout().is_some_and(|t| t <= self.now) {
                 self.producer.handle_timeout(self.now);
                 progressed = true;
             }

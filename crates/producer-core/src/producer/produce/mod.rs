@@ -52,7 +52,11 @@ impl<T> Producer<T> {
         if !b.is_ready() {
             return;
         }
-        if b.conn.as_ref().and_then(|c| c.versions).is_some_and(|v| v.produce.is_none()) {
+        if b.conn
+            .as_ref()
+            .and_then(|c| c.versions)
+            .is_some_and(|v| v.produce.is_none())
+        {
             self.fail_unproducible(slot);
             return;
         }
@@ -575,7 +579,14 @@ impl<T> Producer<T> {
     /// `error` is what caused the retry (0 for a lost connection or a timeout). Every retry
     /// waits its backoff, except one on the leader hint `at_once_on` (which the retry table
     /// allowed: [`crate::classify::RetriesAtOnce`]): the one place a retry's timing is set.
-    fn retry(&mut self, t: u32, p: u32, i: usize, error: ErrorCode, at_once_on: Option<LeaderHint>) {
+    fn retry(
+        &mut self,
+        t: u32,
+        p: u32,
+        i: usize,
+        error: ErrorCode,
+        at_once_on: Option<LeaderHint>,
+    ) {
         let now = self.now;
         let deadline = self.config.delivery_timeout;
         let idem = self.idempotent();
