@@ -540,9 +540,9 @@ fn initial_capacity<O>(claimed: usize) -> usize {
 /// smallest element `elem` accepts, or valid arrays are refused).
 ///
 /// A claimed length that the bytes left cannot hold at `min_size` bytes per element is an
-/// error before anything is allocated; otherwise at most 4 KiB of elements are reserved, and the vector grows as elements parse. What it holds is then bounded by the bytes
-/// that encoded it: `size_of::<O>() / min_size` times their length, twice that with the
-/// vector's growth slack.
+/// error before anything is allocated; otherwise at most 4 KiB of elements are reserved, and
+/// the vector doubles as elements parse, never past the claimed length. What it holds is then
+/// bounded by the bytes that encoded it: at most `size_of::<O>() / min_size` times their length.
 pub fn nullable_array<'a, O>(
     flexible: bool,
     min_size: usize,
@@ -561,6 +561,10 @@ pub fn nullable_array<'a, O>(
         for _ in 0..len {
             let (r, v) = elem(rest)?;
             rest = r;
+            if out.len() == out.capacity() {
+                // Double, but never past the claim: a whole array ends with no slack.
+                out.reserve_exact(out.len().max(1).min(len - out.len()));
+            }
             out.push(v);
         }
         Ok((rest, Some(out)))
