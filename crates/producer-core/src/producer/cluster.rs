@@ -358,7 +358,12 @@ impl<T> Producer<T> {
             .topics
             .iter()
             .any(|t| t.partitions.iter().any(|p| p.leader() < 0 && !p.is_empty()));
-        if still_unknown || leaderless {
+        // Records still wait for a topic the answer left out (or whose entry was refused).
+        let waiting = self
+            .topics
+            .iter()
+            .any(|t| !t.known && t.error.is_none() && !t.holding.is_empty());
+        if still_unknown || leaderless || waiting {
             self.metadata.wanted = true;
             self.note_metadata_outstanding();
         }

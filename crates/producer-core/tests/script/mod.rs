@@ -91,8 +91,9 @@ pub struct Script {
     /// Connections the producer closed.
     pub disconnected: Vec<ConnId>,
     conns: HashMap<ConnId, i32>,
-    /// Answers not yet read by the producer, in order.
-    pending: VecDeque<(ConnId, Vec<u8>)>,
+    /// Per connection, the answers in request order (`None`: a held request not yet
+    /// answered, which the answers after it wait for, as a broker answers in order).
+    pending: HashMap<ConnId, VecDeque<(i32, Option<Vec<u8>>)>>,
     offsets: HashMap<(String, i32), i64>,
     producers: HashMap<(String, i32, i64), ProducerState>,
 }
@@ -125,7 +126,7 @@ impl Script {
             events: Vec::new(),
             disconnected: Vec::new(),
             conns: HashMap::new(),
-            pending: VecDeque::new(),
+            pending: HashMap::new(),
             offsets: HashMap::new(),
             producers: HashMap::new(),
         }
@@ -152,11 +153,19 @@ impl Script {
                 self.execute(out);
                 continue;
             }
-            let Some((conn, frame)) = self.pending.pop_front() else {
+            let ready = self
+                .pending
+                .iter()
+                .find(|(_, q)| q.front().is_some_and(|(_, a)| a.is_some()))
+                .map(|(&c, _)| c);
+            let Some(conn) = ready else {
                 return;
             };
+            let (_, frame) = self.pending.get_mut(&conn).unwrap().pop_front().unwrap();
             if self.conns.contains_key(&conn) {
-                self.producer.handle_read(self.now, conn, &frame);
+                self.producer.handle_read(self.now, conn, &frame.unwrap());
+            } else {
+                self.pending.remove(&conn);
             }
         }
         panic!("the producer did not settle");
@@ -206,7 +215,24 @@ impl Script {
     /// Answers a held request with `body` (its response header is added).
     pub fn answer(&mut self, req: &Request, body: &[u8]) {
         let frame = frame(req, body);
-        self.pending.push_back((req.conn, frame));
+        self.queue(req, Some(frame));
+    }
+
+    /// A held request the test answered itself, through `handle_read`: the answers after it
+    /// on its connection no longer wait for it.
+    pub fn answered_directly(&mut self, req: &Request) {
+        if let Some(q) = self.pending.get_mut(&req.conn) {
+            q.retain(|(c, _)| *c != req.correlation_id);
+        }
+    }
+
+    /// Puts an answer (or, `None`, a place for a held one) in its connection's order.
+    fn queue(&mut self, req: &Request, frame: Option<Vec<u8>>) {
+        let q = self.pending.entry(req.conn).or_default();
+        match q.iter_mut().find(|(c, _)| *c == req.correlation_id) {
+            Some(slot) => slot.1 = frame,
+            None => q.push_back((req.correlation_id, frame)),
+        }
     }
 
     /// The opaque values reported delivered, and those reported failed.
@@ -260,6 +286,7 @@ impl Script {
             }
             Output::Disconnect { conn } => {
                 self.conns.remove(&conn);
+                self.pending.remove(&conn);
                 self.disconnected.push(conn);
             }
             Output::Delivery(d) => self.deliveries.push(d),
@@ -316,6 +343,7 @@ impl Script {
             ),
             3 => {
                 if self.hold_metadata {
+                    self.queue(&req, None);
                     self.held.push(req);
                     return;
                 }
@@ -325,6 +353,7 @@ impl Script {
                 }
             }
             0 if self.hold_produce == Some(req.node_id) => {
+                self.queue(&req, None);
                 self.held.push(req);
                 return;
             }
@@ -335,7 +364,7 @@ impl Script {
             other => panic!("unexpected request {other}"),
         };
         let frame = frame(&req, &body);
-        self.pending.push_back((req.conn, frame));
+        self.queue(&req, Some(frame));
     }
 
     /// The model's answer to a Metadata request.
