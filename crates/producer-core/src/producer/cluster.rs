@@ -418,8 +418,9 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
-    /// Forgets the topics unused for `metadata.max.idle.ms` ([`crate::topics::TopicState::is_idle`]),
-    /// as a Metadata request is about to name the topics in use. No broker leads their
+    /// Forgets the topics unused for `metadata.max.idle.ms`
+    /// ([`crate::topics::TopicState::is_idle`]), as a Metadata request is about to name the
+    /// topics in use. No broker leads their
     /// partitions any more, their timers are forgotten, and their numbers go to later topics;
     /// a record sent to one later finds it new.
     ///

@@ -184,7 +184,7 @@ mod tests {
     fn a_large_frame_does_not_pin_its_buffer_after_it_is_taken() {
         let mut d = FrameDecoder::new(1 << 30);
         let body = vec![3u8; 4 << 20];
-        let mut stream = frames(&[body.clone()]);
+        let mut stream = frames(std::slice::from_ref(&body));
         stream.extend_from_slice(&[0, 0, 0, 2, 9]); // the start of a small next frame
         d.push(&stream);
         let frame = d.next_frame().unwrap().unwrap();

@@ -500,7 +500,7 @@ pub fn bytes(flexible: bool) -> impl Fn(&[u8]) -> PResult<'_, &[u8]> {
 }
 
 /// The fewest bytes a STRING or NULLABLE_STRING takes on the wire (its length prefix: INT16, or
-/// one byte of compact length when `flexible`); for the `min_size` of [`array`] elements.
+/// one byte of compact length when `flexible`); for the `min_size` of [`array()`] elements.
 pub const fn min_string_size(flexible: bool) -> usize {
     if flexible {
         1
@@ -510,7 +510,7 @@ pub const fn min_string_size(flexible: bool) -> usize {
 }
 
 /// The fewest bytes an ARRAY takes on the wire (its length prefix: INT32, or one byte of compact
-/// length when `flexible`); for the `min_size` of [`array`] elements that hold arrays.
+/// length when `flexible`); for the `min_size` of [`array()`] elements that hold arrays.
 pub const fn min_array_size(flexible: bool) -> usize {
     if flexible {
         1

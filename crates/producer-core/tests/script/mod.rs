@@ -60,6 +60,9 @@ pub struct Appended {
     pub error: i16,
 }
 
+/// An answer in its connection's order: the correlation id, and the frame once there is one.
+type Answer = (i32, Option<Vec<u8>>);
+
 /// One idempotent producer's state in one partition: its epoch and next sequence.
 #[derive(Debug, Clone, Copy)]
 struct ProducerState {
@@ -93,7 +96,7 @@ pub struct Script {
     conns: HashMap<ConnId, i32>,
     /// Per connection, the answers in request order (`None`: a held request not yet
     /// answered, which the answers after it wait for, as a broker answers in order).
-    pending: HashMap<ConnId, VecDeque<(i32, Option<Vec<u8>>)>>,
+    pending: HashMap<ConnId, VecDeque<Answer>>,
     offsets: HashMap<(String, i32), i64>,
     producers: HashMap<(String, i32, i64), ProducerState>,
 }
