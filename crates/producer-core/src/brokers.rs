@@ -457,3 +457,84 @@ impl Brokers {
             .any(|c| !c.inflight.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brokers() -> Brokers {
+        Brokers::new(&[("boot".to_string(), 9092)])
+    }
+
+    #[test]
+    fn a_negative_node_id_gets_no_slot() {
+        let mut b = brokers();
+        assert_eq!(b.node_slot(-1, "h", 9092), None);
+        assert_eq!(b.node_slot(-7, "h", 9092), None);
+        assert_eq!(b.len(), 1, "only the bootstrap slot");
+        assert_eq!(b.node_slot(0, "h", 9092), Some(1));
+    }
+
+    #[test]
+    fn no_new_node_past_the_cap() {
+        let mut b = brokers();
+        for id in 0..MAX_BROKERS as i32 {
+            assert!(b.node_slot(id, "h", 9092).is_some());
+        }
+        assert_eq!(b.node_slot(MAX_BROKERS as i32, "h", 9092), None);
+        // A known node is still updated.
+        assert_eq!(b.node_slot(3, "moved", 9093), Some(4));
+        assert_eq!(b.slot(4).host, "moved");
+    }
+
+    #[test]
+    fn a_retired_slot_is_skipped_and_reused_under_later_generations() {
+        let now = Instant::now();
+        let mut b = brokers();
+        let s1 = b.node_slot(1, "b1", 9092).unwrap();
+        let s2 = b.node_slot(2, "b2", 9092).unwrap();
+        let old = b.open_connection(s2, 1024, now);
+        b.slot_mut(s2).partitions.push((0, 0));
+        assert!(b.mark_dirty(s2));
+        assert_eq!(b.nodes_not_listed(&[1]), vec![s2]);
+        // Retired once its connection is closed and its partitions moved.
+        b.take_conn(old).unwrap();
+        b.slot_mut(s2).partitions.clear();
+        b.retire(s2);
+        assert!(!b.knows_node(2));
+        assert_eq!(b.iter().count(), 2, "the bootstrap slot and node 1");
+        assert!(
+            b.take_dirty().is_empty(),
+            "a retired slot leaves the dirty list"
+        );
+        assert!(!b.mark_dirty(s2), "and is never marked again");
+        assert_eq!(b.pick_bootstrap_to_connect(now), Some(0));
+        assert_eq!(b.pick_node_to_connect(now), Some(s1));
+        assert!(!b.any_connecting(true));
+        // Bootstrap slots are never retired.
+        b.retire(0);
+        assert_eq!(b.iter().count(), 2);
+        // The next new node takes the slot over; its connections never reuse the old handle.
+        assert_eq!(b.node_slot(3, "b3", 9092), Some(s2));
+        let new = b.open_connection(s2, 1024, now);
+        assert_ne!(new, old);
+        assert!(b.conn(old).is_none(), "the old handle names nothing");
+        assert!(b.conn(new).is_some());
+        assert_eq!(b.slot_of_node(3), Some(s2));
+    }
+
+    #[test]
+    fn a_throttle_is_capped() {
+        let now = Instant::now();
+        let mut b = brokers();
+        let slot = b.slot_mut(0);
+        assert_eq!(slot.throttle(now, 0), None);
+        assert_eq!(slot.throttle(now, -5), None);
+        assert_eq!(
+            slot.throttle(now, 250),
+            Some(now + Duration::from_millis(250))
+        );
+        assert_eq!(slot.throttle(now, i32::MAX), Some(now + MAX_THROTTLE));
+        assert_eq!(slot.throttled_until, Some(now + MAX_THROTTLE));
+    }
+}

@@ -490,3 +490,137 @@ impl<T> Producer<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::metadata::{MetadataBroker, MetadataPartition};
+
+    fn partition(index: i32, leader: i32) -> MetadataPartition {
+        MetadataPartition {
+            error_code: ErrorCode::NONE,
+            partition_index: index,
+            leader_id: leader,
+            leader_epoch: 0,
+            replica_nodes: vec![],
+            isr_nodes: vec![],
+            offline_replicas: vec![],
+        }
+    }
+
+    fn topic(partitions: Vec<MetadataPartition>) -> MetadataTopic {
+        MetadataTopic {
+            error_code: ErrorCode::NONE,
+            name: Some("t".into()),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions,
+            topic_authorized_operations: i32::MIN,
+        }
+    }
+
+    fn answer(brokers: Vec<MetadataBroker>, topics: Vec<MetadataTopic>) -> MetadataResponse {
+        MetadataResponse {
+            throttle_time_ms: 0,
+            brokers,
+            cluster_id: None,
+            controller_id: 1,
+            topics,
+            cluster_authorized_operations: i32::MIN,
+            error_code: ErrorCode::NONE,
+        }
+    }
+
+    fn broker(node_id: i32) -> MetadataBroker {
+        MetadataBroker {
+            node_id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        }
+    }
+
+    #[test]
+    fn partitions_must_be_exactly_zero_to_n_minus_one() {
+        let ok = |ps: &[(i32, i32)]| {
+            check_topic(&topic(ps.iter().map(|&(i, l)| partition(i, l)).collect()))
+        };
+        assert_eq!(ok(&[]), Ok(()));
+        assert_eq!(
+            ok(&[(2, 1), (0, -1), (1, 3)]),
+            Ok(()),
+            "in any order, leaderless too"
+        );
+        assert_eq!(
+            ok(&[(0, 1), (2, 1)]),
+            Err(Violation::PartitionOutOfRange { index: 2, count: 2 })
+        );
+        assert_eq!(ok(&[(1, 1), (1, 1)]), Err(Violation::DuplicatePartition(1)));
+        assert_eq!(
+            ok(&[(-1, 1)]),
+            Err(Violation::PartitionOutOfRange {
+                index: -1,
+                count: 1
+            })
+        );
+        assert_eq!(
+            ok(&[(i32::MIN, 1)]),
+            Err(Violation::PartitionOutOfRange {
+                index: i32::MIN,
+                count: 1
+            })
+        );
+        assert_eq!(
+            ok(&[(0, -2)]),
+            Err(Violation::InvalidLeader {
+                partition: 0,
+                leader: -2
+            })
+        );
+    }
+
+    #[test]
+    fn more_partitions_than_the_cap_are_refused() {
+        let at_cap: Vec<_> = (0..MAX_PARTITIONS as i32)
+            .map(|i| partition(i, 1))
+            .collect();
+        assert_eq!(check_topic(&topic(at_cap.clone())), Ok(()));
+        let mut over = at_cap;
+        over.push(partition(MAX_PARTITIONS as i32, 1));
+        assert_eq!(
+            check_topic(&topic(over)),
+            Err(Violation::TooManyPartitions {
+                count: MAX_PARTITIONS + 1,
+                max: MAX_PARTITIONS
+            })
+        );
+    }
+
+    #[test]
+    fn an_answer_over_a_cap_or_with_a_negative_node_id_is_refused_whole() {
+        assert_eq!(
+            check_answer(&answer(vec![broker(0), broker(1)], vec![])),
+            Ok(())
+        );
+        assert_eq!(
+            check_answer(&answer(vec![broker(1), broker(-1)], vec![])),
+            Err(Violation::NegativeNodeId(-1))
+        );
+        let brokers = (0..=MAX_BROKERS as i32).map(broker).collect();
+        assert_eq!(
+            check_answer(&answer(brokers, vec![])),
+            Err(Violation::TooManyBrokers {
+                count: MAX_BROKERS + 1,
+                max: MAX_BROKERS
+            })
+        );
+        let topics = vec![topic(vec![]); MAX_TOPICS + 1];
+        assert_eq!(
+            check_answer(&answer(vec![broker(1)], topics)),
+            Err(Violation::TooManyTopics {
+                count: MAX_TOPICS + 1,
+                max: MAX_TOPICS
+            })
+        );
+    }
+}
