@@ -148,6 +148,10 @@ pub struct Config {
     pub max_in_flight: usize,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
+    /// `metadata.max.idle.ms`: a topic nothing was sent to for this long, with nothing
+    /// buffered or in flight, is forgotten (no longer asked for in Metadata requests; a record
+    /// sent to it later finds it new).
+    pub metadata_max_idle: Duration,
     /// `metadata.recovery.strategy`: whether the producer goes back to its bootstrap list when
     /// no broker it knows can be reached.
     pub metadata_recovery: MetadataRecovery,
@@ -228,6 +232,7 @@ impl Config {
                 delivery_timeout: Duration::from_secs(120),
                 max_in_flight: 5,
                 metadata_max_age: Duration::from_secs(300),
+                metadata_max_idle: Duration::from_secs(300),
                 metadata_recovery: MetadataRecovery::Rebootstrap,
                 rebootstrap_trigger: Duration::from_secs(300),
                 max_block: Duration::from_secs(60),
@@ -297,6 +302,9 @@ impl ConfigBuilder {
         max_in_flight: usize);
     setter!(/// `metadata.max.age.ms` (default 5 min).
         metadata_max_age: Duration);
+    setter!(/// `metadata.max.idle.ms` (default 5 min): how long a topic goes unused (nothing sent,
+        /// nothing buffered or in flight) before the producer forgets it. Not zero.
+        metadata_max_idle: Duration);
     setter!(/// `metadata.recovery.strategy` (default rebootstrap, as Kafka 4.x's Java client):
         /// what happens when no broker the producer knows of can be reached, or a broker
         /// answers Metadata with `REBOOTSTRAP_REQUIRED`.
@@ -419,6 +427,7 @@ impl ConfigBuilder {
             ("retry_backoff", c.retry_backoff),
             ("reconnect_backoff", c.reconnect_backoff),
             ("metadata_max_age", c.metadata_max_age),
+            ("metadata_max_idle", c.metadata_max_idle),
             ("rebootstrap_trigger", c.rebootstrap_trigger),
         ] {
             if d.is_zero() {

@@ -57,6 +57,7 @@ pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
+pub mod limits;
 pub mod metrics;
 mod outputs;
 mod partition;
@@ -85,5 +86,5 @@ pub use transaction::{
 };
 pub use types::{
     ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
-    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, WireBytes,
+    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, Violation, WireBytes,
 };

@@ -196,6 +196,25 @@ impl<T> PartitionQueue<T> {
         Some(old)
     }
 
+    /// A new partition of a topic that may have been written before under `producer_id` (the
+    /// producer forgot the topic while idle, and with it the partition's sequence): it starts
+    /// under an epoch above `epoch`, the highest a forgotten partition used, so its sequence
+    /// starting at 0 is a new epoch's to the broker, never a repeat or a gap under an old one.
+    /// At the last epoch it needs a new producer id instead. Call it before the partition's
+    /// first batch is sent; a later producer id or a higher producer epoch is adopted as usual.
+    pub(crate) fn start_above(&mut self, producer_id: i64, epoch: i16) {
+        debug_assert!(self.is_empty() && self.sent == 0);
+        self.producer_id = producer_id;
+        self.next_sequence = 0;
+        match epoch.checked_add(1) {
+            Some(next) => self.epoch = self.epoch.max(next),
+            None => {
+                self.epoch = i16::MAX;
+                self.needs_reset = true;
+            }
+        }
+    }
+
     /// The topic was deleted and created again (a new topic id): its leader epochs start over,
     /// so the epoch seen so far no longer says which leader is newer. Call before applying the
     /// new incarnation's leader; after it any epoch is accepted (Java's `Metadata` does the same

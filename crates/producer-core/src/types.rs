@@ -297,8 +297,80 @@ pub enum Event {
         /// What made it go back.
         reason: RebootstrapReason,
     },
+    /// A broker's answer broke a rule of the protocol or one of the caps in
+    /// [`crate::limits`], and what it names was not used: nothing the producer holds was
+    /// changed by it, and no record fails because of it (records keep their delivery timeout,
+    /// or `max.block.ms` while their topic's metadata is unknown).
+    ///
+    /// With `topic` set, only that topic's entry was refused: the topic keeps what the producer
+    /// knew of it, and metadata is asked for again after the retry backoff. Without, the whole
+    /// answer was refused and its connection closed (its requests go back to be sent again, as
+    /// for any lost connection, and the reconnect backs off).
+    AnswerRefused {
+        /// The broker that answered, or -1 for a bootstrap connection.
+        node_id: i32,
+        /// The request it answered.
+        api: crate::protocol::ApiKey,
+        /// The topic whose entry was refused, or `None` for the whole answer.
+        topic: Option<Arc<str>>,
+        /// What was wrong.
+        violation: Violation,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+}
+
+/// What was wrong with an answer [`Event::AnswerRefused`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    /// More brokers than [`crate::limits::MAX_BROKERS`].
+    #[error("{count} brokers, more than the {max} allowed")]
+    TooManyBrokers {
+        /// How many the answer listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// More topics than [`crate::limits::MAX_TOPICS`].
+    #[error("{count} topics, more than the {max} allowed")]
+    TooManyTopics {
+        /// How many the answer listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// More partitions in one topic than [`crate::limits::MAX_PARTITIONS`].
+    #[error("{count} partitions, more than the {max} allowed")]
+    TooManyPartitions {
+        /// How many the topic's entry listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// A broker listed with a negative node id (node ids are 0 or more).
+    #[error("broker with negative node id {0}")]
+    NegativeNodeId(i32),
+    /// A partition's leader below -1 (-1 means no leader; node ids are 0 or more).
+    #[error("partition {partition} with invalid leader id {leader}")]
+    InvalidLeader {
+        /// The partition.
+        partition: i32,
+        /// The leader id given.
+        leader: i32,
+    },
+    /// A partition index outside 0..`count`, where `count` is how many partitions the topic's
+    /// entry listed: negative, or leaving a gap (a topic's partitions are 0..n-1).
+    #[error("partition index {index} outside 0..{count}")]
+    PartitionOutOfRange {
+        /// The index given.
+        index: i32,
+        /// How many partitions the entry listed.
+        count: usize,
+    },
+    /// A partition listed twice in one topic's entry.
+    #[error("partition {0} listed twice")]
+    DuplicatePartition(i32),
 }
 
 /// Why the producer went back to its bootstrap list ([`Event::Rebootstrapping`]).

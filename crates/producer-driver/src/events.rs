@@ -3,9 +3,9 @@
 use producer_core::Event;
 use tracing::{debug, error, info, warn};
 
-/// Logs one of the core's events: retries and sequence resets at `warn`, a fatal error at
-/// `error`, the producer id, broker connections becoming ready and the close at `info`,
-/// metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
+/// Logs one of the core's events: retries, sequence resets and refused answers at `warn`, a
+/// fatal error at `error`, the producer id, broker connections becoming ready and the close at
+/// `info`, metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
 pub fn log_event(event: &Event) {
     match event {
         Event::Retry {
@@ -35,6 +35,18 @@ pub fn log_event(event: &Event) {
             info!(producer_id, epoch, "producer id assigned")
         }
         Event::MetadataUpdated => debug!("metadata updated"),
+        Event::AnswerRefused {
+            node_id,
+            api,
+            topic,
+            violation,
+        } => warn!(
+            node_id,
+            ?api,
+            topic = topic.as_deref(),
+            %violation,
+            "broker answer refused"
+        ),
         Event::Closed => info!("producer closed"),
         other => debug!(event = ?other, "producer event"),
     }

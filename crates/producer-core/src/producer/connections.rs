@@ -9,6 +9,7 @@ use crate::protocol::header::peek_correlation_id;
 use crate::protocol::produce::ProduceResponse;
 use crate::protocol::{encode_request, parse_response_header, ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
+use std::collections::VecDeque;
 use std::io::ErrorKind;
 
 use crate::brokers::FailureOutcome;
@@ -264,7 +265,7 @@ impl<T> Producer<T> {
         };
         let ok = match req.kind {
             RequestKind::ApiVersions => self.on_api_versions(conn, req.version, body),
-            RequestKind::Metadata => self.on_metadata(req.version, body),
+            RequestKind::Metadata => self.on_metadata(conn, req.version, body),
             RequestKind::InitProducerId => self.on_init_producer_id(req.version, body),
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, req.version, body),
             RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, req.version, body),
@@ -344,18 +345,7 @@ impl<T> Producer<T> {
             }));
         }
         self.schedule_reconnect(slot);
-        for req in c.inflight {
-            match req.kind {
-                RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
-                RequestKind::Metadata => self.metadata_request_lost(),
-                RequestKind::InitProducerId => self.init_producer_id_lost(),
-                RequestKind::Transaction(t) => self.txn_request_lost(t),
-                // The connection's setup dies with it; a new connection starts over.
-                RequestKind::ApiVersions
-                | RequestKind::SaslHandshake
-                | RequestKind::SaslAuthenticate => {}
-            }
-        }
+        self.requests_lost(conn, c.inflight);
         // A broker that cannot be reached while it leads partitions with records waiting may
         // have lost its leadership (killed; the controller elects new leaders once it notices):
         // each failed attempt asks again, within the refresh backoff, until Metadata names
@@ -371,6 +361,24 @@ impl<T> Producer<T> {
         }
         self.work_pending = true;
         self.check_closed();
+    }
+
+    /// The requests in flight on connection `conn`, which is gone: each goes back to the
+    /// concern that sent it (batches are retried as possibly written, control requests are
+    /// redone; the connection's setup dies with it).
+    pub(super) fn requests_lost(&mut self, conn: ConnId, inflight: VecDeque<InFlightRequest>) {
+        for req in inflight {
+            match req.kind {
+                RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
+                RequestKind::Metadata => self.metadata_request_lost(),
+                RequestKind::InitProducerId => self.init_producer_id_lost(),
+                RequestKind::Transaction(t) => self.txn_request_lost(t),
+                // The connection's setup dies with it; a new connection starts over.
+                RequestKind::ApiVersions
+                | RequestKind::SaslHandshake
+                | RequestKind::SaslAuthenticate => {}
+            }
+        }
     }
 
     /// Arms the request timeout of the oldest request in flight on the slot's connection.

@@ -77,7 +77,7 @@ impl<T> Producer<T> {
             };
             return refuse(reason, record, opaque);
         }
-        let (topic, new) = self.topics.id_of(&record.topic);
+        let (topic, new) = self.topics.id_of(&record.topic, self.now);
         if new {
             self.request_metadata();
         }

@@ -87,6 +87,13 @@ pub struct Stats {
     /// Times the producer went back to its bootstrap list (`metadata.recovery.strategy`
     /// rebootstrap: no known broker reachable, or `REBOOTSTRAP_REQUIRED`).
     pub rebootstraps: u64,
+    /// Brokers dropped because Metadata no longer listed them.
+    pub brokers_dropped: u64,
+    /// Topics forgotten after `metadata.max.idle.ms` unused.
+    pub topics_forgotten: u64,
+    /// Answers (or topic entries of answers) refused for breaking the protocol's rules or the
+    /// caps in [`crate::limits`] ([`crate::Event::AnswerRefused`]).
+    pub answers_refused: u64,
     /// Responses to acks=0 requests (which expect none), ignored.
     pub ignored_responses: u64,
     /// Transactions committed (a transactional producer).

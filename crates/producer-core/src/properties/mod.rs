@@ -61,6 +61,7 @@ pub const SETTINGS: &[Setting] = &[
         "a count, 1-5 with idempotence",
     ),
     setting(&["metadata.max.age.ms"], "milliseconds"),
+    setting(&["metadata.max.idle.ms"], "milliseconds"),
     setting(&["metadata.recovery.strategy"], "rebootstrap or none"),
     setting(&["metadata.recovery.rebootstrap.trigger.ms"], "milliseconds"),
     setting(&["max.block.ms"], "milliseconds"),
@@ -289,6 +290,7 @@ impl ConfigBuilder {
             "delivery.timeout.ms" => self = self.delivery_timeout(ms()?),
             "max.in.flight.requests.per.connection" => self.config.max_in_flight = count()?,
             "metadata.max.age.ms" => self.config.metadata_max_age = ms()?,
+            "metadata.max.idle.ms" => self.config.metadata_max_idle = ms()?,
             "metadata.recovery.strategy" => {
                 self.config.metadata_recovery = match value.to_ascii_lowercase().as_str() {
                     "rebootstrap" => MetadataRecovery::Rebootstrap,

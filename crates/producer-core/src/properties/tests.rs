@@ -55,6 +55,27 @@ fn metadata_recovery_by_name() {
 }
 
 #[test]
+fn metadata_max_idle_by_name() {
+    let c = Config::from_properties([
+        ("bootstrap.servers", "k1:9092"),
+        ("metadata.max.idle.ms", "60000"),
+    ])
+    .unwrap();
+    assert_eq!(c.metadata_max_idle, Duration::from_secs(60));
+    let d = Config::from_properties([("bootstrap.servers", "k1:9092")]).unwrap();
+    assert_eq!(
+        d.metadata_max_idle,
+        Duration::from_secs(300),
+        "Java's default"
+    );
+    assert!(Config::from_properties([
+        ("bootstrap.servers", "k1:9092"),
+        ("metadata.max.idle.ms", "0"),
+    ])
+    .is_err());
+}
+
+#[test]
 fn java_and_librdkafka_spellings_mean_the_same() {
     let java = Config::from_properties([
         ("bootstrap.servers", "k1:9092,k2:9093"),

@@ -4,9 +4,11 @@
 //! buffer). Parsing uses nom: every parser takes `&[u8]` and returns [`PResult`], whose error is a
 //! [`WireError`] carrying the field being parsed, so a failure says *where* it happened.
 //!
-//! Lengths read from the wire are never trusted for allocation: arrays reserve at most as many
-//! elements as there are bytes left, strings and byte fields are sliced (bounds-checked) before
-//! anything is copied.
+//! Lengths read from the wire are never trusted for allocation. An array's claimed length must
+//! fit in the bytes left at its elements' minimum wire size (each caller says what that is), and
+//! even then only a few KiB are reserved up front: the vector grows as elements actually parse,
+//! so what it holds is bounded by the bytes that encoded it. Strings and byte fields are sliced
+//! (bounds-checked) before anything is copied.
 
 use nom::error::{ContextError, ErrorKind as NomErrorKind, ParseError};
 use nom::number::complete::{be_i16, be_i32, be_i64, be_i8, be_u8};
@@ -497,38 +499,87 @@ pub fn bytes(flexible: bool) -> impl Fn(&[u8]) -> PResult<'_, &[u8]> {
     }
 }
 
-/// NULLABLE ARRAY or COMPACT_NULLABLE_ARRAY of elements parsed by `elem`.
+/// The fewest bytes a STRING or NULLABLE_STRING takes on the wire (its length prefix: INT16, or
+/// one byte of compact length when `flexible`); for the `min_size` of [`array()`] elements.
+pub const fn min_string_size(flexible: bool) -> usize {
+    if flexible {
+        1
+    } else {
+        2
+    }
+}
+
+/// The fewest bytes an ARRAY takes on the wire (its length prefix: INT32, or one byte of compact
+/// length when `flexible`); for the `min_size` of [`array()`] elements that hold arrays.
+pub const fn min_array_size(flexible: bool) -> usize {
+    if flexible {
+        1
+    } else {
+        4
+    }
+}
+
+/// The fewest bytes a tagged-field section takes on the wire: one (an empty section) when
+/// `flexible`, none otherwise.
+pub const fn min_tags_size(flexible: bool) -> usize {
+    flexible as usize
+}
+
+/// At most this many bytes of elements are reserved before any element is parsed: a claimed
+/// length costs nothing more until its elements arrive.
+const INITIAL_RESERVATION: usize = 4096;
+
+/// How many elements of `O` an array reserves room for up front (at least one).
+fn initial_capacity<O>(claimed: usize) -> usize {
+    let fit = INITIAL_RESERVATION / std::mem::size_of::<O>().max(1);
+    claimed.min(fit.max(1))
+}
+
+/// NULLABLE ARRAY or COMPACT_NULLABLE_ARRAY of elements parsed by `elem`, each of which takes at
+/// least `min_size` bytes on the wire (at every version the caller parses: never more than the
+/// smallest element `elem` accepts, or valid arrays are refused).
 ///
-/// Never reserves more elements than there are bytes left (every element takes at least one).
+/// A claimed length that the bytes left cannot hold at `min_size` bytes per element is an
+/// error before anything is allocated; otherwise at most 4 KiB of elements are reserved, and
+/// the vector doubles as elements parse, never past the claimed length. What it holds is then
+/// bounded by the bytes that encoded it: at most `size_of::<O>() / min_size` times their length.
 pub fn nullable_array<'a, O>(
     flexible: bool,
+    min_size: usize,
     mut elem: impl FnMut(&'a [u8]) -> PResult<'a, O>,
 ) -> impl FnMut(&'a [u8]) -> PResult<'a, Option<Vec<O>>> {
+    let min_size = min_size.max(1);
     move |i: &'a [u8]| {
         let (mut rest, len) = length_prefix(i, flexible, true)?;
         let Some(len) = len else {
             return Ok((rest, None));
         };
-        if len > rest.len() {
+        if len.saturating_mul(min_size) > rest.len() {
             return fail(i, WireErrorKind::InvalidLength(len as i64));
         }
-        let mut out = Vec::with_capacity(len);
+        let mut out = Vec::with_capacity(initial_capacity::<O>(len));
         for _ in 0..len {
             let (r, v) = elem(rest)?;
             rest = r;
+            if out.len() == out.capacity() {
+                // Double, but never past the claim: a whole array ends with no slack.
+                out.reserve_exact(out.len().max(1).min(len - out.len()));
+            }
             out.push(v);
         }
         Ok((rest, Some(out)))
     }
 }
 
-/// ARRAY or COMPACT_ARRAY; a null array reads as empty (Kafka's generated code does the same for
-/// non-nullable arrays sent as null by lenient peers).
+/// ARRAY or COMPACT_ARRAY of elements of at least `min_size` bytes (see [`nullable_array`]); a
+/// null array reads as empty (Kafka's generated code does the same for non-nullable arrays sent
+/// as null by lenient peers).
 pub fn array<'a, O>(
     flexible: bool,
+    min_size: usize,
     elem: impl FnMut(&'a [u8]) -> PResult<'a, O>,
 ) -> impl FnMut(&'a [u8]) -> PResult<'a, Vec<O>> {
-    let mut inner = nullable_array(flexible, elem);
+    let mut inner = nullable_array(flexible, min_size, elem);
     move |i| {
         let (rest, v) = inner(i)?;
         Ok((rest, v.unwrap_or_default()))
@@ -623,7 +674,7 @@ mod tests {
     fn huge_array_length_does_not_allocate() {
         let mut b = Vec::new();
         b.put_i32(i32::MAX);
-        let r = array(false, int32)(&b);
+        let r = array(false, 4, int32)(&b);
         assert!(matches!(
             r,
             Err(nom::Err::Error(WireError {
@@ -631,6 +682,42 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn a_claim_the_bytes_cannot_hold_at_the_minimum_size_is_refused_before_allocating() {
+        // 3 elements of at least 4 bytes need 12 bytes; 11 are there.
+        let mut b = Vec::new();
+        b.put_i32(3);
+        b.extend_from_slice(&[0; 11]);
+        assert!(matches!(
+            array(false, 4, int32)(&b),
+            Err(nom::Err::Error(WireError {
+                kind: WireErrorKind::InvalidLength(3),
+                ..
+            }))
+        ));
+        // With the 12th byte it parses.
+        b.push(0);
+        assert_eq!(array(false, 4, int32)(&b).unwrap().1, vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn a_large_claim_reserves_a_few_kib_until_its_elements_parse() {
+        // 100,000 claimed elements of 16 bytes (1.6 MB), with the bytes for them all, but the
+        // first element fails: the vector reserved no more than the initial 4 KiB.
+        assert!(initial_capacity::<[u8; 16]>(100_000) * 16 <= INITIAL_RESERVATION);
+        assert_eq!(initial_capacity::<[u8; 16]>(3), 3);
+        assert_eq!(initial_capacity::<[u8; 8192]>(3), 1);
+        // Whole arrays still come out whole, past the initial reservation.
+        let mut b = Vec::new();
+        b.put_array_len(true, 5000);
+        for x in 0..5000 {
+            b.put_i64(x);
+        }
+        let (rest, got) = array(true, 8, int64)(&b).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(got, (0..5000).collect::<Vec<i64>>());
     }
 
     #[test]
@@ -680,7 +767,7 @@ mod tests {
             b.put_array_len(flexible, v.len());
             for x in &v { b.put_i32(*x); }
             put_tags(&mut b, flexible, &[(0, &[1, 2]), (7, &[])]);
-            let (rest, got) = array(flexible, int32)(&b).unwrap();
+            let (rest, got) = array(flexible, 4, int32)(&b).unwrap();
             prop_assert_eq!(&got, &v);
             let mut seen = Vec::new();
             let (rest, ()) = tagged_fields(rest, flexible, |t, d| { seen.push((t, d.to_vec())); Ok(()) }).unwrap();
@@ -692,7 +779,7 @@ mod tests {
         fn parsers_never_panic(data: Vec<u8>, flexible: bool) {
             let _ = nullable_string(flexible)(&data);
             let _ = nullable_bytes(flexible)(&data);
-            let _ = array(flexible, int64)(&data);
+            let _ = array(flexible, 8, int64)(&data);
             let _ = skip_tags(&data, flexible);
             let _ = varlong(&data);
         }

@@ -9,7 +9,7 @@ mod split;
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::batch::BatchRef;
 use crate::classify::{decide, Action, LeaderHint, Request};
@@ -356,14 +356,18 @@ impl<T> Producer<T> {
         resp: ProduceResponse,
     ) {
         let now = self.now;
-        if resp.throttle_time_ms > 0 {
-            let until = now + Duration::from_millis(resp.throttle_time_ms as u64);
-            self.brokers.slot_mut(conn.slot).throttled_until = Some(until);
+        // At most limits::MAX_THROTTLE.
+        if let Some(until) = self
+            .brokers
+            .slot_mut(conn.slot)
+            .throttle(now, resp.throttle_time_ms)
+        {
             self.timers
                 .arm(until, TimerKind::Broker { slot: conn.slot });
         }
         for n in &resp.node_endpoints {
-            self.brokers.node_slot(n.node_id, &n.host, n.port);
+            // Ignored for a negative node id, or a new node past limits::MAX_BROKERS.
+            let _ = self.brokers.node_slot(n.node_id, &n.host, n.port);
         }
         // Each answer by (topic number, partition): a v13 answer names topics by the ids the
         // request carried, an older one by name.

@@ -11,8 +11,8 @@
 //! the caller's buffer without building an intermediate tree.
 
 use super::primitives::{
-    array, field, int16, int32, int64, nullable_string, parse_tag_value, skip_tags, string,
-    tagged_fields, uuid, PResult, Put,
+    array, field, int16, int32, int64, min_array_size, min_string_size, min_tags_size,
+    nullable_string, parse_tag_value, skip_tags, string, tagged_fields, uuid, PResult, Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::ErrorCode;
@@ -352,7 +352,12 @@ impl ProduceResponse {
 
 fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
     let flexible = ApiKey::Produce.is_flexible(version);
-    let (i, topics) = field("Responses", array(flexible, |i| parse_topic(i, version)))(i)?;
+    let (i, topics) = field(
+        "Responses",
+        array(flexible, min_topic_size(version), |i| {
+            parse_topic(i, version)
+        }),
+    )(i)?;
     let (i, throttle_time_ms) = field("ThrottleTimeMs", int32)(i)?;
     let mut node_endpoints = Vec::new();
     let (i, ()) = field("ProduceResponse tagged fields", |i| {
@@ -360,7 +365,10 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
             if version >= 10 && tag == 0 {
                 node_endpoints = parse_tag_value(
                     data,
-                    field("NodeEndpoints", array(true, parse_node_endpoint)),
+                    field(
+                        "NodeEndpoints",
+                        array(true, MIN_NODE_ENDPOINT_SIZE, parse_node_endpoint),
+                    ),
                 )?;
             }
             Ok(())
@@ -376,6 +384,43 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
     ))
 }
 
+/// The fewest bytes a topic entry takes at `version`: TopicId (v13+) or Name, then
+/// PartitionResponses and tagged fields.
+fn min_topic_size(version: i16) -> usize {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    let topic = if version >= FIRST_VERSION_BY_TOPIC_ID {
+        16
+    } else {
+        min_string_size(flexible)
+    };
+    topic + min_array_size(flexible) + min_tags_size(flexible)
+}
+
+/// The fewest bytes a partition entry takes at `version`: Index, ErrorCode, BaseOffset,
+/// LogAppendTimeMs, LogStartOffset (v5+), RecordErrors and ErrorMessage (v8+), tagged fields.
+fn min_partition_size(version: i16) -> usize {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    4 + 2
+        + 8
+        + 8
+        + if version >= 5 { 8 } else { 0 }
+        + if version >= 8 {
+            min_array_size(flexible) + min_string_size(flexible)
+        } else {
+            0
+        }
+        + min_tags_size(flexible)
+}
+
+/// The fewest bytes a record error takes: BatchIndex, BatchIndexErrorMessage, tagged fields.
+fn min_record_error_size(flexible: bool) -> usize {
+    4 + min_string_size(flexible) + min_tags_size(flexible)
+}
+
+/// The fewest bytes a node endpoint takes (always flexible): NodeId, Host, Port, Rack, tagged
+/// fields.
+const MIN_NODE_ENDPOINT_SIZE: usize = 4 + 1 + 4 + 1 + 1;
+
 fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     let flexible = ApiKey::Produce.is_flexible(version);
     let (i, name, topic_id) = if version >= FIRST_VERSION_BY_TOPIC_ID {
@@ -387,7 +432,9 @@ fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     };
     let (i, partitions) = field(
         "PartitionResponses",
-        array(flexible, |i| parse_partition(i, version)),
+        array(flexible, min_partition_size(version), |i| {
+            parse_partition(i, version)
+        }),
     )(i)?;
     let (i, ()) = field("TopicProduceResponse tagged fields", |i| {
         skip_tags(i, flexible)
@@ -416,7 +463,9 @@ fn parse_partition(i: &[u8], version: i16) -> PResult<'_, PartitionProduceRespon
     let (i, record_errors) = if version >= 8 {
         field(
             "RecordErrors",
-            array(flexible, |i| parse_record_error(i, flexible)),
+            array(flexible, min_record_error_size(flexible), |i| {
+                parse_record_error(i, flexible)
+            }),
         )(i)?
     } else {
         (i, Vec::new())
