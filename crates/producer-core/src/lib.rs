@@ -84,6 +84,7 @@ pub use transaction::{
     TransactionResult, TransactionState,
 };
 pub use types::{
-    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
-    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, WireBytes,
+    check_topic_name, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, InvalidTopicName,
+    Output, ProduceError, RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
+    WireBytes, MAX_TOPIC_NAME_LEN,
 };

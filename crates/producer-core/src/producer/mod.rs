@@ -109,8 +109,9 @@ pub struct Stats {
 /// Every deadline is the core's, armed in its one timer: `linger`, retry and reconnect backoff,
 /// `request_timeout` (for each request in flight, and for a connection attempt: a connection
 /// still not reported connected after `request_timeout` is given up with
-/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, and metadata
-/// refreshes. A driver needs no timer of its own.
+/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, metadata
+/// refreshes, and `token_timeout` for an OAUTHBEARER token asked of the application. A driver
+/// needs no timer of its own.
 #[derive(Debug)]
 pub struct Producer<T> {
     config: Config,
@@ -143,6 +144,7 @@ impl<T> Producer<T> {
     /// A producer with a validated configuration. It starts connecting at the first
     /// `poll_output`.
     pub fn new(config: Config, now: Instant) -> Self {
+        let config = config.within_bounds();
         Producer {
             rng: Rng::new(config.seed),
             partitioning: Partitioning::default(),
@@ -419,7 +421,9 @@ impl<T> Producer<T> {
 
     /// The application's answer to [`Output::TokenRequest`]: an OAUTHBEARER token (valid for
     /// its `lifetime` from `now`), or why there is none. Connections waiting for it go on
-    /// authenticating, or fail.
+    /// authenticating, or fail. Call it for every answer, also one that comes after
+    /// `token_timeout` (the connections that waited have failed by then): the token is kept
+    /// for the next connections.
     pub fn handle_token(&mut self, now: Instant, token: Result<crate::OAuthToken, String>) {
         self.touch(now);
         self.token_arrived(token);
@@ -488,6 +492,7 @@ impl<T> Producer<T> {
             TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => self.expire_holding(topic),
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
+            TimerKind::TokenRequest => self.token_request_expired(),
         }
     }
 
