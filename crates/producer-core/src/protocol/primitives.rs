@@ -243,6 +243,48 @@ impl PutLengthPrefix for Vec<u8> {
     }
 }
 
+/// The writers' length prefixes at their limits, and past them (see [`Put`]).
+#[cfg(test)]
+mod put_length_tests {
+    use super::*;
+
+    #[test]
+    fn a_string_of_i16_max_bytes_has_its_exact_prefix() {
+        let s = "s".repeat(i16::MAX as usize);
+        let mut buf = Vec::new();
+        buf.put_string(false, &s);
+        assert_eq!(&buf[..2], &i16::MAX.to_be_bytes());
+        assert_eq!(buf.len(), 2 + s.len());
+        let mut compact = Vec::new();
+        compact.put_string(true, &s);
+        assert_eq!(compact.len(), uvarint_len(i16::MAX as u32 + 1) + s.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_string_one_byte_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_string(false, &"s".repeat(i16::MAX as usize + 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_nullable_string_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_nullable_string(false, Some(&"s".repeat(1 << 16)));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT32")]
+    fn an_array_too_long_for_int32_is_never_wrapped() {
+        Vec::new().put_array_len(false, i32::MAX as usize + 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit UNSIGNED_VARINT")]
+    fn a_compact_length_too_long_for_u32_is_never_wrapped() {
+        Vec::new().put_array_len(true, u32::MAX as usize);
+    }
+}
+
 /// Writes a tagged-field section holding the given `(tag, encoded value)` pairs, which must be
 /// sorted by tag. Writes nothing when `flexible` is false.
 pub fn put_tags(buf: &mut Vec<u8>, flexible: bool, tags: &[(u32, &[u8])]) {
