@@ -80,7 +80,7 @@ pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
 pub use transaction::{
-    ConsumerGroupMetadata, OffsetToCommit, TransactionError, TransactionOperation,
+    ConsumerGroupMetadata, InvalidOffsets, OffsetToCommit, TransactionError, TransactionOperation,
     TransactionResult, TransactionState,
 };
 pub use types::{

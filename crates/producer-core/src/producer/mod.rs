@@ -292,7 +292,9 @@ impl<T> Producer<T> {
     /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
     /// they are committed for `group` if and only if the transaction commits. Completes with
     /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
-    /// sent meanwhile, but no other operation starts before it completes.
+    /// sent meanwhile, but no other operation starts before it completes. Refused, with
+    /// nothing sent, with [`crate::TransactionError::InvalidOffsets`] when a name or the
+    /// metadata cannot go in its request (too long, or a topic name outside Kafka's rules).
     pub fn send_offsets_to_transaction(
         &mut self,
         now: Instant,
@@ -300,6 +302,8 @@ impl<T> Producer<T> {
         group: crate::ConsumerGroupMetadata,
     ) -> Result<(), crate::TransactionError> {
         self.touch(now);
+        crate::transaction::InvalidOffsets::check(&offsets, &group)
+            .map_err(crate::TransactionError::InvalidOffsets)?;
         self.start_send_offsets(offsets, group)
     }
 
