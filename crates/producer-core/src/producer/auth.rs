@@ -166,11 +166,12 @@ impl<T> Producer<T> {
     /// ([`AuthError::TokenTimedOut`]) and back off. An answer that comes later is still taken
     /// ([`Producer::token_arrived`]).
     pub(super) fn token_request_expired(&mut self) {
-        if !self
+        let now = self.now;
+        if self
             .auth
             .tokens
             .requested_until
-            .is_some_and(|until| until <= self.now)
+            .is_none_or(|until| until > now)
         {
             return; // answered, or asked again since (its own timer is armed)
         }

@@ -323,7 +323,7 @@ fn a_properties_error_names_the_key_only() {
     let b = || Config::builder([("h", 1)]);
     // Values no setting takes, each carrying the secret.
     let bad_values = [
-        format!("{SECRET}"),
+        SECRET.to_string(),
         format!("1{SECRET}"),
         format!("{SECRET}:9092"),
         format!("org.example.LoginModule required username=\"u\" password=\"{SECRET}\";"),
