@@ -142,7 +142,9 @@ pub struct Producer<T> {
 
 impl<T> Producer<T> {
     /// A producer with a validated configuration. It starts connecting at the first
-    /// `poll_output`.
+    /// `poll_output`. A configuration whose public fields were changed after
+    /// [`crate::ConfigBuilder::build`] is brought within the bounds `build` enforces on
+    /// durations and sizes (capped, not refused).
     pub fn new(config: Config, now: Instant) -> Self {
         let config = config.within_bounds();
         Producer {
