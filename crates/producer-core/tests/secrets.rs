@@ -204,3 +204,41 @@ fn credentials_over_plaintext_are_warned_once_per_producer() {
         }
     }
 }
+
+/// A token larger than any broker reads (`sasl.server.max.receive.size`, 512 KiB), or with a
+/// lifetime of `Duration::MAX`: the first fails the waiting connection with a typed error
+/// (never a wrapped length), the second is taken (its lifetime capped, no `Instant` overflow).
+#[test]
+fn an_oversized_token_is_a_typed_failure_and_an_endless_one_is_taken() {
+    let mut s = producer(SecurityProtocol::SaslSsl, SaslConfig::oauthbearer());
+    s.answer_api_versions();
+    s.answer_handshake("OAUTHBEARER");
+    assert_eq!(s.token_requests, 1);
+    let now = s.now;
+    let huge = "t".repeat(Config::MAX_SASL_CREDENTIALS + 1);
+    s.producer
+        .handle_token(now, Ok(OAuthToken::new(huge, Duration::from_secs(60))));
+    s.pump();
+    assert!(
+        s.events.iter().any(|e| matches!(
+            e,
+            Event::AuthenticationFailed {
+                error: producer_core::AuthError::TokenUnavailable(why),
+                ..
+            } if why.contains("bytes")
+        )),
+        "{:?}",
+        s.events
+    );
+    assert!(s.requests.iter().all(|r| r.api != ApiKey::SaslAuthenticate));
+    let mut s = producer(SecurityProtocol::SaslSsl, SaslConfig::oauthbearer());
+    let first = to_first_token(&mut s, "OAUTHBEARER");
+    let now = s.now;
+    s.producer
+        .handle_token(now, Ok(OAuthToken::new(TOKEN, Duration::MAX)));
+    s.answer(&first, &SaslAuthenticateResponse::default());
+    assert!(s
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Authenticated { .. })));
+}

@@ -16,7 +16,7 @@ pub struct OAuthToken {
     /// How long the token stays valid from when it was handed over. Connections
     /// (re-)authenticating after 80% of it has passed ask for a new one (as Java's
     /// `sasl.login.refresh.window.factor` of 0.8), so a session never starts on a token about
-    /// to expire.
+    /// to expire. A lifetime beyond [`crate::Config::MAX_DURATION`] counts as that.
     pub lifetime: Duration,
     /// SASL extensions sent with the token (`key=value`; Confluent Cloud uses
     /// `logicalCluster` and `identityPoolId`).
