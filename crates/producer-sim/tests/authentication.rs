@@ -100,7 +100,10 @@ fn every_mechanism_authenticates_and_delivers() {
             .filter(|e| matches!(e, Event::CredentialsInPlaintext { .. }))
             .collect();
         assert!(
-            matches!(warnings[..], [Event::CredentialsInPlaintext { mechanism: m, .. }] if *m == mechanism),
+            matches!(
+                warnings[..],
+                [Event::CredentialsInPlaintext { mechanism: m, .. }] if *m == mechanism
+            ),
             "{mechanism}: {warnings:?}"
         );
         assert!(

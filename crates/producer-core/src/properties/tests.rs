@@ -327,7 +327,10 @@ fn a_properties_error_names_the_key_only() {
         format!("1{SECRET}"),
         format!("{SECRET}:9092"),
         format!("org.example.LoginModule required username=\"u\" password=\"{SECRET}\";"),
-        format!("org.apache.kafka.common.security.plain.PlainLoginModule required password=\"{SECRET}\";"),
+        format!(
+            "org.apache.kafka.common.security.plain.PlainLoginModule required \
+             password=\"{SECRET}\";"
+        ),
     ];
     let mut refused = 0;
     for s in SETTINGS {

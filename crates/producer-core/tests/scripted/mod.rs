@@ -12,10 +12,10 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, MetadataResponse, RequestHeader, ResponseHeader,
-    SaslHandshakeResponse, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, MetadataRequest, MetadataResponse, RequestHeader,
+    ResponseHeader, SaslHandshakeResponse, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use producer_core::{ConnId, Delivery, Event, Output, Producer};
 
 /// One request the producer wrote: its connection, its header as kafka-protocol reads it, and
@@ -77,11 +77,9 @@ impl Scripted {
                         let key = i16::from_be_bytes([frame[0], frame[1]]);
                         let version = i16::from_be_bytes([frame[2], frame[3]]);
                         let api = ApiKey::try_from(key).expect("a known api key");
-                        let header = kafka_protocol::protocol::Decodable::decode(
-                            &mut frame,
-                            api.request_header_version(version),
-                        )
-                        .expect("kafka-protocol reads the request header");
+                        let header =
+                            RequestHeader::decode(&mut frame, api.request_header_version(version))
+                                .expect("kafka-protocol reads the request header");
                         self.requests.push(Request {
                             conn,
                             api,
@@ -173,11 +171,8 @@ impl Scripted {
     pub fn answer_metadata(&mut self, host: &str, partitions: i32) {
         let req = self.take(ApiKey::Metadata);
         let version = req.header.request_api_version;
-        let asked = <kafka_protocol::messages::MetadataRequest as kafka_protocol::protocol::Decodable>::decode(
-            &mut req.body.clone(),
-            version,
-        )
-        .expect("kafka-protocol reads the Metadata request");
+        let asked = MetadataRequest::decode(&mut req.body.clone(), version)
+            .expect("kafka-protocol reads the Metadata request");
         let topics = asked
             .topics
             .unwrap_or_default()
@@ -214,11 +209,9 @@ impl Scripted {
             .iter()
             .filter(|r| r.api == ApiKey::Metadata)
             .flat_map(|r| {
-                let asked = <kafka_protocol::messages::MetadataRequest as kafka_protocol::protocol::Decodable>::decode(
-                    &mut r.body.clone(),
-                    r.header.request_api_version,
-                )
-                .expect("kafka-protocol reads the Metadata request");
+                let asked =
+                    MetadataRequest::decode(&mut r.body.clone(), r.header.request_api_version)
+                        .expect("kafka-protocol reads the Metadata request");
                 asked
                     .topics
                     .unwrap_or_default()
