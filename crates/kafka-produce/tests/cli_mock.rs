@@ -215,7 +215,7 @@ fn usage_and_configuration_errors_exit_2_with_the_reason() {
         ),
         (
             vec!["-b", &bootstrap, "-t", "x", "-X", "linger.ms=soon"],
-            "setting \"linger.ms\" = \"soon\": expected milliseconds".to_string(),
+            "setting \"linger.ms\": expected milliseconds".to_string(),
         ),
         (
             vec!["-b", &bootstrap, "-t", "x", "-X", "acks"],
@@ -253,6 +253,57 @@ fn usage_and_configuration_errors_exit_2_with_the_reason() {
         let run = kafka_produce(&args, b"never read\n");
         run.expect_code(2).expect_stderr(&message);
     }
+}
+
+/// A bad value of a secret setting, by -X or in a -F file, is a usage error that names the
+/// setting and never shows the value (nor the text of a line that is not `name=value`).
+#[test]
+fn a_bad_sasl_password_value_is_not_echoed() {
+    const SECRET: &str = "hunter2-cli-secret";
+    let dir = TempDir::new("secrets");
+    let props = dir.path("client.properties");
+    let bootstrap = NOTHING_LISTENS.to_string();
+    let jaas = format!("sasl.jaas.config=NotALoginModule required password=\"{SECRET}\";");
+    let colon = format!("sasl.password:{SECRET}");
+    let blank = format!("sasl.password {SECRET}");
+    std::fs::write(&props, format!("{blank}\n")).unwrap();
+    for (args, message) in [
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", &jaas],
+            "setting \"sasl.jaas.config\": expected a JAAS line",
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", &colon],
+            "-X: expected name=value",
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-F", props.to_str().unwrap()],
+            "line 1: not a name=value setting",
+        ),
+    ] {
+        let run = kafka_produce(&args, b"never read\n");
+        run.expect_code(2).expect_stderr(message);
+        assert!(!run.stderr.contains(SECRET), "{run:#?}");
+        assert!(!run.stdout.contains(SECRET), "{run:#?}");
+    }
+    // A password -X takes is not echoed when a later setting fails either.
+    let password = format!("sasl.password={SECRET}");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &bootstrap,
+            "-t",
+            "x",
+            "-X",
+            &password,
+            "-X",
+            "acks=most",
+        ],
+        b"never read\n",
+    );
+    run.expect_code(2)
+        .expect_stderr("setting \"acks\": expected all, -1, 0 or 1");
+    assert!(!run.stderr.contains(SECRET), "{run:#?}");
 }
 
 /// A .properties file (-F) configures the producer; a bad line in it is a usage error that

@@ -43,6 +43,8 @@ pub(crate) enum TimerKind {
     Transaction,
     /// A connection's SASL session nears its end: authenticate again.
     Reauthenticate { slot: u32 },
+    /// The OAUTHBEARER token asked of the application reaches `token_timeout` unanswered.
+    TokenRequest,
 }
 
 impl TimerKind {

@@ -214,6 +214,14 @@ impl<T> Topics<T> {
             .map(|(i, _)| i as u32)
     }
 
+    /// Whether `name` is a topic in use already (cheaply when it is the one asked for last):
+    /// `send` checks a topic's name only the first time it sees it.
+    #[inline]
+    pub(crate) fn known(&self, name: &Arc<str>) -> bool {
+        matches!(&self.last, Some((last, _)) if Arc::ptr_eq(last, name))
+            || self.index.contains_key(name)
+    }
+
     /// The number of a topic already in use, by name (for a metadata answer).
     pub(crate) fn lookup(&self, name: &str) -> Option<u32> {
         self.index.get(name).copied()

@@ -31,6 +31,11 @@ pub fn log_event(event: &Event) {
             "no broker can be reached; retrying with reconnect backoff"
         ),
         Event::BrokerReady { node_id } => info!(node_id, "broker connection ready"),
+        Event::CredentialsInPlaintext { node_id, mechanism } => warn!(
+            node_id,
+            %mechanism,
+            "SASL credentials are sent without TLS (security.protocol=SASL_PLAINTEXT): use SASL_SSL"
+        ),
         Event::ProducerId { producer_id, epoch } => {
             info!(producer_id, epoch, "producer id assigned")
         }

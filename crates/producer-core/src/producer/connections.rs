@@ -455,12 +455,43 @@ impl<T> Producer<T> {
         kind: RequestKind,
         body: impl FnOnce(&mut Vec<u8>),
     ) {
+        self.send_request_frame(conn, api, version, kind, None, body);
+    }
+
+    /// As [`Producer::send_control_request`], for a request whose body carries a credential
+    /// (SaslAuthenticate) of `secret_len` bytes: the frame is built in one buffer sized for it
+    /// (never reallocated, so no copy is left behind) and wiped when the driver drops its last
+    /// reference to it.
+    pub(super) fn send_secret_request(
+        &mut self,
+        conn: ConnId,
+        api: ApiKey,
+        version: i16,
+        kind: RequestKind,
+        secret_len: usize,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.send_request_frame(conn, api, version, kind, Some(secret_len), body);
+    }
+
+    fn send_request_frame(
+        &mut self,
+        conn: ConnId,
+        api: ApiKey,
+        version: i16,
+        kind: RequestKind,
+        secret_len: Option<usize>,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
         let now = self.now;
         let Some(c) = self.brokers.conn_mut(conn) else {
             return;
         };
         let correlation_id = c.take_correlation_id();
-        let mut buf = Vec::with_capacity(128);
+        // The frame's size, header (client id included) and the body's length prefix and tags
+        // take less than 64 bytes beside the client id and the secret.
+        let capacity = secret_len.map_or(128, |n| 64 + self.config.client_id.len() + n);
+        let mut buf = Vec::with_capacity(capacity);
         let header = RequestHeader {
             api_key: api,
             api_version: version,
@@ -468,6 +499,13 @@ impl<T> Producer<T> {
             client_id: Some(&self.config.client_id),
         };
         encode_request(&mut buf, &header, body);
+        let bytes = match secret_len {
+            Some(_) => {
+                debug_assert_eq!(buf.capacity(), capacity, "a secret frame was reallocated");
+                WireBytes::wiped_on_drop(buf)
+            }
+            None => WireBytes::from(buf),
+        };
         let was_idle = c.push_request(InFlightRequest {
             correlation_id,
             api,
@@ -478,9 +516,6 @@ impl<T> Producer<T> {
         if was_idle {
             self.arm_request_timer(conn.slot);
         }
-        self.outputs.push_back(Output::Transmit {
-            conn,
-            bytes: WireBytes::from(buf),
-        });
+        self.outputs.push_back(Output::Transmit { conn, bytes });
     }
 }

@@ -10,7 +10,7 @@ use crate::partitioner::partition_for_key;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::TimerKind;
 use crate::topics::Held;
-use crate::types::{ProduceError, Record, SendError, SendErrorReason};
+use crate::types::{check_topic_name, ProduceError, Record, SendError, SendErrorReason};
 
 use super::Producer;
 
@@ -60,6 +60,12 @@ impl<T> Producer<T> {
         }
         if let Some(p) = record.partition.filter(|&p| p < 0) {
             return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
+        }
+        if !self.topics.known(&record.topic) {
+            // Checked once per name: a topic in use passed this already.
+            if let Err(e) = check_topic_name(&record.topic) {
+                return refuse(SendErrorReason::InvalidTopic(e), record, opaque);
+            }
         }
         let payload = BatchBuilder::payload_size(
             record.key.as_deref(),

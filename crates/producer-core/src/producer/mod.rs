@@ -116,8 +116,9 @@ pub struct Stats {
 /// Every deadline is the core's, armed in its one timer: `linger`, retry and reconnect backoff,
 /// `request_timeout` (for each request in flight, and for a connection attempt: a connection
 /// still not reported connected after `request_timeout` is given up with
-/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, and metadata
-/// refreshes. A driver needs no timer of its own.
+/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, metadata
+/// refreshes, and `token_timeout` for an OAUTHBEARER token asked of the application. A driver
+/// needs no timer of its own.
 #[derive(Debug)]
 pub struct Producer<T> {
     config: Config,
@@ -150,8 +151,11 @@ pub struct Producer<T> {
 
 impl<T> Producer<T> {
     /// A producer with a validated configuration. It starts connecting at the first
-    /// `poll_output`.
+    /// `poll_output`. A configuration whose public fields were changed after
+    /// [`crate::ConfigBuilder::build`] is brought within the bounds `build` enforces on
+    /// durations and sizes (capped, not refused).
     pub fn new(config: Config, now: Instant) -> Self {
+        let config = config.within_bounds();
         Producer {
             rng: Rng::new(config.seed),
             partitioning: Partitioning::default(),
@@ -300,7 +304,9 @@ impl<T> Producer<T> {
     /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
     /// they are committed for `group` if and only if the transaction commits. Completes with
     /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
-    /// sent meanwhile, but no other operation starts before it completes.
+    /// sent meanwhile, but no other operation starts before it completes. Refused, with
+    /// nothing sent, with [`crate::TransactionError::InvalidOffsets`] when a name or the
+    /// metadata cannot go in its request (too long, or a topic name outside Kafka's rules).
     pub fn send_offsets_to_transaction(
         &mut self,
         now: Instant,
@@ -308,6 +314,8 @@ impl<T> Producer<T> {
         group: crate::ConsumerGroupMetadata,
     ) -> Result<(), crate::TransactionError> {
         self.touch(now);
+        crate::transaction::InvalidOffsets::check(&offsets, &group)
+            .map_err(crate::TransactionError::InvalidOffsets)?;
         self.start_send_offsets(offsets, group)
     }
 
@@ -429,7 +437,9 @@ impl<T> Producer<T> {
 
     /// The application's answer to [`Output::TokenRequest`]: an OAUTHBEARER token (valid for
     /// its `lifetime` from `now`), or why there is none. Connections waiting for it go on
-    /// authenticating, or fail.
+    /// authenticating, or fail. Call it for every answer, also one that comes after
+    /// `token_timeout` (the connections that waited have failed by then): the token is kept
+    /// for the next connections.
     pub fn handle_token(&mut self, now: Instant, token: Result<crate::OAuthToken, String>) {
         self.touch(now);
         self.token_arrived(token);
@@ -498,6 +508,7 @@ impl<T> Producer<T> {
             TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => self.expire_holding(topic),
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
+            TimerKind::TokenRequest => self.token_request_expired(),
         }
     }
 

@@ -63,6 +63,15 @@ pub(crate) fn zigzag64(v: i64) -> u64 {
 ///
 /// `flexible` arguments select the compact encodings of flexible API versions (KIP-482):
 /// unsigned-varint `length + 1` prefixes, 0 meaning null.
+///
+/// # Lengths never wrap
+/// A string, bytes or array whose length does not fit its prefix (INT16 for a STRING, INT32
+/// for BYTES and ARRAY, `u32::MAX - 1` for the compact forms) is never written with a wrapped
+/// length, which would make the bytes after it read as other fields: the writers panic
+/// instead. The producer bounds every length before it reaches them (`client.id`,
+/// `transactional.id` and SASL credentials when its configuration is built, topic names and
+/// record sizes at `send`, OAUTHBEARER tokens when handed over), so the panic marks a bug, not
+/// an input.
 pub trait Put {
     /// INT8.
     fn put_i8(&mut self, v: i8);
@@ -167,11 +176,7 @@ impl Put for Vec<u8> {
         }
     }
     fn put_bytes(&mut self, flexible: bool, b: &[u8]) {
-        if flexible {
-            self.put_uvarint(b.len() as u32 + 1);
-        } else {
-            self.put_i32(b.len() as i32);
-        }
+        self.put_wide_prefix(flexible, b.len());
         self.extend_from_slice(b);
     }
     fn put_nullable_bytes(&mut self, flexible: bool, b: Option<&[u8]>) {
@@ -182,11 +187,7 @@ impl Put for Vec<u8> {
         }
     }
     fn put_array_len(&mut self, flexible: bool, n: usize) {
-        if flexible {
-            self.put_uvarint(n as u32 + 1);
-        } else {
-            self.put_i32(n as i32);
-        }
+        self.put_wide_prefix(flexible, n);
     }
     fn put_nullable_array_len(&mut self, flexible: bool, n: Option<usize>) {
         match n {
@@ -203,19 +204,86 @@ impl Put for Vec<u8> {
     }
 }
 
-/// String length prefixes (INT16 or compact), shared by the string writers.
-trait PutStringPrefix {
+/// Length prefixes, shared by the writers: INT16 (strings) or INT32 (bytes, arrays), or the
+/// compact `length + 1`. Each checks that the length fits (see [`Put`]: never wrapped).
+trait PutLengthPrefix {
     fn put_bytes_prefix(&mut self, flexible: bool, len: usize);
+    fn put_wide_prefix(&mut self, flexible: bool, len: usize);
+    fn put_compact_prefix(&mut self, len: usize);
 }
 
-impl PutStringPrefix for Vec<u8> {
+impl PutLengthPrefix for Vec<u8> {
     #[inline]
     fn put_bytes_prefix(&mut self, flexible: bool, len: usize) {
         if flexible {
-            self.put_uvarint(len as u32 + 1);
+            self.put_compact_prefix(len);
         } else {
-            self.put_i16(len as i16);
+            let len = i16::try_from(len)
+                .unwrap_or_else(|_| panic!("a string of {len} bytes does not fit INT16"));
+            self.put_i16(len);
         }
+    }
+
+    #[inline]
+    fn put_wide_prefix(&mut self, flexible: bool, len: usize) {
+        if flexible {
+            self.put_compact_prefix(len);
+        } else {
+            let len = i32::try_from(len)
+                .unwrap_or_else(|_| panic!("a length of {len} does not fit INT32"));
+            self.put_i32(len);
+        }
+    }
+
+    #[inline]
+    fn put_compact_prefix(&mut self, len: usize) {
+        let len = u32::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(1))
+            .unwrap_or_else(|| panic!("a length of {len} does not fit UNSIGNED_VARINT"));
+        self.put_uvarint(len);
+    }
+}
+
+/// The writers' length prefixes at their limits, and past them (see [`Put`]).
+#[cfg(test)]
+mod put_length_tests {
+    use super::*;
+
+    #[test]
+    fn a_string_of_i16_max_bytes_has_its_exact_prefix() {
+        let s = "s".repeat(i16::MAX as usize);
+        let mut buf = Vec::new();
+        buf.put_string(false, &s);
+        assert_eq!(&buf[..2], &i16::MAX.to_be_bytes());
+        assert_eq!(buf.len(), 2 + s.len());
+        let mut compact = Vec::new();
+        compact.put_string(true, &s);
+        assert_eq!(compact.len(), uvarint_len(i16::MAX as u32 + 1) + s.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_string_one_byte_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_string(false, &"s".repeat(i16::MAX as usize + 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_nullable_string_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_nullable_string(false, Some(&"s".repeat(1 << 16)));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT32")]
+    fn an_array_too_long_for_int32_is_never_wrapped() {
+        Vec::new().put_array_len(false, i32::MAX as usize + 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit UNSIGNED_VARINT")]
+    fn a_compact_length_too_long_for_u32_is_never_wrapped() {
+        Vec::new().put_array_len(true, u32::MAX as usize);
     }
 }
 
