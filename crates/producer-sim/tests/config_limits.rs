@@ -22,6 +22,7 @@ fn every_duration_and_size_at_its_limit_still_delivers() {
             .reconnect_backoff(max)
             .reconnect_backoff_max(max)
             .metadata_max_age(max)
+            .metadata_max_idle(max)
             .rebootstrap_trigger(max)
             .max_block(max)
             .partitioner_availability_timeout(max)
@@ -43,7 +44,9 @@ fn every_duration_and_size_at_its_limit_still_delivers() {
     check_run(&h, &sent, TOPICS, true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
     // Months of virtual time (three times the longest duration) with timers armed at their
-    // limits: nothing overflows.
+    // limits: nothing overflows. (The topics are forgotten meanwhile, idle past
+    // `metadata.max.idle.ms`: "orders" comes back as a new topic, whose metadata is asked at
+    // once whatever the retry backoff.)
     h.run_for(max * 3);
     let sent_later = send_many(&mut h, &["orders"], 2000, 10, false);
     assert!(h.flush(secs(60)));

@@ -128,6 +128,14 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
+    /// Asks for metadata for a topic the producer has not used yet: at once (the rate limit
+    /// and backoff are for refreshes of what is known; Java's `requestUpdateForNewTopics`
+    /// does the same), still one request in flight at a time.
+    pub(super) fn request_metadata_for_new_topic(&mut self) {
+        self.metadata.next_allowed = self.metadata.next_allowed.min(self.now);
+        self.request_metadata();
+    }
+
     /// A refresh is now outstanding: the rebootstrap trigger starts counting, if it was not.
     fn note_metadata_outstanding(&mut self) {
         if self.metadata.unanswered_since.is_none() {

@@ -85,7 +85,7 @@ impl<T> Producer<T> {
         }
         let (topic, new) = self.topics.id_of(&record.topic, self.now);
         if new {
-            self.request_metadata();
+            self.request_metadata_for_new_topic();
         }
         let t = self.topics.get(topic);
         let known = t.known;
