@@ -171,3 +171,46 @@ fn only_the_retry_table_maps_an_error_code_to_an_action() {
         decisions.join("\n")
     );
 }
+
+/// The state machine chooses what to send; the codec writes how: outside `protocol/` and
+/// `record/` (and the SASL mechanisms' own messages in `sasl/`), no module writes or reads a
+/// byte layout (no `Put` writer, no big-endian conversions).
+#[test]
+fn the_state_machine_holds_no_byte_layout() {
+    let forbidden = [
+        "to_be_bytes",
+        "from_be_bytes",
+        "primitives::Put",
+        ".put_i",
+        ".put_u",
+        ".put_string",
+        ".put_nullable",
+        ".put_array_len",
+        ".put_empty_tags",
+    ];
+    let exempt = ["protocol", "record", "sasl"];
+    let mut checked = 0;
+    for file in sources(&src()) {
+        let rel = file
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if exempt.iter().any(|d| rel.starts_with(d)) {
+            continue;
+        }
+        let text = non_test_source(&file);
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for f in forbidden {
+                assert!(
+                    !code.contains(f),
+                    "{rel}:{}: byte layout outside the codec (`{f}`)",
+                    n + 1
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} files checked");
+}

@@ -7,6 +7,7 @@ mod by_hand;
 
 use std::time::Instant;
 
+use by_hand::Scripted;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ProduceRequest};
 use kafka_protocol::protocol::Decodable;
@@ -15,7 +16,6 @@ use producer_core::{
     check_topic_name, Acks, Config, ConfigError, InvalidTopicName, Producer, Record,
     SendErrorReason, MAX_TOPIC_NAME_LEN,
 };
-use by_hand::Scripted;
 
 fn scripted(config: Config) -> Scripted {
     let t0 = Instant::now();

@@ -7,13 +7,13 @@ mod by_hand;
 
 use std::time::{Duration, Instant};
 
+use by_hand::Scripted;
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse};
 use kafka_protocol::protocol::Decodable;
 use producer_core::{
     Acks, Config, Event, Mechanism, OAuthToken, Producer, Record, SaslConfig, SecurityProtocol,
     TlsConfig,
 };
-use by_hand::Scripted;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "hunter2-plain-password";

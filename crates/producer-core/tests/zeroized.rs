@@ -12,11 +12,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use by_hand::Scripted;
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse};
 use producer_core::{
     Acks, Config, OAuthToken, Producer, Record, SaslConfig, SecurityProtocol, TlsConfig,
 };
-use by_hand::Scripted;
 
 /// The secret the test looks for in freed memory.
 const MARKER: &str = "Zq8-marker-credential-7Yx";

@@ -4,7 +4,7 @@
 //! connections, and reconnect backoff.
 
 use crate::connection::{ConnState, InFlightRequest, RequestKind, Versions};
-use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::api_versions::{peek_error_code, ApiVersionsRequest, ApiVersionsResponse};
 use crate::protocol::header::peek_correlation_id;
 use crate::protocol::produce::ProduceResponse;
 use crate::protocol::{encode_request, parse_response_header, ApiKey, RequestHeader};
@@ -16,25 +16,12 @@ use crate::brokers::FailureOutcome;
 use crate::classify::{decide, Action, Request};
 use crate::config::MetadataRecovery;
 use crate::types::{ConnId, ConnectionError, Event, Output, RebootstrapReason, WireBytes};
-use crate::ErrorCode;
 
 use super::Producer;
 
 /// The ApiVersions version asked first (the highest this crate speaks); a broker that refuses
 /// it is asked again at the highest version it offers (or v0).
 const API_VERSIONS_FIRST: i16 = ApiKey::ApiVersions.supported_versions().1;
-
-/// Whether a refused frame size is the start of a TLS record: content type 20-23 (change
-/// cipher spec, alert, handshake, application data), then protocol version 3.x.
-fn looks_like_tls_record(e: crate::protocol::frame::FrameError) -> bool {
-    match e {
-        crate::protocol::frame::FrameError::TooLarge { size, .. } => {
-            let bytes = (size as u32).to_be_bytes();
-            (20..=23).contains(&bytes[0]) && bytes[1] == 3 && bytes[2] <= 4
-        }
-        _ => false,
-    }
-}
 
 impl<T> Producer<T> {
     /// Opens a new connection for a broker slot: the driver is told to connect, and the attempt
@@ -136,12 +123,9 @@ impl<T> Producer<T> {
             Ok(parsed) => parsed,
             Err(_)
                 if version > 0
-                    && body.len() >= 2
-                    && decide(
-                        Request::ApiVersions,
-                        ErrorCode(i16::from_be_bytes([body[0], body[1]])),
-                        self.mode(),
-                    ) == Action::Downgrade =>
+                    && peek_error_code(body).is_some_and(|code| {
+                        decide(Request::ApiVersions, code, self.mode()) == Action::Downgrade
+                    }) =>
             {
                 // A refusal we cannot read further (librdkafka's mock answers a v3 request with
                 // a body that is neither v0 nor v3): the error code alone says to retry with v0.
@@ -222,7 +206,7 @@ impl<T> Producer<T> {
                     self.stats.malformed_responses += 1;
                     if !self.config.security_protocol.uses_tls()
                         && c.state == ConnState::Negotiating
-                        && looks_like_tls_record(e)
+                        && e.looks_like_tls_record()
                     {
                         self.authentication_failed(conn, crate::AuthError::BrokerExpectsTls);
                         return;

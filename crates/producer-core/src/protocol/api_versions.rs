@@ -137,6 +137,16 @@ impl ApiVersionsResponse {
     }
 }
 
+/// The error code an ApiVersions answer starts with, read alone: for a refusal whose body is
+/// not in the version asked (librdkafka's mock answers a v3 request with a body that is neither
+/// v0 nor v3), where that code is all there is to go on. `None` for a body too short.
+pub fn peek_error_code(body: &[u8]) -> Option<ErrorCode> {
+    Some(ErrorCode(i16::from_be_bytes([
+        *body.first()?,
+        *body.get(1)?,
+    ])))
+}
+
 fn api_version(i: &[u8], flexible: bool) -> PResult<'_, ApiVersionRange> {
     let (i, api_key) = field("ApiKey", int16)(i)?;
     let (i, min_version) = field("MinVersion", int16)(i)?;

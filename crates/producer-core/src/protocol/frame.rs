@@ -20,6 +20,21 @@ pub enum FrameError {
     NegativeSize(i32),
 }
 
+impl FrameError {
+    /// Whether the refused size prefix is the start of a TLS record instead (content type
+    /// 20-23: change cipher spec, alert, handshake, application data; then protocol version
+    /// 3.x): a TLS listener answering a plaintext client.
+    pub fn looks_like_tls_record(&self) -> bool {
+        match *self {
+            FrameError::TooLarge { size, .. } => {
+                let bytes = (size as u32).to_be_bytes();
+                (20..=23).contains(&bytes[0]) && bytes[1] == 3 && bytes[2] <= 4
+            }
+            FrameError::NegativeSize(_) => false,
+        }
+    }
+}
+
 /// Reassembles size-prefixed frames from bytes arriving in any chunking.
 ///
 /// Feed it with [`FrameDecoder::push`] whenever bytes are read, then call

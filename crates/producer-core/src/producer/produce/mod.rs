@@ -14,9 +14,9 @@ use std::time::Instant;
 use crate::batch::BatchRef;
 use crate::classify::{decide, Action, LeaderHint, Request};
 use crate::connection::{InFlightRequest, RequestKind};
-use crate::protocol::primitives::Put;
 use crate::protocol::produce::{
-    PartitionProduceResponse, ProduceRequestWriter, ProduceResponse, FIRST_VERSION_BY_TOPIC_ID,
+    encode_spliced_frame, PartitionProduceResponse, ProduceResponse, SplicedTopic,
+    FIRST_VERSION_BY_TOPIC_ID,
 };
 use crate::protocol::{ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
@@ -225,72 +225,44 @@ impl<T> Producer<T> {
             .request_timeout
             .as_millis()
             .min(i32::MAX as u128) as i32;
-        // The batches go out as they are, each a piece of the request of its own (shared
-        // with the batch, not copied): the request's own bytes are written around them.
-        let mut record_sets: Vec<Option<Bytes>> = chosen
-            .iter()
-            .map(|b| {
-                let pq = self.topics.partition_mut(b.topic, b.partition);
-                pq.find(b.id).map(|idx| pq.batch_mut(idx).share_bytes())
-            })
-            .collect();
         let header = RequestHeader {
             api_key: ApiKey::Produce,
             api_version: version,
             correlation_id,
             client_id: Some(&self.config.client_id),
         };
-        let topics = &self.topics;
-        let transactional_id = self.txn.as_ref().map(|t| t.id());
-        let mut buf = Vec::with_capacity(64 + 32 * chosen.len());
-        // Where each batch goes in `buf`, in order.
-        let mut splices: Vec<(usize, Bytes)> = Vec::with_capacity(chosen.len());
-        buf.put_i32(0); // the frame's size, set below
-        header.encode(&mut buf);
-        let topic_count = 1 + chosen
-            .windows(2)
-            .filter(|w| w[0].topic != w[1].topic)
-            .count();
-        let mut w = ProduceRequestWriter::begin(
-            &mut buf,
-            version,
-            transactional_id,
-            acks,
-            timeout_ms,
-            topic_count,
-        );
+        // The chosen batches, grouped by topic (sorted above); each goes out as it is, shared
+        // with the batch, not copied.
+        let record_sets: Vec<(i32, Option<Bytes>)> = chosen
+            .iter()
+            .map(|b| {
+                let pq = self.topics.partition_mut(b.topic, b.partition);
+                let set = pq.find(b.id).map(|idx| pq.batch_mut(idx).share_bytes());
+                (b.partition as i32, set)
+            })
+            .collect();
+        let mut topics: Vec<SplicedTopic<'_>> = Vec::new();
         let mut i = 0;
         while i < chosen.len() {
             let t = chosen[i].topic;
-            let j = chosen[i..]
-                .iter()
-                .position(|c| c.topic != t)
-                .map_or(chosen.len(), |k| i + k);
-            let topic = topics.get(t);
-            w.topic(&mut buf, &topic.name, topic.topic_id, j - i);
-            for (b, set) in chosen[i..j].iter().zip(&mut record_sets[i..j]) {
-                match set.take() {
-                    Some(set) => {
-                        let at = w.partition_spliced(&mut buf, b.partition as i32, set.len());
-                        splices.push((at, set));
-                    }
-                    None => w.partition(&mut buf, b.partition as i32, None),
-                }
-            }
-            i = j;
+            let n = chosen[i..].iter().take_while(|c| c.topic == t).count();
+            let topic = self.topics.get(t);
+            topics.push(SplicedTopic {
+                name: &topic.name,
+                topic_id: topic.topic_id,
+                partitions: n,
+            });
+            i += n;
         }
-        w.finish(&mut buf);
-        let frame_size = buf.len() - 4 + splices.iter().map(|(_, s)| s.len()).sum::<usize>();
-        buf[..4].copy_from_slice(&(frame_size as i32).to_be_bytes());
-        let own = Bytes::from(buf);
-        let mut pieces = Vec::with_capacity(2 * splices.len() + 1);
-        let mut from = 0;
-        for (at, set) in splices {
-            pieces.push(own.slice(from..at));
-            pieces.push(set);
-            from = at;
-        }
-        pieces.push(own.slice(from..));
+        let transactional_id = self.txn.as_ref().map(|t| t.id());
+        let pieces = encode_spliced_frame(
+            &header,
+            transactional_id,
+            acks,
+            timeout_ms,
+            &topics,
+            record_sets,
+        );
         self.stats.produce_requests += 1;
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;

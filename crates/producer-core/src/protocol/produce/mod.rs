@@ -16,6 +16,7 @@ use super::primitives::{
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::ErrorCode;
+use bytes::Bytes;
 
 // ---------------------------------------------------------------------------------------------
 // Request
@@ -191,6 +192,80 @@ impl ProduceRequestWriter {
         );
         buf.put_empty_tags(self.flexible);
     }
+}
+
+/// One topic of a request written by [`encode_spliced_frame`]: its name (written before v13) or
+/// its id (from v13), and how many of the partitions handed over with it are its.
+#[derive(Debug, Clone, Copy)]
+pub struct SplicedTopic<'a> {
+    /// The topic's name.
+    pub name: &'a str,
+    /// The topic's id from Metadata (needed from v13).
+    pub topic_id: [u8; 16],
+    /// How many of the partitions that follow belong to this topic (at least one).
+    pub partitions: usize,
+}
+
+/// One whole Produce request frame (its size prefix, `header`, the body) in pieces, for a
+/// vectored write: the request's own bytes, with each partition's record set (one record
+/// batch, or `None` for a null record set) as a piece of its own, shared rather than copied.
+/// `partitions` are `(index, records)` of every topic in `topics`' order, each topic's
+/// `partitions` of them in turn. Send the pieces in order; their lengths add up to the frame.
+///
+/// Call it once per request, when the batches it carries are chosen: the caller decides what
+/// goes in a request, this writes its byte layout.
+#[must_use = "the pieces are the request"]
+pub fn encode_spliced_frame(
+    header: &super::RequestHeader<'_>,
+    transactional_id: Option<&str>,
+    acks: i16,
+    timeout_ms: i32,
+    topics: &[SplicedTopic<'_>],
+    partitions: impl IntoIterator<Item = (i32, Option<Bytes>)>,
+) -> Vec<Bytes> {
+    let mut buf = Vec::with_capacity(64 + 32 * topics.len());
+    // Where each record set goes in `buf`, in order.
+    let mut splices: Vec<(usize, Bytes)> = Vec::new();
+    buf.put_i32(0); // the frame's size, set below
+    header.encode(&mut buf);
+    let mut w = ProduceRequestWriter::begin(
+        &mut buf,
+        header.api_version,
+        transactional_id,
+        acks,
+        timeout_ms,
+        topics.len(),
+    );
+    let mut partitions = partitions.into_iter();
+    for topic in topics {
+        w.topic(&mut buf, topic.name, topic.topic_id, topic.partitions);
+        for (index, records) in partitions.by_ref().take(topic.partitions) {
+            match records {
+                Some(set) => {
+                    let at = w.partition_spliced(&mut buf, index, set.len());
+                    splices.push((at, set));
+                }
+                None => w.partition(&mut buf, index, None),
+            }
+        }
+    }
+    w.finish(&mut buf);
+    let frame_size = buf.len() - 4 + splices.iter().map(|(_, s)| s.len()).sum::<usize>();
+    debug_assert!(
+        i32::try_from(frame_size).is_ok(),
+        "a request past i32::MAX bytes"
+    );
+    buf[..4].copy_from_slice(&(frame_size as i32).to_be_bytes());
+    let own = Bytes::from(buf);
+    let mut pieces = Vec::with_capacity(2 * splices.len() + 1);
+    let mut from = 0;
+    for (at, set) in splices {
+        pieces.push(own.slice(from..at));
+        pieces.push(set);
+        from = at;
+    }
+    pieces.push(own.slice(from..));
+    pieces
 }
 
 /// A Produce request body in struct form, for tests and callers that already hold every
