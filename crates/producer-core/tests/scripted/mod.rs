@@ -43,10 +43,13 @@ impl Request {
     }
 }
 
+/// Writes a response body at a version.
+type Encoder = Box<dyn FnOnce(&mut BytesMut, i16)>;
+
 /// What the script answers to a request.
 pub enum Answer {
     /// This response (encoded by kafka-protocol at the request's version).
-    Encode(Box<dyn FnOnce(&mut BytesMut, i16)>),
+    Encode(Encoder),
     /// No answer (the request stays in flight).
     Nothing,
 }
