@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::buffer::BufferPool;
 use crate::record::{
     BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
 };
@@ -89,25 +90,14 @@ pub(crate) struct OpenBatch<T> {
 }
 
 impl<T> OpenBatch<T> {
-    /// Most records a new batch reserves room for up front.
-    const MAX_RESERVED_RECORDS: usize = 1024;
-
-    /// An empty batch writing into `buf` (from [`crate::buffer::BufferPool::take`], sized for
-    /// `batch_size`, so appending never regrows it: a batch closes before a record would take it
-    /// past `batch_size`, unless that record is alone). `record_size` (the first record's
-    /// encoded size) estimates how many records fit.
-    pub(crate) fn new(
-        id: u64,
-        buf: Vec<u8>,
-        batch_size: usize,
-        record_size: usize,
-        created: Instant,
-    ) -> Self {
-        let records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+    /// An empty batch writing into `buf`, from [`BufferPool::take`] with room for the batch
+    /// header and its first record: the buffer and the list of report entries grow with what
+    /// the batch holds (see [`OpenBatch::try_append`]), never to `batch_size` up front.
+    pub(crate) fn new(id: u64, buf: Vec<u8>, created: Instant) -> Self {
         OpenBatch {
             id,
             builder: BatchBuilder::with_buffer(buf),
-            records: Vec::with_capacity(records),
+            records: Vec::new(),
             charged: 0,
             created,
         }
@@ -132,13 +122,21 @@ impl<T> OpenBatch<T> {
     /// Appends a record if it fits in `batch_size` (a record always fits an empty batch): its
     /// bytes go into the batch, its report entry and buffer charge with them. `payload` is the
     /// record's [`BatchBuilder::payload_size`]. A record that does not fit comes back.
+    ///
+    /// The batch's buffer grows with what it holds: when the record does not fit in it, the
+    /// batch moves to a buffer of `pool` at least twice as large (see
+    /// [`BufferPool::take_larger`]) and gives the old one to `pool`.
     #[inline(always)]
     pub(crate) fn try_append(
         &mut self,
         batch_size: usize,
         record: Unrouted<T>,
         payload: usize,
+        pool: &mut BufferPool,
     ) -> Result<(), Unrouted<T>> {
+        if !self.builder.fits_without_growing(payload) {
+            self.make_room(batch_size, record.timestamp.unwrap_or(-1), payload, pool);
+        }
         let appended = self.builder.try_append_with_payload(
             batch_size,
             record.timestamp.unwrap_or(-1),
@@ -160,6 +158,38 @@ impl<T> OpenBatch<T> {
         Ok(())
     }
 
+    /// Moves the batch to a larger buffer of `pool` if its next record (`timestamp`,
+    /// `payload`) will be appended and does not fit in the one it has.
+    #[cold]
+    #[inline(never)]
+    fn make_room(
+        &mut self,
+        batch_size: usize,
+        timestamp: i64,
+        payload: usize,
+        pool: &mut BufferPool,
+    ) {
+        let needed = self.builder.size_with_payload(timestamp, payload);
+        let refused = !self.builder.is_empty() && needed > batch_size;
+        if needed <= self.builder.capacity() || refused {
+            return;
+        }
+        let larger = pool.take_larger(self.builder.capacity(), needed);
+        pool.keep(self.builder.move_to(larger));
+    }
+
+    /// Bytes the batch's buffer and its list of report entries hold, used or not.
+    #[cfg(test)]
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.builder.capacity() + self.records.capacity() * std::mem::size_of::<Pending<T>>()
+    }
+
+    /// Bytes the batch's records and header use in its buffer and list of report entries.
+    #[cfg(test)]
+    pub(crate) fn used_bytes(&self) -> usize {
+        self.builder.size_in_bytes() + self.records.len() * std::mem::size_of::<Pending<T>>()
+    }
+
     /// Encodes the batch for sending (compressing it once) as batch `id` of its partition; the
     /// second value is the uncompressed buffer, free for reuse, when compression made a new one.
     /// When compression fails, the records come back to be reported with the error.
@@ -172,10 +202,14 @@ impl<T> OpenBatch<T> {
         let OpenBatch {
             id,
             builder,
-            records,
+            mut records,
             charged,
             created,
         } = self;
+        // The list waits for the batch's answer: holding what it needs, as the bytes do.
+        if records.capacity() - records.len() > records.len() / 4 {
+            records.shrink_to_fit();
+        }
         match builder.seal_or_keep(compression) {
             Ok((mut sealed, spare)) => {
                 if transactional {
@@ -482,5 +516,110 @@ impl RecordFailures {
     /// The errors in index order, to walk alongside the batch's records.
     pub(crate) fn into_sorted(self) -> std::vec::IntoIter<(usize, ProduceError)> {
         self.errors.into_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::record::RECORD_BATCH_OVERHEAD;
+
+    fn record(i: usize, value: usize) -> Unrouted<usize> {
+        let value = Bytes::from(vec![i as u8; value]);
+        Unrouted {
+            opaque: i,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(value),
+            headers: Vec::new(),
+            timestamp: Some(1_000 + i as i64),
+            explicit_partition: false,
+            size: 0,
+        }
+    }
+
+    /// An open batch's buffer and list of report entries grow with what it holds, up to a
+    /// `batch_size` of 1 MiB: after every append each is at most twice what it uses (or the
+    /// smallest buffer, or four entries), never `batch_size` up front; the records come back
+    /// intact after every move to a larger buffer.
+    #[test]
+    fn an_open_batch_holds_at_most_twice_its_bytes_not_batch_size() {
+        const BATCH_SIZE: usize = 1 << 20;
+        let config = Config::builder([("k", 9092)])
+            .batch_size(BATCH_SIZE)
+            .build()
+            .unwrap();
+        let mut pool = BufferPool::new(&config);
+        let first = record(0, 100);
+        let payload = first.payload_size();
+        let buf = pool
+            .take(RECORD_BATCH_OVERHEAD + BatchBuilder::record_size_with_payload(0, 0, payload));
+        let mut open = OpenBatch::new(0, buf, Instant::now());
+        let mut appended = 0;
+        let mut next = Some(first);
+        while let Some(r) = next.take() {
+            let payload = r.payload_size();
+            if open.try_append(BATCH_SIZE, r, payload, &mut pool).is_err() {
+                break;
+            }
+            appended += 1;
+            let bytes = open.builder.size_in_bytes();
+            assert!(
+                open.builder.capacity() <= (2 * bytes).max(BufferPool::MIN_CAPACITY),
+                "{appended} records: {bytes} bytes in a buffer of {}",
+                open.builder.capacity()
+            );
+            assert!(
+                open.records.capacity() <= (2 * open.records.len()).max(4),
+                "{appended} records: {} entries of room",
+                open.records.capacity()
+            );
+            assert!(open.capacity_bytes() <= 2 * open.used_bytes() + BufferPool::MIN_CAPACITY);
+            next = Some(record(appended, 100));
+        }
+        assert!(
+            appended > 8000,
+            "the batch filled up to batch_size: {appended}"
+        );
+        assert!(open.size_in_bytes() <= BATCH_SIZE);
+        let records = open.into_unreported().decoded.unwrap();
+        assert_eq!(records.len(), appended);
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.key.as_deref(), Some(format!("key-{i}").as_bytes()));
+            assert_eq!(r.value.as_deref(), Some(&vec![i as u8; 100][..]));
+            assert_eq!(r.timestamp, 1_000 + i as i64);
+        }
+    }
+
+    /// A batch closed before it filled (its linger, a flush) keeps what it needs while it
+    /// waits for its answer: its buffer and entries are trimmed when it is sealed.
+    #[test]
+    fn a_batch_sealed_half_full_is_trimmed_to_what_it_holds() {
+        let config = Config::builder([("k", 9092)]).build().unwrap();
+        let mut pool = BufferPool::new(&config);
+        let mut open = OpenBatch::new(0, pool.take(4096), Instant::now());
+        for i in 0..5 {
+            let r = record(i, 100);
+            let payload = r.payload_size();
+            open.try_append(config.batch_size, r, payload, &mut pool)
+                .unwrap();
+        }
+        let used = open.size_in_bytes();
+        assert_eq!(open.builder.capacity(), 4096);
+        let (batch, spare) = open.seal(Compression::None, false).unwrap();
+        assert!(spare.is_none());
+        assert_eq!(batch.len_bytes(), used);
+        let (sealed, records, _) = batch.into_split_parts();
+        assert!(records.capacity() <= records.len() + records.len() / 4);
+        let buf = sealed.into_buffer();
+        assert!(
+            buf.capacity() <= used + used / 4,
+            "{} for {used}",
+            buf.capacity()
+        );
     }
 }

@@ -45,36 +45,192 @@ impl BufferUse {
     }
 }
 
-/// Batch buffers of finished batches, kept for new batches: a steady stream of batches then
-/// allocates (and page-faults) nothing. Holds at most [`BufferPool::MAX_BYTES`] of buffers.
-#[derive(Debug, Default)]
+/// Batch buffers no longer used, kept for new batches and for open batches that grow: a steady
+/// stream of batches then allocates (and page-faults) nothing.
+///
+/// A batch buffer grows with what its batch holds: a new batch gets the smallest buffer its
+/// first record fits in, and a batch whose next record does not fit moves to a buffer twice
+/// as large ([`BufferPool::grow`]). So an open batch never holds more than twice its bytes
+/// (and at least [`BufferPool::MIN_CAPACITY`]), however large `batch_size` is: many
+/// partitions with a record or two each cost what those records take, not `batch_size` each.
+///
+/// Buffers are kept by size class: powers of two from [`BufferPool::MIN_CAPACITY`] to the
+/// smallest one that holds `batch_size` bytes. A buffer of another size (an outsized record
+/// alone in its batch, a compressed batch, a batch trimmed when it was sealed) is freed when
+/// given back. At most a sixteenth of `buffer_memory` of buffers is kept in all, and never more
+/// than [`BufferPool::MAX_BYTES`]: the fixed part of what the producer holds beyond the records
+/// it counts against `buffer_memory`.
+#[derive(Debug)]
 pub(crate) struct BufferPool {
-    free: Vec<Vec<u8>>,
+    /// Free buffers by class: `free[k]` holds buffers of capacity `MIN_CAPACITY << k`.
+    free: Vec<Vec<Vec<u8>>>,
+    /// Bytes of buffers in `free`.
+    bytes: usize,
+    /// Most bytes kept.
+    max_bytes: usize,
+    /// The largest class: the smallest power of two of at least `batch_size` bytes.
+    top: usize,
 }
 
 impl BufferPool {
-    /// Most bytes of buffers kept.
+    /// The smallest buffer a batch gets: the 61-byte batch header and a few small records.
+    pub(crate) const MIN_CAPACITY: usize = 128;
+
+    /// The most bytes of free buffers kept, whatever `buffer_memory` is.
     const MAX_BYTES: usize = 4 << 20;
 
-    /// The capacity a batch buffer needs for batches of `batch_size` bytes.
-    fn capacity_for(batch_size: usize) -> usize {
-        batch_size.max(RECORD_BATCH_OVERHEAD)
-    }
-
-    /// A buffer for a new batch of `batch_size` bytes: a kept one, or a new one.
-    pub(crate) fn take(&mut self, batch_size: usize) -> Vec<u8> {
-        self.free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(Self::capacity_for(batch_size)))
-    }
-
-    /// Keeps a buffer no longer needed if it suits batches of `batch_size` bytes (not smaller,
-    /// nor much larger after an outsized record) and the pool has room.
-    pub(crate) fn give(&mut self, buf: Vec<u8>, batch_size: usize) {
-        let want = Self::capacity_for(batch_size);
-        let fits = buf.capacity() >= want && buf.capacity() <= 2 * want;
-        if fits && (self.free.len() + 1) * want <= Self::MAX_BYTES {
-            self.free.push(buf);
+    /// A pool for batches of `batch_size` bytes that keeps a sixteenth of `buffer_memory` at
+    /// most, and never more than [`BufferPool::MAX_BYTES`].
+    pub(crate) fn new(config: &Config) -> Self {
+        let top = Self::class_of(config.batch_size.max(RECORD_BATCH_OVERHEAD));
+        let max_bytes = (config.buffer_memory / 16).min(Self::MAX_BYTES);
+        let classes = (top / Self::MIN_CAPACITY).trailing_zeros() as usize + 1;
+        BufferPool {
+            free: (0..classes).map(|_| Vec::new()).collect(),
+            bytes: 0,
+            max_bytes,
+            top,
         }
+    }
+
+    /// The capacity of the class that holds `bytes`: the smallest power of two of at least
+    /// `bytes` and [`BufferPool::MIN_CAPACITY`] (saturating at the largest power of two).
+    fn class_of(bytes: usize) -> usize {
+        bytes
+            .max(Self::MIN_CAPACITY)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << (usize::BITS - 1))
+    }
+
+    /// The index in `free` of a class capacity.
+    fn index_of(class: usize) -> usize {
+        (class / Self::MIN_CAPACITY).trailing_zeros() as usize
+    }
+
+    /// An empty buffer for at least `needed` bytes, no more than twice that (and at least
+    /// [`BufferPool::MIN_CAPACITY`]): a kept one, or a new one. A buffer for more than the
+    /// largest class (an outsized record alone in its batch) is allocated to the byte.
+    pub(crate) fn take(&mut self, needed: usize) -> Vec<u8> {
+        if needed > self.top {
+            return Vec::with_capacity(needed);
+        }
+        let class = Self::class_of(needed);
+        match self.free[Self::index_of(class)].pop() {
+            Some(buf) => {
+                self.bytes -= class;
+                buf
+            }
+            None => Vec::with_capacity(class),
+        }
+    }
+
+    /// An empty buffer to move an open batch of `capacity` bytes to when its next record needs
+    /// `needed` bytes in all: at least twice as large (so a batch moves a few times on its way
+    /// to `batch_size`, not once per record), never past the largest class unless `needed`
+    /// is. Give the old buffer back once its bytes are moved.
+    pub(crate) fn take_larger(&mut self, capacity: usize, needed: usize) -> Vec<u8> {
+        let doubled = needed.max(capacity.saturating_mul(2));
+        self.take(if needed <= self.top {
+            doubled.min(self.top)
+        } else {
+            needed
+        })
+    }
+
+    /// Keeps a buffer no longer needed if it is of a class and the pool has room; frees it
+    /// otherwise. (`_batch_size`: the configured one, which the pool knows already.)
+    pub(crate) fn give(&mut self, buf: Vec<u8>, _batch_size: usize) {
+        self.keep(buf);
+    }
+
+    /// [`BufferPool::give`].
+    pub(crate) fn keep(&mut self, mut buf: Vec<u8>) {
+        let class = buf.capacity();
+        let of_a_class =
+            class >= Self::MIN_CAPACITY && class <= self.top && class.is_power_of_two();
+        if of_a_class && self.bytes + class <= self.max_bytes {
+            buf.clear();
+            self.bytes += class;
+            self.free[Self::index_of(class)].push(buf);
+        }
+    }
+
+    /// Bytes of the buffers kept.
+    #[cfg(test)]
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(batch_size: usize, buffer_memory: usize) -> BufferPool {
+        let config = Config::builder([("k", 9092)])
+            .batch_size(batch_size)
+            .buffer_memory(buffer_memory)
+            .max_request_size(buffer_memory.min(1 << 20))
+            .build()
+            .unwrap();
+        BufferPool::new(&config)
+    }
+
+    /// A buffer for `needed` bytes is the smallest power of two that holds them (at least
+    /// 128), so never more than twice what is needed; past the largest class (an outsized
+    /// record) it is exact.
+    #[test]
+    fn take_gives_the_smallest_class_that_holds_the_bytes() {
+        let mut p = pool(16 * 1024, 32 << 20);
+        for (needed, capacity) in [
+            (0, 128),
+            (61, 128),
+            (129, 256),
+            (5000, 8192),
+            (16 * 1024, 16 * 1024),
+            (16 * 1024 + 1, 16 * 1024 + 1),
+            (1 << 20, 1 << 20),
+        ] {
+            let buf = p.take(needed);
+            assert!(buf.is_empty());
+            assert_eq!(buf.capacity(), capacity, "for {needed} bytes");
+        }
+    }
+
+    /// Growing doubles (or takes what the record needs), and stops at the largest class
+    /// unless the record alone needs more.
+    #[test]
+    fn take_larger_doubles_up_to_the_largest_class() {
+        let mut p = pool(10_000, 32 << 20);
+        assert_eq!(p.take_larger(128, 130).capacity(), 256);
+        assert_eq!(p.take_larger(256, 3000).capacity(), 4096);
+        assert_eq!(p.take_larger(8192, 9000).capacity(), 16384);
+        assert_eq!(p.take_larger(16384, 20_000).capacity(), 20_000);
+    }
+
+    /// Buffers given back are reused by class, buffers of no class are freed, and the pool
+    /// keeps a sixteenth of `buffer_memory` at most.
+    #[test]
+    fn kept_buffers_are_reused_by_class_and_bounded() {
+        let mut p = pool(16 * 1024, 1 << 20);
+        let a = p.take(16 * 1024);
+        let ptr = a.as_ptr();
+        p.give(a, 16 * 1024);
+        assert_eq!(p.kept_bytes(), 16 * 1024);
+        let b = p.take(10_000);
+        assert_eq!(b.as_ptr(), ptr, "the kept buffer is reused");
+        assert_eq!(p.kept_bytes(), 0);
+        p.give(Vec::with_capacity(10_000), 16 * 1024);
+        p.give(Vec::with_capacity(64), 16 * 1024);
+        p.give(Vec::with_capacity(32 * 1024), 16 * 1024);
+        assert_eq!(p.kept_bytes(), 0, "buffers of no class are freed");
+        for _ in 0..100 {
+            p.give(Vec::with_capacity(16 * 1024), 16 * 1024);
+        }
+        assert_eq!(
+            p.kept_bytes(),
+            (1 << 20) / 16,
+            "a sixteenth of buffer_memory"
+        );
     }
 }

@@ -60,6 +60,10 @@ const LOG_OVERHEAD: usize = 12;
 /// The timestamp written when a batch has no records (Kafka's `NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
 
+/// The most bytes a record takes beyond its key, value and headers: its Length varint (5),
+/// attributes (1), TimestampDelta varlong (10) and OffsetDelta varint (5).
+const MAX_RECORD_FRAMING: usize = 5 + 1 + 10 + 5;
+
 /// A record header: a non-null UTF-8 key and a nullable byte value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Header {
@@ -379,6 +383,52 @@ impl BatchBuilder {
         self.buf.len()
     }
 
+    /// Bytes the batch's buffer holds, used or not.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Whether a record whose [`BatchBuilder::payload_size`] is `payload` surely fits in the
+    /// buffer without growing it: a cheap check before each append (it allows for the largest
+    /// framing a record can have), after which [`BatchBuilder::size_with_payload`] gives the
+    /// exact size when it fails.
+    #[inline(always)]
+    pub fn fits_without_growing(&self, payload: usize) -> bool {
+        self.buf.capacity() - self.buf.len() >= payload.saturating_add(MAX_RECORD_FRAMING)
+    }
+
+    /// The exact size the batch would have after appending a record with this timestamp and
+    /// [`BatchBuilder::payload_size`] (uncompressed, header included).
+    pub fn size_with_payload(&self, timestamp: i64, payload: usize) -> usize {
+        let (offset_delta, timestamp_delta) = if self.count == 0 {
+            (0, 0)
+        } else {
+            (
+                self.count as i32,
+                timestamp.wrapping_sub(self.base_timestamp),
+            )
+        };
+        self.buf
+            .len()
+            .saturating_add(Self::record_size_with_payload(
+                offset_delta,
+                timestamp_delta,
+                payload,
+            ))
+    }
+
+    /// Moves the batch's bytes into `buf` (emptied first; give it room for the batch and its
+    /// next record) and returns the buffer they were in, empty, for reuse. Call it to grow the
+    /// batch into a buffer of your choice before an append that would not fit
+    /// ([`BatchBuilder::fits_without_growing`]); an append without it grows the buffer itself.
+    pub fn move_to(&mut self, mut buf: Vec<u8>) -> Vec<u8> {
+        buf.clear();
+        buf.extend_from_slice(&self.buf);
+        let mut old = std::mem::replace(&mut self.buf, buf);
+        old.clear();
+        old
+    }
+
     /// The timestamp of the first record (the batch's base timestamp), `None` if empty.
     pub fn base_timestamp(&self) -> Option<i64> {
         (self.count > 0).then_some(self.base_timestamp)
@@ -440,7 +490,9 @@ impl BatchBuilder {
                 if i32::try_from(uncompressed_size - LOG_OVERHEAD).is_err() {
                     return Err((too_large(uncompressed_size), self));
                 }
-                (self.buf, None)
+                let mut buf = self.buf;
+                trim(&mut buf);
+                (buf, None)
             }
             codec => {
                 let records = &self.buf[RECORD_BATCH_OVERHEAD..];
@@ -452,6 +504,7 @@ impl BatchBuilder {
                 if i32::try_from(out.len() - LOG_OVERHEAD).is_err() {
                     return Err((too_large(out.len()), self));
                 }
+                trim(&mut out);
                 (out, Some(self.buf))
             }
         };
@@ -493,6 +546,16 @@ impl BatchBuilder {
         };
         sealed.write_producer_fields(-1, -1, -1);
         Ok((sealed, spare))
+    }
+}
+
+/// Gives back the unused part of a sealed batch's buffer when it is more than a quarter of
+/// what is used (a batch closed by its linger or a flush before it filled, a compressed one): a
+/// sealed batch waits for its answer holding what it needs, not what its buffer grew to.
+/// (glibc's allocator shrinks a buffer in place, without a copy.)
+fn trim(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() > buf.len() / 4 {
+        buf.shrink_to_fit();
     }
 }
 
