@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, FullSize};
 use crate::record::{
     BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::types::{ConnId, ProduceError};
 
@@ -87,19 +88,41 @@ pub(crate) struct OpenBatch<T> {
     /// Bytes its records count against `buffer_memory`.
     charged: usize,
     created: Instant,
+    /// Opened at full size: its share of the pool's budget for that, given back when the
+    /// batch is sealed or fails (dropped with it).
+    _full_size: Option<FullSize>,
 }
 
 impl<T> OpenBatch<T> {
-    /// An empty batch writing into `buf`, from [`BufferPool::take`] with room for the batch
-    /// header and its first record: the buffer and the list of report entries grow with what
-    /// the batch holds (see [`OpenBatch::try_append`]), never to `batch_size` up front.
-    pub(crate) fn new(id: u64, buf: Vec<u8>, created: Instant) -> Self {
+    /// Most records a batch opened at full size reserves room for up front.
+    const MAX_RESERVED_RECORDS: usize = 1024;
+
+    /// An empty batch with a buffer of `pool` for batches of `batch_size` bytes whose first
+    /// record takes `record_size` bytes (encoded): at full size (`batch_size`, and report
+    /// entries for as many records of that size as fit) while the pool's budget for that has
+    /// room, else with room for its first record only, growing with what it holds (see
+    /// [`OpenBatch::try_append`] and [`BufferPool`]).
+    pub(crate) fn new(
+        id: u64,
+        pool: &mut BufferPool,
+        batch_size: usize,
+        record_size: usize,
+        created: Instant,
+    ) -> Self {
+        let needed = RECORD_BATCH_OVERHEAD + record_size;
+        let full_records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        let entries = full_records * std::mem::size_of::<Pending<T>>();
+        let (buf, records, full_size) = match pool.take_full_size(needed, entries) {
+            Some((buf, share)) => (buf, Vec::with_capacity(full_records), Some(share)),
+            None => (pool.take(needed), Vec::new(), None),
+        };
         OpenBatch {
             id,
             builder: BatchBuilder::with_buffer(buf),
-            records: Vec::new(),
+            records,
             charged: 0,
             created,
+            _full_size: full_size,
         }
     }
 
@@ -123,20 +146,16 @@ impl<T> OpenBatch<T> {
     /// bytes go into the batch, its report entry and buffer charge with them. `payload` is the
     /// record's [`BatchBuilder::payload_size`]. A record that does not fit comes back.
     ///
-    /// The batch's buffer grows with what it holds: when the record does not fit in it, the
-    /// batch moves to a buffer of `pool` at least twice as large (see
-    /// [`BufferPool::take_larger`]) and gives the old one to `pool`.
+    /// The batch's buffer grows with what it holds: a record that does not fit in it doubles
+    /// it (or makes room for the record, if more), so a batch opened small holds at most twice
+    /// its bytes, in a buffer of a size class of the pool (see [`BufferPool`]).
     #[inline(always)]
     pub(crate) fn try_append(
         &mut self,
         batch_size: usize,
         record: Unrouted<T>,
         payload: usize,
-        pool: &mut BufferPool,
     ) -> Result<(), Unrouted<T>> {
-        if !self.builder.fits_without_growing(payload) {
-            self.make_room(batch_size, record.timestamp.unwrap_or(-1), payload, pool);
-        }
         let appended = self.builder.try_append_with_payload(
             batch_size,
             record.timestamp.unwrap_or(-1),
@@ -156,26 +175,6 @@ impl<T> OpenBatch<T> {
         });
         self.charged += record.size;
         Ok(())
-    }
-
-    /// Moves the batch to a larger buffer of `pool` if its next record (`timestamp`,
-    /// `payload`) will be appended and does not fit in the one it has.
-    #[cold]
-    #[inline(never)]
-    fn make_room(
-        &mut self,
-        batch_size: usize,
-        timestamp: i64,
-        payload: usize,
-        pool: &mut BufferPool,
-    ) {
-        let needed = self.builder.size_with_payload(timestamp, payload);
-        let refused = !self.builder.is_empty() && needed > batch_size;
-        if needed <= self.builder.capacity() || refused {
-            return;
-        }
-        let larger = pool.take_larger(self.builder.capacity(), needed);
-        pool.keep(self.builder.move_to(larger));
     }
 
     /// Bytes the batch's buffer and its list of report entries hold, used or not.
@@ -205,6 +204,7 @@ impl<T> OpenBatch<T> {
             mut records,
             charged,
             created,
+            _full_size,
         } = self;
         // The list waits for the batch's answer: holding what it needs, as the bytes do.
         if records.capacity() - records.len() > records.len() / 4 {
@@ -527,7 +527,6 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::record::RECORD_BATCH_OVERHEAD;
 
     fn record(i: usize, value: usize) -> Unrouted<usize> {
         let value = Bytes::from(vec![i as u8; value]);
@@ -542,8 +541,13 @@ mod tests {
         }
     }
 
+    fn encoded(r: &Unrouted<usize>) -> usize {
+        BatchBuilder::record_size_with_payload(0, 0, r.payload_size())
+    }
+
     /// An open batch's buffer and list of report entries grow with what it holds, up to a
-    /// `batch_size` of 1 MiB: after every append each is at most twice what it uses (or the
+    /// `batch_size` of 1 MiB (more than the budget of full-size batches, a sixteenth of
+    /// `buffer_memory`): after every append each is at most twice what it uses (or the
     /// smallest buffer, or four entries), never `batch_size` up front; the records come back
     /// intact after every move to a larger buffer.
     #[test]
@@ -551,19 +555,18 @@ mod tests {
         const BATCH_SIZE: usize = 1 << 20;
         let config = Config::builder([("k", 9092)])
             .batch_size(BATCH_SIZE)
+            .buffer_memory(8 << 20)
             .build()
             .unwrap();
         let mut pool = BufferPool::new(&config);
         let first = record(0, 100);
-        let payload = first.payload_size();
-        let buf = pool
-            .take(RECORD_BATCH_OVERHEAD + BatchBuilder::record_size_with_payload(0, 0, payload));
-        let mut open = OpenBatch::new(0, buf, Instant::now());
+        let mut open = OpenBatch::new(0, &mut pool, BATCH_SIZE, encoded(&first), Instant::now());
+        assert!(open.capacity_bytes() <= 2 * BufferPool::MIN_CAPACITY);
         let mut appended = 0;
         let mut next = Some(first);
         while let Some(r) = next.take() {
             let payload = r.payload_size();
-            if open.try_append(BATCH_SIZE, r, payload, &mut pool).is_err() {
+            if open.try_append(BATCH_SIZE, r, payload).is_err() {
                 break;
             }
             appended += 1;
@@ -596,20 +599,24 @@ mod tests {
     }
 
     /// A batch closed before it filled (its linger, a flush) keeps what it needs while it
-    /// waits for its answer: its buffer and entries are trimmed when it is sealed.
+    /// waits for its answer: its buffer and entries, opened at full size, are trimmed when it
+    /// is sealed.
     #[test]
     fn a_batch_sealed_half_full_is_trimmed_to_what_it_holds() {
-        let config = Config::builder([("k", 9092)]).build().unwrap();
+        let config = Config::builder([("k", 9092)])
+            .batch_size(4096)
+            .build()
+            .unwrap();
         let mut pool = BufferPool::new(&config);
-        let mut open = OpenBatch::new(0, pool.take(4096), Instant::now());
+        let first = record(0, 100);
+        let mut open = OpenBatch::new(0, &mut pool, 4096, encoded(&first), Instant::now());
+        assert_eq!(open.builder.capacity(), 4096, "opened at full size");
         for i in 0..5 {
             let r = record(i, 100);
             let payload = r.payload_size();
-            open.try_append(config.batch_size, r, payload, &mut pool)
-                .unwrap();
+            open.try_append(4096, r, payload).unwrap();
         }
         let used = open.size_in_bytes();
-        assert_eq!(open.builder.capacity(), 4096);
         let (batch, spare) = open.seal(Compression::None, false).unwrap();
         assert!(spare.is_none());
         assert_eq!(batch.len_bytes(), used);
@@ -621,5 +628,44 @@ mod tests {
             "{} for {used}",
             buf.capacity()
         );
+    }
+
+    /// Batches open at full size while their buffers fit in the budget (a sixteenth of
+    /// `buffer_memory`); past it they open small; a batch sealed gives its share back.
+    #[test]
+    fn batches_open_at_full_size_within_the_budget_only() {
+        let config = Config::builder([("k", 9092)])
+            .buffer_memory(4 << 20)
+            .build()
+            .unwrap();
+        let budget = config.buffer_memory / 16;
+        let mut pool = BufferPool::new(&config);
+        let r = record(0, 100);
+        let open = |pool: &mut BufferPool| {
+            OpenBatch::<usize>::new(0, pool, config.batch_size, encoded(&r), Instant::now())
+        };
+        let mut full = Vec::new();
+        loop {
+            let o = open(&mut pool);
+            if o.builder.capacity() < config.batch_size {
+                break;
+            }
+            full.push(o);
+        }
+        let held: usize = full.iter().map(|o| o.capacity_bytes()).sum();
+        assert!(
+            !full.is_empty() && held <= budget,
+            "{} full-size batches hold {held}",
+            full.len()
+        );
+        assert!(
+            held + full[0].capacity_bytes() > budget,
+            "the budget is used up"
+        );
+        let small = open(&mut pool);
+        assert!(small.capacity_bytes() <= 2 * BufferPool::MIN_CAPACITY);
+        let sealed = full.pop().unwrap().seal(Compression::None, false).unwrap();
+        drop(sealed);
+        assert_eq!(open(&mut pool).builder.capacity(), config.batch_size);
     }
 }

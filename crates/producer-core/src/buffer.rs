@@ -1,5 +1,8 @@
 //! What the producer holds against its buffer limits, and the batch buffers it reuses.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use crate::config::Config;
 use crate::record::RECORD_BATCH_OVERHEAD;
 
@@ -45,42 +48,68 @@ impl BufferUse {
     }
 }
 
-/// Batch buffers no longer used, kept for new batches and for open batches that grow: a steady
-/// stream of batches then allocates (and page-faults) nothing.
+/// Batch buffers: lent to open batches, taken back from finished ones and kept for new ones,
+/// so a steady stream of batches allocates (and page-faults) nothing; and the rule for how
+/// large a batch's buffer is.
 ///
-/// A batch buffer grows with what its batch holds: a new batch gets the smallest buffer its
-/// first record fits in, and a batch whose next record does not fit moves to a buffer twice
-/// as large ([`BufferPool::grow`]). So an open batch never holds more than twice its bytes
-/// (and at least [`BufferPool::MIN_CAPACITY`]), however large `batch_size` is: many
-/// partitions with a record or two each cost what those records take, not `batch_size` each.
+/// A batch buffer holds what its batch holds, not `batch_size` up front, except within a fixed
+/// budget:
+/// - While the buffers of batches opened at full size (the class of `batch_size`, and room for
+///   the report entries of a full batch) hold less than the budget, a new batch opens at full
+///   size too: with a few busy partitions, a batch is written into one buffer and never moves.
+/// - Past it, a new batch gets the smallest buffer its first record fits in, which doubles
+///   when the next record does not fit in it (see [`crate::batch::OpenBatch::try_append`]).
+///   Such a batch holds at most twice its bytes (and at least [`BufferPool::MIN_CAPACITY`]):
+///   many partitions with a record or two each cost what those records take, not `batch_size`
+///   each.
 ///
 /// Buffers are kept by size class: powers of two from [`BufferPool::MIN_CAPACITY`] to the
 /// smallest one that holds `batch_size` bytes. A buffer of another size (an outsized record
 /// alone in its batch, a compressed batch, a batch trimmed when it was sealed) is freed when
-/// given back. At most a sixteenth of `buffer_memory` of buffers is kept in all, and never more
-/// than [`BufferPool::MAX_BYTES`]: the fixed part of what the producer holds beyond the records
-/// it counts against `buffer_memory`.
+/// given back.
+///
+/// The budget of full-size batches and the bytes of free buffers kept are each a sixteenth of
+/// `buffer_memory`, and never more than [`BufferPool::MAX_BYTES`]: the fixed part of what the
+/// producer holds beyond the records it counts against `buffer_memory`.
 #[derive(Debug)]
 pub(crate) struct BufferPool {
     /// Free buffers by class: `free[k]` holds buffers of capacity `MIN_CAPACITY << k`.
     free: Vec<Vec<Vec<u8>>>,
     /// Bytes of buffers in `free`.
     bytes: usize,
-    /// Most bytes kept.
+    /// Most bytes kept in `free`, and most bytes of batches opened at full size.
     max_bytes: usize,
     /// The largest class: the smallest power of two of at least `batch_size` bytes.
     top: usize,
+    /// Bytes of the batches opened at full size that are still open (each [`FullSize`] gives
+    /// its bytes back when dropped).
+    full_size: Arc<AtomicUsize>,
+}
+
+/// The share of the full-size budget an open batch holds (see [`BufferPool`]): given back
+/// when it is dropped, as the batch is sealed or fails.
+#[derive(Debug)]
+pub(crate) struct FullSize {
+    budget: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for FullSize {
+    fn drop(&mut self) {
+        self.budget.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl BufferPool {
     /// The smallest buffer a batch gets: the 61-byte batch header and a few small records.
     pub(crate) const MIN_CAPACITY: usize = 128;
 
-    /// The most bytes of free buffers kept, whatever `buffer_memory` is.
+    /// The most bytes of free buffers kept, and of batches opened at full size, whatever
+    /// `buffer_memory` is.
     const MAX_BYTES: usize = 4 << 20;
 
-    /// A pool for batches of `batch_size` bytes that keeps a sixteenth of `buffer_memory` at
-    /// most, and never more than [`BufferPool::MAX_BYTES`].
+    /// A pool for batches of `batch_size` bytes within a sixteenth of `buffer_memory` (see
+    /// [`BufferPool`]).
     pub(crate) fn new(config: &Config) -> Self {
         let top = Self::class_of(config.batch_size.max(RECORD_BATCH_OVERHEAD));
         let max_bytes = (config.buffer_memory / 16).min(Self::MAX_BYTES);
@@ -90,7 +119,30 @@ impl BufferPool {
             bytes: 0,
             max_bytes,
             top,
+            full_size: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// A full-size buffer for a new batch whose first record takes `needed` bytes (header
+    /// included) and whose report entries will take `entries` bytes, if the budget of
+    /// full-size batches has room for both; the share of the budget goes with the batch.
+    /// `None`: open the batch with [`BufferPool::take`].
+    pub(crate) fn take_full_size(
+        &mut self,
+        needed: usize,
+        entries: usize,
+    ) -> Option<(Vec<u8>, FullSize)> {
+        let bytes = self.top.saturating_add(entries);
+        let in_use = self.full_size.load(Ordering::Relaxed);
+        if needed > self.top || in_use.saturating_add(bytes) > self.max_bytes {
+            return None;
+        }
+        self.full_size.fetch_add(bytes, Ordering::Relaxed);
+        let share = FullSize {
+            budget: self.full_size.clone(),
+            bytes,
+        };
+        Some((self.take(self.top), share))
     }
 
     /// The capacity of the class that holds `bytes`: the smallest power of two of at least
@@ -124,27 +176,9 @@ impl BufferPool {
         }
     }
 
-    /// An empty buffer to move an open batch of `capacity` bytes to when its next record needs
-    /// `needed` bytes in all: at least twice as large (so a batch moves a few times on its way
-    /// to `batch_size`, not once per record), never past the largest class unless `needed`
-    /// is. Give the old buffer back once its bytes are moved.
-    pub(crate) fn take_larger(&mut self, capacity: usize, needed: usize) -> Vec<u8> {
-        let doubled = needed.max(capacity.saturating_mul(2));
-        self.take(if needed <= self.top {
-            doubled.min(self.top)
-        } else {
-            needed
-        })
-    }
-
     /// Keeps a buffer no longer needed if it is of a class and the pool has room; frees it
     /// otherwise. (`_batch_size`: the configured one, which the pool knows already.)
-    pub(crate) fn give(&mut self, buf: Vec<u8>, _batch_size: usize) {
-        self.keep(buf);
-    }
-
-    /// [`BufferPool::give`].
-    pub(crate) fn keep(&mut self, mut buf: Vec<u8>) {
+    pub(crate) fn give(&mut self, mut buf: Vec<u8>, _batch_size: usize) {
         let class = buf.capacity();
         let of_a_class =
             class >= Self::MIN_CAPACITY && class <= self.top && class.is_power_of_two();
@@ -195,17 +229,6 @@ mod tests {
             assert!(buf.is_empty());
             assert_eq!(buf.capacity(), capacity, "for {needed} bytes");
         }
-    }
-
-    /// Growing doubles (or takes what the record needs), and stops at the largest class
-    /// unless the record alone needs more.
-    #[test]
-    fn take_larger_doubles_up_to_the_largest_class() {
-        let mut p = pool(10_000, 32 << 20);
-        assert_eq!(p.take_larger(128, 130).capacity(), 256);
-        assert_eq!(p.take_larger(256, 3000).capacity(), 4096);
-        assert_eq!(p.take_larger(8192, 9000).capacity(), 16384);
-        assert_eq!(p.take_larger(16384, 20_000).capacity(), 20_000);
     }
 
     /// Buffers given back are reused by class, buffers of no class are freed, and the pool

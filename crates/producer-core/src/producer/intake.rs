@@ -275,7 +275,7 @@ impl<T> Producer<T> {
             return Err(pending);
         };
         let before = open.size_in_bytes();
-        match open.try_append(batch_size, pending, payload, &mut self.buffers) {
+        match open.try_append(batch_size, pending, payload) {
             Ok(()) => Ok(self.appended(topic, p, before)),
             Err(pending) => {
                 self.close_open_batch(topic, p);
@@ -295,10 +295,8 @@ impl<T> Producer<T> {
     ) -> Appended {
         let batch_size = self.config.batch_size;
         let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
-        self.open_batch(topic, p, encoded);
-        let open = self.topics.partition_mut(topic, p).open.as_mut();
-        let open = open.expect("opened above");
-        if let Err(pending) = open.try_append(batch_size, pending, payload, &mut self.buffers) {
+        let open = self.open_batch(topic, p, encoded);
+        if let Err(pending) = open.try_append(batch_size, pending, payload) {
             // A record always fits an empty batch; were that ever wrong, the record is
             // reported rather than lost.
             debug_assert!(false, "a record did not fit an empty batch");
@@ -341,10 +339,9 @@ impl<T> Producer<T> {
     }
 
     /// Starts a new open batch for a partition and arms its linger and delivery timers.
-    /// `encoded` is the first record's size: the batch's buffer starts with room for it.
-    fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) {
+    /// `encoded` is the first record's size, to size the batch's buffer.
+    fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) -> &mut OpenBatch<T> {
         let now = self.now;
-        let buf = self.buffers.take(RECORD_BATCH_OVERHEAD + encoded);
         let id = self.topics.partition_mut(topic, p).take_batch_id();
         self.timers.arm(
             now + self.config.linger,
@@ -355,8 +352,8 @@ impl<T> Producer<T> {
             },
         );
         self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
-        let pq = self.topics.partition_mut(topic, p);
-        pq.open = Some(OpenBatch::new(id, buf, now));
+        let open = OpenBatch::new(id, &mut self.buffers, self.config.batch_size, encoded, now);
+        self.topics.partition_mut(topic, p).open.insert(open)
     }
 
     /// Seals the open batch of a partition and queues it (a batch boundary, where a sticky

@@ -60,10 +60,6 @@ const LOG_OVERHEAD: usize = 12;
 /// The timestamp written when a batch has no records (Kafka's `NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
 
-/// The most bytes a record takes beyond its key, value and headers: its Length varint (5),
-/// attributes (1), TimestampDelta varlong (10) and OffsetDelta varint (5).
-const MAX_RECORD_FRAMING: usize = 5 + 1 + 10 + 5;
-
 /// A record header: a non-null UTF-8 key and a nullable byte value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Header {
@@ -386,47 +382,6 @@ impl BatchBuilder {
     /// Bytes the batch's buffer holds, used or not.
     pub fn capacity(&self) -> usize {
         self.buf.capacity()
-    }
-
-    /// Whether a record whose [`BatchBuilder::payload_size`] is `payload` surely fits in the
-    /// buffer without growing it: a cheap check before each append (it allows for the largest
-    /// framing a record can have), after which [`BatchBuilder::size_with_payload`] gives the
-    /// exact size when it fails.
-    #[inline(always)]
-    pub fn fits_without_growing(&self, payload: usize) -> bool {
-        self.buf.capacity() - self.buf.len() >= payload.saturating_add(MAX_RECORD_FRAMING)
-    }
-
-    /// The exact size the batch would have after appending a record with this timestamp and
-    /// [`BatchBuilder::payload_size`] (uncompressed, header included).
-    pub fn size_with_payload(&self, timestamp: i64, payload: usize) -> usize {
-        let (offset_delta, timestamp_delta) = if self.count == 0 {
-            (0, 0)
-        } else {
-            (
-                self.count as i32,
-                timestamp.wrapping_sub(self.base_timestamp),
-            )
-        };
-        self.buf
-            .len()
-            .saturating_add(Self::record_size_with_payload(
-                offset_delta,
-                timestamp_delta,
-                payload,
-            ))
-    }
-
-    /// Moves the batch's bytes into `buf` (emptied first; give it room for the batch and its
-    /// next record) and returns the buffer they were in, empty, for reuse. Call it to grow the
-    /// batch into a buffer of your choice before an append that would not fit
-    /// ([`BatchBuilder::fits_without_growing`]); an append without it grows the buffer itself.
-    pub fn move_to(&mut self, mut buf: Vec<u8>) -> Vec<u8> {
-        buf.clear();
-        buf.extend_from_slice(&self.buf);
-        let mut old = std::mem::replace(&mut self.buf, buf);
-        old.clear();
-        old
     }
 
     /// The timestamp of the first record (the batch's base timestamp), `None` if empty.
