@@ -31,6 +31,8 @@
 //!   with `--buffer-memory`, what the peak RSS of a producer holding its whole buffer is for
 //!   small and large records. Our workers also report the most bytes their producer held
 //!   against `buffer_memory` (sampled every 2 ms), after the RSS in each run's line.
+//! * `--mock-rtt-ms N`: every mock broker answers N ms late (`MockKafka::set_rtt`), so a
+//!   producer faster than that fills its buffer: what `--buffer-memory` is measured with.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -244,7 +246,7 @@ type Error = Box<dyn std::error::Error>;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("mock") => mock_main(),
+        Some("mock") => mock_main(&args[1..]),
         Some("kafka") => kafka_main(),
         Some("worker") => worker_main(&args[1..]),
         _ => coordinator_main(&args),
@@ -269,9 +271,13 @@ fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 // Mock mode
 // ---------------------------------------------------------------------------------------------
 
-/// Starts the mock cluster, prints `BOOTSTRAP host:port,...` and runs until stdin closes.
-fn mock_main() -> Result<(), Error> {
+/// Starts the mock cluster (with `--rtt-ms N`, every broker answering N ms late), prints
+/// `BOOTSTRAP host:port,...` and runs until stdin closes.
+fn mock_main(args: &[String]) -> Result<(), Error> {
     let mock = producer_tests::MockKafka::new(BROKERS, &[(TOPIC, PARTITIONS)])?;
+    if let Some(ms) = arg(args, "--rtt-ms") {
+        mock.set_rtt(-1, Duration::from_millis(ms.parse()?))?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "BOOTSTRAP {}", mock.bootstrap_servers())?;
@@ -290,12 +296,13 @@ struct Mock {
 }
 
 impl Mock {
-    fn start(broker: Broker) -> Result<Mock, Error> {
+    fn start(broker: Broker, rtt_ms: Option<u64>) -> Result<Mock, Error> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg(match broker {
                 Broker::Mock => "mock",
                 Broker::Kafka => "kafka",
             })
+            .args(rtt_ms.map(|ms| ["--rtt-ms".to_string(), ms.to_string()]).into_iter().flatten())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -520,6 +527,9 @@ struct WorkerArgs {
     rate: Option<f64>,
     /// `buffer_memory` in bytes (`--buffer-memory` MiB; default 64 MiB).
     buffer_memory: usize,
+    /// `buffer_max_records`: 1,000,000, or with `--buffer-memory` 100,000,000, so that the
+    /// bytes decide how much is buffered whatever the record size.
+    buffer_max_records: usize,
 }
 
 fn worker_main(args: &[String]) -> Result<(), Error> {
@@ -537,6 +547,11 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
             .map(str::parse::<usize>)
             .transpose()?
             .map_or(DEFAULT_BUFFER_MEMORY, |mib| mib << 20),
+        buffer_max_records: if arg(args, "--buffer-memory").is_some() {
+            100_000_000
+        } else {
+            1_000_000
+        },
     };
     let payloads = Payloads::new(w.workload);
     let outcome = if w.workload.open_loop {
@@ -603,7 +618,7 @@ fn our_config(w: &WorkerArgs, idempotence: bool) -> Result<producer_core::Config
         .linger(Duration::from_millis(5))
         .max_in_flight(5)
         .buffer_memory(w.buffer_memory)
-        .buffer_max_records(1_000_000)
+        .buffer_max_records(w.buffer_max_records)
         .compression(w.workload.codec.ours());
     if let Some(n) = w.batch_size {
         b = b.batch_size(n);
@@ -873,7 +888,11 @@ fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
             "queue.buffering.max.kbytes",
             (w.buffer_memory / 1024).to_string(),
         )
-        .set("queue.buffering.max.messages", "1000000")
+        .set(
+            "queue.buffering.max.messages",
+            // librdkafka's most.
+            w.buffer_max_records.min(2_147_483_647).to_string(),
+        )
         .set("compression.codec", w.workload.codec.name());
     // 16 KiB as every other producer's unless --batch-size says: the issue's equal settings
     // (librdkafka's own default is 1,000,000 bytes).
@@ -1535,6 +1554,8 @@ struct RunSpec<'a> {
     /// `--buffer-memory MIB`, `--value-bytes N`.
     buffer_mib: Option<usize>,
     value_bytes: Option<usize>,
+    /// `--mock-rtt-ms N`.
+    mock_rtt_ms: Option<u64>,
 }
 
 impl RunSpec<'_> {
@@ -1609,7 +1630,8 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
                 .to_string(),
         );
     }
-    let mock = Mock::start(spec.broker).map_err(|e| format!("cluster did not start: {e}"))?;
+    let mock = Mock::start(spec.broker, spec.mock_rtt_ms)
+        .map_err(|e| format!("cluster did not start: {e}"))?;
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
@@ -1795,6 +1817,7 @@ const VALUE_FLAGS: &[&str] = &[
     "--readme",
     "--buffer-memory",
     "--value-bytes",
+    "--mock-rtt-ms",
 ];
 
 /// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
@@ -1830,13 +1853,15 @@ struct Plan {
     buffer_mib: Option<usize>,
     /// `--value-bytes N`.
     value_bytes: Option<usize>,
+    /// `--mock-rtt-ms N`.
+    mock_rtt_ms: Option<u64>,
 }
 
 fn usage() -> String {
     format!(
         "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
          \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
-         \x20                [--buffer-memory MIB] [--value-bytes N]\n\
+         \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
          \x20                [--workloads {}]\n\
          \x20                [--producers {}]\n\
          \x20                (also: {})",
@@ -1920,6 +1945,10 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
     if value_bytes.is_some_and(|v| !(1..=1_000_000).contains(&v)) {
         return Err("--value-bytes must be 1 to 1000000".into());
     }
+    let mock_rtt_ms: Option<u64> = flag(args, "--mock-rtt-ms")?;
+    if mock_rtt_ms.is_some_and(|ms| ms > 10_000) {
+        return Err("--mock-rtt-ms must be at most 10000".into());
+    }
     let readme = flag::<String>(args, "--readme")?.map(std::path::PathBuf::from);
     if let Some(path) = &readme {
         let text = std::fs::read_to_string(path)
@@ -1940,6 +1969,7 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
         readme,
         buffer_mib,
         value_bytes,
+        mock_rtt_ms,
     })
 }
 
@@ -2077,6 +2107,7 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
                     rate,
                     buffer_mib: plan.buffer_mib,
                     value_bytes: plan.value_bytes,
+                    mock_rtt_ms: plan.mock_rtt_ms,
                 };
                 let s = run_one(p, &spec);
                 match &s {
