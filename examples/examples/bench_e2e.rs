@@ -302,7 +302,12 @@ impl Mock {
                 Broker::Mock => "mock",
                 Broker::Kafka => "kafka",
             })
-            .args(rtt_ms.map(|ms| ["--rtt-ms".to_string(), ms.to_string()]).into_iter().flatten())
+            .args(
+                rtt_ms
+                    .map(|ms| ["--rtt-ms".to_string(), ms.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -2050,8 +2055,9 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
         },
         plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         plan.buffer_mib.unwrap_or(DEFAULT_BUFFER_MEMORY >> 20),
-        plan.value_bytes
-            .map_or(String::new(), |n| format!(", {n}-byte values in every workload"))
+        plan.value_bytes.map_or(String::new(), |n| format!(
+            ", {n}-byte values in every workload"
+        ))
     );
     let mut throughput_md = String::new();
     let mut latency_md = String::new();
