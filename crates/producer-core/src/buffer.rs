@@ -142,7 +142,7 @@ impl BufferPool {
             budget: self.full_size.clone(),
             bytes,
         };
-        Some((self.take(self.top), share))
+        Some((self.take_class(self.top), share))
     }
 
     /// The capacity of the class that holds `bytes`: the smallest power of two of at least
@@ -160,13 +160,19 @@ impl BufferPool {
     }
 
     /// An empty buffer for at least `needed` bytes, no more than twice that (and at least
-    /// [`BufferPool::MIN_CAPACITY`]): a kept one, or a new one. A buffer for more than the
-    /// largest class (an outsized record alone in its batch) is allocated to the byte.
+    /// [`BufferPool::MIN_CAPACITY`]): a kept one, or a new one. A buffer for more than half the
+    /// largest class (a record that takes most of a batch, or is larger than one) is allocated
+    /// to the byte: such a batch holds one record or two, and a buffer of the next class would
+    /// be up to half empty while it waits for its answer.
     pub(crate) fn take(&mut self, needed: usize) -> Vec<u8> {
-        if needed > self.top {
+        if needed > self.top / 2 {
             return Vec::with_capacity(needed);
         }
-        let class = Self::class_of(needed);
+        self.take_class(Self::class_of(needed))
+    }
+
+    /// An empty buffer of capacity `class` (a class): a kept one, or a new one.
+    fn take_class(&mut self, class: usize) -> Vec<u8> {
         match self.free[Self::index_of(class)].pop() {
             Some(buf) => {
                 self.bytes -= class;
@@ -211,8 +217,8 @@ mod tests {
     }
 
     /// A buffer for `needed` bytes is the smallest power of two that holds them (at least
-    /// 128), so never more than twice what is needed; past the largest class (an outsized
-    /// record) it is exact.
+    /// 128), so never more than twice what is needed; past half the largest class (a record
+    /// that fills most of a batch, or an outsized one) it is exact.
     #[test]
     fn take_gives_the_smallest_class_that_holds_the_bytes() {
         let mut p = pool(16 * 1024, 32 << 20);
@@ -221,6 +227,9 @@ mod tests {
             (61, 128),
             (129, 256),
             (5000, 8192),
+            (8192, 8192),
+            (8193, 8193),
+            (10_100, 10_100),
             (16 * 1024, 16 * 1024),
             (16 * 1024 + 1, 16 * 1024 + 1),
             (1 << 20, 1 << 20),
@@ -236,13 +245,20 @@ mod tests {
     #[test]
     fn kept_buffers_are_reused_by_class_and_bounded() {
         let mut p = pool(16 * 1024, 1 << 20);
-        let a = p.take(16 * 1024);
+        let a = p.take(3000);
         let ptr = a.as_ptr();
         p.give(a, 16 * 1024);
-        assert_eq!(p.kept_bytes(), 16 * 1024);
-        let b = p.take(10_000);
+        assert_eq!(p.kept_bytes(), 4096);
+        let b = p.take(2100);
         assert_eq!(b.as_ptr(), ptr, "the kept buffer is reused");
         assert_eq!(p.kept_bytes(), 0);
+        let (full, share) = p.take_full_size(200, 0).unwrap();
+        let ptr = full.as_ptr();
+        p.give(full, 16 * 1024);
+        drop(share);
+        assert_eq!(p.kept_bytes(), 16 * 1024);
+        let (again, _share) = p.take_full_size(200, 0).unwrap();
+        assert_eq!(again.as_ptr(), ptr, "a full-size buffer is reused");
         p.give(Vec::with_capacity(10_000), 16 * 1024);
         p.give(Vec::with_capacity(64), 16 * 1024);
         p.give(Vec::with_capacity(32 * 1024), 16 * 1024);
