@@ -770,10 +770,12 @@ fn run_mio(
             }
         });
         let sent = send_mio(&producer, w, p, batched, full);
+        if sent.is_ok() {
+            producer.flush();
+        }
         done.store(true, Ordering::Relaxed);
         sent
     })?;
-    producer.flush();
     let secs = started.elapsed().as_secs_f64();
     producer.close();
     Ok(Outcome {
