@@ -79,7 +79,7 @@ measure() {
 row() { printf '| %s | %s | %.1f | %s |\n' "$1" "$2" "$(echo "$3" | awk '{print $1 / 1024}')" \
     "$(echo "$3" | awk '{print $2}')"; }
 
-echo "| producer | buffer | peak RSS MB | seconds |"
+echo "| producer | buffer | peak RSS MiB | seconds |"
 echo "|---|---|---|---|"
 for b in $BUFFERS; do
     r=$(measure "kafka-produce-$b" target/release/kafka-produce -q -b "$BOOTSTRAP" -t "kp$b" -K : \
