@@ -18,6 +18,8 @@ FAILED RECORDS:
   Each record that is not delivered is written to --failed FILE (default: stderr) as one line:
   the reason, a tab, then the record as it was read (topic and key with their delimiters), so
   `cut -f2- FILE` gives back the input to retry. Nothing read is dropped without a line there.
+  A line longer than max.request.size cannot be a record: it goes there whole, with that
+  reason (it is read and written in pieces, never held in memory whole).
   When no bootstrap broker can be reached at all (the connection is refused, times out or the
   name does not resolve before any broker answered), kafka-produce stops at once: it names the
   address and the error, writes every record not yet delivered to --failed, and reads no more.

@@ -345,11 +345,9 @@ impl<T> Producer<T> {
     }
 
     /// Starts a new open batch for a partition and arms its linger and delivery timers.
-    /// `encoded` is the first record's size, to size the batch's record list.
+    /// `encoded` is the first record's size, to size the batch's buffer.
     fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) -> &mut OpenBatch<T> {
         let now = self.now;
-        let batch_size = self.config.batch_size;
-        let buf = self.buffers.take(batch_size);
         let id = self.topics.partition_mut(topic, p).take_batch_id();
         self.timers.arm(
             now + self.config.linger,
@@ -360,9 +358,8 @@ impl<T> Producer<T> {
             },
         );
         self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
-        let pq = self.topics.partition_mut(topic, p);
-        pq.open
-            .insert(OpenBatch::new(id, buf, batch_size, encoded, now))
+        let open = OpenBatch::new(id, &mut self.buffers, self.config.batch_size, encoded, now);
+        self.topics.partition_mut(topic, p).open.insert(open)
     }
 
     /// Seals the open batch of a partition and queues it (a batch boundary, where a sticky

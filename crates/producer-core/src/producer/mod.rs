@@ -18,6 +18,8 @@
 //! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
 mod auth;
+#[cfg(test)]
+mod buffer_tests;
 mod cluster;
 mod connections;
 mod identity;
@@ -168,7 +170,7 @@ impl<T> Producer<T> {
             pid: PidState::initial(&config),
             pid_failures: 0,
             buffered: BufferUse::default(),
-            buffers: BufferPool::default(),
+            buffers: BufferPool::new(&config),
             lifecycle: Lifecycle::default(),
             auth: Auth::new(&config),
             stats: Stats::default(),
