@@ -33,7 +33,7 @@ mod tests {
         let budget = config.buffer_memory / 16;
         let t0 = Instant::now();
         let mut p: Producer<u64> = Producer::new(config, t0);
-        let (id, _) = p.topics.id_of(&Arc::from(TOPIC));
+        let (id, _) = p.topics.id_of(&Arc::from(TOPIC), t0);
         let t = p.topics.get_mut(id);
         t.grow_partitions(PARTITIONS);
         t.known = true;
