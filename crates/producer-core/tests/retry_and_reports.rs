@@ -347,3 +347,58 @@ fn a_broker_sharing_no_produce_version_fails_only_the_partitions_it_leads() {
     s.run(&mut script);
     assert_eq!(of(&s, 9).unwrap().offset, 42);
 }
+
+#[test]
+fn a_topic_error_in_metadata_counts_even_with_partitions_listed_and_clears_when_it_goes() {
+    let t0 = Instant::now();
+    let mut s = Scripted::new(producer(t0), t0, 1);
+    s.leaders.insert("t".into(), vec![0]);
+    s.topic_errors
+        .insert("t".into(), ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
+    s.producer.send(t0, Record::new("t", "v"), 1).unwrap();
+    let mut script = |r: &Request| -> Option<Answer> {
+        (r.api == ApiKey::Produce).then(|| answer_produce(r, |_| (ErrorCode::NONE, 42, None)))
+    };
+    s.run(&mut script);
+    assert_eq!(
+        s.produce_requests().count(),
+        0,
+        "nothing sent to a refused topic"
+    );
+    let e = s.deliveries[0].result.clone().unwrap_err().error;
+    assert!(
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                possibly_persisted: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // Later records fail at once while the error stands...
+    s.producer.send(s.now, Record::new("t", "v"), 2).unwrap();
+    s.run(&mut script);
+    assert!(s.deliveries[1].result.is_err());
+    // ... and once Metadata lists the topic without it (an ACL restored), they are sent.
+    s.topic_errors.clear();
+    s.advance(
+        Duration::from_secs(301),
+        Duration::from_secs(1),
+        &mut script,
+    );
+    s.producer.send(s.now, Record::new("t", "v"), 3).unwrap();
+    s.run(&mut script);
+    s.advance(
+        Duration::from_millis(100),
+        Duration::from_millis(10),
+        &mut script,
+    );
+    let last = s
+        .deliveries
+        .iter()
+        .find(|d| d.opaque == 3)
+        .expect("reported");
+    assert_eq!(last.result.as_ref().unwrap().offset, 42);
+}

@@ -339,7 +339,9 @@ impl<T> Producer<T> {
             }
             let code = topic.error_code;
             let action = decide(Request::MetadataTopic, code, mode);
-            if action != Action::Ok && topic.partitions.is_empty() {
+            // A topic's error counts even when the answer lists partitions with it (lenient
+            // brokers do: librdkafka's mock lists them with TOPIC_AUTHORIZATION_FAILED).
+            if action == Action::Fail || (action != Action::Ok && topic.partitions.is_empty()) {
                 if action == Action::Missing {
                     if self.topics.get(t).known {
                         // A topic the producer used is gone (deleted, perhaps to be created
@@ -359,6 +361,12 @@ impl<T> Producer<T> {
                     self.fail_topic(t, code);
                 }
                 continue;
+            }
+            // A topic that failed before (refused by Metadata or by a Produce answer, e.g. not
+            // authorized) and is listed without an error now is taken again: an ACL may have
+            // been restored. Its records go to the broker, which says for itself.
+            if action == Action::Ok {
+                self.topics.get_mut(t).error = None;
             }
             // Exactly 0..count-1, count at most MAX_PARTITIONS: check_topic saw to it.
             let count = topic.partitions.len();
@@ -505,7 +513,8 @@ impl<T> Producer<T> {
     }
 
     /// Metadata reported a permanent error for a topic (authorization, invalid name): records
-    /// held for it fail now, and later ones fail at `send`.
+    /// held for it fail now, and later ones fail at `send`, until a Metadata answer lists the
+    /// topic without an error.
     fn fail_topic(&mut self, t: u32, code: ErrorCode) {
         self.topics.get_mut(t).error = Some(code);
         let held = std::mem::take(&mut self.topics.get_mut(t).holding);

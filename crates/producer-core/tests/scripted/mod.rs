@@ -79,6 +79,8 @@ pub struct Scripted {
     pub brokers: i32,
     /// Topic -> leader of each partition.
     pub leaders: HashMap<String, Vec<i32>>,
+    /// Topic -> the error code Metadata gives it (with its partitions still listed).
+    pub topic_errors: HashMap<String, i16>,
     /// Open connections: which node each is to.
     conns: HashMap<ConnId, i32>,
     /// Every request written, in order.
@@ -97,6 +99,7 @@ impl Scripted {
             now,
             brokers,
             leaders: HashMap::new(),
+            topic_errors: HashMap::new(),
             conns: HashMap::new(),
             requests: Vec::new(),
             deliveries: Vec::new(),
@@ -299,6 +302,9 @@ impl Scripted {
                     }
                 }
                 None => mt.error_code = producer_core::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+            }
+            if let Some(&code) = self.topic_errors.get(&name) {
+                mt.error_code = code;
             }
             resp.topics.push(mt);
         }
