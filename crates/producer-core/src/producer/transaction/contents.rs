@@ -284,14 +284,8 @@ impl<T> Producer<T> {
         };
         let resp = parsed.body;
         let unconfirmed = self.txn.as_ref().is_some_and(|t| !t.confirmed);
-        // TV1: an abort of a transaction the coordinator never confirmed may find none there
-        // (the requests that would have started it were lost): Kafka answers
-        // INVALID_TXN_STATE, and there is nothing to abort (the epoch bump after it closes
-        // any sequence hole). A TV2 coordinator aborts such a transaction as an empty one and
-        // bumps the epoch (Kafka 4.1.1): no answer of its ends the abort here, which would keep
-        // the epoch and leave the holes of the batches sent (the next transaction's batches
-        // would then be refused with OUT_OF_ORDER_SEQUENCE_NUMBER); PRODUCER_FENCED is a fence.
-        let nothing_there = resp.error_code == ErrorCode::INVALID_TXN_STATE;
+        // An abort of a transaction the coordinator never confirmed may find none there.
+        let nothing_there = crate::classify::unconfirmed_abort_found_nothing(resp.error_code);
         if !commit && unconfirmed && nothing_there {
             self.txn_answered();
             self.end_after_endtxn(false);
