@@ -705,7 +705,6 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
     let rows: &[(i16, ErrorCode, i16)] = &[
         (API_END_TXN, ErrorCode::PRODUCER_FENCED, 2),
         (API_END_TXN, ErrorCode::INVALID_TXN_STATE, 1),
-        (API_PRODUCE, ErrorCode::INVALID_PRODUCER_EPOCH, 2),
         (API_PRODUCE, ErrorCode::PRODUCER_FENCED, 1),
         (API_ADD_PARTITIONS_TO_TXN, ErrorCode::INVALID_TXN_STATE, 1),
         (API_TXN_OFFSET_COMMIT, ErrorCode::PRODUCER_FENCED, 2),
@@ -748,6 +747,70 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             Err(TransactionError::Fatal { code: c, .. }) if c == code
         ));
         assert!(h.send(record(99, "a", true), 99).is_err());
+    }
+}
+
+/// A Produce answered `INVALID_PRODUCER_EPOCH` (the coordinator moved the epoch on, as when it
+/// aborted the transaction past its timeout while a commit stalled): as in Java, the record
+/// fails and the transaction can only be aborted. The abort is a KIP-360 bump from the current
+/// epoch (an InitProducerId, not an EndTxn). With TV2 the coordinator answers it with a new
+/// epoch and the next transaction commits; with TV1 its abort fences the epoch and the bump is
+/// answered with the fatal `PRODUCER_FENCED` (as a transaction past its timeout is, below).
+#[test]
+fn a_produce_answered_invalid_producer_epoch_aborts_the_transaction_not_the_producer() {
+    use producer_sim::{API_END_TXN, API_INIT_PRODUCER_ID};
+    for tv in [2, 1] {
+        let mut h = transactional(u64::from(tv as u16), tv, "epoch-moved");
+        init_and_begin(&mut h);
+        inject(&mut h, API_PRODUCE, ErrorCode::INVALID_PRODUCER_EPOCH, 1);
+        let (r, ids) = commit_one(&mut h, 0, 5, false);
+        assert!(
+            matches!(
+                r.result,
+                Err(TransactionError::Abortable {
+                    code: ErrorCode::INVALID_PRODUCER_EPOCH,
+                    ..
+                })
+            ),
+            "TV{tv}: {:?}",
+            r.result
+        );
+        let (inits, ends) = (
+            requests(&h, API_INIT_PRODUCER_ID),
+            requests(&h, API_END_TXN),
+        );
+        h.producer.abort_transaction(h.now).unwrap();
+        let r = wait_result(&mut h, TransactionOperation::Abort);
+        match tv {
+            2 => assert_eq!(r.result, Ok(()), "TV2: the abort"),
+            _ => assert!(
+                matches!(
+                    r.result,
+                    Err(TransactionError::Fatal {
+                        code: ErrorCode::PRODUCER_FENCED,
+                        ..
+                    })
+                ),
+                "TV1: the abort: {:?}",
+                r.result
+            ),
+        }
+        assert!(
+            requests(&h, API_INIT_PRODUCER_ID) > inits,
+            "TV{tv}: the abort bumps the epoch"
+        );
+        assert_eq!(requests(&h, API_END_TXN), ends, "TV{tv}: no EndTxn");
+        for &id in &ids {
+            assert!(report(&h, id).is_err(), "TV{tv}: record {id} failed");
+        }
+        assert_eq!(visible(&h, &ids), 0);
+        if tv == 1 {
+            continue;
+        }
+        h.producer.begin_transaction(h.now).unwrap();
+        let (r, ids) = commit_one(&mut h, 10, 3, false);
+        assert_eq!(r.result, Ok(()), "TV2: the next transaction");
+        assert_eq!(visible(&h, &ids), 3);
     }
 }
 
