@@ -103,9 +103,29 @@ fn is_timeout(r: &Result<(), TransactionError>, op: TransactionOperation) -> boo
     matches!(r, Err(TransactionError::OperationTimedOut { operation, .. }) if *operation == op)
 }
 
+/// Sets its flag when dropped: on the way out of a scope, panicking or not.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// What the loop ran into that it cannot go on from.
 #[derive(Debug)]
 struct Stuck(String);
+
+/// What the producer held when an operation was found stuck, printed with it.
+fn stuck_state<T: Send + 'static>(producer: &ThreadedProducer<T>, e: Stuck) -> Stuck {
+    if let Some(m) = producer.metrics() {
+        println!(
+            "stuck: {} records buffered, producer id {:?}, errors {:?}\ncounters {:?}\nbrokers {:#?}",
+            m.buffered_records, m.producer_id, m.errors, m.counters, m.brokers
+        );
+    }
+    e
+}
 
 /// Calls `op` until it returns something other than its typed timeout; more than
 /// `max_repeats` timeouts in a row means the operation is stuck.
@@ -137,6 +157,10 @@ fn our_loop(
     txn_id: &str,
     calls: &Calls,
 ) -> Result<(Vec<Outcome>, usize), Stuck> {
+    // RUST_LOG=... shows the drivers' and the producer's events.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
     let (delivery_timeout, request_timeout) = timeouts();
     let config = || {
         producer_config(kafka)
@@ -201,7 +225,9 @@ fn our_loop(
         } else {
             match call_until_done(calls, TransactionOperation::Commit, max_repeats, || {
                 producer.commit_transaction()
-            })? {
+            })
+            .map_err(|e| stuck_state(&producer, e))?
+            {
                 Ok(()) => Outcome::Committed,
                 Err(
                     e @ (TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }),
@@ -219,7 +245,9 @@ fn our_loop(
         if matches!(outcome, Outcome::Aborted | Outcome::Failed) {
             match call_until_done(calls, TransactionOperation::Abort, max_repeats, || {
                 producer.abort_transaction()
-            })? {
+            })
+            .map_err(|e| stuck_state(&producer, e))?
+            {
                 Ok(()) => {}
                 // Fenced: the transaction was aborted by the coordinator anyway.
                 Err(e @ TransactionError::Fatal { .. }) => {
@@ -238,6 +266,15 @@ fn our_loop(
                 spec.records
             )));
         }
+        if outcome == Outcome::Failed {
+            let mut why = std::collections::BTreeMap::<String, usize>::new();
+            for d in reports.iter().filter(|d| d.opaque.0 == t) {
+                if let Err(f) = &d.result {
+                    *why.entry(f.error.to_string()).or_default() += 1;
+                }
+            }
+            println!("  transaction {t}: its records failed with {why:?}");
+        }
         for d in &reports {
             match (&d.result, outcome) {
                 (Ok(md), Outcome::Committed) => assert!(md.committed, "{t}: {md:?}"),
@@ -245,7 +282,11 @@ fn our_loop(
                     let (key, value) = record_of(d.opaque.0, d.opaque.1, KEYS);
                     assert_eq!(f.record.key.as_deref(), Some(key.as_slice()));
                     assert_eq!(f.record.value.as_deref(), Some(value.as_slice()));
-                    if outcome != Outcome::InDoubt {
+                    // Aborted on purpose: every record fails with the abort. A failed commit's
+                    // records that failed first keep their own error (a delivery timeout,
+                    // say, saying whether it may have been written); the rest fail with the
+                    // abort. None is visible (the read-back checks that).
+                    if outcome == Outcome::Aborted {
                         assert_eq!(
                             f.error,
                             ProduceError::TransactionAborted,
@@ -360,8 +401,11 @@ fn rolling(
                 }
             })
         });
+        // The fault thread stops when the loop ends, and when it panics (else the scope
+        // would wait for it for ever, faulting the cluster meanwhile).
+        let _stop = StopOnDrop(&stop);
         let result = run(k, &spec, &topic, &txn_id, &calls);
-        stop.store(true, Ordering::Relaxed);
+        drop(_stop);
         (result, faults.join().expect("the fault thread"))
     });
     let took = started.elapsed();
