@@ -84,6 +84,6 @@ pub use transaction::{
     TransactionResult, TransactionState,
 };
 pub use types::{
-    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
+    Callback, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
     RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, WireBytes,
 };

@@ -299,6 +299,39 @@ pub enum Event {
     },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+    /// The application's code that a driver runs panicked: the panic was caught around that
+    /// one call and the producer goes on. A delivery callback's report counts as handed over
+    /// (it is not retried); a token provider's panic answers the core as a provider's error
+    /// would. Emitted by the drivers, never by the core.
+    CallbackPanicked {
+        /// Which callback.
+        callback: Callback,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+/// The application's code that a driver runs on the producer's behalf, as
+/// [`Event::CallbackPanicked`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Callback {
+    /// The delivery report callback (or a driver's sink of reports).
+    Delivery,
+    /// The event callback.
+    Event,
+    /// The OAUTHBEARER token provider.
+    TokenProvider,
+}
+
+impl std::fmt::Display for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Callback::Delivery => "delivery callback",
+            Callback::Event => "event callback",
+            Callback::TokenProvider => "OAUTHBEARER token provider",
+        })
+    }
 }
 
 /// Why the producer went back to its bootstrap list ([`Event::Rebootstrapping`]).
@@ -526,6 +559,18 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// The producer's own code (the core's, or its driver's) panicked: a bug. The producer
+    /// closed, and every record it still held failed with this error (see
+    /// [`crate::Producer::fail_after_panic`]).
+    #[error("the producer stopped after a panic in its own code: {message}{}",
+        if *possibly_persisted { " (the record may have been written)" } else { "" })]
+    Panicked {
+        /// The panic's message.
+        message: String,
+        /// The record may have been written: it was sent and not answered. False only when it
+        /// surely never went out.
+        possibly_persisted: bool,
+    },
 }
 
 /// A connection that failed: the broker it was for and why, as the driver reported it (an OS

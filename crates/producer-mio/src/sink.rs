@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use producer_core::Delivery;
+use producer_core::{Delivery, Event};
 
 /// Where a [`crate::MioDriver`] puts the delivery reports the core produces.
 ///
@@ -19,6 +19,12 @@ pub trait DeliverySink<T> {
     /// queues must count them here; a sink that hands reports on at once keeps the default 0.
     fn pending(&self) -> usize {
         0
+    }
+
+    /// Sees each of the producer's events as it happens, before [`crate::MioDriver::poll_event`]
+    /// keeps it: for a sink that hands events on too. Does nothing by default.
+    fn event(&mut self, event: &Event) {
+        let _ = event;
     }
 }
 

@@ -26,6 +26,25 @@ fn held_extra<T>() -> usize {
     std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
 }
 
+/// A record's payload size and its encoded size as the first record of a batch
+/// ([`BatchBuilder::first_record_sizes`]): what `send` checks against `max_request_size` and
+/// charges, and what [`super::Producer::buffer_charge`] tells a driver.
+#[inline(always)]
+fn first_record_sizes(record: &Record) -> (usize, usize) {
+    BatchBuilder::first_record_sizes(
+        record.key.as_deref(),
+        record.value.as_deref(),
+        &record.headers,
+    )
+}
+
+/// [`super::Producer::buffer_charge`]: the charge [`Producer::accept`] makes for a record
+/// whose topic is known.
+#[inline(always)]
+pub(super) fn buffer_charge<T>(record: &Record) -> usize {
+    charged_size::<T>(first_record_sizes(record).1)
+}
+
 /// What appending a record did: the bytes it added to the partition's batches (a new batch's
 /// header included) and whether the partition's batch is still open after it (a batch that
 /// reached `batch_size` is closed).
@@ -61,12 +80,7 @@ impl<T> Producer<T> {
         if let Some(p) = record.partition.filter(|&p| p < 0) {
             return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
         }
-        let payload = BatchBuilder::payload_size(
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &record.headers,
-        );
-        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+        let (payload, encoded) = first_record_sizes(&record);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );

@@ -252,6 +252,16 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
+    /// The bytes `record` counts against `buffer_memory` once [`Producer::send`] takes it (its
+    /// encoded size and the entry that tracks it; a record waiting for its topic's metadata
+    /// costs a few dozen bytes more): for a driver that queues records before handing them to
+    /// `send` and bounds its queue by the same budget, so that the two agree. Cheap enough for
+    /// every record.
+    #[inline(always)]
+    pub fn buffer_charge(record: &Record) -> usize {
+        intake::buffer_charge::<T>(record)
+    }
+
     /// Accepts a record for sending. Never blocks. On success the record will get exactly one
     /// delivery report carrying `opaque`. On error the record and `opaque` come back: `Full`
     /// means try again once reports have drained.
@@ -348,6 +358,18 @@ impl<T> Producer<T> {
     pub fn flush(&mut self, now: Instant) {
         self.touch(now);
         self.close_all_open_batches();
+    }
+
+    /// For a driver whose own code, or this producer's, panicked while handling this producer:
+    /// it cannot be trusted to go on. Fails every record it holds with
+    /// [`crate::ProduceError::Panicked`] (after [`crate::Event::Fatal`]; a record sent and not
+    /// answered is marked `possibly_persisted`), fails the transactional operation under way,
+    /// and closes without waiting for answers: drain [`Producer::poll_output`] for the reports,
+    /// the `Disconnect`s and [`crate::Event::Closed`]; [`Producer::is_closed`] is then true and
+    /// `send` refuses records as after a fatal error. Does nothing if the producer already
+    /// failed fatally.
+    pub fn fail_after_panic(&mut self, message: String) {
+        self.go_fatal_after_panic(message);
     }
 
     /// Stops accepting records, flushes, and once every record has its report emits
