@@ -268,11 +268,27 @@ impl Running {
         }
     }
 
-    /// `begin_transaction`: a transactional call, to show it returns.
+    /// `init_transactions` (the config needs a `transactional.id`).
+    pub fn init_transactions(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.init_transactions()),
+            Inner::Mio(p) => p.init_transactions(),
+        }
+    }
+
+    /// `begin_transaction`.
     pub fn begin_transaction(&self) -> Result<(), TransactionError> {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => rt.block_on(handle.begin_transaction()),
             Inner::Mio(p) => p.begin_transaction(),
+        }
+    }
+
+    /// `commit_transaction`.
+    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.commit_transaction()),
+            Inner::Mio(p) => p.commit_transaction(),
         }
     }
 

@@ -58,8 +58,10 @@ pub fn contain<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InjectedPanics {
-    /// Panic in the loop, before it handles its next command, once it has handed this many
-    /// records to the core.
+    /// Panic in the loop once it has handed this many records to the core, as it is about to
+    /// hand over the next one (that record still in its queue: it is failed with the panic,
+    /// like every record queued). Commands other than records (flush, metrics, transactions)
+    /// go on being handled until then.
     pub after_records: Option<u64>,
     /// Panic again while failing the records after the first panic (the core cannot be
     /// trusted at all then).
@@ -67,17 +69,18 @@ pub struct InjectedPanics {
 }
 
 impl InjectedPanics {
-    /// The number of records handed to the core at which to panic before the next command
-    /// (`u64::MAX`: never), for a loop to compare with its count on every command.
+    /// The number of records handed to the core at which to panic before the next record
+    /// (`u64::MAX`: never), for a loop to compare with its count before each record it takes.
     #[inline]
     pub fn panic_at(&self) -> u64 {
         self.after_records.unwrap_or(u64::MAX)
     }
 
     /// Panics as [`InjectedPanics::after_records`] says: call when the loop's count of records
-    /// handed over reaches [`InjectedPanics::panic_at`], before its next command.
+    /// handed over reaches [`InjectedPanics::panic_at`] and its next command is a record,
+    /// before taking that command.
     #[cold]
-    pub fn before_command(handed: u64) -> ! {
+    pub fn before_record(handed: u64) -> ! {
         panic!("injected panic in the driver's loop after {handed} records");
     }
 

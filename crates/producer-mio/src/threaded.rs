@@ -729,7 +729,7 @@ struct Loop<T, F: FnMut(Delivery<T>)> {
     /// Records handed to the core so far (for [`InjectedPanics`]).
     handed: u64,
     injected: InjectedPanics,
-    /// `injected.panic_at()`, compared with `handed` on every command.
+    /// `injected.panic_at()`, compared with `handed` before every record.
     panic_at: u64,
     /// The message of a panic in the producer's own code: the thread is stopping because of
     /// it.
@@ -822,8 +822,8 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let mut wall_ms = timestamp::wall_clock_ms();
         let mut handled = 0;
         while self.stash.is_none() && handled < CHUNK {
-            if self.handed == self.panic_at {
-                InjectedPanics::before_command(self.handed);
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Command::Send(..))) {
+                InjectedPanics::before_record(self.handed);
             }
             let Some(command) = self.taken.pop_front() else {
                 break;

@@ -177,7 +177,7 @@ struct Actor {
     /// Records handed to the core so far (for [`InjectedPanics`]).
     handed: u64,
     injected: InjectedPanics,
-    /// `injected.panic_at()`, compared with `handed` on every command.
+    /// `injected.panic_at()`, compared with `handed` before every record.
     panic_at: u64,
     /// The message of a panic in the producer's own code: the task is stopping because of it.
     panicked: Option<String>,
@@ -287,8 +287,8 @@ impl Actor {
         let wall_ms = timestamp::wall_clock_ms();
         let (mut handled, mut bytes) = (0, 0);
         while handled < BATCH && self.stash.is_none() {
-            if self.handed == self.panic_at {
-                InjectedPanics::before_command(self.handed);
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Cmd::Send { .. })) {
+                InjectedPanics::before_record(self.handed);
             }
             let Some(command) = self.taken.pop_front() else {
                 break;

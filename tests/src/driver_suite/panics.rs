@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use producer_core::{
     AuthError, Callback, Config, Event, ProduceError, Record, SaslConfig, SecurityProtocol,
+    TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 
 use crate::drive::{Driver, Failure};
 use crate::oauth_broker::OAuthBroker;
-use crate::running::{Options, Reported, Running, HANG_GUARD};
+use crate::running::{Options, Reported, Running, TryRefused, HANG_GUARD};
 use crate::MockKafka;
 
 const TOPIC: &str = "panics";
@@ -216,16 +217,15 @@ fn panic_in_the_loop(
         accepted.starts_with(&(20..31).collect::<Vec<_>>()),
         "the loop takes records until it panics: {accepted:?}"
     );
-    // Every waiting call returns.
+    // Every waiting call returns, with what the producer had or a typed refusal.
     p.flush();
     p.close();
     assert!(p.is_closed());
-    let _ = p.metrics();
-    assert!(p.begin_transaction().is_err());
-    match p.send(record(99), 99) {
-        Err(refused) => assert_handed_back(Some(refused.0), 99),
-        Ok(()) => panic!("a send after the panic was accepted"),
-    }
+    assert_calls_return_after_the_panic(&p, !in_recovery);
+    assert!(
+        matches!(p.begin_transaction(), Err(TransactionError::Closed)),
+        "not transactional, and stopped: closed"
+    );
     let from_queue: Vec<u64> = accepted.iter().copied().filter(|&id| id >= 30).collect();
     let from_core = if core_reports { 20..30 } else { 20..20 };
     let mut reports = reports_of(&p, from_queue.iter().copied().chain(from_core));
@@ -244,11 +244,32 @@ fn panic_in_the_loop(
     (p, reports)
 }
 
+/// After a panic in the loop stopped the producer: metrics still answer (with the core's last
+/// snapshot, when `core_trusted`), and a send is refused as closed, its record handed back
+/// (never `Full`, which would have the caller retry forever).
+fn assert_calls_return_after_the_panic(p: &Running, core_trusted: bool) {
+    let metrics = p.metrics();
+    if core_trusted {
+        assert!(metrics.is_some(), "the last snapshot is kept");
+    }
+    match p.try_send(record(99), 99) {
+        Err(TryRefused::Closed(back)) => assert_handed_back(Some(back), 99),
+        Err(TryRefused::Full(_)) => panic!("a send after the panic was refused as full"),
+        Ok(()) => panic!("a send after the panic was accepted"),
+    }
+    match p.send(record(98), 98) {
+        Err(refused) => assert_handed_back(Some(refused.0), 98),
+        Ok(()) => panic!("a send after the panic was accepted"),
+    }
+}
+
 /// A panic in the driver's own loop closes the producer: the records the core held fail with
 /// the panic's message, not persisted (they lingered, never sent), and come back; so does
 /// every record still queued; every waiting call returns.
 pub fn a_panic_in_the_loop_fails_every_record(driver: Driver) {
-    let (p, reports) = panic_in_the_loop(driver, false, false, true);
+    // tokio: through delivery futures (the other tests use its callback).
+    let futures = driver == Driver::Tokio;
+    let (p, reports) = panic_in_the_loop(driver, false, futures, true);
     for (id, r) in reports {
         match r.result {
             Err(Failure::Produce(ProduceError::Panicked {
@@ -281,4 +302,67 @@ pub fn a_panic_while_failing_the_records_still_returns_every_call(driver: Driver
             r.result
         );
     }
+}
+
+/// A panic in the loop of a transactional producer in the middle of a transaction: the
+/// records the broker acknowledged (the transaction's flush waited for that) fail with the
+/// panic marked `possibly_persisted` (they are in the log, their transaction never commits),
+/// the record never handed over fails not persisted, and `commit_transaction` and every later
+/// transactional call return the producer's fatal error, naming the panic.
+pub fn a_panic_in_a_transaction_fails_its_records_honestly(driver: Driver) {
+    let mock = cluster();
+    let config = mock
+        .producer_config()
+        .transactional_id(format!("panics-{driver:?}"))
+        .build()
+        .unwrap();
+    let mut options = Options::new(config);
+    options.injected = InjectedPanics {
+        after_records: Some(10),
+        in_recovery: false,
+    };
+    let p = Running::start(driver, options);
+    p.init_transactions().expect("init_transactions");
+    p.begin_transaction().expect("begin_transaction");
+    for id in 0..10 {
+        p.send(record(id), id).expect("open");
+    }
+    // A transactional flush returns once every record is acknowledged (reports wait for the
+    // transaction's end).
+    p.flush();
+    assert!(p.reports().is_empty(), "reports wait for the transaction");
+    // The loop panics as it is about to hand record 10 to the core.
+    p.send(record(10), 10).expect("queued before the panic");
+    let reports = reports_of(&p, 0..11);
+    for (id, r) in &reports {
+        let written = *id < 10;
+        match &r.result {
+            Err(Failure::Produce(ProduceError::Panicked {
+                message,
+                possibly_persisted,
+            })) => {
+                assert!(message.contains("injected panic"), "{message}");
+                assert_eq!(
+                    *possibly_persisted, written,
+                    "record {id}: acknowledged records may be in the log, the last never went out"
+                );
+            }
+            other => panic!("record {id}: expected the panic's failure, got {other:?}"),
+        }
+        assert_handed_back(r.record.clone(), *id);
+    }
+    let fatal = |r: Result<(), TransactionError>| match r {
+        Err(TransactionError::Fatal { message, .. }) => {
+            let message = message.unwrap_or_default();
+            assert!(message.contains("injected panic"), "{message}");
+        }
+        other => panic!("expected the fatal error that names the panic, got {other:?}"),
+    };
+    fatal(p.commit_transaction());
+    fatal(p.begin_transaction());
+    p.flush();
+    p.close();
+    assert!(p.is_closed());
+    assert_calls_return_after_the_panic(&p, true);
+    assert!(p.reports().is_empty(), "no other report");
 }
