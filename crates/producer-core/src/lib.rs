@@ -85,7 +85,7 @@ pub use transaction::{
     TransactionResult, TransactionState,
 };
 pub use types::{
-    check_topic_name, Callback, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, InvalidTopicName,
-    Output, ProduceError, RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
-    Violation, WireBytes, MAX_TOPIC_NAME_LEN,
+    check_topic_name, Callback, ConnId, ConnectionError, Delivery, DeliveryFailure, Event,
+    InvalidTopicName, Output, ProduceError, RebootstrapReason, Record, RecordMetadata, SendError,
+    SendErrorReason, Violation, WireBytes, MAX_TOPIC_NAME_LEN,
 };

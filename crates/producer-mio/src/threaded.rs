@@ -822,7 +822,8 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let mut wall_ms = timestamp::wall_clock_ms();
         let mut handled = 0;
         while self.stash.is_none() && handled < CHUNK {
-            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Command::Send(..))) {
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Command::Send(..)))
+            {
                 InjectedPanics::before_record(self.handed);
             }
             let Some(command) = self.taken.pop_front() else {

@@ -287,7 +287,8 @@ impl Actor {
         let wall_ms = timestamp::wall_clock_ms();
         let (mut handled, mut bytes) = (0, 0);
         while handled < BATCH && self.stash.is_none() {
-            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Cmd::Send { .. })) {
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Cmd::Send { .. }))
+            {
                 InjectedPanics::before_record(self.handed);
             }
             let Some(command) = self.taken.pop_front() else {
