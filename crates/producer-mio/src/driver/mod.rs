@@ -563,3 +563,44 @@ impl<T, S: DeliverySink<T>> Drop for MioDriver<T, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one read buffer grows with full reads up to [`READ_BUF`]; once no socket has given
+    /// bytes for [`ReadSizing::IDLE`], the deadline it arms lets the driver drop it, and the
+    /// next read starts small again.
+    #[test]
+    fn a_grown_read_buffer_is_let_go_once_reads_stop() {
+        let poll = mio::Poll::new().unwrap();
+        let config = Config::builder([("127.0.0.1", 9)]).build().unwrap();
+        let mut d: MioDriver<()> =
+            MioDriver::new(config, poll.registry(), TokenRange::new(Token(0), 16)).unwrap();
+        assert_eq!(d.read_buf.capacity(), 0, "nothing read: no buffer");
+        for _ in 0..8 {
+            let offered = sockets::size_read_buf(&mut d.read_buf, &d.read_sizing);
+            d.read_sizing.after_read(offered, offered);
+        }
+        assert_eq!(
+            sockets::size_read_buf(&mut d.read_buf, &d.read_sizing),
+            READ_BUF
+        );
+        assert!(d.read_buf.capacity() >= READ_BUF);
+        d.last_read = Instant::now();
+        assert!(
+            d.next_timeout().is_some_and(|t| t <= ReadSizing::IDLE),
+            "a grown buffer arms the idle deadline"
+        );
+        d.last_read = Instant::now()
+            .checked_sub(ReadSizing::IDLE)
+            .expect("a clock past one second");
+        d.handle_timeout();
+        assert_eq!(d.read_buf.capacity(), 0, "the large buffer is let go");
+        assert_eq!(
+            sockets::size_read_buf(&mut d.read_buf, &d.read_sizing),
+            ReadSizing::MIN
+        );
+        assert!(d.read_buf.capacity() < 2 * ReadSizing::MIN);
+    }
+}

@@ -358,7 +358,7 @@ fn closed_by_broker() -> io::Error {
 
 /// Gives the shared read buffer the size `sizing` wants for the next read (its allocation
 /// follows when it shrinks to less than half); that size.
-fn size_read_buf(buf: &mut Vec<u8>, sizing: &ReadSizing) -> usize {
+pub(super) fn size_read_buf(buf: &mut Vec<u8>, sizing: &ReadSizing) -> usize {
     let want = sizing.next();
     if buf.len() != want {
         buf.resize(want, 0);
