@@ -12,6 +12,15 @@
 //!   answers everything it can still account for without the core (the records of its command
 //!   queue, every flush, close, metrics and transaction call) and stops.
 //!
+//! What no rule can hand back: a record the core was taking in the very call that panicked
+//! (it was moved into that call), and, after a second panic, the records the core held. Those
+//! get no report from the mio driver; their tokio delivery futures resolve as lost. Every
+//! call still returns.
+//!
+//! No application code runs before a record is accepted today (there are no partitioners or
+//! interceptors of the application's yet); when there is, [`call_user`] is the one place it
+//! runs, and a panic there fails that record with a typed error instead of going on with it.
+//!
 //! [`Producer::fail_after_panic`]: producer_core::Producer::fail_after_panic
 //! [`ProduceError::Panicked`]: producer_core::ProduceError::Panicked
 
