@@ -170,9 +170,10 @@ impl<C> CommandQueue<C> {
     /// Queues the command `make` builds from `item` if the queue has room for one more
     /// command of `bytes` (`make` runs under the lock, only then); a refused `item` comes back
     /// as it was. The command must carry its `bytes`, for the owner to give back to
-    /// [`CommandQueue::release`] once it has handled it. `Ok(true)`: the queue was empty, wake the owner. With `wait_if_full`, a
-    /// refusal as [`Refused::Full`] counts the caller as waiting for room: it must then wait to
-    /// be woken (the owner's [`Refill::wake_senders`], [`CommandQueue::settle`]).
+    /// [`CommandQueue::release`] once it has handled it. `Ok(true)`: the queue was empty, wake
+    /// the owner. With `wait_if_full`, a refusal as [`Refused::Full`] counts the caller as
+    /// waiting for room: it must then wait to be woken (the owner's [`Refill::wake_senders`],
+    /// [`CommandQueue::settle`]).
     #[inline]
     pub fn push<I>(
         &self,

@@ -14,8 +14,9 @@
 //! * [`log_event`]: the core's events, logged with `tracing`.
 //! * [`ReadSizing`]: how much to read from a socket at a time, growing with traffic and
 //!   shrinking back when it stops.
-//! * [`panic`](mod@panic): the one rule for panics: [`call_user`] around the application's code (the
-//!   producer goes on, an event names the panic), [`contain`] around the producer's own.
+//! * [`panic`](mod@panic): the one rule for panics: [`call_user`] around the application's
+//!   code (the producer goes on, an event names the panic), [`contain`] around the producer's
+//!   own.
 //! * [`tls`]: the rustls client configuration for `SSL` and `SASL_SSL` (CA file or platform
 //!   roots, mTLS, endpoint identification), with typed errors for unusable files.
 //! * `metrics_facade` (feature `metrics`): the core's metrics published through the

@@ -976,7 +976,10 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     /// left alone (its records cannot be reported). The thread then stops
     /// ([`Loop::shutdown`]).
     fn after_panic(&mut self, message: String) {
-        tracing::error!(%message, "the producer thread panicked in its own code; every record fails");
+        tracing::error!(
+            %message,
+            "the producer thread panicked in its own code; every record fails"
+        );
         self.panicked = Some(message.clone());
         let injected = self.injected;
         let failed = contain(|| {
@@ -988,7 +991,8 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         });
         if failed != Ok(true) {
             tracing::error!(
-                "failing the records after the panic failed too; the records the core held get no report"
+                "failing the records after the panic failed too; \
+                 the records the core held get no report"
             );
             self.core_broken = true;
         }

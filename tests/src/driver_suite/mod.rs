@@ -3,7 +3,9 @@
 //! [`driver_suite!`](crate::driver_suite!):
 //!
 //! ```ignore
-//! producer_tests::driver_suite!(Driver::MioThreaded => panics::a_panicking_delivery_callback_is_contained);
+//! producer_tests::driver_suite!(Driver::MioThreaded =>
+//!     panics::a_panicking_delivery_callback_is_contained,
+//! );
 //! ```
 //!
 //! [`Driver`]: crate::drive::Driver
