@@ -20,7 +20,8 @@ use crate::ErrorCode;
 
 use super::super::identity::PidState;
 use super::super::Producer;
-use super::requests::{by_topic, class, worst_error, Class, TxnRequest};
+use super::in_flight::TxnRequest;
+use super::requests::{by_topic, class, worst_error, Class};
 use super::OffsetsStep;
 
 /// The highest EndTxn version on a TV1 cluster (v5 is TV2's: it answers the next epoch).
