@@ -214,3 +214,59 @@ fn the_state_machine_holds_no_byte_layout() {
     }
     assert!(checked >= 20, "only {checked} files checked");
 }
+
+/// The drivers reach the core only through its crate-root re-exports and
+/// `producer_core::metrics`: no other public module of the core (`config`, `protocol`,
+/// `record`, `sasl`, ...) is named in a driver's source, so the core's internals can move
+/// without a driver noticing.
+#[test]
+fn the_drivers_use_only_the_cores_root_and_metrics() {
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .filter(|m| *m != "metrics")
+        .collect();
+    assert!(modules.len() >= 5, "only {modules:?} found in lib.rs");
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    let mut found = Vec::new();
+    for driver in ["producer-driver", "producer-mio", "producer-tokio"] {
+        for file in sources(&crates.join(driver).join("src")) {
+            let code: String = non_test_source(&file)
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (i, _) in code.match_indices("producer_core::") {
+                let rest = &code[i + "producer_core::".len()..];
+                // The first segment of each path: one name, or each item of a `{...}` list.
+                let names: Vec<String> = match rest.strip_prefix('{') {
+                    Some(list) => {
+                        let list = &list[..list.find('}').unwrap_or(list.len())];
+                        list.split(',')
+                            .map(|item| item.trim().split("::").next().unwrap_or("").to_string())
+                            .collect()
+                    }
+                    None => vec![rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()],
+                };
+                for name in names {
+                    if modules.contains(&name.as_str()) {
+                        found.push(format!("{}: producer_core::{name}", file.display()));
+                    }
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} driver files checked");
+    assert!(
+        found.is_empty(),
+        "drivers using core internals:\n{}",
+        found.join("\n")
+    );
+}
