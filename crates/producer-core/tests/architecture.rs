@@ -270,3 +270,103 @@ fn the_drivers_use_only_the_cores_root_and_metrics() {
         found.join("\n")
     );
 }
+
+/// The public types a crate declares (`pub struct|enum|trait|type Name`, outside tests).
+fn public_type_names(src: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for file in sources(src) {
+        for line in non_test_source(&file).lines() {
+            let line = line.trim_start();
+            for kind in ["pub struct ", "pub enum ", "pub trait ", "pub type "] {
+                if let Some(rest) = line.strip_prefix(kind) {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    out.push((name, file.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The names a crate's root re-exports from other crates (`pub use other_crate::{A, B}`).
+fn reexported_names(src: &Path) -> Vec<String> {
+    let lib = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| src.join(f))
+        .find(|f| f.exists());
+    let Some(lib) = lib else { return Vec::new() };
+    let text = non_test_source(&lib);
+    let mut out = Vec::new();
+    for stmt in text.split(';') {
+        let Some(i) = stmt.find("pub use ") else {
+            continue;
+        };
+        let path = &stmt[i + "pub use ".len()..];
+        if path.starts_with("crate::") || path.starts_with("self::") || !path.contains("::") {
+            continue;
+        }
+        let first = path.split("::").next().unwrap_or("");
+        if src.join(format!("{first}.rs")).exists() || src.join(first).is_dir() {
+            continue; // one of the crate's own modules
+        }
+        let items = match (path.find('{'), path.rfind('}')) {
+            (Some(a), Some(b)) => &path[a + 1..b],
+            _ => path.rsplit("::").next().unwrap_or(""),
+        };
+        for item in items.split(',') {
+            let name = item
+                .rsplit(" as ")
+                .next()
+                .unwrap_or("")
+                .rsplit("::")
+                .next()
+                .unwrap_or("");
+            let name = name.trim();
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Type names are unique within each crate's public API: no two public types a crate
+/// declares share a name, and none shares a name with a type its root re-exports from
+/// another crate.
+#[test]
+fn public_type_names_are_unique_within_a_crate() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut clashes = Vec::new();
+    let mut checked = 0;
+    for entry in fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        checked += 1;
+        let names = public_type_names(&src);
+        for (i, (name, file)) in names.iter().enumerate() {
+            if let Some((_, other)) = names[..i].iter().find(|(n, _)| n == name) {
+                clashes.push(format!(
+                    "{name}: {} and {}",
+                    other.display(),
+                    file.display()
+                ));
+            }
+        }
+        for name in reexported_names(&src) {
+            if let Some((_, file)) = names.iter().find(|(n, _)| *n == name) {
+                clashes.push(format!("{name}: {} and a re-export", file.display()));
+            }
+        }
+    }
+    assert!(checked >= 6, "only {checked} crates found");
+    assert!(
+        clashes.is_empty(),
+        "public type names used twice:\n{}",
+        clashes.join("\n")
+    );
+}

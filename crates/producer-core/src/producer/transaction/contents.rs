@@ -11,7 +11,8 @@ use crate::protocol::add_partitions_to_txn::{
 };
 use crate::protocol::end_txn::{EndTxnRequest, EndTxnResponse};
 use crate::protocol::txn_offset_commit::{
-    GroupMember, OffsetToCommit as WireOffset, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    GroupMember, TxnOffsetCommitPartition as WireOffset, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use crate::protocol::ApiKey;
 use crate::transaction::{TransactionOperation, TransactionResult, TransactionState};
