@@ -9,8 +9,9 @@ use crate::batch::{charged_size, OpenBatch, Pending, Unrouted};
 use crate::partitioner::partition_for_key;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::TimerKind;
+use crate::topic_name::check_topic_name;
 use crate::topics::Held;
-use crate::types::{check_topic_name, ProduceError, Record, SendError, SendErrorReason};
+use crate::types::{ProduceError, Record, SendError, SendErrorReason};
 
 use super::Producer;
 

@@ -37,6 +37,7 @@ use bytes::Bytes;
 
 use super::compression::{compress_into, decompress, Compression, CompressionError};
 use super::decode::{decode_records, DecodedRecord, MalformedRecords};
+use super::header::Header;
 use super::storage::Storage;
 use super::RECORD_BATCH_OVERHEAD;
 use crate::protocol::primitives::{varint_len, varlong_len, zigzag32, zigzag64};
@@ -59,25 +60,6 @@ const RECORDS_COUNT_OFFSET: usize = 57;
 const LOG_OVERHEAD: usize = 12;
 /// The timestamp written when a batch has no records (Kafka's `NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
-
-/// A record header: a non-null UTF-8 key and a nullable byte value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Header {
-    /// The header key (never null on the wire).
-    pub key: String,
-    /// The header value; `None` is written as length -1.
-    pub value: Option<Bytes>,
-}
-
-impl Header {
-    /// A header with the given key and value.
-    pub fn new(key: impl Into<String>, value: Option<Bytes>) -> Self {
-        Header {
-            key: key.into(),
-            value,
-        }
-    }
-}
 
 /// Encoded size of a nullable byte field (varint length, -1 for null, then the bytes).
 #[inline]
