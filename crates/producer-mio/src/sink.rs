@@ -10,6 +10,10 @@ use producer_core::{Delivery, Event};
 /// of your own (see [`crate::MioDriver::with_sink`]) receives each report the moment the core
 /// produces it, inside whichever driver method produced it, without the copy into and out of a
 /// queue: for loops that handle reports with a callback anyway.
+///
+/// A sink's panic does not unwind out of the driver: it is caught around that one call and
+/// named by an [`Event::CallbackPanicked`] (from [`crate::MioDriver::poll_event`]); a report
+/// whose `deliver` panicked counts as handed over.
 pub trait DeliverySink<T> {
     /// Takes one report.
     fn deliver(&mut self, delivery: Delivery<T>);

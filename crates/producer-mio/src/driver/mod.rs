@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer, Record,
-    SendError, SendErrorReason, TransactionError, TransactionResult,
+    Callback, Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer,
+    Record, SendError, SendErrorReason, TransactionError, TransactionResult,
 };
 use producer_driver::tls::TlsSetup;
-use producer_driver::{log_event, timestamp, ReadSizing};
+use producer_driver::{call_user, log_event, timestamp, ReadSizing};
 
 use crate::error::StartError;
 
@@ -537,17 +537,37 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                         self.core.handle_token(now, Err(reason));
                     }
                 }
-                Output::Delivery(d) => self.sink.deliver(d),
+                Output::Delivery(d) => {
+                    // The sink may be the application's code: a panic in it is named by an
+                    // event, and the report counts as handed over.
+                    let sink = &mut self.sink;
+                    if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
+                        self.keep_event(panicked);
+                    }
+                }
                 Output::Transaction(r) => self.transactions.push_back(r),
                 Output::Event(e) => self.keep_event(e),
             }
         }
     }
 
-    /// Logs an event, shows it to the sink and keeps it for [`MioDriver::poll_event`].
+    /// Logs an event, shows it to the sink and keeps it for [`MioDriver::poll_event`]. A sink
+    /// that panics on it is named by an event of its own, logged and kept after it (not shown
+    /// to the sink again).
     fn keep_event(&mut self, e: Event) {
         log_event(&e);
-        self.sink.event(&e);
+        let sink = &mut self.sink;
+        let panicked = call_user(Callback::Event, || sink.event(&e)).err();
+        self.push_event(e);
+        if let Some(panicked) = panicked {
+            log_event(&panicked);
+            self.push_event(panicked);
+        }
+    }
+
+    /// Keeps an event for [`MioDriver::poll_event`], dropping the oldest past
+    /// [`EVENT_CAPACITY`].
+    fn push_event(&mut self, e: Event) {
         if self.events.len() == EVENT_CAPACITY {
             self.events.pop_front();
         }
