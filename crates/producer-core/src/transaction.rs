@@ -223,7 +223,7 @@ pub enum InvalidOffsets {
     },
     /// A topic name outside Kafka's rules.
     #[error("{0}")]
-    Topic(crate::InvalidTopicName),
+    Topic(crate::topic_name::InvalidTopicName),
 }
 
 impl InvalidOffsets {
@@ -249,7 +249,7 @@ impl InvalidOffsets {
             }
         }
         for o in offsets {
-            crate::check_topic_name(&o.topic).map_err(InvalidOffsets::Topic)?;
+            crate::topic_name::check_topic_name(&o.topic).map_err(InvalidOffsets::Topic)?;
         }
         Ok(())
     }
