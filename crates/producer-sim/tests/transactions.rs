@@ -750,6 +750,46 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
     }
 }
 
+/// An abort whose EndTxn the coordinator answers with a code of the abortable class (one the
+/// retry table neither retries nor makes fatal: UNKNOWN_SERVER_ERROR here) cannot make the
+/// transaction more abortable than it is: the EndTxn is asked again after a backoff each time,
+/// and the abort completes once the coordinator takes it. (It went again at once before, for
+/// as long as the coordinator answered so: a request loop, and an abort that never returned.)
+#[test]
+fn an_abort_refused_with_an_abortable_code_is_asked_again_after_a_backoff() {
+    use producer_sim::API_END_TXN;
+    let mut h = transactional(5, 2, "abort-refused");
+    init_and_begin(&mut h);
+    for id in 0..3 {
+        h.send(record(id, "a", true), id).unwrap();
+    }
+    h.producer.flush(h.now);
+    h.run_for(Duration::from_secs(1));
+    inject(&mut h, API_END_TXN, ErrorCode::UNKNOWN_SERVER_ERROR, 8);
+    let before = h.cluster.request_log().len();
+    h.producer.abort_transaction(h.now).unwrap();
+    let r = wait_result(&mut h, TransactionOperation::Abort);
+    assert_eq!(r.result, Ok(()));
+    let ends: Vec<_> = h.cluster.request_log()[before..]
+        .iter()
+        .filter(|r| r.api_key == API_END_TXN)
+        .map(|r| r.at)
+        .collect();
+    assert_eq!(ends.len(), 9, "8 refused, then the abort");
+    // retry.backoff.ms (100 ms, with jitter) at least between two of them.
+    for w in ends.windows(2) {
+        assert!(
+            w[1] - w[0] >= Duration::from_millis(50),
+            "{:?}",
+            w[1] - w[0]
+        );
+    }
+    for id in 0..3 {
+        assert!(report(&h, id).is_err(), "record {id} failed with the abort");
+    }
+    assert_eq!(visible(&h, &[0, 1, 2]), 0);
+}
+
 /// A Produce answered `INVALID_PRODUCER_EPOCH` (the coordinator moved the epoch on, as when it
 /// aborted the transaction past its timeout while a commit stalled): as in Java, the record
 /// fails and the transaction can only be aborted. The abort is a KIP-360 bump from the current
