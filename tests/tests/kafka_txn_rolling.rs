@@ -1,7 +1,9 @@
 //! Transactions under rolling broker faults on Apache Kafka (issue 27): the transaction tier's
 //! 3-node cluster at transaction version 2 (Kafka 4.1's default), one fault every few seconds
-//! on a node drawn at random (SIGKILL, SIGTERM or SIGSTOP; healed at the next step, so one
-//! node at most is down), hitting the transaction coordinator and the partition leaders
+//! on a node drawn at random (SIGKILL, SIGTERM or SIGSTOP; healed at the next step: restarted
+//! or continued, so one node at most is stopped, though a restarted JVM may still be starting
+//! when the next fault comes; `KAFKA_TXN_ROLLING_WAIT_REJOIN=1` waits until it has rejoined),
+//! hitting the transaction coordinator and the partition leaders
 //! alike, while a transactional loop runs: begin, send, commit (every tenth transaction aborted
 //! on purpose; a commit that fails is aborted). Every blocking call must return, with success,
 //! the typed timeout of `max.block.ms` (then the same call again waits for the same operation)
@@ -9,9 +11,10 @@
 //! test's. An independent consumer (librdkafka, `read_committed`) then reads every record of a
 //! committed transaction exactly once and in order per key, and none of an aborted one.
 //!
-//! CI: `rolling_faults_mio`, 100 transactions. Longer:
-//! `KAFKA_TXN_ROLLING_TXNS=1000 KAFKA_TXN_ROLLING_RECORDS=200 cargo test --release -p
-//! producer-tests --test kafka_txn_rolling -- --nocapture` (`KAFKA_TXN_ROLLING_SEED`,
+//! CI: `rolling_faults_mio`, 100 transactions of 20 records. Longer (about 10 minutes):
+//! `KAFKA_TXN_ROLLING_TXNS=400 KAFKA_TXN_ROLLING_RECORDS=50 cargo test -p producer-tests --test
+//! kafka_txn_rolling -- --nocapture`, and Java's producer in the same loop and schedule with
+//! `-- --ignored rolling_faults_java --nocapture` (`KAFKA_TXN_ROLLING_SEED`,
 //! `KAFKA_TXN_ROLLING_INTERVAL_MS`, `KAFKA_TXN_ROLLING_MAX_BLOCK_MS` vary it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
