@@ -105,7 +105,7 @@ impl Schedule {
             }
             if s.lead_again {
                 for &(t, n) in TOPICS {
-                    for p in (0..n).filter(|p| (*p as i32 % BROKERS) + 1 == s.broker) {
+                    for p in (0..n).filter(|p| (*p % BROKERS) + 1 == s.broker) {
                         h.cluster.move_leader(t, p, s.broker).unwrap();
                     }
                 }
@@ -398,7 +398,7 @@ fn transaction_loop(seed: u64, tv: i16, records: u64, steps: Vec<Step>) {
             }
         }
     }
-    for rid in by_txn.keys().copied() {
+    for &rid in by_txn.keys() {
         let want = usize::from(outcomes[by_txn[&rid] as usize] == Outcome::Committed);
         assert_eq!(
             seen.get(&rid).copied().unwrap_or(0),

@@ -362,7 +362,9 @@ pub fn check_read_back(
     read: &[Consumed],
 ) -> Result<ReadBackSummary, String> {
     let mut seen: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    let mut by_key: BTreeMap<Vec<u8>, Vec<(i32, i64, usize, usize)>> = BTreeMap::new();
+    // Per key: (partition, offset, transaction, index) of each record read.
+    type Placed = (i32, i64, usize, usize);
+    let mut by_key: BTreeMap<Vec<u8>, Vec<Placed>> = BTreeMap::new();
     for c in read {
         let v = c.value.as_deref().unwrap_or_default();
         let Some((t, i)) = parse_value(v) else {
