@@ -361,3 +361,16 @@ def settings(name, pairs):
 settings("set-basic", [(0, 19), (6, 0), (7, 2)])
 settings("set-edges", [(0, 19), (6, 3), (8, 6), (16, 4), (3, 12)])
 settings("set-secrets", [(0, 19), (31, 16), (32, 18), (33, 0), (34, 9)])
+
+
+def builder(name, pairs):
+    data = [2]
+    for n, v in pairs:
+        data += [n, v]
+    write("config_properties", name, data)
+
+
+builder("builder-defaults", [])
+builder("builder-small", [(0, 2), (12, 2), (14, 4), (16, 1)])
+builder("builder-transactional", [(11, 4), (5, 4)])
+builder("builder-acks0-gzip", [(18, 2), (20, 1)])

@@ -2,22 +2,25 @@
 //! `ConfigBuilder::apply_properties_text`) and settings one by one (`ConfigBuilder::set`),
 //! then a producer built from whatever configuration they accept.
 //!
-//! Input byte 0: bit 0 the mode. Text mode: the rest is the text (lossy UTF-8). Set mode:
+//! Input byte 0 `% 3` picks the mode. Text mode: the rest is the text (lossy UTF-8). Set mode:
 //! pairs `[name selector] [value selector] [value bytes...]`: the name is one of every
 //! spelling `SETTINGS` lists (and a few unsupported or misspelled ones), the value one of a
-//! table of edge values (0, -1, `u64::MAX`, 20 digits, ...) or the input's bytes.
+//! table of edge values (0, -1, `u64::MAX`, 20 digits, ...) or the input's bytes. Builder
+//! mode: pairs `[setter] [value]` for the typed setters, with durations from zero to
+//! `Duration::MAX` and sizes from zero to `usize::MAX`.
 //!
 //! Checked: no panic, no allocation over the cap (the counting allocator), the value of a
 //! secret (`sasl.password`, `sasl.jaas.config`) never appears in an error's `Display` or
 //! `Debug` nor in the `Debug` of the builder or the configuration; and a configuration that
-//! `build` accepts makes a producer that takes a record, connects, sends, flushes, fires its
-//! deadlines up to a day ahead and closes without a panic (durations up to `Duration::MAX`,
-//! sizes up to `usize::MAX` must be refused by `build` or work).
+//! `build` accepts makes a producer that goes through a whole run against the scripted broker
+//! answering sanely ([`crate::hostile::run_config`]: records to every topic, a flush, time,
+//! the close) with all of that target's checks: durations and sizes that do not work must be
+//! refused by `build`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use producer_core::properties::SETTINGS;
-use producer_core::{Config, ConfigBuilder, Output, Producer, Record};
+use producer_core::{Acks, Compression, Config, ConfigBuilder};
 
 /// Names a user may write that `SETTINGS` does not list.
 const OTHER_NAMES: [&str; 6] = [
@@ -64,12 +67,20 @@ fn is_secret_name(name: &str) -> bool {
     matches!(name, "sasl.password" | "sasl.jaas.config")
 }
 
-/// Whether `text` shows a secret: one of at least 4 characters that no other part of the
-/// input contains (so its appearance can only come from the secret).
+/// Whether `text` shows a secret: one of at least 6 characters that neither another part of
+/// the input nor the parsers' own texts (setting names, accepted forms, the edge values)
+/// contain, so its appearance can only come from the secret.
 fn leaks(text: &str, secrets: &Secrets, others: &str) -> Option<String> {
+    let known: String = SETTINGS
+        .iter()
+        .flat_map(|s| s.names.iter().copied().chain([s.form]))
+        .chain(OTHER_NAMES)
+        .chain(VALUES)
+        .collect::<Vec<_>>()
+        .join("\n");
     secrets
         .iter()
-        .filter(|s| s.len() >= 4 && !others.contains(s.as_str()))
+        .filter(|s| s.len() >= 6 && !others.contains(s.as_str()) && !known.contains(s.as_str()))
         .find(|s| text.contains(s.as_str()))
         .cloned()
 }
@@ -79,13 +90,16 @@ pub fn run(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let built = if mode & 1 == 0 {
-        from_text(&String::from_utf8_lossy(rest))
-    } else {
-        from_settings(rest)
+    let built = match mode % 3 {
+        0 => from_text(&String::from_utf8_lossy(rest)),
+        1 => from_settings(rest),
+        _ => from_builder(rest),
     };
+    if std::env::var_os("HOSTILE_TRACE").is_some() {
+        eprintln!("built: {built:?}");
+    }
     if let Some(config) = built {
-        exercise(config, mode);
+        crate::hostile::run_config(config);
     }
 }
 
@@ -191,45 +205,58 @@ fn from_settings(data: &[u8]) -> Option<Config> {
     }
 }
 
-/// A producer from `config` takes a record, connects, sends, fires its deadlines for a day of
-/// virtual time, and closes: no panic, whatever the durations and sizes.
-fn exercise(config: Config, seed: u8) {
-    let t0 = Instant::now();
-    let transactional = config.transactional_id.is_some();
-    let mut p = Producer::<u32>::new(config, t0);
-    let mut now = t0;
-    if transactional {
-        let _ = p.init_transactions(now);
+/// A configuration from the typed setters, with edge durations and sizes.
+fn from_builder(data: &[u8]) -> Option<Config> {
+    const DURATIONS: [Duration; 9] = [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_millis(1),
+        Duration::from_millis(100),
+        Duration::from_secs(30),
+        Duration::MAX,
+        Duration::from_secs(u64::MAX / 2),
+        Duration::from_millis(u64::MAX),
+        Duration::from_millis(i32::MAX as u64 + 1),
+    ];
+    const SIZES: [usize; 9] = [
+        0,
+        1,
+        1024,
+        16_384,
+        1 << 20,
+        usize::MAX,
+        u32::MAX as usize + 1,
+        i32::MAX as usize + 1,
+        1 << 40,
+    ];
+    let mut b = Config::builder([("boot", 9092)]);
+    for pair in data.chunks_exact(2) {
+        let d = DURATIONS[usize::from(pair[1]) % DURATIONS.len()];
+        let z = SIZES[usize::from(pair[1]) % SIZES.len()];
+        b = match pair[0] % 22 {
+            0 => b.linger(d),
+            1 => b.retry_backoff(d),
+            2 => b.retry_backoff_max(d),
+            3 => b.reconnect_backoff(d),
+            4 => b.reconnect_backoff_max(d),
+            5 => b.request_timeout(d),
+            6 => b.delivery_timeout(d),
+            7 => b.metadata_max_age(d),
+            8 => b.rebootstrap_trigger(d),
+            9 => b.max_block(d),
+            10 => b.partitioner_availability_timeout(d),
+            11 => b.transactional_id("tx").transaction_timeout(d),
+            12 => b.batch_size(z),
+            13 => b.max_request_size(z),
+            14 => b.buffer_memory(z),
+            15 => b.buffer_max_records(z),
+            16 => b.max_in_flight(z),
+            17 => b.max_response_size(z),
+            18 => b.acks([Acks::All, Acks::Leader, Acks::None][usize::from(pair[1]) % 3]),
+            19 => b.enable_idempotence(pair[1] & 1 == 1),
+            20 => b.compression(Compression::ALL[usize::from(pair[1]) % 5]),
+            _ => b.adaptive_partitioning(pair[1] & 1 == 1),
+        };
     }
-    let value = vec![b'v'; usize::from(seed) * 8];
-    let _ = p.send(now, Record::new("t", value).with_key("k"), 1);
-    let mut connected = Vec::new();
-    for step in 0..40 {
-        let mut outputs = 0;
-        while let Some(o) = p.poll_output() {
-            outputs += 1;
-            assert!(outputs < 10_000, "poll_output does not drain");
-            match o {
-                Output::Connect { conn, .. } => connected.push(conn),
-                Output::TokenRequest => p.handle_token(now, Err("none".into())),
-                _ => {}
-            }
-        }
-        for c in connected.drain(..) {
-            p.handle_connected(now, c);
-        }
-        match step {
-            10 => p.flush(now),
-            20 => p.close(now),
-            _ => {}
-        }
-        let _ = p.metrics();
-        let Some(t) = p.poll_timeout() else { continue };
-        if t.saturating_duration_since(t0) > Duration::from_secs(86_400) {
-            now = t0 + Duration::from_secs(86_400);
-        } else {
-            now = now.max(t);
-        }
-        p.handle_timeout(now);
-    }
+    b.build().ok()
 }

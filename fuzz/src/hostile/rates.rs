@@ -48,14 +48,22 @@ impl Rates {
     }
 
     fn purge<T>(q: &mut VecDeque<(Instant, T)>, now: Instant, window: Duration) {
-        while q.front().is_some_and(|(t, _)| *t + window <= now) {
+        while q
+            .front()
+            .is_some_and(|(t, _)| t.checked_add(window).is_some_and(|end| end <= now))
+        {
             q.pop_front();
         }
     }
 
     pub(crate) fn connect(&mut self, now: Instant, host: &str, port: u16) -> Result<(), Violation> {
         self.hosts.insert((host.to_string(), port));
-        while self.connects.front().is_some_and(|t| *t + self.window <= now) {
+        let window = self.window;
+        while self
+            .connects
+            .front()
+            .is_some_and(|t| t.checked_add(window).is_some_and(|end| end <= now))
+        {
             self.connects.pop_front();
         }
         self.connects.push_back(now);
