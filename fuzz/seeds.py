@@ -4,15 +4,20 @@ unit tests. Run from fuzz/: `python3 seeds.py`. Seeds are committed; corpora gro
 runs are not (run with a scratch dir first: `cargo fuzz run <t> /tmp/corpus-<t> corpus/<t>`).
 
 Response targets: one selector byte (version - first supported version) then the body.
+
+Also writes the hand-written reproducers of findings under regressions/<target>/ (the ones
+found by fuzzing were minimised with `cargo fuzz tmin` and are committed as they came out).
 """
 import os
 import struct
 
 
-def write(target, name, data):
-    d = os.path.join("corpus", target)
+def write(target, name, data, regression=False):
+    """A seed under corpus/<target>/seed-<name>, or with `regression` a hand-written
+    reproducer of a finding under regressions/<target>/<name> (its note is in NOTES.md there)."""
+    d = os.path.join("regressions" if regression else "corpus", target)
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "seed-" + name), "wb") as f:
+    with open(os.path.join(d, name if regression else "seed-" + name), "wb") as f:
         f.write(bytes(data))
 
 
@@ -191,8 +196,9 @@ def POLICY(k):  # clear, silent, refuse connects, drop after request
     return [11, k]
 
 
-def hostile(name, mode, tuning, ops, values=b"", target="hostile_broker", prefix=()):
-    write(target, name, list(prefix) + [mode, tuning] + list(struct.pack(">H", len(ops))) + ops + list(values))
+def hostile(name, mode, tuning, ops, values=b"", target="hostile_broker", prefix=(), regression=False):
+    data = list(prefix) + [mode, tuning] + list(struct.pack(">H", len(ops))) + ops + list(values)
+    write(target, name, data, regression)
 
 
 TRAFFIC = SEND(0x03) + ADV(3) + SEND(0x13) + SEND(0x07) + FLUSH + ADV(5) + SEND(0x23, 2) + ADV(5)
@@ -208,22 +214,37 @@ hostile("sasl-oauthbearer", 0x0C, 0x00, TRAFFIC)
 hostile("silent-at-close", 0x10, 0x01, TRAFFIC)
 hostile("in-flight-1-small-batches", 0xC0, 0x0E, TRAFFIC + SEND(0x83) + SEND(0x83) + ADV(6))
 hostile("not-leader-same-leader", 0x00, 0x00,
-        SEND(0x03) + ADV(3) + PRODUCE(0, 1, 255) + SEND(0x03) + FLUSH + ADV(5) + ADV(7))
+        SEND(0x03) + ADV(3) + PRODUCE(0, 1, 255) + SEND(0x03) + FLUSH + ADV(5) + ADV(7), regression=True)
 hostile("not-leader-epoch-bump", 0x01, 0x00,
-        SEND(0x03) + ADV(3) + PRODUCE(0, 2, 255) + SEND(0x03) + FLUSH + ADV(5))
+        SEND(0x03) + ADV(3) + PRODUCE(0, 2, 255) + SEND(0x03) + FLUSH + ADV(5), regression=True)
+hostile("not-leader-same-leader-once", 0x00, 0x00,
+        SEND(0x03) + ADV(3) + PRODUCE(0, 1, 1) + SEND(0x03) + FLUSH + ADV(5))
+hostile("not-enough-replicas", 0x01, 0x00,
+        SEND(0x03) + ADV(3) + PRODUCE(2, 0, 5) + SEND(0x03) + FLUSH + ADV(5) + ADV(7))
+hostile("out-of-order-sequence", 0x00, 0x00,
+        SEND(0x03) + ADV(3) + PRODUCE(4, 0, 2) + SEND(0x03) + FLUSH + ADV(5) + ADV(7))
+hostile("message-too-large", 0x00, 0x00,
+        SEND(0x03) + SEND(0x43) + ADV(3) + PRODUCE(8, 0, 1) + SEND(0x03) + FLUSH + ADV(5) + ADV(7))
 hostile("not-leader-other-leader", 0x00, 0x00,
         SEND(0x03) + ADV(3) + PRODUCE(0, 3, 3) + SEND(0x03) + FLUSH + ADV(5))
 # Partitions 0 and 1 of t0 led by node 1: one Produce request carries both; partition 1 gets
 # CLUSTER_AUTHORIZATION_FAILED, partition 0 is answered OK.
 MIXED = (SEND(0x01) + ADV(3) + META(2, 6, 255) + ADV(10) + PRODUCE(7, 0, 1, 1)
          + SEND(0x21, 0) + SEND(0x21, 1) + FLUSH + ADV(5))
-hostile("mixed-fatal-plain", 0x01, 0x00, MIXED)
-hostile("mixed-fatal-idempotent", 0x00, 0x00, MIXED)
-hostile("metadata-index-large", 0x00, 0x00, SEND(0x03) + ADV(3) + META(1, 5, 255) + ADV(10) + SEND(0x33, 200) + ADV(5))
-hostile("metadata-index-gap", 0x01, 0x00, SEND(0x03) + ADV(3) + META(1, 3, 255) + ADV(10) + SEND(0x23, 3) + ADV(5))
+hostile("mixed-fatal-plain", 0x01, 0x00, MIXED, regression=True)
+hostile("mixed-fatal-idempotent", 0x00, 0x00, MIXED, regression=True)
+hostile("metadata-index-large", 0x00, 0x00, SEND(0x03) + ADV(3) + META(1, 5, 255) + ADV(10) + SEND(0x33, 200) + ADV(5), regression=True)
+hostile("metadata-index-gap", 0x01, 0x00, SEND(0x03) + ADV(3) + META(1, 3, 255) + ADV(10) + SEND(0x23, 3) + ADV(5), regression=True)
 hostile("metadata-leader-unknown", 0x00, 0x00, SEND(0x03) + ADV(3) + META(2, 1, 255) + ADV(10) + SEND(0x03) + ADV(7))
 hostile("metadata-topic-error", 0x00, 0x00, META(0, 1, 20) + SEND(0x03) + ADV(5) + ADV(7))
 hostile("metadata-broker-node", 0x01, 0x00, SEND(0x03) + ADV(3) + META(3, 4, 3) + ADV(10) + SEND(0x03) + ADV(5))
+hostile("metadata-negative-node-id", 0x01, 0x00, SEND(0x03) + ADV(3) + META(3, 2, 255) + ADV(10), regression=True)
+hostile("metadata-new-node-ids", 0x01, 0x00, SEND(0x03) + ADV(3) + META(3, 6, 255) + ADV(11) + SEND(0x03) + ADV(5),
+        regression=True)
+hostile("txn-close-silent-nothing-sent", 0x12, 0x00, SEND(0x08) + ADV(9), regression=True)
+hostile("metadata-partition-index-10m", 0x00, 0x00, SEND(0x03) + ADV(3) + META(1, 0, 255) + ADV(10), regression=True)
+# The brokers replaced once by new node ids.
+hostile("metadata-new-node-ids-once", 0x00, 0x00, SEND(0x03) + ADV(3) + META(3, 6, 1) + ADV(10) + SEND(0x03) + ADV(5))
 hostile("drop-after-request", 0x00, 0x00, SEND(0x03) + ADV(3) + POLICY(3) + SEND(0x03) + ADV(5) + POLICY(0) + ADV(7))
 hostile("refuse-connects", 0x01, 0x00, POLICY(2) + SEND(0x03) + ADV(7) + POLICY(2) + ADV(7))
 hostile("held-and-chunked", 0x00, 0x00,
@@ -348,7 +369,11 @@ props("transactional", "bootstrap.servers=b:9092\ntransactional.id=tx-1\ntransac
       "max.in.flight.requests.per.connection=5\n")
 props("errors", "bootstrap.servers=b:9092\nlingr.ms=5\nretries=3\nacks=maybe\nnot a setting\n")
 props("large-durations", "bootstrap.servers=b:9092\nlinger.ms=18446744073709551615\n")
-props("large-sizes", "bootstrap.servers=b:9092\nbatch.size=9999999999\nbuffer.memory=18446744073709551615\n")
+write("config_properties", "properties-batch-size-huge",
+      [0] + list(b"bootstrap.servers=b:9092\nbatch.size=9999999999\n"), regression=True)
+props("large-sizes", "bootstrap.servers=b:9092\nbuffer.memory=18446744073709551615\nmax.request.size=4000000\n")
+write("config_properties", "properties-secret-whitespace-separator",
+      [0] + list(b"bootstrap.servers=b:9092\nsasl.password hunter2hunter2\n"), regression=True)
 
 
 def settings(name, pairs):
@@ -374,3 +399,11 @@ builder("builder-defaults", [])
 builder("builder-small", [(0, 2), (12, 2), (14, 4), (16, 1)])
 builder("builder-transactional", [(11, 4), (5, 4)])
 builder("builder-acks0-gzip", [(18, 2), (20, 1)])
+
+# Typed-builder settings that panic or abort today (issue 21 item 7): setter, value index
+# (durations: 5 = Duration::MAX; sizes: 5 = usize::MAX, 8 = 1 TiB).
+for name, setter, value in [("linger-max", 0, 5), ("batch-size-usize-max", 12, 5),
+                            ("retry-backoff-max", 1, 5), ("delivery-timeout-max", 6, 5),
+                            ("metadata-max-age-max", 7, 5), ("rebootstrap-trigger-max", 8, 5),
+                            ("batch-size-1tib", 12, 8)]:
+    write("config_properties", "builder-" + name, [2, setter, value], regression=True)

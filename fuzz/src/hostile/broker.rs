@@ -102,6 +102,9 @@ pub(crate) enum MetadataHack {
     Leader(i32),
     /// The first broker listed has this node id.
     BrokerNode(i32),
+    /// Every broker has a node id no earlier answer used (the cluster's brokers were replaced
+    /// by new ones on the same hosts), and leads what its predecessor led.
+    NewNodeIds,
 }
 
 /// The standing misbehaviours.
@@ -191,6 +194,8 @@ pub(crate) struct Broker {
     pub(crate) listed: HashMap<String, i32>,
     /// Requests decoded, by API key.
     pub(crate) requests: HashMap<i16, u64>,
+    /// What [`MetadataHack::NewNodeIds`] adds to the sane node ids.
+    renumbered: i32,
 }
 
 impl Broker {
@@ -209,6 +214,7 @@ impl Broker {
             topic_ids,
             listed: HashMap::new(),
             requests: HashMap::new(),
+            renumbered: 0,
         }
     }
 
@@ -436,12 +442,16 @@ impl Broker {
             resp.error_code = self.error(v, ApiKey::Metadata as i16, 0);
         }
         let hack = self.policies.metadata_hack();
+        if let Some(MetadataHack::NewNodeIds) = hack {
+            self.renumbered = self.renumbered.saturating_add(10);
+        }
         let brokers = v.count(3, MAX_BROKERS_PER_ANSWER);
         for i in 0..brokers {
             let (mut node, host, port) = Self::broker_entry(v, i as i32 + 1);
             if let (0, Some(MetadataHack::BrokerNode(id))) = (i, hack) {
                 node = id;
             }
+            node = node.saturating_add(self.renumbered);
             let mut b = MetadataResponseBroker::default();
             b.node_id = BrokerId(node);
             b.host = StrBytes::from_string(host);
@@ -525,7 +535,7 @@ impl Broker {
                     mp.partition_index = 4096;
                 }
                 all_distinct &= indices.insert(mp.partition_index);
-                mp.leader_id = BrokerId(v.i32(sane_leader));
+                mp.leader_id = BrokerId(v.i32(sane_leader).saturating_add(self.renumbered));
                 if let Some(MetadataHack::Leader(id)) = hack {
                     mp.leader_id = BrokerId(id);
                 }

@@ -430,6 +430,7 @@ impl Run<'_> {
                     0 => MetadataHack::TopicError(CODES[k]),
                     1 => MetadataHack::PartitionIndex(INDICES[k]),
                     2 => MetadataHack::Leader(NODES[k]),
+                    _ if k == 6 => MetadataHack::NewNodeIds,
                     _ => MetadataHack::BrokerNode(NODES[k]),
                 };
                 let left = self.left();
