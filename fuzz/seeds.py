@@ -407,3 +407,11 @@ for name, setter, value in [("linger-max", 0, 5), ("batch-size-usize-max", 12, 5
                             ("metadata-max-age-max", 7, 5), ("rebootstrap-trigger-max", 8, 5),
                             ("batch-size-1tib", 12, 8)]:
     write("config_properties", "builder-" + name, [2, setter, value], regression=True)
+
+# oauthbearer through the producer: the first token's kind in the tuning byte's high bits.
+hostile("producer-token-refused-by-provider", 0x0C, 0x10, TRAFFIC, target="oauthbearer", prefix=[1])
+hostile("producer-token-lifetime-zero", 0x0D, 0x20, TRAFFIC + ADV(8), target="oauthbearer", prefix=[1])
+hostile("producer-token-lifetime-1ms", 0x0C, 0x40, TRAFFIC + ADV(8), target="oauthbearer", prefix=[1])
+hostile("token-lifetime-max", 0x0C, 0x30, TRAFFIC, target="oauthbearer", prefix=[1], regression=True)
+hostile("producer-token-lifetime-u64-max-ms", 0x0C, 0x50, TRAFFIC, target="oauthbearer", prefix=[1])
+hostile("producer-token-with-separator", 0x0C, 0x60, TRAFFIC, target="oauthbearer", prefix=[1])

@@ -119,6 +119,10 @@ struct Settings {
     request_timeout: Duration,
     delivery_timeout: Duration,
     seed: u64,
+    /// The kind of the first OAUTHBEARER token (0 sane, 1 refused, 2 lifetime zero, 3
+    /// `Duration::MAX`, 4 one millisecond, 5 `u64::MAX` ms, 6 a token with `\x01`, 7 an
+    /// extension `auth`, more: a lifetime from the values).
+    first_token: u8,
 }
 
 impl Settings {
@@ -126,7 +130,8 @@ impl Settings {
     /// (none, none, PLAIN, OAUTHBEARER), bit 4 the broker goes silent at the end, bit 5
     /// transaction version 2, bit 6 linger 0 (else 5 ms), bit 7 `max.in.flight` 1 (else 5).
     /// Byte 1: bits 0-1 `retry.backoff.ms` (100, 10, 1000, 250), bit 2 `batch.size` 1 KiB
-    /// (else 16 KiB), bit 3 `buffer.memory` 64 KiB (else 1 MiB), the byte is also the seed.
+    /// (else 16 KiB), bit 3 `buffer.memory` 64 KiB (else 1 MiB), bits 4-7 the kind of the
+    /// first OAUTHBEARER token ([`Settings::first_token`]); the byte is also the seed.
     fn read(b0: u8, b1: u8) -> Self {
         let mode = [Mode::Idempotent, Mode::Plain, Mode::Transactional, Mode::AcksZero]
             [usize::from(b0 & 3)];
@@ -148,6 +153,7 @@ impl Settings {
             request_timeout: Duration::from_secs(2),
             delivery_timeout: Duration::from_secs(10),
             seed: u64::from(b1),
+            first_token: b1 >> 4,
         }
     }
 
@@ -248,6 +254,8 @@ struct Run<'a> {
     requests: u64,
     /// `close` was called: time runs to its end whatever the budget.
     closing: bool,
+    /// The kind of the first OAUTHBEARER token (0: sane), from the tuning byte.
+    first_token: Option<u8>,
 }
 
 /// [`run`] with a producer that authenticates with SASL OAUTHBEARER (the mode byte's SASL
@@ -314,6 +322,7 @@ pub fn run_config(mut config: Config) {
         request_timeout: config.request_timeout,
         delivery_timeout: config.delivery_timeout,
         seed: config.seed,
+        first_token: 0,
     };
     // Records to each topic and partition, keyed and not, a flush, time.
     let ops = [0, 0x03, 0, 0x17, 0, 0x21, 1, 3, 3, 4, 0, 3, 5, 9, 1, 3, 7];
@@ -343,6 +352,7 @@ fn execute(s: Settings, config: Config, ops: &[u8], vals: &[u8]) {
         stopped: false,
         requests: 0,
         closing: false,
+        first_token: Some(s.first_token),
         s,
     };
     trace!("settings {:?}", run.s);
@@ -687,15 +697,22 @@ impl Run<'_> {
         n > 0
     }
 
-    /// An OAUTHBEARER token, sane (valid for an hour) or not.
+    /// An OAUTHBEARER token, sane (valid for an hour) or not: the first one of the kind the
+    /// tuning byte names, the later ones from the values.
     fn token(&mut self) -> Result<OAuthToken, String> {
+        let kind = match self.first_token.take() {
+            Some(k) => k.checked_sub(1),
+            None => self.vals.hostile(),
+        };
         let v = &mut self.vals;
-        Ok(match v.hostile() {
+        Ok(match kind {
             None => OAuthToken::new("token", Duration::from_secs(3600)),
             Some(0) => return Err("no token (fuzz)".into()),
             Some(1) => OAuthToken::new("token", Duration::ZERO),
-            Some(2) => OAuthToken::new("token", Duration::from_millis(1)),
-            Some(3) => OAuthToken::new("token", Duration::MAX),
+            Some(2) if !suppressed("token-lifetime-max") => {
+                OAuthToken::new("token", Duration::MAX)
+            }
+            Some(3) => OAuthToken::new("token", Duration::from_millis(1)),
             Some(4) => OAuthToken::new("token", Duration::from_millis(u64::MAX)),
             Some(5) => OAuthToken::new("to\u{1}ken=x", Duration::from_secs(60)),
             Some(6) => {
