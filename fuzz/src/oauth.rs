@@ -97,7 +97,9 @@ pub fn run(data: &[u8]) {
     let mut token = OAuthToken::new(value.clone(), Duration::from_secs(60));
     let n = r.byte().unwrap_or(0) % 4;
     for _ in 0..n {
-        let (Some(k), Some(v)) = (r.string(), r.string()) else { break };
+        let (Some(k), Some(v)) = (r.string(), r.string()) else {
+            break;
+        };
         token.extensions.push((k, v));
     }
     let well_formed = valid_token(&value)
@@ -105,14 +107,14 @@ pub fn run(data: &[u8]) {
             .extensions
             .iter()
             .all(|(k, v)| valid_key(k) && k != "auth" && valid_value(v));
-    let (mut client, first) = match Client::start(Mechanism::OAuthBearer, "", "", Some(&token), [0; 32])
-    {
-        Ok(started) => started,
-        Err(e) => {
-            assert!(!well_formed, "a well-formed token was refused: {e}");
-            return;
-        }
-    };
+    let (mut client, first) =
+        match Client::start(Mechanism::OAuthBearer, "", "", Some(&token), [0; 32]) {
+            Ok(started) => started,
+            Err(e) => {
+                assert!(!well_formed, "a well-formed token was refused: {e}");
+                return;
+            }
+        };
     match parse(&first) {
         Some((t, ext)) if t == value && ext == token.extensions => {}
         _ if crate::hostile::suppressed("oauth-framing") => return,
@@ -133,12 +135,22 @@ pub fn run(data: &[u8]) {
                 return;
             }
             Ok(Some(reply)) => {
-                assert!(!empty && !challenged, "the client answered twice or an empty message");
-                assert_eq!(reply, [1], "an error challenge is answered with a lone \\x01");
+                assert!(
+                    !empty && !challenged,
+                    "the client answered twice or an empty message"
+                );
+                assert_eq!(
+                    reply,
+                    [1],
+                    "an error challenge is answered with a lone \\x01"
+                );
                 challenged = true;
             }
             Err(_) => {
-                assert!(!empty && challenged, "the exchange failed on the first challenge or on success");
+                assert!(
+                    !empty && challenged,
+                    "the exchange failed on the first challenge or on success"
+                );
                 return;
             }
         }

@@ -66,7 +66,11 @@ fn decode_bytes(codec: Compression, r: &mut Reader) {
     let input = r.0;
     let first = decode(codec, input, expected, count, base);
     if let Ok(records) = &first {
-        assert_eq!(records.len(), count, "decoded a number of records other than asked");
+        assert_eq!(
+            records.len(),
+            count,
+            "decoded a number of records other than asked"
+        );
         let held: usize = records
             .iter()
             .map(|(_, k, v, h)| {
@@ -77,9 +81,16 @@ fn decode_bytes(codec: Compression, r: &mut Reader) {
                         .sum::<usize>()
             })
             .sum();
-        assert!(held <= expected, "records hold {held} bytes out of {expected} decompressed");
+        assert!(
+            held <= expected,
+            "records hold {held} bytes out of {expected} decompressed"
+        );
     }
-    assert_eq!(first, decode(codec, input, expected, count, base), "decode is not deterministic");
+    assert_eq!(
+        first,
+        decode(codec, input, expected, count, base),
+        "decode is not deterministic"
+    );
 }
 
 fn round_trip(codec: Compression, r: &mut Reader) {
@@ -105,7 +116,11 @@ fn round_trip(codec: Compression, r: &mut Reader) {
         records.push((ts, key, value, headers));
     }
     if r.byte() & 1 == 1 {
-        check_same(&records, &unpack_open(builder).expect("an open batch reads back"), "open batch");
+        check_same(
+            &records,
+            &unpack_open(builder).expect("an open batch reads back"),
+            "open batch",
+        );
         return;
     }
     let mut sealed = match builder.seal(codec) {
@@ -118,7 +133,11 @@ fn round_trip(codec: Compression, r: &mut Reader) {
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes)
         .unwrap_or_else(|e| panic!("kafka-protocol cannot decode the batch ({codec:?}): {e}"));
     let decoded: Vec<_> = sets.iter().flat_map(|s| s.records.iter()).collect();
-    assert_eq!(decoded.len(), records.len(), "kafka-protocol reads another record count");
+    assert_eq!(
+        decoded.len(),
+        records.len(),
+        "kafka-protocol reads another record count"
+    );
     for (i, (d, (ts, k, v, h))) in decoded.iter().zip(&records).enumerate() {
         assert_eq!(d.offset, i as i64, "offset delta of record {i}");
         assert_eq!((d.producer_id, d.producer_epoch), (4242, 7));
@@ -145,7 +164,11 @@ fn round_trip(codec: Compression, r: &mut Reader) {
         }
         assert_eq!(hs, dedup, "headers of record {i}");
     }
-    check_same(&records, &unpack(sealed).expect("a sealed batch reads back"), "sealed batch");
+    check_same(
+        &records,
+        &unpack(sealed).expect("a sealed batch reads back"),
+        "sealed batch",
+    );
 }
 
 fn check_same(want: &[Input], got: &[Decoded], what: &str) {

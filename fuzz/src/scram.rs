@@ -95,8 +95,13 @@ fn first_mutation(kind: u8, right: &str, client_nonce: &str, raw: &[u8]) -> Vec<
     let parts: Vec<&str> = right.split(',').collect();
     match kind {
         1 => raw.to_vec(),
-        2 => format!("r={},{},{}", &client_nonce[..client_nonce.len() / 2], parts[1], parts[2])
-            .into_bytes(),
+        2 => format!(
+            "r={},{},{}",
+            &client_nonce[..client_nonce.len() / 2],
+            parts[1],
+            parts[2]
+        )
+        .into_bytes(),
         3 => {
             let i = ["4095", "16385", "0", "99999999999", "-1", "4096.5"][raw.len() % 6];
             format!("{},{},i={i}", parts[0], parts[1]).into_bytes()
@@ -119,7 +124,10 @@ fn final_mutation(kind: u8, signature: &[u8], raw: &[u8]) -> (Vec<u8>, Option<bo
             let mut s = signature.to_vec();
             let at = raw.len() % s.len();
             s[at] ^= 1 << (raw.len() % 8);
-            (format!("v={}", STANDARD.encode(s)).into_bytes(), Some(false))
+            (
+                format!("v={}", STANDARD.encode(s)).into_bytes(),
+                Some(false),
+            )
         }
         3 => (b"e=invalid-proof".to_vec(), Some(false)),
         4 => (b"v=***".to_vec(), Some(false)),
@@ -127,9 +135,15 @@ fn final_mutation(kind: u8, signature: &[u8], raw: &[u8]) -> (Vec<u8>, Option<bo
             format!("v={}", STANDARD.encode(&signature[..signature.len() / 2])).into_bytes(),
             Some(false),
         ),
-        6 => (format!("v={},x=ext", STANDARD.encode(signature)).into_bytes(), None),
+        6 => (
+            format!("v={},x=ext", STANDARD.encode(signature)).into_bytes(),
+            None,
+        ),
         7 => (Vec::new(), Some(false)),
-        _ => (format!("v={}", STANDARD.encode(signature)).into_bytes(), Some(true)),
+        _ => (
+            format!("v={}", STANDARD.encode(signature)).into_bytes(),
+            Some(true),
+        ),
     }
 }
 

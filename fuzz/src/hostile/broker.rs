@@ -31,8 +31,8 @@ use kafka_protocol::messages::{
     EndTxnRequest, EndTxnResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader,
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -239,7 +239,10 @@ impl Broker {
                 let req = <$t>::decode(&mut b, version)
                     .map_err(|e| format!("{api:?} v{version}: undecodable request: {e}"))?;
                 if !b.is_empty() {
-                    return Err(format!("{api:?} v{version}: {} bytes after the body", b.len()));
+                    return Err(format!(
+                        "{api:?} v{version}: {} bytes after the body",
+                        b.len()
+                    ));
                 }
                 req
             }};
@@ -333,7 +336,11 @@ impl Broker {
                 }
                 Some(encode(v, api, version, correlation, &resp)?)
             }
-            other => return Err(format!("the producer sent {other:?}, which it never should")),
+            other => {
+                return Err(format!(
+                    "the producer sent {other:?}, which it never should"
+                ))
+            }
         };
         // The correlation id stays intact unless `encode` made it hostile; `encode` reports
         // it through the frame itself, read back here.
@@ -376,14 +383,20 @@ impl Broker {
         let mut resp = ApiVersionsResponse::default();
         resp.error_code = self.error(v, ApiKey::ApiVersions as i16, 0);
         let apis = [
-            (ApiKey::Produce, kafka_protocol::messages::ProduceRequest::VERSIONS),
+            (
+                ApiKey::Produce,
+                kafka_protocol::messages::ProduceRequest::VERSIONS,
+            ),
             (ApiKey::Metadata, MetadataRequest::VERSIONS),
             (ApiKey::ApiVersions, ApiVersionsRequest::VERSIONS),
             (ApiKey::InitProducerId, InitProducerIdRequest::VERSIONS),
             (ApiKey::SaslHandshake, SaslHandshakeRequest::VERSIONS),
             (ApiKey::SaslAuthenticate, SaslAuthenticateRequest::VERSIONS),
             (ApiKey::FindCoordinator, FindCoordinatorRequest::VERSIONS),
-            (ApiKey::AddPartitionsToTxn, AddPartitionsToTxnRequest::VERSIONS),
+            (
+                ApiKey::AddPartitionsToTxn,
+                AddPartitionsToTxnRequest::VERSIONS,
+            ),
             (ApiKey::AddOffsetsToTxn, AddOffsetsToTxnRequest::VERSIONS),
             (ApiKey::EndTxn, EndTxnRequest::VERSIONS),
             (ApiKey::TxnOffsetCommit, TxnOffsetCommitRequest::VERSIONS),
@@ -433,7 +446,12 @@ impl Broker {
         (node_id, host, v.i32(9092))
     }
 
-    fn metadata(&mut self, v: &mut Values, version: i16, req: &MetadataRequest) -> MetadataResponse {
+    fn metadata(
+        &mut self,
+        v: &mut Values,
+        version: i16,
+        req: &MetadataRequest,
+    ) -> MetadataResponse {
         let mut resp = MetadataResponse::default();
         if version >= 3 {
             resp.throttle_time_ms = self.throttle(v);
@@ -543,7 +561,9 @@ impl Broker {
                     mp.leader_epoch = v.i32(self.leader_epoch);
                 }
                 let replicas = v.count(1, 3);
-                mp.replica_nodes = (0..replicas).map(|_| BrokerId(v.i32(sane_leader))).collect();
+                mp.replica_nodes = (0..replicas)
+                    .map(|_| BrokerId(v.i32(sane_leader)))
+                    .collect();
                 mp.isr_nodes = mp.replica_nodes.clone();
                 if version >= 5 && v.flag(false) {
                     mp.offline_replicas = vec![BrokerId(v.i32(sane_leader))];
@@ -551,8 +571,7 @@ impl Broker {
                 t.partitions.push(mp);
             }
             // A listing the producer may take: the indices are exactly 0..n-1.
-            let exact = all_distinct
-                && indices.iter().copied().eq(0..n as i32);
+            let exact = all_distinct && indices.iter().copied().eq(0..n as i32);
             if exact && !name_out.is_empty() {
                 let e = self.listed.entry(name_out).or_default();
                 *e = (*e).max(n as i32);
@@ -631,7 +650,9 @@ impl Broker {
                     Some(k) => usize::from(k % 3), // dropped, once, or twice
                 };
                 let standing = standing.filter(|_| {
-                    self.policies.produce_partition.is_none_or(|only| only == p.index)
+                    self.policies
+                        .produce_partition
+                        .is_none_or(|only| only == p.index)
                 });
                 for _ in 0..copies {
                     let pr = self.partition_answer(v, version, p.index, standing, &t.name.0)?;
@@ -674,8 +695,8 @@ impl Broker {
                 _ => stray = true,
             }
         }
-        let complete_rename_free = entries.iter().filter(|e| e.1 != usize::MAX).count()
-            == exchange.batches.len();
+        let complete_rename_free =
+            entries.iter().filter(|e| e.1 != usize::MAX).count() == exchange.batches.len();
         for (i, codes) in per_batch.iter().enumerate() {
             exchange.ok_seen[i] = codes.iter().any(|&c| c == 0 || c == 46);
         }
@@ -697,10 +718,16 @@ impl Broker {
                     .collect(),
             );
         }
-        for (b, o) in exchange.batches.iter().zip(exchange.outcomes.iter().flatten()) {
+        for (b, o) in exchange
+            .batches
+            .iter()
+            .zip(exchange.outcomes.iter().flatten())
+        {
             if *o == Outcome::Written {
-                *self.offsets.entry((b.topic.clone(), b.partition)).or_default() +=
-                    b.ids.len() as i64;
+                *self
+                    .offsets
+                    .entry((b.topic.clone(), b.partition))
+                    .or_default() += b.ids.len() as i64;
             }
         }
         Ok((Some(resp), exchange))
@@ -786,7 +813,9 @@ impl Broker {
         resp.throttle_time_ms = self.throttle(v);
         resp.error_code = self.error(v, ApiKey::InitProducerId as i16, 0);
         self.epoch = if req.producer_epoch >= 0 {
-            req.producer_epoch.wrapping_add(1).max(self.epoch.wrapping_add(1))
+            req.producer_epoch
+                .wrapping_add(1)
+                .max(self.epoch.wrapping_add(1))
         } else {
             self.epoch.wrapping_add(1)
         };
@@ -877,8 +906,7 @@ impl Broker {
             let n = v.count(t.partitions.len(), 6);
             for i in 0..n {
                 let mut pr = TxnOffsetCommitResponsePartition::default();
-                pr.partition_index =
-                    v.i32(t.partitions.get(i).map_or(0, |p| p.partition_index));
+                pr.partition_index = v.i32(t.partitions.get(i).map_or(0, |p| p.partition_index));
                 pr.error_code = self.error(v, key, 0);
                 tr.partitions.push(pr);
             }
@@ -898,9 +926,7 @@ fn record_ids(records: &Bytes) -> Result<Vec<u64>, String> {
     for set in sets {
         for r in set.records {
             let value = r.value.ok_or("a record without a value")?;
-            let id = value
-                .get(..8)
-                .ok_or("a record value shorter than its id")?;
+            let id = value.get(..8).ok_or("a record value shorter than its id")?;
             ids.push(u64::from_le_bytes(id.try_into().expect("8 bytes")));
         }
     }

@@ -95,12 +95,18 @@ impl Ledger {
         for b in &x.batches {
             for id in &b.ids {
                 let Some(r) = self.records.get_mut(id) else {
-                    return Err(("phantom-record", format!("Produce carried record {id}, never accepted")));
+                    return Err((
+                        "phantom-record",
+                        format!("Produce carried record {id}, never accepted"),
+                    ));
                 };
                 if r.reported {
                     return Err((
                         "sent-after-report",
-                        format!("record {id} sent to {}-{} after its report", b.topic, b.partition),
+                        format!(
+                            "record {id} sent to {}-{} after its report",
+                            b.topic, b.partition
+                        ),
                     ));
                 }
                 r.transmitted = true;
@@ -125,7 +131,9 @@ impl Ledger {
                 None
             };
             for id in &b.ids {
-                let Some(r) = self.records.get_mut(id) else { continue };
+                let Some(r) = self.records.get_mut(id) else {
+                    continue;
+                };
                 r.pending = r.pending.saturating_sub(1);
                 r.ok_seen |= x.ok_seen[i] && !x.acks_zero;
                 match outcome {
@@ -159,10 +167,16 @@ impl Ledger {
         let acks_zero = self.acks_zero;
         let transactional = self.transactional;
         let Some(r) = self.records.get_mut(&id) else {
-            return Err(("phantom-report", format!("report for record {id}, never accepted")));
+            return Err((
+                "phantom-report",
+                format!("report for record {id}, never accepted"),
+            ));
         };
         if r.reported {
-            return Err(("reported-twice", format!("record {id} reported twice: {:?}", d.result)));
+            return Err((
+                "reported-twice",
+                format!("record {id} reported twice: {:?}", d.result),
+            ));
         }
         r.reported = true;
         let maybe_written = r.possibly_written || r.pending > 0;
@@ -172,11 +186,13 @@ impl Ledger {
                 if !(r.ok_seen || (acks_zero && r.transmitted)) {
                     return Err((
                         "unacknowledged-success",
-                        format!("record {id} reported delivered ({}-{} @{}), no broker said so", meta.topic, meta.partition, meta.offset),
+                        format!(
+                            "record {id} reported delivered ({}-{} @{}), no broker said so",
+                            meta.topic, meta.partition, meta.offset
+                        ),
                     ));
                 }
-                if meta.topic != r.topic
-                    || !r.partitions.iter().any(|(_, p)| *p == meta.partition)
+                if meta.topic != r.topic || !r.partitions.iter().any(|(_, p)| *p == meta.partition)
                 {
                     return Err((
                         "wrong-metadata",
@@ -189,11 +205,13 @@ impl Ledger {
             }
             Err(f) => {
                 self.failed += 1;
-                if f.record.topic != r.topic || f.record.key != r.key || f.record.value != r.value
-                {
+                if f.record.topic != r.topic || f.record.key != r.key || f.record.value != r.value {
                     return Err((
                         "record-not-handed-back",
-                        format!("record {id} failed ({}) but the record handed back differs", f.error),
+                        format!(
+                            "record {id} failed ({}) but the record handed back differs",
+                            f.error
+                        ),
                     ));
                 }
                 if matches!(f.error, ProduceError::TransactionAborted) {
@@ -202,7 +220,10 @@ impl Ledger {
                 if r.acked && !transactional {
                     return Err((
                         "acknowledged-reported-failed",
-                        format!("record {id} was acknowledged by the broker, reported failed: {:?}", f.error),
+                        format!(
+                            "record {id} was acknowledged by the broker, reported failed: {:?}",
+                            f.error
+                        ),
                     ));
                 }
                 let flag = possibly_persisted(&f.error);

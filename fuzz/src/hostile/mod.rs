@@ -36,13 +36,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use producer_core::{
-    Acks, ConnId, Config, ConsumerGroupMetadata, Event, Mechanism, OAuthToken, OffsetToCommit,
+    Acks, Config, ConnId, ConsumerGroupMetadata, Event, Mechanism, OAuthToken, OffsetToCommit,
     Output, Producer, Record, SaslConfig, SecurityProtocol, TransactionState,
 };
 
 use broker::{
-    Broker, Hint, MetadataHack, ProduceExchange, Standing, DOWN_HOST, HOSTS,
-    MAX_BROKERS_PER_ANSWER,
+    Broker, Hint, MetadataHack, ProduceExchange, Standing, DOWN_HOST, HOSTS, MAX_BROKERS_PER_ANSWER,
 };
 use input::{Bytes, Values};
 use ledger::{Ledger, Violation};
@@ -133,8 +132,12 @@ impl Settings {
     /// (else 16 KiB), bit 3 `buffer.memory` 64 KiB (else 1 MiB), bits 4-7 the kind of the
     /// first OAUTHBEARER token ([`Settings::first_token`]); the byte is also the seed.
     fn read(b0: u8, b1: u8) -> Self {
-        let mode = [Mode::Idempotent, Mode::Plain, Mode::Transactional, Mode::AcksZero]
-            [usize::from(b0 & 3)];
+        let mode = [
+            Mode::Idempotent,
+            Mode::Plain,
+            Mode::Transactional,
+            Mode::AcksZero,
+        ][usize::from(b0 & 3)];
         Settings {
             mode,
             sasl: match (b0 >> 2) & 3 {
@@ -357,6 +360,7 @@ fn execute(s: Settings, config: Config, ops: &[u8], vals: &[u8]) {
     };
     trace!("settings {:?}", run.s);
     if run.s.mode == Mode::Transactional {
+        run.rates.call(t0);
         let r = run.producer.init_transactions(t0);
         trace!("init_transactions: {r:?}");
     }
@@ -392,14 +396,18 @@ impl Run<'_> {
     fn op(&mut self) {
         let op = self.ops.u8();
         let arg = self.ops.u8();
+        if matches!(op % 12, 0..=2 | 4 | 9) {
+            self.rates.call(self.now);
+        }
         match op % 12 {
             0..=2 => self.send(arg),
             3 => {
                 let ms = if arg >= 240 {
                     u64::from(self.ops.u16())
                 } else {
-                    [0, 1, 3, 10, 30, 100, 300, 1000, 3000, 10_000, 60_000, 300_000]
-                        [usize::from(arg) % 12]
+                    [
+                        0, 1, 3, 10, 30, 100, 300, 1000, 3000, 10_000, 60_000, 300_000,
+                    ][usize::from(arg) % 12]
                 };
                 trace!("advance {ms} ms");
                 self.advance_to(self.now + Duration::from_millis(ms));
@@ -449,8 +457,9 @@ impl Run<'_> {
             }
             8 => {
                 const APIS: [i16; 10] = [22, 10, 24, 26, 25, 28, 36, 17, 18, 3];
-                const CODES: [i16; 16] =
-                    [15, 16, 14, 51, 90, 53, 47, 48, 58, 120, 7, 35, -1, 13, 129, 31];
+                const CODES: [i16; 16] = [
+                    15, 16, 14, 51, 90, 53, 47, 48, 58, 120, 7, 35, -1, 13, 129, 31,
+                ];
                 let api = APIS[usize::from(arg) % 10];
                 let code = CODES[usize::from(self.ops.u8()) % 16];
                 let left = self.left();
@@ -654,7 +663,8 @@ impl Run<'_> {
                     self.conns.insert(
                         conn,
                         Conn {
-                            refuse: host == DOWN_HOST || !(HOSTS.contains(&host.as_str()) || host == "boot"),
+                            refuse: host == DOWN_HOST
+                                || !(HOSTS.contains(&host.as_str()) || host == "boot"),
                             host,
                             connected: false,
                             inbox: Vec::new(),
@@ -678,7 +688,11 @@ impl Run<'_> {
                     self.producer.handle_token(self.now, token);
                 }
                 Output::Delivery(d) => {
-                    trace!("report {}: {:?}", d.opaque, d.result.as_ref().map(|m| m.offset).map_err(|f| &f.error));
+                    trace!(
+                        "report {}: {:?}",
+                        d.opaque,
+                        d.result.as_ref().map(|m| m.offset).map_err(|f| &f.error)
+                    );
                     if let Err(v) = self.ledger.report(&d) {
                         self.fail(v);
                     }
@@ -709,9 +723,7 @@ impl Run<'_> {
             None => OAuthToken::new("token", Duration::from_secs(3600)),
             Some(0) => return Err("no token (fuzz)".into()),
             Some(1) => OAuthToken::new("token", Duration::ZERO),
-            Some(2) if !suppressed("token-lifetime-max") => {
-                OAuthToken::new("token", Duration::MAX)
-            }
+            Some(2) if !suppressed("token-lifetime-max") => OAuthToken::new("token", Duration::MAX),
             Some(3) => OAuthToken::new("token", Duration::from_millis(1)),
             Some(4) => OAuthToken::new("token", Duration::from_millis(u64::MAX)),
             Some(5) => OAuthToken::new("to\u{1}ken=x", Duration::from_secs(60)),
@@ -760,7 +772,17 @@ impl Run<'_> {
             trace!(
                 "request {api:?} on {conn:?} ({}): {}",
                 self.conns[&conn].host,
-                answered.produce.as_ref().map(|x| format!("{:?}", x.batches.iter().map(|b| (&b.topic, b.partition, b.ids.len())).collect::<Vec<_>>())).unwrap_or_default()
+                answered
+                    .produce
+                    .as_ref()
+                    .map(|x| format!(
+                        "{:?}",
+                        x.batches
+                            .iter()
+                            .map(|b| (&b.topic, b.partition, b.ids.len()))
+                            .collect::<Vec<_>>()
+                    ))
+                    .unwrap_or_default()
             );
             let c = self.conns.get_mut(&conn).expect("checked above");
             if api == kafka_protocol::messages::ApiKey::ApiVersions {
@@ -773,7 +795,10 @@ impl Run<'_> {
                     ));
                 }
             }
-            if let Err(v) = self.rates.request(self.now, api as i16, answered.produce.as_ref()) {
+            if let Err(v) = self
+                .rates
+                .request(self.now, api as i16, answered.produce.as_ref())
+            {
                 self.fail(v);
             }
             if let Some(x) = &answered.produce {
@@ -821,21 +846,29 @@ impl Run<'_> {
                 return;
             }
             if round > MAX_ROUNDS {
-                self.fail(("livelock", format!("no rest after {MAX_ROUNDS} rounds at one instant")));
+                self.fail((
+                    "livelock",
+                    format!("no rest after {MAX_ROUNDS} rounds at one instant"),
+                ));
                 return;
             }
             let mut progress = self.drain();
             let now = self.now;
             let ids: Vec<ConnId> = self.conns.keys().copied().collect();
             for id in ids {
-                let Some(c) = self.conns.get_mut(&id) else { continue };
+                let Some(c) = self.conns.get_mut(&id) else {
+                    continue;
+                };
                 if c.drop {
                     trace!("network: {id:?} closed by the broker");
                     self.lose(id);
                     self.producer.handle_disconnected(
                         now,
                         id,
-                        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by the broker (fuzz)"),
+                        std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "reset by the broker (fuzz)",
+                        ),
                     );
                     progress = true;
                     continue;
@@ -851,7 +884,10 @@ impl Run<'_> {
                         self.producer.handle_connect_failed(
                             now,
                             id,
-                            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused (fuzz)"),
+                            std::io::Error::new(
+                                std::io::ErrorKind::ConnectionRefused,
+                                "refused (fuzz)",
+                            ),
                         );
                     } else {
                         c.connected = true;
@@ -862,7 +898,9 @@ impl Run<'_> {
                 if c.held || self.silent {
                     continue;
                 }
-                let Some(p) = c.outbox.front_mut() else { continue };
+                let Some(p) = c.outbox.front_mut() else {
+                    continue;
+                };
                 let n = c.chunk.unwrap_or(usize::MAX).min(p.frame.len() - p.sent);
                 let piece = p.frame[p.sent..p.sent + n].to_vec();
                 p.sent += n;
@@ -925,16 +963,28 @@ impl Run<'_> {
         if p.buffered_bytes() > self.s.buffer_memory {
             broken.push((
                 "buffer-cap",
-                format!("buffered_bytes {} > buffer.memory {}", p.buffered_bytes(), self.s.buffer_memory),
+                format!(
+                    "buffered_bytes {} > buffer.memory {}",
+                    p.buffered_bytes(),
+                    self.s.buffer_memory
+                ),
             ));
         }
         if p.buffered_records() > self.s.buffer_records {
             broken.push((
                 "buffer-cap",
-                format!("buffered_records {} > {}", p.buffered_records(), self.s.buffer_records),
+                format!(
+                    "buffered_records {} > {}",
+                    p.buffered_records(),
+                    self.s.buffer_records
+                ),
             ));
         }
-        let m = if full { p.metrics() } else { Default::default() };
+        let m = if full {
+            p.metrics()
+        } else {
+            Default::default()
+        };
         if m.brokers.len() > BROKER_TABLE_CAP {
             broken.push((
                 "broker-table",
@@ -943,7 +993,10 @@ impl Run<'_> {
         }
         for b in &m.brokers {
             if b.node_id < -1 {
-                broken.push(("negative-node-id", format!("broker slot with node id {}", b.node_id)));
+                broken.push((
+                    "negative-node-id",
+                    format!("broker slot with node id {}", b.node_id),
+                ));
             }
             if b.in_flight_produce > self.s.max_in_flight {
                 broken.push((
@@ -976,7 +1029,10 @@ impl Run<'_> {
             c.held = false;
             c.chunk = None;
         }
-        trace!("close (broker {})", if self.silent { "silent" } else { "sane" });
+        trace!(
+            "close (broker {})",
+            if self.silent { "silent" } else { "sane" }
+        );
         self.closing = true;
         self.producer.close(self.now);
         self.pump();
@@ -992,7 +1048,10 @@ impl Run<'_> {
         while !self.producer.is_closed() && !self.stopped {
             steps += 1;
             if steps > MAX_CLOSE_STEPS {
-                self.fail(("close-hangs", format!("close not done after {MAX_CLOSE_STEPS} steps")));
+                self.fail((
+                    "close-hangs",
+                    format!("close not done after {MAX_CLOSE_STEPS} steps"),
+                ));
                 return;
             }
             let Some(next) = self.producer.poll_timeout() else {
@@ -1024,7 +1083,12 @@ impl Run<'_> {
         if !unreported.is_empty() && !self.stopped {
             self.fail((
                 "unreported",
-                format!("closed with {} of {} records unreported: {:?}", unreported.len(), self.ledger.accepted(), &unreported[..unreported.len().min(8)]),
+                format!(
+                    "closed with {} of {} records unreported: {:?}",
+                    unreported.len(),
+                    self.ledger.accepted(),
+                    &unreported[..unreported.len().min(8)]
+                ),
             ));
         }
         trace!(

@@ -9,7 +9,9 @@
 //!   reconnects are a backoff apart. Requests carrying a new batch are bounded by the records
 //!   the input sends and are not counted.
 //! - Requests of any other API (Metadata, InitProducerId, the transaction APIs, SASL) number
-//!   at most `2·B + 4`. ApiVersions is bounded per connection instead.
+//!   at most `2·B + 4 + 2·A`, A the application's calls in the window (a send to a new topic,
+//!   `send_offsets_to_transaction`, a commit: each may ask once or twice). ApiVersions is
+//!   bounded per connection instead.
 //! - Connection attempts number at most `2·H + 2`, H the hosts ever connected to.
 
 use std::collections::{HashSet, VecDeque};
@@ -31,6 +33,8 @@ pub(crate) struct Rates {
     retries: VecDeque<(Instant, Vec<BatchKey>)>,
     /// Other requests: when, and the API key.
     others: VecDeque<(Instant, i16)>,
+    /// The application's calls.
+    calls: VecDeque<(Instant, ())>,
     seen: HashSet<BatchKey>,
 }
 
@@ -43,6 +47,7 @@ impl Rates {
             connects: VecDeque::new(),
             retries: VecDeque::new(),
             others: VecDeque::new(),
+            calls: VecDeque::new(),
             seen: HashSet::new(),
         }
     }
@@ -54,6 +59,12 @@ impl Rates {
         {
             q.pop_front();
         }
+    }
+
+    /// The application called the producer (send, flush, a transaction operation).
+    pub(crate) fn call(&mut self, now: Instant) {
+        Self::purge(&mut self.calls, now, self.window);
+        self.calls.push_back((now, ()));
     }
 
     pub(crate) fn connect(&mut self, now: Instant, host: &str, port: u16) -> Result<(), Violation> {
@@ -96,11 +107,15 @@ impl Rates {
             Self::purge(&mut self.others, now, self.window);
             self.others.push_back((now, api));
             let n = self.others.iter().filter(|(_, a)| *a == api).count();
-            let bound = 2 * brokers + 4;
+            Self::purge(&mut self.calls, now, self.window);
+            let bound = 2 * brokers + 4 + 2 * self.calls.len();
             if n > bound {
                 return Err((
                     "request-storm",
-                    format!("{n} requests of API {api} within {:?} (bound {bound})", self.window),
+                    format!(
+                        "{n} requests of API {api} within {:?} (bound {bound})",
+                        self.window
+                    ),
                 ));
             }
             return Ok(());
