@@ -192,7 +192,8 @@ def GARBAGE(conn, prefix, body):
     return [10, conn] + list(struct.pack(">I", prefix)) + [len(body)] + list(body)
 
 
-def POLICY(k):  # clear, silent, refuse connects, drop after request
+def POLICY(k):  # clear, silent, refuse connects, drop after request, clear, throttle i32::MAX,
+    # throttle 60 s, drop after request
     return [11, k]
 
 
@@ -246,6 +247,10 @@ hostile("metadata-partition-index-10m", 0x00, 0x00, SEND(0x03) + ADV(3) + META(1
 # The brokers replaced once by new node ids.
 hostile("metadata-new-node-ids-once", 0x00, 0x00, SEND(0x03) + ADV(3) + META(3, 6, 1) + ADV(10) + SEND(0x03) + ADV(5))
 hostile("drop-after-request", 0x00, 0x00, SEND(0x03) + ADV(3) + POLICY(3) + SEND(0x03) + ADV(5) + POLICY(0) + ADV(7))
+hostile("throttle-max", 0x01, 0x00, SEND(0x03) + ADV(3) + POLICY(5) + SEND(0x03) + FLUSH + ADV(5) + SEND(0x03)
+        + ADV(5) + ADV(9) + ADV(10))
+hostile("throttle-minute-transactional", 0x02, 0x00, SEND(0x03) + ADV(3) + POLICY(6) + TXN(1) + ADV(5) + SEND(0x03)
+        + TXN(1) + ADV(5) + ADV(9))
 hostile("refuse-connects", 0x01, 0x00, POLICY(2) + SEND(0x03) + ADV(7) + POLICY(2) + ADV(7))
 hostile("held-and-chunked", 0x00, 0x00,
         SEND(0x03) + CONN(0x20) + CONN(0x11) + SEND(0x03) + ADV(4) + CONN(0x11) + ADV(5))

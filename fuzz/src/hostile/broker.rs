@@ -119,6 +119,8 @@ pub(crate) struct Policies {
     pub(crate) metadata: Option<(MetadataHack, u32)>,
     /// Every answer of this API (by key) carries this error code.
     pub(crate) api: Option<(i16, Standing)>,
+    /// Every answer carries this `throttle_time_ms` (KIP-219).
+    pub(crate) throttle: Option<i32>,
 }
 
 impl Policies {
@@ -356,7 +358,10 @@ impl Broker {
     }
 
     fn throttle(&mut self, v: &mut Values) -> i32 {
-        v.i32(0)
+        match self.policies.throttle {
+            Some(ms) => ms,
+            None => v.i32(0),
+        }
     }
 
     /// An answer's error code: the standing policy for this API, else from the input.

@@ -468,8 +468,8 @@ impl Run<'_> {
             }
             9 => self.transaction_op(arg),
             10 => self.garbage(arg),
-            _ => match arg % 4 {
-                0 => {
+            _ => match arg % 8 {
+                0 | 4 => {
                     trace!("policy: all cleared");
                     self.broker.policies = Default::default();
                     self.silent = false;
@@ -484,9 +484,14 @@ impl Run<'_> {
                     self.refuse_connects = !self.refuse_connects;
                     trace!("policy: refuse connects {}", self.refuse_connects);
                 }
-                _ => {
+                3 | 7 => {
                     self.drop_after_request = !self.drop_after_request;
                     trace!("policy: drop after request {}", self.drop_after_request);
+                }
+                k => {
+                    let ms = [i32::MAX, 60_000][usize::from(k == 6)];
+                    self.broker.policies.throttle = Some(ms);
+                    trace!("policy: every answer throttles {ms} ms");
                 }
             },
         }
@@ -576,7 +581,8 @@ impl Run<'_> {
             return;
         };
         let now = self.now;
-        if (arg >> 4) % 4 == 0 {
+        let kind = (arg >> 4) % 4;
+        if kind == 0 {
             trace!("network: {id:?} reset");
             self.lose(id);
             self.producer.handle_disconnected(
@@ -587,7 +593,7 @@ impl Run<'_> {
             return;
         }
         let c = self.conns.get_mut(&id).expect("listed");
-        match (arg >> 4) % 4 {
+        match kind {
             1 => {
                 c.held = !c.held;
                 trace!("network: {id:?} held {}", c.held);
