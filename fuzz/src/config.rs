@@ -99,35 +99,8 @@ pub fn run(data: &[u8]) {
         eprintln!("built: {built:?}");
     }
     if let Some(config) = built {
-        if crate::hostile::suppressed("config-edges") && extreme(&config) {
-            return;
-        }
         crate::hostile::run_config(config);
     }
-}
-
-/// Durations over a year or sizes over 64 MiB (while hunting past the findings they cause).
-fn extreme(c: &Config) -> bool {
-    let year = Duration::from_secs(365 * 86_400);
-    [
-        c.linger,
-        c.retry_backoff,
-        c.retry_backoff_max,
-        c.reconnect_backoff,
-        c.reconnect_backoff_max,
-        c.request_timeout,
-        c.delivery_timeout,
-        c.metadata_max_age,
-        c.rebootstrap_trigger,
-        c.max_block,
-        c.partitioner_availability_timeout,
-        c.transaction_timeout,
-    ]
-    .iter()
-    .any(|d| *d > year)
-        || [c.batch_size, c.max_request_size, c.max_response_size]
-            .iter()
-            .any(|z| *z > 64 << 20)
 }
 
 fn from_text(text: &str) -> Option<Config> {
@@ -258,12 +231,8 @@ fn from_builder(data: &[u8]) -> Option<Config> {
     ];
     let mut b = Config::builder([("boot", 9092)]);
     for pair in data.chunks_exact(2) {
-        let mut d = DURATIONS[usize::from(pair[1]) % DURATIONS.len()];
-        let mut z = SIZES[usize::from(pair[1]) % SIZES.len()];
-        if crate::hostile::suppressed("config-edges") {
-            d = d.min(Duration::from_secs(86_400));
-            z = z.min(1 << 20);
-        }
+        let d = DURATIONS[usize::from(pair[1]) % DURATIONS.len()];
+        let z = SIZES[usize::from(pair[1]) % SIZES.len()];
         b = match pair[0] % 22 {
             0 => b.linger(d),
             1 => b.retry_backoff(d),

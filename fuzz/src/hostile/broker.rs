@@ -554,9 +554,6 @@ impl Broker {
                 if let (true, Some(MetadataHack::PartitionIndex(i))) = (p + 1 == n, hack) {
                     mp.partition_index = i;
                 }
-                if super::suppressed("huge-partition-index") && mp.partition_index > 4096 {
-                    mp.partition_index = 4096;
-                }
                 all_distinct &= indices.insert(mp.partition_index);
                 mp.leader_id = BrokerId(v.i32(sane_leader).saturating_add(self.renumbered));
                 if let Some(MetadataHack::Leader(id)) = hack {

@@ -65,19 +65,6 @@ const REQUEST_BUDGET: u64 = 5_000;
 /// Steps `close` may take once the broker is sane or silent.
 const MAX_CLOSE_STEPS: u64 = 50_000;
 
-/// Classes of findings to ignore while hunting for others (`HOSTILE_SUPPRESS=a,b`); empty in
-/// committed runs.
-pub(crate) fn suppressed(class: &str) -> bool {
-    static SET: OnceLock<Vec<String>> = OnceLock::new();
-    SET.get_or_init(|| {
-        std::env::var("HOSTILE_SUPPRESS")
-            .map(|s| s.split(',').map(|c| c.trim().to_string()).collect())
-            .unwrap_or_default()
-    })
-    .iter()
-    .any(|c| c == class)
-}
-
 /// Prints what the run does (`HOSTILE_TRACE=1`), for reading a reproducer.
 fn tracing() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -251,8 +238,6 @@ struct Run<'a> {
     refuse_connects: bool,
     drop_after_request: bool,
     fatal: bool,
-    /// A suppressed finding ended the run early.
-    stopped: bool,
     /// Requests answered so far.
     requests: u64,
     /// `close` was called: time runs to its end whatever the budget.
@@ -352,7 +337,6 @@ fn execute(s: Settings, config: Config, ops: &[u8], vals: &[u8]) {
         refuse_connects: false,
         drop_after_request: false,
         fatal: false,
-        stopped: false,
         requests: 0,
         closing: false,
         first_token: Some(s.first_token),
@@ -366,25 +350,17 @@ fn execute(s: Settings, config: Config, ops: &[u8], vals: &[u8]) {
     }
     run.pump();
     run.check(true);
-    while !run.ops.is_empty() && !run.stopped && run.requests < REQUEST_BUDGET {
+    while !run.ops.is_empty() && run.requests < REQUEST_BUDGET {
         run.op();
         run.pump();
         run.check(true);
     }
-    if !run.stopped {
-        run.finish();
-    }
+    run.finish();
 }
 
 impl Run<'_> {
-    /// A broken rule: a panic naming its class, or, for a class suppressed while hunting for
-    /// others, the end of this run (nothing after it would be meaningful).
+    /// A broken rule: a panic naming its class.
     fn fail(&mut self, (class, msg): Violation) {
-        if suppressed(class) {
-            trace!("suppressed [{class}] {msg}");
-            self.stopped = true;
-            return;
-        }
         panic!(
             "hostile_broker [{class}] at t+{:?} ({:?}): {msg}",
             self.now - self.t0,
@@ -619,12 +595,6 @@ impl Run<'_> {
         let mut bytes = self.ops.take(4).to_vec();
         let len = usize::from(self.ops.u8());
         bytes.extend_from_slice(self.ops.take(len));
-        if suppressed("frame-reserve") {
-            // One whole frame: its reader stays in step with the frames after it.
-            let body = bytes.get(4..).unwrap_or_default().to_vec();
-            bytes = (body.len() as u32).to_be_bytes().to_vec();
-            bytes.extend_from_slice(&body);
-        }
         let n = self.conns.len();
         let Some((&id, c)) = self.conns.iter_mut().nth(usize::from(arg) % n.max(1)) else {
             return;
@@ -652,9 +622,6 @@ impl Run<'_> {
     fn drain(&mut self) -> bool {
         let mut n = 0;
         while let Some(out) = self.producer.poll_output() {
-            if self.stopped {
-                return false;
-            }
             n += 1;
             if n > MAX_OUTPUTS {
                 self.fail(("livelock", "poll_output did not drain".into()));
@@ -729,7 +696,7 @@ impl Run<'_> {
             None => OAuthToken::new("token", Duration::from_secs(3600)),
             Some(0) => return Err("no token (fuzz)".into()),
             Some(1) => OAuthToken::new("token", Duration::ZERO),
-            Some(2) if !suppressed("token-lifetime-max") => OAuthToken::new("token", Duration::MAX),
+            Some(2) => OAuthToken::new("token", Duration::MAX),
             Some(3) => OAuthToken::new("token", Duration::from_millis(1)),
             Some(4) => OAuthToken::new("token", Duration::from_millis(u64::MAX)),
             Some(5) => OAuthToken::new("to\u{1}ken=x", Duration::from_secs(60)),
@@ -752,7 +719,7 @@ impl Run<'_> {
             return;
         };
         c.inbox.extend_from_slice(bytes);
-        while !self.stopped {
+        loop {
             let c = self.conns.get_mut(&conn).expect("checked above");
             if c.inbox.len() < 4 {
                 return;
@@ -848,9 +815,6 @@ impl Run<'_> {
     /// complete (or are refused), answers are read (whole or in pieces), outputs executed.
     fn pump(&mut self) {
         for round in 0.. {
-            if self.stopped {
-                return;
-            }
             if round > MAX_ROUNDS {
                 self.fail((
                     "livelock",
@@ -936,7 +900,7 @@ impl Run<'_> {
     /// Moves virtual time to `to`, firing the producer's deadlines in order on the way.
     fn advance_to(&mut self, to: Instant) {
         while let Some(t) = self.producer.poll_timeout() {
-            if t > to || self.stopped || (self.requests > REQUEST_BUDGET && !self.closing) {
+            if t > to || (self.requests > REQUEST_BUDGET && !self.closing) {
                 break;
             }
             self.wakeups += 1;
@@ -1051,7 +1015,7 @@ impl Run<'_> {
             .saturating_add(self.s.retry_backoff.saturating_mul(20))
             .saturating_add(Duration::from_secs(5));
         let mut steps = 0u64;
-        while !self.producer.is_closed() && !self.stopped {
+        while !self.producer.is_closed() {
             steps += 1;
             if steps > MAX_CLOSE_STEPS {
                 self.fail((
@@ -1086,7 +1050,7 @@ impl Run<'_> {
             self.advance_to(next);
         }
         let unreported = self.ledger.unreported();
-        if !unreported.is_empty() && !self.stopped {
+        if !unreported.is_empty() {
             self.fail((
                 "unreported",
                 format!(
