@@ -45,8 +45,8 @@ pub mod fuzzing {
         count: usize,
         base_timestamp: i64,
     ) -> Result<Vec<Decoded>, String> {
-        let records = super::compression::decompress(codec, input, expected)
-            .map_err(|e| e.to_string())?;
+        let records =
+            super::compression::decompress(codec, input, expected).map_err(|e| e.to_string())?;
         super::decode::decode_records(Bytes::from(records), count, base_timestamp)
             .map(out)
             .map_err(|e| e.to_string())
