@@ -25,6 +25,14 @@
 //!   that broker's librdkafka).
 //! * `--workloads a,b,...`, `--producers a,b,...`: narrow (or, for the peers' other rows,
 //!   widen) the lists; `--help` lists the names.
+//! * `--buffer-memory MIB`: our producers' `buffer_memory` and librdkafka's
+//!   `queue.buffering.max.kbytes` (default 64 MiB); the peers keep their own.
+//! * `--value-bytes N`: every workload's value size instead of its own (100 or 1000 bytes);
+//!   with `--buffer-memory`, what the peak RSS of a producer holding its whole buffer is for
+//!   small and large records. Our workers also report the most bytes their producer held
+//!   against `buffer_memory` (sampled every 2 ms), after the RSS in each run's line.
+//! * `--mock-rtt-ms N`: every mock broker answers N ms late (`MockKafka::set_rtt`), so a
+//!   producer faster than that fills its buffer: what `--buffer-memory` is measured with.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -238,7 +246,7 @@ type Error = Box<dyn std::error::Error>;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("mock") => mock_main(),
+        Some("mock") => mock_main(&args[1..]),
         Some("kafka") => kafka_main(),
         Some("worker") => worker_main(&args[1..]),
         _ => coordinator_main(&args),
@@ -263,9 +271,13 @@ fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 // Mock mode
 // ---------------------------------------------------------------------------------------------
 
-/// Starts the mock cluster, prints `BOOTSTRAP host:port,...` and runs until stdin closes.
-fn mock_main() -> Result<(), Error> {
+/// Starts the mock cluster (with `--rtt-ms N`, every broker answering N ms late), prints
+/// `BOOTSTRAP host:port,...` and runs until stdin closes.
+fn mock_main(args: &[String]) -> Result<(), Error> {
     let mock = producer_tests::MockKafka::new(BROKERS, &[(TOPIC, PARTITIONS)])?;
+    if let Some(ms) = arg(args, "--rtt-ms") {
+        mock.set_rtt(-1, Duration::from_millis(ms.parse()?))?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "BOOTSTRAP {}", mock.bootstrap_servers())?;
@@ -284,12 +296,18 @@ struct Mock {
 }
 
 impl Mock {
-    fn start(broker: Broker) -> Result<Mock, Error> {
+    fn start(broker: Broker, rtt_ms: Option<u64>) -> Result<Mock, Error> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg(match broker {
                 Broker::Mock => "mock",
                 Broker::Kafka => "kafka",
             })
+            .args(
+                rtt_ms
+                    .map(|ms| ["--rtt-ms".to_string(), ms.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -385,6 +403,14 @@ fn workload(name: &str) -> Result<Workload, Error> {
         codec,
         open_loop,
     })
+}
+
+/// `w` with values of `value_bytes` bytes instead of its own, if given (`--value-bytes`).
+fn sized(w: Workload, value_bytes: Option<usize>) -> Workload {
+    Workload {
+        value_bytes: value_bytes.unwrap_or(w.value_bytes),
+        ..w
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -492,6 +518,8 @@ struct Outcome {
     secs: f64,
     /// The `latency` workload's p50, p99 and p99.9 delivery latency in µs.
     latency: Option<[u64; 3]>,
+    /// The most bytes the producer held against `buffer_memory` (ours, sampled).
+    peak_buffered: Option<usize>,
 }
 
 struct WorkerArgs {
@@ -502,16 +530,33 @@ struct WorkerArgs {
     batch_size: Option<usize>,
     /// Records per second of the `latency` workload.
     rate: Option<f64>,
+    /// `buffer_memory` in bytes (`--buffer-memory` MiB; default 64 MiB).
+    buffer_memory: usize,
+    /// `buffer_max_records`: 1,000,000, or with `--buffer-memory` 100,000,000, so that the
+    /// bytes decide how much is buffered whatever the record size.
+    buffer_max_records: usize,
 }
 
 fn worker_main(args: &[String]) -> Result<(), Error> {
     let w = WorkerArgs {
         producer: arg(args, "--producer").ok_or("--producer")?.to_string(),
-        workload: workload(arg(args, "--workload").ok_or("--workload")?)?,
+        workload: sized(
+            workload(arg(args, "--workload").ok_or("--workload")?)?,
+            arg(args, "--value-bytes").map(str::parse).transpose()?,
+        ),
         records: arg(args, "--records").ok_or("--records")?.parse()?,
         bootstrap: arg(args, "--bootstrap").ok_or("--bootstrap")?.to_string(),
         batch_size: arg(args, "--batch-size").map(str::parse).transpose()?,
         rate: arg(args, "--rate").map(str::parse).transpose()?,
+        buffer_memory: arg(args, "--buffer-memory")
+            .map(str::parse::<usize>)
+            .transpose()?
+            .map_or(DEFAULT_BUFFER_MEMORY, |mib| mib << 20),
+        buffer_max_records: if arg(args, "--buffer-memory").is_some() {
+            100_000_000
+        } else {
+            1_000_000
+        },
     };
     let payloads = Payloads::new(w.workload);
     let outcome = if w.workload.open_loop {
@@ -555,8 +600,11 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let latency = outcome.latency.map_or(String::new(), |[p50, p99, p999]| {
         format!(" p50_us={p50} p99_us={p99} p999_us={p999}")
     });
+    let buffered = outcome
+        .peak_buffered
+        .map_or(String::new(), |b| format!(" peak_buffered_kb={}", b / 1024));
     println!(
-        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}",
+        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}",
         outcome.ok,
         outcome.failed,
         outcome.secs,
@@ -574,8 +622,8 @@ fn our_config(w: &WorkerArgs, idempotence: bool) -> Result<producer_core::Config
         .enable_idempotence(idempotence)
         .linger(Duration::from_millis(5))
         .max_in_flight(5)
-        .buffer_memory(64 << 20)
-        .buffer_max_records(1_000_000)
+        .buffer_memory(w.buffer_memory)
+        .buffer_max_records(w.buffer_max_records)
         .compression(w.workload.codec.ours());
     if let Some(n) = w.batch_size {
         b = b.batch_size(n);
@@ -648,6 +696,17 @@ fn run_tokio_detached(
                 .on_delivery(move |report| counts.count(report.result))
                 .start()?
         };
+        let peak = Arc::new(AtomicU64::new(0));
+        let sampler = {
+            let (handle, peak) = (handle.clone(), peak.clone());
+            tokio::spawn(async move {
+                loop {
+                    let buffered = handle.metrics().await.buffered_bytes as u64;
+                    peak.fetch_max(buffered, Ordering::Relaxed);
+                    tokio::time::sleep(SAMPLE_EVERY).await;
+                }
+            })
+        };
         let topic: Arc<str> = Arc::from(TOPIC);
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
@@ -668,10 +727,17 @@ fn run_tokio_detached(
         }
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
+        sampler.abort();
         handle.close().await;
-        Ok(counts.outcome(secs))
+        Ok(Outcome {
+            peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+            ..counts.outcome(secs)
+        })
     })
 }
+
+/// How often our workers read how much their producer holds against `buffer_memory`.
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 /// `mio` (`ThreadedProducer::send` per record) or, with `batched`, `mio-batch` (`send_batch`
 /// in bursts of [`BURST`]); the sender sleeps 200 µs whenever the queue is full.
@@ -681,7 +747,7 @@ fn run_mio(
     idempotence: bool,
     batched: bool,
 ) -> Result<Outcome, Error> {
-    use producer_mio::{SendError, ThreadedProducer};
+    use producer_mio::ThreadedProducer;
     let config = our_config(w, idempotence)?;
     let counts = Arc::new(Counting::default());
     let started = Instant::now();
@@ -692,6 +758,41 @@ fn run_mio(
         })?
     };
     let full = || std::thread::sleep(Duration::from_micros(200));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let peak = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(m) = producer.metrics() {
+                    peak.fetch_max(m.buffered_bytes as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+        });
+        let sent = send_mio(&producer, w, p, batched, full);
+        if sent.is_ok() {
+            producer.flush();
+        }
+        done.store(true, Ordering::Relaxed);
+        sent
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    producer.close();
+    Ok(Outcome {
+        peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+        ..counts.outcome(secs)
+    })
+}
+
+/// The sending loop of [`run_mio`].
+fn send_mio(
+    producer: &producer_mio::ThreadedProducer<()>,
+    w: &WorkerArgs,
+    p: &Payloads,
+    batched: bool,
+    full: impl Fn(),
+) -> Result<(), Error> {
+    use producer_mio::SendError;
     let topic: Arc<str> = Arc::from(TOPIC);
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
@@ -719,10 +820,7 @@ fn run_mio(
             }
         }
     }
-    producer.flush();
-    let secs = started.elapsed().as_secs_f64();
-    producer.close();
-    Ok(counts.outcome(secs))
+    Ok(())
 }
 
 /// Records per burst for the batched producers.
@@ -767,6 +865,7 @@ impl Counting {
             failed: self.failed.load(Ordering::Relaxed),
             secs,
             latency: None,
+            peak_buffered: None,
         }
     }
 }
@@ -792,8 +891,15 @@ fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
         )
         .set("linger.ms", "5")
         .set("max.in.flight.requests.per.connection", "5")
-        .set("queue.buffering.max.kbytes", "65536")
-        .set("queue.buffering.max.messages", "1000000")
+        .set(
+            "queue.buffering.max.kbytes",
+            (w.buffer_memory / 1024).to_string(),
+        )
+        .set(
+            "queue.buffering.max.messages",
+            // librdkafka's most.
+            w.buffer_max_records.min(2_147_483_647).to_string(),
+        )
         .set("compression.codec", w.workload.codec.name());
     // 16 KiB as every other producer's unless --batch-size says: the issue's equal settings
     // (librdkafka's own default is 1,000,000 bytes).
@@ -806,6 +912,9 @@ fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::ClientConfig {
 
 /// Every producer's batch size unless `--batch-size` says: Java's default and ours.
 const DEFAULT_BATCH_SIZE: usize = 16_384;
+
+/// Our producers' `buffer_memory` and librdkafka's unless `--buffer-memory` says.
+const DEFAULT_BUFFER_MEMORY: usize = 64 << 20;
 
 /// Waits until `done` (every report counted): librdkafka's flush without the `rdkafka` crate's
 /// waits. Its `BaseProducer::flush` polls in slices of 100 ms and its `poll` runs to the end of
@@ -1214,6 +1323,8 @@ struct Sample {
     /// CPU seconds the cluster's processes (the mock, or Kafka's JVM) used while the producer
     /// ran: shows when the broker, not the producer, is what bounds the rate.
     broker_cpu: f64,
+    /// The most KiB our producer held against `buffer_memory` (sampled; ours only).
+    peak_buffered_kb: Option<u64>,
 }
 
 /// CPU seconds (user and system) used so far by process `pid` and every process below it,
@@ -1415,12 +1526,15 @@ fn build_peer(peer: Peer) -> Result<Vec<String>, String> {
 }
 
 /// The payload arenas of `wname` in files (`target/bench_e2e/payloads`), for the peers.
-fn payload_files(wname: &str) -> Result<(String, Option<String>), Error> {
+fn payload_files(
+    wname: &str,
+    value_bytes: Option<usize>,
+) -> Result<(String, Option<String>), Error> {
     let dir = producer_tests::kafka::dist::target_dir()
         .join("bench_e2e")
         .join("payloads");
     std::fs::create_dir_all(&dir)?;
-    let p = Payloads::new(workload(wname)?);
+    let p = Payloads::new(sized(workload(wname)?, value_bytes));
     let values = dir.join(format!("{wname}.values"));
     std::fs::write(&values, &p.values)?;
     let keys = if p.keyed {
@@ -1444,6 +1558,11 @@ struct RunSpec<'a> {
     run: usize,
     /// Records per second of the `latency` workload (`None` for the others).
     rate: Option<f64>,
+    /// `--buffer-memory MIB`, `--value-bytes N`.
+    buffer_mib: Option<usize>,
+    value_bytes: Option<usize>,
+    /// `--mock-rtt-ms N`.
+    mock_rtt_ms: Option<u64>,
 }
 
 impl RunSpec<'_> {
@@ -1463,7 +1582,10 @@ fn peer_command(
     spec: &RunSpec<'_>,
     bootstrap: &str,
 ) -> Result<Command, String> {
-    let w = workload(spec.workload).map_err(|e| e.to_string())?;
+    let w = sized(
+        workload(spec.workload).map_err(|e| e.to_string())?,
+        spec.value_bytes,
+    );
     let (values, keys) = spec.payload_files.ok_or("no payload files")?;
     let mut cmd = Command::new(&program[0]);
     cmd.args(&program[1..])
@@ -1515,7 +1637,8 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
                 .to_string(),
         );
     }
-    let mock = Mock::start(spec.broker).map_err(|e| format!("cluster did not start: {e}"))?;
+    let mock = Mock::start(spec.broker, spec.mock_rtt_ms)
+        .map_err(|e| format!("cluster did not start: {e}"))?;
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
@@ -1534,6 +1657,12 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
             }
             if let Some(rate) = spec.rate {
                 cmd.args(["--rate", &format!("{rate:.0}")]);
+            }
+            if let Some(mib) = spec.buffer_mib {
+                cmd.args(["--buffer-memory", &mib.to_string()]);
+            }
+            if let Some(n) = spec.value_bytes {
+                cmd.args(["--value-bytes", &n.to_string()]);
             }
             (cmd, WORKER_TIMEOUT + spec.schedule())
         }
@@ -1648,6 +1777,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
             ]),
         },
         broker_cpu,
+        peak_buffered_kb: fields.get("peak_buffered_kb").and_then(|v| v.parse().ok()),
     })
 }
 
@@ -1692,6 +1822,9 @@ const VALUE_FLAGS: &[&str] = &[
     "--producers",
     "--rate",
     "--readme",
+    "--buffer-memory",
+    "--value-bytes",
+    "--mock-rtt-ms",
 ];
 
 /// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
@@ -1723,12 +1856,19 @@ struct Plan {
     rate: Option<f64>,
     /// `--readme PATH`: the file whose marked tables this run rewrites.
     readme: Option<std::path::PathBuf>,
+    /// `--buffer-memory MIB`.
+    buffer_mib: Option<usize>,
+    /// `--value-bytes N`.
+    value_bytes: Option<usize>,
+    /// `--mock-rtt-ms N`.
+    mock_rtt_ms: Option<u64>,
 }
 
 fn usage() -> String {
     format!(
         "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
          \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
+         \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
          \x20                [--workloads {}]\n\
          \x20                [--producers {}]\n\
          \x20                (also: {})",
@@ -1802,6 +1942,20 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
             .into());
         }
     }
+    let buffer_mib: Option<usize> = flag(args, "--buffer-memory")?;
+    // Our producers refuse a buffer smaller than one request (max.request.size, 1 MiB).
+    if buffer_mib.is_some_and(|m| !(1..=64 << 10).contains(&m)) {
+        return Err("--buffer-memory must be 1 to 65536 MiB".into());
+    }
+    let value_bytes: Option<usize> = flag(args, "--value-bytes")?;
+    // A record must fit in one request (max.request.size, 1 MiB, with its overheads).
+    if value_bytes.is_some_and(|v| !(1..=1_000_000).contains(&v)) {
+        return Err("--value-bytes must be 1 to 1000000".into());
+    }
+    let mock_rtt_ms: Option<u64> = flag(args, "--mock-rtt-ms")?;
+    if mock_rtt_ms.is_some_and(|ms| ms > 10_000) {
+        return Err("--mock-rtt-ms must be at most 10000".into());
+    }
     let readme = flag::<String>(args, "--readme")?.map(std::path::PathBuf::from);
     if let Some(path) = &readme {
         let text = std::fs::read_to_string(path)
@@ -1820,6 +1974,9 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
         producers,
         rate,
         readme,
+        buffer_mib,
+        value_bytes,
+        mock_rtt_ms,
     })
 }
 
@@ -1893,12 +2050,16 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
     let (runs, records) = (plan.runs, plan.records);
     println!(
         "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
-         per run), acks=all, linger 5 ms, batch size {}",
+         per run), acks=all, linger 5 ms, batch size {}, buffer {} MiB{}",
         match broker {
             Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
             Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
         },
-        plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE)
+        plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+        plan.buffer_mib.unwrap_or(DEFAULT_BUFFER_MEMORY >> 20),
+        plan.value_bytes.map_or(String::new(), |n| format!(
+            ", {n}-byte values in every workload"
+        ))
     );
     let mut throughput_md = String::new();
     let mut latency_md = String::new();
@@ -1907,7 +2068,7 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
     // Peers that cannot connect to the mock, with the reason (not run again).
     let mut unreachable: BTreeMap<String, String> = BTreeMap::new();
     for wname in &plan.workloads {
-        let w = workload(wname)?;
+        let w = sized(workload(wname)?, plan.value_bytes);
         let rate = match (w.open_loop, plan.rate) {
             (false, _) => None,
             (true, Some(r)) => Some(r),
@@ -1929,7 +2090,7 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
         let files = if peers.is_empty() {
             None
         } else {
-            Some(payload_files(wname)?)
+            Some(payload_files(wname, plan.value_bytes)?)
         };
         let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
         for run in 0..runs {
@@ -1952,16 +2113,23 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
                     payload_files: files.as_ref(),
                     run: run + 1,
                     rate,
+                    buffer_mib: plan.buffer_mib,
+                    value_bytes: plan.value_bytes,
+                    mock_rtt_ms: plan.mock_rtt_ms,
                 };
                 let s = run_one(p, &spec);
                 match &s {
                     Ok(s) => eprintln!(
-                        "  {wname} run {}/{runs} {p:>16}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB  \
+                        "  {wname} run {}/{runs} {p:>16}: {:>9.0} rec/s  cpu {:.2} s  rss {:.0} MB{}  \
                          ok {} failed {}{}",
                         run + 1,
                         records as f64 / s.secs,
                         s.cpu,
                         s.maxrss_kb as f64 / 1024.0,
+                        s.peak_buffered_kb.map_or(String::new(), |kb| format!(
+                            " (buffered at most {:.1} MB)",
+                            kb as f64 / 1024.0
+                        )),
                         s.ok,
                         s.failed,
                         s.latency_us.map_or(String::new(), |[a, b, c]| format!(

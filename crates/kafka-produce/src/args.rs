@@ -18,6 +18,8 @@ FAILED RECORDS:
   Each record that is not delivered is written to --failed FILE (default: stderr) as one line:
   the reason, a tab, then the record as it was read (topic and key with their delimiters), so
   `cut -f2- FILE` gives back the input to retry. Nothing read is dropped without a line there.
+  A line longer than max.request.size cannot be a record: it goes there whole, with that
+  reason (it is read and written in pieces, never held in memory whole).
   When no bootstrap broker can be reached at all (the connection is refused, times out or the
   name does not resolve before any broker answered), kafka-produce stops at once: it names the
   address and the error, writes every record not yet delivered to --failed, and reads no more.
@@ -39,7 +41,10 @@ EXAMPLES:
 
 /// A command-line Kafka producer: lines from stdin or files become records; or, with
 /// --num-records, a load generator as kafka-producer-perf-test.
-#[derive(Debug, Parser)]
+///
+/// Its `Debug` shows the names of the -X settings, not their values (a value may be a
+/// password); the errors it gives name settings, never values.
+#[derive(Parser)]
 #[command(name = "kafka-produce", version, after_help = AFTER_HELP)]
 pub struct Args {
     /// Bootstrap brokers, host:port[,host:port...] (same as -X bootstrap.servers=...).
@@ -129,12 +134,19 @@ impl Args {
                 .map_err(|e| Failure::Usage(format!("-F {}: {e}", path.display())))?;
         }
         for s in &self.settings {
-            let (name, value) = s
-                .split_once('=')
-                .ok_or_else(|| Failure::Usage(format!("-X {s}: expected name=value")))?;
+            let (name, value) = s.split_once('=').ok_or_else(|| {
+                // Shown only when it is a name: "-X sasl.password:hunter2" is not echoed.
+                Failure::Usage(if looks_like_a_name(s) {
+                    format!("-X {s}: expected name=value")
+                } else {
+                    "-X: expected name=value (the argument is not shown: it may hold a secret)"
+                        .to_string()
+                })
+            })?;
+            // The error names the setting, never the value.
             b = b
                 .set(name, value)
-                .map_err(|e| Failure::Usage(format!("-X {s}: {e}")))?;
+                .map_err(|e| Failure::Usage(format!("-X: {e}")))?;
         }
         if let Some(list) = &self.brokers {
             b = set(b, "bootstrap.servers", list, "-b")?;
@@ -188,6 +200,40 @@ impl Args {
             partition: self.partition,
         })
     }
+}
+
+impl std::fmt::Debug for Args {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let setting_names: Vec<&str> = self
+            .settings
+            .iter()
+            .map(|s| s.split_once('=').map_or("<not name=value>", |(n, _)| n))
+            .collect();
+        f.debug_struct("Args")
+            .field("brokers", &self.brokers)
+            .field("topic", &self.topic)
+            .field("topic_delimiter", &self.topic_delimiter)
+            .field("key_delimiter", &self.key_delimiter)
+            .field("headers", &self.headers)
+            .field("partition", &self.partition)
+            .field("settings (names only)", &setting_names)
+            .field("config_file", &self.config_file)
+            .field("failed", &self.failed)
+            .field("quiet", &self.quiet)
+            .field("num_records", &self.num_records)
+            .field("record_size", &self.record_size)
+            .field("throughput", &self.throughput)
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+/// Whether `s` could be a setting's name (and so holds no secret): Kafka's names are ASCII
+/// letters, digits, `.`, `_` and `-`.
+fn looks_like_a_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 fn set(b: ConfigBuilder, name: &str, value: &str, flag: &str) -> Result<ConfigBuilder, Failure> {

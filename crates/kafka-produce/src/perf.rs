@@ -90,7 +90,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let elapsed = tally.started().elapsed();
     let unsent = total - counts.read().0;
     let stopped = outcome.map(|cause| {
-        let n = tally.stop_early(&cause);
+        let n = tally.stop_early(&cause, &[]);
         (cause, n)
     });
     let latencies = tally.finish();
@@ -136,6 +136,9 @@ async fn send_paced(
     rate: Option<f64>,
     tally: &Tally,
 ) {
+    // Nothing goes to the producer before the cluster is reached: a run that stops early
+    // because it is not then has no record in the producer (see `Tally::reached`).
+    tally.reached().await;
     let start = tally.started();
     let planned = |i: u64| rate.map(|r| start + Duration::from_secs_f64(i as f64 / r));
     let mut i = 0u64;
@@ -157,8 +160,10 @@ async fn send_paced(
             chunk.push((template.clone(), tally.tag(i, at)));
             i += 1;
         }
-        tally.sending(&chunk);
+        tally.sending(chunk.len());
         if producer.send_batch_detached(&mut chunk).await.is_err() {
+            // The producer closed under the sender (not expected: only this run closes it).
+            tally.not_taken(&chunk);
             return;
         }
     }

@@ -1,7 +1,7 @@
 //! Produce mode: lines from stdin or files.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,12 +11,22 @@ use producer_core::Record;
 use producer_tokio::ProducerHandle;
 
 use crate::args::{Args, LineFormat};
+use crate::lines::{read_line, rest_of_line, LineError, LineRead};
 use crate::progress::{Counts, Display, Progress};
 use crate::tally::Tally;
 use crate::{runtime, Failure};
 
-/// Records handed to the producer at a time (fewer when the input has no more ready).
+/// Records handed to the producer at a time, at most (fewer when the input has no more
+/// ready, or when they reach [`CHUNK_BYTES`]).
 const CHUNK: usize = 1024;
+
+/// Bytes of lines in one chunk, at most (a line longer than that is a chunk of its own): what
+/// the input thread and the channel to the producer hold stays small whatever the lines'
+/// length.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Chunks read ahead of the producer, at most.
+const CHUNKS_AHEAD: usize = 4;
 
 /// One input: its name for messages, and its reader.
 struct Input {
@@ -59,32 +69,38 @@ fn stdin() -> Input {
     }
 }
 
-/// Reads up to [`CHUNK`] lines, fewer when reading more would wait for input (an
-/// interactive stdin): the records of the lines read, the lines that cannot be records, and
-/// whether the input ended.
+/// Reads up to [`CHUNK`] lines (and [`CHUNK_BYTES`]), fewer when reading more would wait for
+/// input (an interactive stdin): the records of the lines read go to `out`, the lines that
+/// cannot be records to `--failed` at once (a line longer than `limit`, `max.request.size`,
+/// is never held whole). Returns whether the input ended.
 fn read_chunk(
     input: &mut Input,
     format: &LineFormat,
+    limit: usize,
     tally: &Tally,
     seq: &mut u64,
     out: &mut Vec<(Record, u64)>,
 ) -> io::Result<bool> {
     let mut line = Vec::new();
-    while out.len() < CHUNK {
+    let mut bytes = 0;
+    while out.len() < CHUNK && bytes < CHUNK_BYTES {
         line.clear();
-        if input.reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(true);
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        let bytes = Bytes::copy_from_slice(&line);
-        match format.record(bytes) {
-            Ok(record) => {
-                out.push((record, tally.tag(*seq, Instant::now())));
-                *seq += 1;
+        match read_line(&mut input.reader, limit, &mut line)? {
+            LineRead::End => return Ok(true),
+            LineRead::Line => match format.record(Bytes::copy_from_slice(&line)) {
+                Ok(record) => {
+                    bytes += line.len();
+                    out.push((record, tally.tag(*seq, Instant::now())));
+                    *seq += 1;
+                }
+                Err(reason) => tally.refuse_line(&reason, &line),
+            },
+            LineRead::TooLong => {
+                let reader = &mut input.reader;
+                tally.refuse_long_line(&LineError::TooLong { limit }, &line, |piece| {
+                    rest_of_line(reader, piece)
+                })?;
             }
-            Err(reason) => tally.refuse_line(reason, &line),
         }
         if input.reader.buffer().is_empty() {
             // Reading on would wait: send what there is first.
@@ -111,10 +127,14 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         Some(format.clone()),
         counts.clone(),
     )?;
+    let limit = config.max_request_size;
     let rt = runtime()?;
-    let outcome = rt.block_on(async {
+    let mut chunks = read_all(inputs, format, limit, &tally)?;
+    let (outcome, unsent) = rt.block_on(async {
         let producer = tally.start_producer(config)?;
-        let sending = send_all(&producer, inputs, format, &tally);
+        // A chunk received and not (wholly) handed to the producer yet.
+        let mut held = Vec::new();
+        let sending = send_all(&producer, &mut chunks, &mut held, &tally);
         // Ok(Some((cause, whether the whole input was read))) when stopped early.
         let result = tokio::select! {
             read = sending => match read {
@@ -125,21 +145,41 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
                     }
                 }
                 Err(e) => {
+                    // Records the producer took are reported as it closes; those it did not
+                    // take are in `held`.
                     producer.close().await;
                     Err(e)
                 }
             },
             cause = tally.unreachable() => Ok(Some((cause, false))),
         };
-        Ok::<_, Failure>(result)
+        // What was read and never handed to the producer: the chunk in hand, then those read
+        // ahead (the input thread stops at its next chunk).
+        let mut unsent = std::mem::take(&mut held);
+        if matches!(result, Ok(Some(_))) {
+            chunks.close();
+            while let Some(chunk) = chunks.recv().await {
+                if let Ok(chunk) = chunk {
+                    unsent.extend(chunk);
+                }
+            }
+        }
+        Ok::<_, Failure>((result, unsent))
     })?;
     // Whatever is still running (a producer waiting out its timeouts after an early stop) is
     // not waited for.
     rt.shutdown_background();
     let elapsed = tally.started().elapsed();
     let stopped = match &outcome {
-        Ok(Some((cause, all_read))) => Some((cause.clone(), tally.stop_early(cause), *all_read)),
-        _ => None,
+        Ok(Some((cause, all_read))) => {
+            Some((cause.clone(), tally.stop_early(cause, &unsent), *all_read))
+        }
+        _ => {
+            // The producer closed under the sender (not expected: only this run closes it):
+            // the records it did not take are failed here rather than dropped.
+            tally.not_taken(&unsent);
+            None
+        }
     };
     let latencies = tally.finish();
     progress.finish();
@@ -189,25 +229,28 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
+/// What the input thread hands over: a chunk of records, or the input's failure.
+type Chunk = Result<Vec<(Record, u64)>, Failure>;
+
 /// Reads every input in order on a thread of its own (so a stdin that waits for input never
-/// keeps this task from noticing an unreachable cluster) and hands the records to the
-/// producer in chunks.
-async fn send_all(
-    producer: &ProducerHandle,
+/// keeps the producer's task from noticing an unreachable cluster), a few chunks ahead of the
+/// producer at most.
+fn read_all(
     inputs: Vec<Input>,
     format: LineFormat,
+    limit: usize,
     tally: &Arc<Tally>,
-) -> Result<(), Failure> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<(Record, u64)>, Failure>>(4);
-    let reader_tally = tally.clone();
+) -> Result<tokio::sync::mpsc::Receiver<Chunk>, Failure> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(CHUNKS_AHEAD);
+    let tally = tally.clone();
     std::thread::Builder::new()
         .name("input".into())
         .spawn(move || {
             let mut seq = 0u64;
             for mut input in inputs {
                 loop {
-                    let mut chunk = Vec::with_capacity(CHUNK);
-                    let read = read_chunk(&mut input, &format, &reader_tally, &mut seq, &mut chunk);
+                    let mut chunk = Vec::new();
+                    let read = read_chunk(&mut input, &format, limit, &tally, &mut seq, &mut chunk);
                     if !chunk.is_empty() && tx.blocking_send(Ok(chunk)).is_err() {
                         return;
                     }
@@ -225,10 +268,27 @@ async fn send_all(
             }
         })
         .map_err(|e| Failure::Usage(format!("cannot start the input thread: {e}")))?;
-    while let Some(chunk) = rx.recv().await {
-        let mut chunk = chunk?;
-        tally.sending(&chunk);
-        if producer.send_batch_detached(&mut chunk).await.is_err() {
+    Ok(rx)
+}
+
+/// Hands the chunks to the producer, the first once the cluster is reached (so that a run
+/// that stops early because it is not has every record read still in hand). `held` is the
+/// chunk being handed over: what the producer did not take is left there.
+async fn send_all(
+    producer: &ProducerHandle,
+    chunks: &mut tokio::sync::mpsc::Receiver<Chunk>,
+    held: &mut Vec<(Record, u64)>,
+    tally: &Tally,
+) -> Result<(), Failure> {
+    let mut reached = false;
+    while let Some(chunk) = chunks.recv().await {
+        *held = chunk?;
+        if !reached {
+            tally.reached().await;
+            reached = true;
+        }
+        tally.sending(held.len());
+        if producer.send_batch_detached(held).await.is_err() {
             return Err(Failure::Partial("the producer closed".into()));
         }
     }

@@ -215,7 +215,7 @@ fn usage_and_configuration_errors_exit_2_with_the_reason() {
         ),
         (
             vec!["-b", &bootstrap, "-t", "x", "-X", "linger.ms=soon"],
-            "setting \"linger.ms\" = \"soon\": expected milliseconds".to_string(),
+            "setting \"linger.ms\": expected milliseconds".to_string(),
         ),
         (
             vec!["-b", &bootstrap, "-t", "x", "-X", "acks"],
@@ -253,6 +253,57 @@ fn usage_and_configuration_errors_exit_2_with_the_reason() {
         let run = kafka_produce(&args, b"never read\n");
         run.expect_code(2).expect_stderr(&message);
     }
+}
+
+/// A bad value of a secret setting, by -X or in a -F file, is a usage error that names the
+/// setting and never shows the value (nor the text of a line that is not `name=value`).
+#[test]
+fn a_bad_sasl_password_value_is_not_echoed() {
+    const SECRET: &str = "hunter2-cli-secret";
+    let dir = TempDir::new("secrets");
+    let props = dir.path("client.properties");
+    let bootstrap = NOTHING_LISTENS.to_string();
+    let jaas = format!("sasl.jaas.config=NotALoginModule required password=\"{SECRET}\";");
+    let colon = format!("sasl.password:{SECRET}");
+    let blank = format!("sasl.password {SECRET}");
+    std::fs::write(&props, format!("{blank}\n")).unwrap();
+    for (args, message) in [
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", &jaas],
+            "setting \"sasl.jaas.config\": expected a JAAS line",
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-X", &colon],
+            "-X: expected name=value",
+        ),
+        (
+            vec!["-b", &bootstrap, "-t", "x", "-F", props.to_str().unwrap()],
+            "line 1: not a name=value setting",
+        ),
+    ] {
+        let run = kafka_produce(&args, b"never read\n");
+        run.expect_code(2).expect_stderr(message);
+        assert!(!run.stderr.contains(SECRET), "{run:#?}");
+        assert!(!run.stdout.contains(SECRET), "{run:#?}");
+    }
+    // A password -X takes is not echoed when a later setting fails either.
+    let password = format!("sasl.password={SECRET}");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &bootstrap,
+            "-t",
+            "x",
+            "-X",
+            &password,
+            "-X",
+            "acks=most",
+        ],
+        b"never read\n",
+    );
+    run.expect_code(2)
+        .expect_stderr("setting \"acks\": expected all, -1, 0 or 1");
+    assert!(!run.stderr.contains(SECRET), "{run:#?}");
 }
 
 /// A .properties file (-F) configures the producer; a bad line in it is a usage error that
@@ -379,4 +430,151 @@ fn help_prints_usage_and_the_exit_codes() {
     ] {
         assert!(run.stdout.contains(text), "{text}: {run:#?}");
     }
+}
+
+/// Records fail in two ways at once: a topic the cluster does not have (its Metadata says
+/// UNKNOWN_TOPIC_OR_PARTITION, so its records fail after `max.block.ms`) and Produce requests
+/// answered CORRUPT_MESSAGE (injected) for the other one. No copy of a record is kept by the
+/// command: each failed line is written from the record the producer hands back. Every line
+/// read comes back exactly once: delivered (read back by librdkafka) or in `--failed` with its
+/// reason, never both, never twice, never lost.
+#[test]
+fn every_line_not_delivered_is_in_failed_exactly_once() {
+    let m = mock("good");
+    m.topic_error("ghost", errors::UNKNOWN_TOPIC_OR_PARTITION)
+        .unwrap();
+    m.push_request_errors(api::PRODUCE, &[errors::CORRUPT_MESSAGE; 3]);
+    let dir = TempDir::new("exactly-once");
+    let failed = dir.path("failed.txt");
+    let mut input = Vec::new();
+    for i in 0..20_000 {
+        let topic = if i % 5 == 0 { "ghost" } else { "good" };
+        input.extend_from_slice(format!("{topic}|key-{i}:value-{i}\n").as_bytes());
+    }
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-T",
+            "|",
+            "-K",
+            ":",
+            "-X",
+            "linger.ms=5",
+            "-X",
+            "max.block.ms=1000",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        &input,
+    );
+    run.expect_code(1).expect_stderr("read 20000 records");
+    let failed = failed_lines(&failed);
+    let back = read_back_topics(
+        &m.bootstrap_servers(),
+        &[("good", PARTITIONS)],
+        Duration::from_secs(120),
+    );
+    let mut seen: Vec<Vec<u8>> = failed.iter().map(|(_, line)| line.clone()).collect();
+    seen.extend(back.iter().map(|c| {
+        let mut line = format!("{}|", c.topic).into_bytes();
+        line.extend_from_slice(c.key.as_deref().unwrap());
+        line.push(b':');
+        line.extend_from_slice(c.value.as_deref().unwrap());
+        line
+    }));
+    seen.sort();
+    let mut expected: Vec<Vec<u8>> = input
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    expected.sort();
+    assert_eq!(
+        seen.len(),
+        expected.len(),
+        "each line once: {} failed, {} delivered",
+        failed.len(),
+        back.len()
+    );
+    assert!(
+        seen == expected,
+        "delivered and failed lines are the input, each once"
+    );
+    let ghost: Vec<_> = failed
+        .iter()
+        .filter(|(_, line)| line.starts_with(b"ghost|"))
+        .collect();
+    assert_eq!(ghost.len(), 4_000, "every line of the unknown topic failed");
+    assert!(
+        ghost
+            .iter()
+            .all(|(reason, _)| reason.contains("unknown topic")),
+        "{:?}",
+        ghost[0]
+    );
+    let corrupt = failed
+        .iter()
+        .filter(|(reason, _)| reason.contains("CORRUPT_MESSAGE"))
+        .count();
+    assert!(corrupt > 0, "the injected Produce errors failed records");
+    assert_eq!(corrupt + ghost.len(), failed.len());
+    run.expect_stderr(&format!(
+        "delivered {}, failed {}",
+        back.len(),
+        failed.len()
+    ));
+}
+
+/// A line longer than `max.request.size` cannot be a record: it is refused with a typed
+/// reason and written whole to `--failed` (read and written in pieces: the command never holds
+/// more of it than `max.request.size`), the lines around it are delivered, exit code 1.
+#[test]
+fn a_line_longer_than_max_request_size_is_in_failed_and_nothing_else_is_lost() {
+    let m = mock("long");
+    let dir = TempDir::new("long");
+    let failed = dir.path("failed.txt");
+    let mut long = b"big:".to_vec();
+    long.extend(std::iter::repeat_n(b'x', 3 << 20));
+    let mut input = b"before:1\n".to_vec();
+    input.extend_from_slice(&long);
+    input.extend_from_slice(b"\nafter:2\n");
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "long",
+            "-K",
+            ":",
+            "-X",
+            "max.request.size=100000",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        &input,
+    );
+    run.expect_code(1)
+        .expect_stderr("read 3 records: delivered 2, failed 1");
+    let failed = failed_lines(&failed);
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].0,
+        "the line is longer than max.request.size (100000 bytes)"
+    );
+    assert!(failed[0].1 == long, "the line, whole");
+    let back = read_back_topics(
+        &m.bootstrap_servers(),
+        &[("long", PARTITIONS)],
+        Duration::from_secs(60),
+    );
+    let mut got: Vec<(&[u8], &[u8])> = back
+        .iter()
+        .map(|c| (c.key.as_deref().unwrap(), c.value.as_deref().unwrap()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![(&b"after"[..], &b"2"[..]), (&b"before"[..], &b"1"[..])]
+    );
 }

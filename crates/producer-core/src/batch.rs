@@ -9,8 +9,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use crate::buffer::{BufferPool, FullSize};
+use crate::classify::{LeaderHint, RetriesAtOnce};
 use crate::record::{
     BatchBuilder, Compression, CompressionError, DecodedRecord, Header, SealedBatch,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::types::{ConnId, ProduceError};
 
@@ -86,30 +89,41 @@ pub(crate) struct OpenBatch<T> {
     /// Bytes its records count against `buffer_memory`.
     charged: usize,
     created: Instant,
+    /// Opened at full size: its share of the pool's budget for that, given back when the
+    /// batch is sealed or fails (dropped with it).
+    _full_size: Option<FullSize>,
 }
 
 impl<T> OpenBatch<T> {
-    /// Most records a new batch reserves room for up front.
+    /// Most records a batch opened at full size reserves room for up front.
     const MAX_RESERVED_RECORDS: usize = 1024;
 
-    /// An empty batch writing into `buf` (from [`crate::buffer::BufferPool::take`], sized for
-    /// `batch_size`, so appending never regrows it: a batch closes before a record would take it
-    /// past `batch_size`, unless that record is alone). `record_size` (the first record's
-    /// encoded size) estimates how many records fit.
+    /// An empty batch with a buffer of `pool` for batches of `batch_size` bytes whose first
+    /// record takes `record_size` bytes (encoded): at full size (`batch_size`, and report
+    /// entries for as many records of that size as fit) while the pool's budget for that has
+    /// room, else with room for its first record only, growing with what it holds (see
+    /// [`OpenBatch::try_append`] and [`BufferPool`]).
     pub(crate) fn new(
         id: u64,
-        buf: Vec<u8>,
+        pool: &mut BufferPool,
         batch_size: usize,
         record_size: usize,
         created: Instant,
     ) -> Self {
-        let records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        let needed = RECORD_BATCH_OVERHEAD + record_size;
+        let full_records = (batch_size / record_size.max(1) + 1).min(Self::MAX_RESERVED_RECORDS);
+        let entries = full_records * std::mem::size_of::<Pending<T>>();
+        let (buf, records, full_size) = match pool.take_full_size(needed, entries) {
+            Some((buf, share)) => (buf, Vec::with_capacity(full_records), Some(share)),
+            None => (pool.take(needed), Vec::new(), None),
+        };
         OpenBatch {
             id,
             builder: BatchBuilder::with_buffer(buf),
-            records: Vec::with_capacity(records),
+            records,
             charged: 0,
             created,
+            _full_size: full_size,
         }
     }
 
@@ -132,6 +146,10 @@ impl<T> OpenBatch<T> {
     /// Appends a record if it fits in `batch_size` (a record always fits an empty batch): its
     /// bytes go into the batch, its report entry and buffer charge with them. `payload` is the
     /// record's [`BatchBuilder::payload_size`]. A record that does not fit comes back.
+    ///
+    /// The batch's buffer grows with what it holds: a record that does not fit in it doubles
+    /// it (or makes room for the record, if more), so a batch opened small holds at most twice
+    /// its bytes, in a buffer of a size class of the pool (see [`BufferPool`]).
     #[inline(always)]
     pub(crate) fn try_append(
         &mut self,
@@ -160,6 +178,18 @@ impl<T> OpenBatch<T> {
         Ok(())
     }
 
+    /// Bytes the batch's buffer and its list of report entries hold, used or not.
+    #[cfg(test)]
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.builder.capacity() + self.records.capacity() * std::mem::size_of::<Pending<T>>()
+    }
+
+    /// Bytes the batch's records and header use in its buffer and list of report entries.
+    #[cfg(test)]
+    pub(crate) fn used_bytes(&self) -> usize {
+        self.builder.size_in_bytes() + self.records.len() * std::mem::size_of::<Pending<T>>()
+    }
+
     /// Encodes the batch for sending (compressing it once) as batch `id` of its partition; the
     /// second value is the uncompressed buffer, free for reuse, when compression made a new one.
     /// When compression fails, the records come back to be reported with the error.
@@ -172,10 +202,15 @@ impl<T> OpenBatch<T> {
         let OpenBatch {
             id,
             builder,
-            records,
+            mut records,
             charged,
             created,
+            _full_size,
         } = self;
+        // The list waits for the batch's answer: holding what it needs, as the bytes do.
+        if records.capacity() - records.len() > records.len() / 4 {
+            records.shrink_to_fit();
+        }
         match builder.seal_or_keep(compression) {
             Ok((mut sealed, spare)) => {
                 if transactional {
@@ -245,6 +280,8 @@ pub(crate) struct Batch<T> {
     base_sequence: Option<i32>,
     /// A previous attempt may have been written.
     possibly_persisted: bool,
+    /// Its retries at once on leader hints (the retry table's timing rule).
+    at_once: RetriesAtOnce,
     /// The records the broker rejected themselves, when it failed the batch because of them
     /// (KIP-467); their batch mates take the batch's own error. `None` on every other path, so
     /// a success pays for one pointer-sized field and nothing else.
@@ -270,6 +307,7 @@ impl<T> Batch<T> {
             attempts: 0,
             base_sequence: None,
             possibly_persisted: false,
+            at_once: RetriesAtOnce::default(),
             record_errors: None,
         }
     }
@@ -299,6 +337,7 @@ impl<T> Batch<T> {
             attempts: original.attempts,
             base_sequence: stamp.map(|(_, _, seq)| seq),
             possibly_persisted: original.possibly_persisted,
+            at_once: RetriesAtOnce::default(),
             record_errors: None,
         }
     }
@@ -334,6 +373,15 @@ impl<T> Batch<T> {
     /// answer): a later failure says so, and without idempotence a retry may duplicate it.
     pub(crate) fn mark_possibly_persisted(&mut self) {
         self.possibly_persisted = true;
+    }
+    /// Its retries at once on leader hints so far: whether the next may go at once.
+    pub(crate) fn retries_at_once(&self) -> &RetriesAtOnce {
+        &self.at_once
+    }
+    /// The batch is put back to be retried: at once on the leader hint `at_once_on`, or
+    /// (`None`) after its backoff.
+    pub(crate) fn retried(&mut self, at_once_on: Option<LeaderHint>) {
+        self.at_once.retried(at_once_on);
     }
     /// The encoded bytes for a request to carry as they are (shared, not copied).
     pub(crate) fn share_bytes(&mut self) -> bytes::Bytes {
@@ -482,5 +530,156 @@ impl RecordFailures {
     /// The errors in index order, to walk alongside the batch's records.
     pub(crate) fn into_sorted(self) -> std::vec::IntoIter<(usize, ProduceError)> {
         self.errors.into_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn record(i: usize, value: usize) -> Unrouted<usize> {
+        let value = Bytes::from(vec![i as u8; value]);
+        Unrouted {
+            opaque: i,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(value),
+            headers: Vec::new(),
+            timestamp: Some(1_000 + i as i64),
+            explicit_partition: false,
+            size: 0,
+        }
+    }
+
+    fn encoded(r: &Unrouted<usize>) -> usize {
+        BatchBuilder::record_size_with_payload(0, 0, r.payload_size())
+    }
+
+    /// An open batch's buffer and list of report entries grow with what it holds, up to a
+    /// `batch_size` of 1 MiB (more than the budget of full-size batches, a sixteenth of
+    /// `buffer_memory`): after every append each is at most twice what it uses (or the
+    /// smallest buffer, or four entries), never `batch_size` up front; the records come back
+    /// intact after every move to a larger buffer.
+    #[test]
+    fn an_open_batch_holds_at_most_twice_its_bytes_not_batch_size() {
+        const BATCH_SIZE: usize = 1 << 20;
+        let config = Config::builder([("k", 9092)])
+            .batch_size(BATCH_SIZE)
+            .buffer_memory(8 << 20)
+            .build()
+            .unwrap();
+        let mut pool = BufferPool::new(&config);
+        let first = record(0, 100);
+        let mut open = OpenBatch::new(0, &mut pool, BATCH_SIZE, encoded(&first), Instant::now());
+        assert!(open.capacity_bytes() <= 2 * BufferPool::MIN_CAPACITY);
+        let mut appended = 0;
+        let mut next = Some(first);
+        while let Some(r) = next.take() {
+            let payload = r.payload_size();
+            if open.try_append(BATCH_SIZE, r, payload).is_err() {
+                break;
+            }
+            appended += 1;
+            let bytes = open.builder.size_in_bytes();
+            assert!(
+                open.builder.capacity() <= (2 * bytes).max(BufferPool::MIN_CAPACITY),
+                "{appended} records: {bytes} bytes in a buffer of {}",
+                open.builder.capacity()
+            );
+            assert!(
+                open.records.capacity() <= (2 * open.records.len()).max(4),
+                "{appended} records: {} entries of room",
+                open.records.capacity()
+            );
+            assert!(open.capacity_bytes() <= 2 * open.used_bytes() + BufferPool::MIN_CAPACITY);
+            next = Some(record(appended, 100));
+        }
+        assert!(
+            appended > 8000,
+            "the batch filled up to batch_size: {appended}"
+        );
+        assert!(open.size_in_bytes() <= BATCH_SIZE);
+        let records = open.into_unreported().decoded.unwrap();
+        assert_eq!(records.len(), appended);
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.key.as_deref(), Some(format!("key-{i}").as_bytes()));
+            assert_eq!(r.value.as_deref(), Some(&vec![i as u8; 100][..]));
+            assert_eq!(r.timestamp, 1_000 + i as i64);
+        }
+    }
+
+    /// A batch closed before it filled (its linger, a flush) keeps what it needs while it
+    /// waits for its answer: its buffer and entries, opened at full size, are trimmed when it
+    /// is sealed.
+    #[test]
+    fn a_batch_sealed_half_full_is_trimmed_to_what_it_holds() {
+        let config = Config::builder([("k", 9092)])
+            .batch_size(4096)
+            .build()
+            .unwrap();
+        let mut pool = BufferPool::new(&config);
+        let first = record(0, 100);
+        let mut open = OpenBatch::new(0, &mut pool, 4096, encoded(&first), Instant::now());
+        assert_eq!(open.builder.capacity(), 4096, "opened at full size");
+        for i in 0..5 {
+            let r = record(i, 100);
+            let payload = r.payload_size();
+            open.try_append(4096, r, payload).unwrap();
+        }
+        let used = open.size_in_bytes();
+        let (batch, spare) = open.seal(Compression::None, false).unwrap();
+        assert!(spare.is_none());
+        assert_eq!(batch.len_bytes(), used);
+        let (sealed, records, _) = batch.into_split_parts();
+        assert!(records.capacity() <= records.len() + records.len() / 4);
+        let buf = sealed.into_buffer();
+        assert!(
+            buf.capacity() <= used + used / 4,
+            "{} for {used}",
+            buf.capacity()
+        );
+    }
+
+    /// Batches open at full size while their buffers fit in the budget (a sixteenth of
+    /// `buffer_memory`); past it they open small; a batch sealed gives its share back.
+    #[test]
+    fn batches_open_at_full_size_within_the_budget_only() {
+        let config = Config::builder([("k", 9092)])
+            .buffer_memory(4 << 20)
+            .build()
+            .unwrap();
+        let budget = config.buffer_memory / 16;
+        let mut pool = BufferPool::new(&config);
+        let r = record(0, 100);
+        let open = |pool: &mut BufferPool| {
+            OpenBatch::<usize>::new(0, pool, config.batch_size, encoded(&r), Instant::now())
+        };
+        let mut full = Vec::new();
+        loop {
+            let o = open(&mut pool);
+            if o.builder.capacity() < config.batch_size {
+                break;
+            }
+            full.push(o);
+        }
+        let held: usize = full.iter().map(|o| o.capacity_bytes()).sum();
+        assert!(
+            !full.is_empty() && held <= budget,
+            "{} full-size batches hold {held}",
+            full.len()
+        );
+        assert!(
+            held + full[0].capacity_bytes() > budget,
+            "the budget is used up"
+        );
+        let small = open(&mut pool);
+        assert!(small.capacity_bytes() <= 2 * BufferPool::MIN_CAPACITY);
+        let sealed = full.pop().unwrap().seal(Compression::None, false).unwrap();
+        drop(sealed);
+        assert_eq!(open(&mut pool).builder.capacity(), config.batch_size);
     }
 }

@@ -1,11 +1,18 @@
 //! The brokers the producer may connect to: one slot per bootstrap address and per node from
 //! metadata, each with at most one connection, the partitions it leads, its reconnect backoff
 //! and throttle, and whether it has something to send.
+//!
+//! Bootstrap slots stay for the producer's life. A node's slot is retired when the cluster no
+//! longer lists the node ([`Brokers::retire`]), and a later node takes the free slot over. A
+//! slot's connection generation goes on counting across owners, so a [`ConnId`] of a retired
+//! node's connection never names its successor's; timers naming a retired slot are forgotten
+//! by whoever retires it.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::connection::{ConnState, Connection};
+use crate::limits::{MAX_BROKERS, MAX_THROTTLE};
 use crate::types::{ConnId, ConnectionError};
 
 /// A broker the producer may connect to: a node from metadata, or a bootstrap address.
@@ -32,16 +39,19 @@ pub(crate) struct BrokerSlot {
     pub(crate) drain_index: usize,
     /// Why its last connection failed, until a connection to it is ready again.
     last_error: Option<Box<ConnectionError>>,
+    /// The node left the cluster and the slot is free: it has no connection, leads nothing,
+    /// and is skipped by every search until a node takes it over.
+    retired: bool,
 }
 
 impl BrokerSlot {
-    fn new(node_id: i32, host: String, port: u16) -> Self {
+    fn new(node_id: i32, host: String, port: u16, generation: u32) -> Self {
         BrokerSlot {
             node_id,
             host,
             port,
             conn: None,
-            generation: 0,
+            generation,
             partitions: Vec::new(),
             dirty: false,
             throttled_until: None,
@@ -49,7 +59,24 @@ impl BrokerSlot {
             failures: 0,
             drain_index: 0,
             last_error: None,
+            retired: false,
         }
+    }
+
+    /// Whether the slot is a bootstrap address (not a node, nor a retired one).
+    fn is_bootstrap(&self) -> bool {
+        self.node_id < 0 && !self.retired
+    }
+
+    /// A broker answered with `throttle_time_ms`: no request before `now` plus that (at most
+    /// [`MAX_THROTTLE`]). Returns when the throttle ends, for the caller's timer, or `None`
+    /// when the answer asked for none.
+    #[must_use = "the throttle's end must be armed as the broker's timer"]
+    pub(crate) fn throttle(&mut self, now: Instant, throttle_time_ms: i32) -> Option<Instant> {
+        let ms = u64::try_from(throttle_time_ms).ok().filter(|&ms| ms > 0)?;
+        let until = now + Duration::from_millis(ms).min(MAX_THROTTLE);
+        self.throttled_until = Some(until);
+        Some(until)
     }
 
     /// Whether a ready connection exists.
@@ -110,6 +137,8 @@ pub(crate) struct Brokers {
     ever_ready: bool,
     /// "Every broker is down" was reported, and no connection has been ready since.
     all_down_reported: bool,
+    /// Retired slots, for the next new node.
+    free: Vec<u32>,
 }
 
 impl Brokers {
@@ -118,7 +147,7 @@ impl Brokers {
         Brokers {
             slots: bootstrap
                 .iter()
-                .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p))
+                .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p, 0))
                 .collect(),
             by_node: HashMap::new(),
             dirty: Vec::new(),
@@ -126,11 +155,19 @@ impl Brokers {
             latest_error: None,
             ever_ready: false,
             all_down_reported: false,
+            free: Vec::new(),
         }
     }
 
+    /// How many slots there are, retired ones included: slot numbers run below it. (A retired
+    /// slot has no connection and leads nothing; [`Brokers::mark_dirty`] ignores it.)
     pub(crate) fn len(&self) -> u32 {
         self.slots.len() as u32
+    }
+
+    /// The slots of live brokers (bootstrap addresses and nodes), with their numbers.
+    fn live(&self) -> impl Iterator<Item = (usize, &BrokerSlot)> {
+        self.slots.iter().enumerate().filter(|(_, b)| !b.retired)
     }
 
     pub(crate) fn slot(&self, slot: u32) -> &BrokerSlot {
@@ -141,8 +178,9 @@ impl Brokers {
         &mut self.slots[slot as usize]
     }
 
+    /// Every live slot (retired ones are skipped).
     pub(crate) fn iter(&self) -> impl Iterator<Item = &BrokerSlot> {
-        self.slots.iter()
+        self.live().map(|(_, b)| b)
     }
 
     /// The slot of a node named by metadata, if known.
@@ -155,8 +193,16 @@ impl Brokers {
         self.by_node.contains_key(&node_id)
     }
 
-    /// The slot of a node, created (or its address updated) from a metadata broker entry.
-    pub(crate) fn node_slot(&mut self, node_id: i32, host: &str, port: i32) -> u32 {
+    /// The slot of a node, created (or its address updated) from a broker entry of a Metadata
+    /// answer, a Produce answer's node endpoints or a FindCoordinator answer. A new node takes
+    /// a retired slot over if there is one.
+    ///
+    /// Refused (`None`, nothing changes) for a negative node id, and for a new node when
+    /// [`MAX_BROKERS`] nodes are known already.
+    pub(crate) fn node_slot(&mut self, node_id: i32, host: &str, port: i32) -> Option<u32> {
+        if node_id < 0 {
+            return None;
+        }
         let port = u16::try_from(port).unwrap_or(0);
         if let Some(&slot) = self.by_node.get(&node_id) {
             let b = &mut self.slots[slot as usize];
@@ -164,13 +210,66 @@ impl Brokers {
                 b.host = host.to_owned();
                 b.port = port;
             }
-            return slot;
+            return Some(slot);
         }
-        let slot = self.slots.len() as u32;
-        self.slots
-            .push(BrokerSlot::new(node_id, host.to_owned(), port));
+        if self.by_node.len() >= MAX_BROKERS {
+            return None;
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                let b = &mut self.slots[slot as usize];
+                *b = BrokerSlot::new(node_id, host.to_owned(), port, b.generation);
+                slot
+            }
+            None => {
+                self.slots
+                    .push(BrokerSlot::new(node_id, host.to_owned(), port, 0));
+                self.slots.len() as u32 - 1
+            }
+        };
         self.by_node.insert(node_id, slot);
-        slot
+        Some(slot)
+    }
+
+    /// The node slots whose node is not in `listed` (the node ids of a Metadata answer): the
+    /// brokers that left the cluster.
+    pub(crate) fn nodes_not_listed(&self, listed: &[i32]) -> Vec<u32> {
+        let mut listed = listed.to_vec();
+        listed.sort_unstable();
+        self.by_node
+            .iter()
+            .filter(|(node, _)| listed.binary_search(node).is_err())
+            .map(|(_, &slot)| slot)
+            .collect()
+    }
+
+    /// Frees the slot of a node that left the cluster. Call it once the slot's connection is
+    /// closed (taken), its partitions have moved to other leaders, and the timers naming it
+    /// are forgotten: afterwards the slot is skipped by every search, [`Brokers::mark_dirty`]
+    /// ignores it, and the next new node takes it over (its connections under generations
+    /// after this one's). Bootstrap slots are never retired.
+    pub(crate) fn retire(&mut self, slot: u32) {
+        let b = &mut self.slots[slot as usize];
+        if b.is_bootstrap() || b.retired {
+            return;
+        }
+        debug_assert!(b.conn.is_none(), "the connection is closed first");
+        debug_assert!(b.partitions.is_empty(), "the partitions move first");
+        if self.by_node.get(&b.node_id) == Some(&slot) {
+            self.by_node.remove(&b.node_id);
+        }
+        let mut vacant = BrokerSlot::new(-1, String::new(), 0, b.generation);
+        vacant.retired = true;
+        *b = vacant;
+        self.dirty.retain(|&s| s != slot);
+        self.free.push(slot);
+    }
+
+    /// Forgets every partition of `topic` (a topic the producer forgets): no slot leads it.
+    pub(crate) fn forget_topic(&mut self, topic: u32) {
+        for b in &mut self.slots {
+            b.partitions.retain(|&(t, _)| t != topic);
+        }
     }
 
     /// The live connection `conn`, if it is still the slot's current one.
@@ -228,7 +327,7 @@ impl Brokers {
         let b = &mut self.slots[slot as usize];
         b.failures += 1;
         b.last_error = Some(error.clone());
-        if b.node_id < 0 {
+        if b.is_bootstrap() {
             self.next_bootstrap += 1;
         }
         self.latest_error = Some(error);
@@ -258,16 +357,17 @@ impl Brokers {
         if let Some(slot) = self.slot_of_node(leader) {
             return self.slots[slot as usize].last_error.clone();
         }
-        if self.slots.iter().any(BrokerSlot::is_ready) {
+        if self.iter().any(BrokerSlot::is_ready) {
             return None;
         }
         self.latest_error.clone()
     }
 
-    /// Marks a slot as having something to send; true when it was not marked yet.
+    /// Marks a slot as having something to send; true when it was not marked yet. A retired
+    /// slot is never marked.
     pub(crate) fn mark_dirty(&mut self, slot: u32) -> bool {
         let b = &mut self.slots[slot as usize];
-        if b.dirty {
+        if b.dirty || b.retired {
             return false;
         }
         b.dirty = true;
@@ -301,9 +401,8 @@ impl Brokers {
         needs_init_pid: bool,
         bootstrap_only: bool,
     ) -> Option<ConnId> {
-        self.slots
-            .iter()
-            .filter(|b| !bootstrap_only || b.node_id < 0)
+        self.iter()
+            .filter(|b| !bootstrap_only || b.is_bootstrap())
             .filter_map(|b| b.conn.as_ref())
             .filter(|c| c.state == ConnState::Ready)
             .filter(|c| !needs_init_pid || c.versions.is_some_and(|v| v.init_producer_id.is_some()))
@@ -314,26 +413,25 @@ impl Brokers {
     /// Whether some connection is being set up (connecting or negotiating), optionally only
     /// among the bootstrap addresses.
     pub(crate) fn any_connecting(&self, bootstrap_only: bool) -> bool {
-        self.slots
-            .iter()
-            .filter(|b| !bootstrap_only || b.node_id < 0)
+        self.iter()
+            .filter(|b| !bootstrap_only || b.is_bootstrap())
             .any(|b| b.conn.as_ref().is_some_and(|c| c.state != ConnState::Ready))
     }
 
     /// The known node to connect to for control requests when nothing is connected: the one
     /// with the fewest failures whose backoff is over.
     pub(crate) fn pick_node_to_connect(&self, now: Instant) -> Option<u32> {
-        (0..self.slots.len())
-            .filter(|&i| self.slots[i].node_id >= 0 && self.slots[i].may_connect(now))
-            .min_by_key(|&i| self.slots[i].failures)
-            .map(|i| i as u32)
+        self.live()
+            .filter(|(_, b)| b.node_id >= 0 && b.may_connect(now))
+            .min_by_key(|(_, b)| b.failures)
+            .map(|(i, _)| i as u32)
     }
 
     /// The bootstrap address to connect to next (round-robin from the one after the last that
     /// failed) whose backoff is over.
     pub(crate) fn pick_bootstrap_to_connect(&self, now: Instant) -> Option<u32> {
         let boot: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].node_id < 0)
+            .filter(|&i| self.slots[i].is_bootstrap())
             .collect();
         (0..boot.len())
             .map(|k| boot[(self.next_bootstrap + k) % boot.len()])
@@ -344,9 +442,8 @@ impl Brokers {
     /// The earliest instant after `now` some slot's reconnect backoff ends, among the
     /// bootstrap addresses only or among every slot.
     pub(crate) fn earliest_reconnect(&self, now: Instant, bootstrap_only: bool) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|b| !bootstrap_only || b.node_id < 0)
+        self.iter()
+            .filter(|b| !bootstrap_only || b.is_bootstrap())
             .filter_map(|b| b.reconnect_at)
             .filter(|&at| at > now)
             .min()
@@ -358,5 +455,86 @@ impl Brokers {
             .iter()
             .filter_map(|b| b.conn.as_ref())
             .any(|c| !c.inflight.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brokers() -> Brokers {
+        Brokers::new(&[("boot".to_string(), 9092)])
+    }
+
+    #[test]
+    fn a_negative_node_id_gets_no_slot() {
+        let mut b = brokers();
+        assert_eq!(b.node_slot(-1, "h", 9092), None);
+        assert_eq!(b.node_slot(-7, "h", 9092), None);
+        assert_eq!(b.len(), 1, "only the bootstrap slot");
+        assert_eq!(b.node_slot(0, "h", 9092), Some(1));
+    }
+
+    #[test]
+    fn no_new_node_past_the_cap() {
+        let mut b = brokers();
+        for id in 0..MAX_BROKERS as i32 {
+            assert!(b.node_slot(id, "h", 9092).is_some());
+        }
+        assert_eq!(b.node_slot(MAX_BROKERS as i32, "h", 9092), None);
+        // A known node is still updated.
+        assert_eq!(b.node_slot(3, "moved", 9093), Some(4));
+        assert_eq!(b.slot(4).host, "moved");
+    }
+
+    #[test]
+    fn a_retired_slot_is_skipped_and_reused_under_later_generations() {
+        let now = Instant::now();
+        let mut b = brokers();
+        let s1 = b.node_slot(1, "b1", 9092).unwrap();
+        let s2 = b.node_slot(2, "b2", 9092).unwrap();
+        let old = b.open_connection(s2, 1024, now);
+        b.slot_mut(s2).partitions.push((0, 0));
+        assert!(b.mark_dirty(s2));
+        assert_eq!(b.nodes_not_listed(&[1]), vec![s2]);
+        // Retired once its connection is closed and its partitions moved.
+        b.take_conn(old).unwrap();
+        b.slot_mut(s2).partitions.clear();
+        b.retire(s2);
+        assert!(!b.knows_node(2));
+        assert_eq!(b.iter().count(), 2, "the bootstrap slot and node 1");
+        assert!(
+            b.take_dirty().is_empty(),
+            "a retired slot leaves the dirty list"
+        );
+        assert!(!b.mark_dirty(s2), "and is never marked again");
+        assert_eq!(b.pick_bootstrap_to_connect(now), Some(0));
+        assert_eq!(b.pick_node_to_connect(now), Some(s1));
+        assert!(!b.any_connecting(true));
+        // Bootstrap slots are never retired.
+        b.retire(0);
+        assert_eq!(b.iter().count(), 2);
+        // The next new node takes the slot over; its connections never reuse the old handle.
+        assert_eq!(b.node_slot(3, "b3", 9092), Some(s2));
+        let new = b.open_connection(s2, 1024, now);
+        assert_ne!(new, old);
+        assert!(b.conn(old).is_none(), "the old handle names nothing");
+        assert!(b.conn(new).is_some());
+        assert_eq!(b.slot_of_node(3), Some(s2));
+    }
+
+    #[test]
+    fn a_throttle_is_capped() {
+        let now = Instant::now();
+        let mut b = brokers();
+        let slot = b.slot_mut(0);
+        assert_eq!(slot.throttle(now, 0), None);
+        assert_eq!(slot.throttle(now, -5), None);
+        assert_eq!(
+            slot.throttle(now, 250),
+            Some(now + Duration::from_millis(250))
+        );
+        assert_eq!(slot.throttle(now, i32::MAX), Some(now + MAX_THROTTLE));
+        assert_eq!(slot.throttled_until, Some(now + MAX_THROTTLE));
     }
 }

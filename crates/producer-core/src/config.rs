@@ -79,6 +79,30 @@ pub enum ConfigError {
     /// A duration is zero where it must be positive.
     #[error("{0} must be positive")]
     ZeroDuration(&'static str),
+    /// A duration is longer than [`Config::MAX_DURATION`] (`i32::MAX` ms, about 24.8 days):
+    /// `Duration::MAX` and other durations no deadline could be armed with.
+    #[error("{0} is longer than the longest duration taken, i32::MAX ms (about 24.8 days)")]
+    DurationTooLong(&'static str),
+    /// `max.request.size` is larger than [`Config::MAX_REQUEST_SIZE`] (1 GiB).
+    #[error("max_request_size = {0} is larger than the largest taken, {max} (1 GiB)", max = Config::MAX_REQUEST_SIZE)]
+    MaxRequestSizeTooLarge(usize),
+    /// `client.id` or `transactional.id` is longer than its INT16 length prefix can say
+    /// ([`Config::MAX_ID_LEN`] bytes).
+    #[error("{setting} is {len} bytes long: at most {max} bytes are taken", max = Config::MAX_ID_LEN)]
+    IdTooLong {
+        /// `client_id` or `transactional_id`.
+        setting: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The SASL username and password together are longer than
+    /// [`Config::MAX_SASL_CREDENTIALS`] bytes (the broker's `sasl.server.max.receive.size`
+    /// default, 512 KiB): no broker would take the token.
+    #[error("the SASL username and password are {len} bytes together: at most {max} are taken", max = Config::MAX_SASL_CREDENTIALS)]
+    SaslCredentialsTooLong {
+        /// Their length in bytes together.
+        len: usize,
+    },
     /// `security.protocol` is SASL_PLAINTEXT or SASL_SSL but no SASL mechanism is configured.
     #[error("security.protocol {0} needs a SASL mechanism (sasl.mechanism)")]
     SaslMechanismMissing(SecurityProtocol),
@@ -120,9 +144,12 @@ pub struct Config {
     pub transaction_timeout: Duration,
     /// `linger.ms`.
     pub linger: Duration,
-    /// `batch.size` (bytes, uncompressed).
+    /// `batch.size` (bytes, uncompressed). At most `max_request_size`: [`ConfigBuilder::build`]
+    /// lowers a larger one to it (a batch cannot be larger than the request that carries it;
+    /// librdkafka caps it the same way).
     pub batch_size: usize,
-    /// `max.request.size` (bytes); also the largest record accepted.
+    /// `max.request.size` (bytes); also the largest record accepted. At most
+    /// [`Config::MAX_REQUEST_SIZE`].
     pub max_request_size: usize,
     /// `buffer.memory`: bytes of records held at most.
     pub buffer_memory: usize,
@@ -148,6 +175,10 @@ pub struct Config {
     pub max_in_flight: usize,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
+    /// `metadata.max.idle.ms`: a topic nothing was sent to for this long, with nothing
+    /// buffered or in flight, is forgotten (no longer asked for in Metadata requests; a record
+    /// sent to it later finds it new).
+    pub metadata_max_idle: Duration,
     /// `metadata.recovery.strategy`: whether the producer goes back to its bootstrap list when
     /// no broker it knows can be reached.
     pub metadata_recovery: MetadataRecovery,
@@ -157,6 +188,11 @@ pub struct Config {
     pub rebootstrap_trigger: Duration,
     /// `max.block.ms`: how long records wait for their topic's metadata before failing.
     pub max_block: Duration,
+    /// `sasl.login.read.timeout.ms`: how long the application's OAUTHBEARER token provider may
+    /// take to answer one [`crate::Output::TokenRequest`]. After it the connections waiting for
+    /// the token fail to authenticate ([`crate::AuthError::TokenTimedOut`]) and back off; a
+    /// token handed over later is still taken.
+    pub token_timeout: Duration,
     /// `partitioner.adaptive.partitioning.enable`: records without a key (and every record with
     /// `partitioner_ignore_keys`) move to a new sticky partition after `batch_size` bytes,
     /// chosen at random weighted against the queue depth of each partition's leader (true), or
@@ -202,6 +238,27 @@ pub enum MetadataRecovery {
 }
 
 impl Config {
+    /// The longest duration any setting takes: `i32::MAX` milliseconds (about 24.8 days), the
+    /// largest timeout Kafka's protocol carries (Java's `Integer.MAX_VALUE` ms). Every deadline
+    /// the producer arms is its `now` plus one or two settings, which an `Instant` always
+    /// holds; a longer setting (`Duration::MAX` for "never") is refused by
+    /// [`ConfigBuilder::build`] with [`ConfigError::DurationTooLong`].
+    pub const MAX_DURATION: Duration = Duration::from_millis(i32::MAX as u64);
+
+    /// The largest `max_request_size`: 1 GiB. A request's size goes on the wire as an INT32;
+    /// the margin below `i32::MAX` keeps a request that carries one batch larger than the
+    /// limit (a record at the limit that compression made a little larger) from wrapping it.
+    /// (Brokers take 100 MiB by default: `socket.request.max.bytes`.)
+    pub const MAX_REQUEST_SIZE: usize = 1 << 30;
+
+    /// The longest `client_id` and `transactional_id`, in bytes: both go in requests as
+    /// strings with an INT16 length.
+    pub const MAX_ID_LEN: usize = i16::MAX as usize;
+
+    /// The most bytes of SASL username and password together: 512 KiB, the default of the
+    /// broker's `sasl.server.max.receive.size`, the largest SASL token it reads.
+    pub const MAX_SASL_CREDENTIALS: usize = 512 * 1024;
+
     /// A builder with the Java client 4.x defaults and the given bootstrap servers.
     pub fn builder<H: Into<String>>(
         bootstrap: impl IntoIterator<Item = (H, u16)>,
@@ -228,9 +285,11 @@ impl Config {
                 delivery_timeout: Duration::from_secs(120),
                 max_in_flight: 5,
                 metadata_max_age: Duration::from_secs(300),
+                metadata_max_idle: Duration::from_secs(300),
                 metadata_recovery: MetadataRecovery::Rebootstrap,
                 rebootstrap_trigger: Duration::from_secs(300),
                 max_block: Duration::from_secs(60),
+                token_timeout: Duration::from_secs(30),
                 adaptive_partitioning: true,
                 partitioner_availability_timeout: Duration::ZERO,
                 partitioner_ignore_keys: false,
@@ -244,6 +303,63 @@ impl Config {
             idempotence_explicit: None,
             delivery_explicit: false,
         }
+    }
+}
+
+impl Config {
+    /// Every duration setting by its builder name: the ones [`ConfigBuilder::build`] bounds by
+    /// [`Config::MAX_DURATION`].
+    fn durations(&self) -> [(&'static str, Duration); 14] {
+        [
+            ("linger", self.linger),
+            ("retry_backoff", self.retry_backoff),
+            ("retry_backoff_max", self.retry_backoff_max),
+            ("reconnect_backoff", self.reconnect_backoff),
+            ("reconnect_backoff_max", self.reconnect_backoff_max),
+            ("request_timeout", self.request_timeout),
+            ("delivery_timeout", self.delivery_timeout),
+            ("metadata_max_age", self.metadata_max_age),
+            ("metadata_max_idle", self.metadata_max_idle),
+            ("rebootstrap_trigger", self.rebootstrap_trigger),
+            ("max_block", self.max_block),
+            (
+                "partitioner_availability_timeout",
+                self.partitioner_availability_timeout,
+            ),
+            ("transaction_timeout", self.transaction_timeout),
+            ("token_timeout", self.token_timeout),
+        ]
+    }
+
+    /// The configuration with its durations and sizes brought within the bounds
+    /// [`ConfigBuilder::build`] enforces, for [`crate::Producer::new`]: a configuration whose
+    /// public fields were changed after it was built is capped here instead of overflowing an
+    /// `Instant` or reserving an absurd buffer later. (One from `build` is unchanged; the
+    /// delivery timeout `build` raised to `linger + request_timeout` may be up to twice
+    /// [`Config::MAX_DURATION`].)
+    pub(crate) fn within_bounds(mut self) -> Config {
+        let max = Config::MAX_DURATION;
+        for d in [
+            &mut self.linger,
+            &mut self.retry_backoff,
+            &mut self.retry_backoff_max,
+            &mut self.reconnect_backoff,
+            &mut self.reconnect_backoff_max,
+            &mut self.request_timeout,
+            &mut self.metadata_max_age,
+            &mut self.metadata_max_idle,
+            &mut self.rebootstrap_trigger,
+            &mut self.max_block,
+            &mut self.partitioner_availability_timeout,
+            &mut self.transaction_timeout,
+            &mut self.token_timeout,
+        ] {
+            *d = (*d).min(max);
+        }
+        self.delivery_timeout = self.delivery_timeout.min(max * 2);
+        self.max_request_size = self.max_request_size.min(Config::MAX_REQUEST_SIZE);
+        self.batch_size = self.batch_size.min(self.max_request_size);
+        self
     }
 }
 
@@ -297,6 +413,9 @@ impl ConfigBuilder {
         max_in_flight: usize);
     setter!(/// `metadata.max.age.ms` (default 5 min).
         metadata_max_age: Duration);
+    setter!(/// `metadata.max.idle.ms` (default 5 min): how long a topic goes unused (nothing sent,
+        /// nothing buffered or in flight) before the producer forgets it. Not zero.
+        metadata_max_idle: Duration);
     setter!(/// `metadata.recovery.strategy` (default rebootstrap, as Kafka 4.x's Java client):
         /// what happens when no broker the producer knows of can be reached, or a broker
         /// answers Metadata with `REBOOTSTRAP_REQUIRED`.
@@ -307,6 +426,10 @@ impl ConfigBuilder {
         rebootstrap_trigger: Duration);
     setter!(/// `max.block.ms`: wait for unknown topics' metadata (default 60 s).
         max_block: Duration);
+    setter!(/// `sasl.login.read.timeout.ms` (default 30 s): how long the OAUTHBEARER token
+        /// provider may take to answer one token request. (Java bounds the read of its token
+        /// endpoint's answer with this setting; here it bounds the whole provider call.)
+        token_timeout: Duration);
     setter!(/// `partitioner.adaptive.partitioning.enable` (default true). Records without a key
         /// stick to one partition until about `batch_size` bytes went to it, switching at a
         /// batch boundary (at the latest after twice `batch_size`); the next partition is drawn
@@ -419,10 +542,25 @@ impl ConfigBuilder {
             ("retry_backoff", c.retry_backoff),
             ("reconnect_backoff", c.reconnect_backoff),
             ("metadata_max_age", c.metadata_max_age),
+            ("metadata_max_idle", c.metadata_max_idle),
             ("rebootstrap_trigger", c.rebootstrap_trigger),
+            ("token_timeout", c.token_timeout),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration(name));
+            }
+        }
+        for (name, d) in c.durations() {
+            if d > Config::MAX_DURATION {
+                return Err(ConfigError::DurationTooLong(name));
+            }
+        }
+        for (setting, id) in [
+            ("client_id", Some(&c.client_id)),
+            ("transactional_id", c.transactional_id.as_ref()),
+        ] {
+            if let Some(len) = id.map(String::len).filter(|&l| l > Config::MAX_ID_LEN) {
+                return Err(ConfigError::IdTooLong { setting, len });
             }
         }
         let min = c.linger + c.request_timeout;
@@ -438,6 +576,10 @@ impl ConfigBuilder {
         if c.max_request_size < 1024 {
             return Err(ConfigError::MaxRequestSizeTooSmall(c.max_request_size));
         }
+        if c.max_request_size > Config::MAX_REQUEST_SIZE {
+            return Err(ConfigError::MaxRequestSizeTooLarge(c.max_request_size));
+        }
+        c.batch_size = c.batch_size.min(c.max_request_size);
         if c.buffer_memory < c.max_request_size {
             return Err(ConfigError::BufferSmallerThanRequest {
                 buffer: c.buffer_memory,
@@ -459,6 +601,12 @@ impl ConfigBuilder {
                 if s.mechanism != crate::sasl::Mechanism::OAuthBearer && s.username.is_empty() =>
             {
                 return Err(ConfigError::SaslUsernameMissing(s.mechanism))
+            }
+            (Some(s), true)
+                if s.username.len() + s.password.expose().len() > Config::MAX_SASL_CREDENTIALS =>
+            {
+                let len = s.username.len() + s.password.expose().len();
+                return Err(ConfigError::SaslCredentialsTooLong { len });
             }
             _ => {}
         }
@@ -595,6 +743,184 @@ mod tests {
         b().request_timeout(Duration::ZERO),
         ConfigError::ZeroDuration("request_timeout")
     );
+
+    /// Every duration setting at `Duration::MAX` is a typed error naming it (no `Instant`
+    /// overflow later, no panic adding `linger + request_timeout`); at
+    /// [`Config::MAX_DURATION`] each is taken.
+    #[test]
+    fn duration_max_for_each_duration_setting_is_a_typed_error() {
+        type Set = fn(ConfigBuilder, Duration) -> ConfigBuilder;
+        let settings: [(&str, Set); 14] = [
+            ("linger", |b, d| b.linger(d)),
+            ("retry_backoff", |b, d| b.retry_backoff(d)),
+            ("retry_backoff_max", |b, d| b.retry_backoff_max(d)),
+            ("reconnect_backoff", |b, d| b.reconnect_backoff(d)),
+            ("reconnect_backoff_max", |b, d| b.reconnect_backoff_max(d)),
+            ("request_timeout", |b, d| b.request_timeout(d)),
+            ("delivery_timeout", |b, d| b.delivery_timeout(d)),
+            ("metadata_max_age", |b, d| b.metadata_max_age(d)),
+            ("metadata_max_idle", |b, d| b.metadata_max_idle(d)),
+            ("rebootstrap_trigger", |b, d| b.rebootstrap_trigger(d)),
+            ("max_block", |b, d| b.max_block(d)),
+            ("partitioner_availability_timeout", |b, d| {
+                b.partitioner_availability_timeout(d)
+            }),
+            ("transaction_timeout", |b, d| b.transaction_timeout(d)),
+            ("token_timeout", |b, d| b.token_timeout(d)),
+        ];
+        assert_eq!(
+            settings.map(|(n, _)| n),
+            b().build().unwrap().durations().map(|(n, _)| n),
+            "every duration setting is tried"
+        );
+        for (name, set) in settings {
+            assert_eq!(
+                set(b(), Duration::MAX).build().unwrap_err(),
+                ConfigError::DurationTooLong(name),
+                "{name}"
+            );
+            let over = Config::MAX_DURATION + Duration::from_nanos(1);
+            assert_eq!(
+                set(b(), over).build().unwrap_err(),
+                ConfigError::DurationTooLong(name),
+                "{name}"
+            );
+            // Delivery must cover linger + request_timeout, set explicitly here.
+            let at_max = set(b(), Config::MAX_DURATION)
+                .delivery_timeout(Config::MAX_DURATION)
+                .build();
+            match name {
+                "linger" | "request_timeout" => assert!(
+                    matches!(at_max, Err(ConfigError::DeliveryTimeoutTooShort { .. })),
+                    "{name}: {at_max:?}"
+                ),
+                _ => {
+                    let c = at_max.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert!(c
+                        .durations()
+                        .iter()
+                        .all(|(_, d)| *d <= Config::MAX_DURATION));
+                }
+            }
+        }
+        // The transactional producer's own check comes first and says the same.
+        assert_eq!(
+            b().transactional_id("t")
+                .transaction_timeout(Duration::MAX)
+                .build()
+                .unwrap_err(),
+            ConfigError::InvalidTransactionTimeout(Duration::MAX)
+        );
+        // linger and request_timeout both at the maximum: the default delivery timeout is
+        // raised to their sum, which no arithmetic overflows.
+        let c = b()
+            .linger(Config::MAX_DURATION)
+            .request_timeout(Config::MAX_DURATION)
+            .build()
+            .unwrap();
+        assert_eq!(c.delivery_timeout, Config::MAX_DURATION * 2);
+    }
+
+    /// Every size setting at `usize::MAX`: `max_request_size` is a typed error (a request's
+    /// size is an INT32 on the wire); `batch_size` is lowered to `max_request_size` (no batch
+    /// buffer of `usize::MAX` bytes is ever asked for); `buffer_memory`, `buffer_max_records`
+    /// and `max_response_size` are limits, taken as they are.
+    #[test]
+    fn usize_max_for_each_size_setting_is_typed_or_capped() {
+        assert_eq!(
+            b().max_request_size(usize::MAX).build().unwrap_err(),
+            ConfigError::MaxRequestSizeTooLarge(usize::MAX)
+        );
+        assert_eq!(
+            b().max_request_size(Config::MAX_REQUEST_SIZE + 1)
+                .buffer_memory(usize::MAX)
+                .build()
+                .unwrap_err(),
+            ConfigError::MaxRequestSizeTooLarge(Config::MAX_REQUEST_SIZE + 1)
+        );
+        let c = b()
+            .batch_size(usize::MAX)
+            .buffer_memory(usize::MAX)
+            .buffer_max_records(usize::MAX)
+            .max_response_size(usize::MAX)
+            .build()
+            .unwrap();
+        assert_eq!(c.batch_size, c.max_request_size);
+        assert_eq!(c.buffer_memory, usize::MAX);
+        assert_eq!(c.buffer_max_records, usize::MAX);
+        assert_eq!(c.max_response_size, usize::MAX);
+        let c = b()
+            .max_request_size(Config::MAX_REQUEST_SIZE)
+            .buffer_memory(usize::MAX)
+            .batch_size(usize::MAX)
+            .build()
+            .unwrap();
+        assert_eq!(c.batch_size, Config::MAX_REQUEST_SIZE);
+    }
+
+    /// A client id or transactional id longer than its INT16 length prefix can say is a typed
+    /// error, never a length that wraps on the wire; at the limit each is taken.
+    #[test]
+    fn ids_too_long_for_their_length_prefix_are_typed_errors() {
+        let long = "c".repeat(Config::MAX_ID_LEN + 1);
+        assert_eq!(
+            b().client_id(long.clone()).build().unwrap_err(),
+            ConfigError::IdTooLong {
+                setting: "client_id",
+                len: 32768
+            }
+        );
+        assert_eq!(
+            b().transactional_id(long).build().unwrap_err(),
+            ConfigError::IdTooLong {
+                setting: "transactional_id",
+                len: 32768
+            }
+        );
+        let at_limit = "c".repeat(Config::MAX_ID_LEN);
+        let c = b()
+            .client_id(at_limit.clone())
+            .transactional_id(at_limit)
+            .build()
+            .unwrap();
+        assert_eq!(c.client_id.len(), 32767);
+    }
+
+    /// SASL credentials no broker would read (more than `sasl.server.max.receive.size`) are a
+    /// typed error, which shows neither of them.
+    #[test]
+    fn sasl_credentials_too_long_are_a_typed_error_without_them() {
+        let password = "p".repeat(Config::MAX_SASL_CREDENTIALS);
+        let e = b()
+            .security_protocol(SecurityProtocol::SaslSsl)
+            .tls(TlsConfig::with_ca("ca.pem"))
+            .sasl(SaslConfig::plain("alice", password))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::SaslCredentialsTooLong {
+                len: 5 + Config::MAX_SASL_CREDENTIALS
+            }
+        );
+        assert!(!e.to_string().contains("alice") && !e.to_string().contains("ppp"));
+    }
+
+    /// A configuration changed after `build` (its fields are public) is brought within the
+    /// bounds when a producer takes it, instead of overflowing later.
+    #[test]
+    fn a_config_changed_after_build_is_bounded_by_the_producer() {
+        let mut c = b().build().unwrap();
+        c.linger = Duration::MAX;
+        c.delivery_timeout = Duration::MAX;
+        c.batch_size = usize::MAX;
+        c.max_request_size = usize::MAX;
+        let c = c.within_bounds();
+        assert_eq!(c.linger, Config::MAX_DURATION);
+        assert_eq!(c.delivery_timeout, Config::MAX_DURATION * 2);
+        assert_eq!(c.max_request_size, Config::MAX_REQUEST_SIZE);
+        assert_eq!(c.batch_size, Config::MAX_REQUEST_SIZE);
+    }
 
     #[test]
     fn implicit_settings_adjust_silently() {

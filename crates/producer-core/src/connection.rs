@@ -44,7 +44,9 @@ impl ConnState {
 /// The API versions agreed with one broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Versions {
-    pub(crate) produce: i16,
+    /// `None` when the broker shares no Produce version with this crate: the connection is
+    /// used for metadata only, and the partitions it leads fail their records.
+    pub(crate) produce: Option<i16>,
     pub(crate) metadata: i16,
     /// `None` when the broker does not offer InitProducerId.
     pub(crate) init_producer_id: Option<i16>,
@@ -76,11 +78,11 @@ pub(crate) struct SaslVersions {
 }
 
 impl Versions {
-    /// Picks the highest common version of each API, or `None` when Produce or Metadata has
-    /// no common version.
+    /// Picks the highest common version of each API, or `None` when Metadata has no common
+    /// version (the connection is of no use then).
     pub(crate) fn negotiate(resp: &ApiVersionsResponse) -> Option<Versions> {
         Some(Versions {
-            produce: resp.negotiate(ApiKey::Produce)?,
+            produce: resp.negotiate(ApiKey::Produce),
             metadata: resp.negotiate(ApiKey::Metadata)?,
             init_producer_id: resp.negotiate(ApiKey::InitProducerId),
             sasl: resp

@@ -57,6 +57,7 @@ pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
+pub mod limits;
 pub mod metrics;
 mod outputs;
 mod partition;
@@ -80,10 +81,11 @@ pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
 pub use transaction::{
-    ConsumerGroupMetadata, OffsetToCommit, TransactionError, TransactionOperation,
+    ConsumerGroupMetadata, InvalidOffsets, OffsetToCommit, TransactionError, TransactionOperation,
     TransactionResult, TransactionState,
 };
 pub use types::{
-    ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
-    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, WireBytes,
+    check_topic_name, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, InvalidTopicName,
+    Output, ProduceError, RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
+    Violation, WireBytes, MAX_TOPIC_NAME_LEN,
 };

@@ -173,6 +173,11 @@ impl<T> PartitionQueue<T> {
     // Leadership
     // ---------------------------------------------------------------------------------------
 
+    /// The leader epoch known for the partition (-1 when none is known).
+    pub(crate) fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
     /// Applies a leader (from metadata or a Produce leader hint) and returns the previous
     /// leader if it changed. A newer leader epoch ends any backoff (no wait before retrying on a
     /// new leader, KIP-951) and the partition no longer waits for metadata.
@@ -189,6 +194,25 @@ impl<T> PartitionQueue<T> {
         }
         self.leader = leader;
         Some(old)
+    }
+
+    /// A new partition of a topic that may have been written before under `producer_id` (the
+    /// producer forgot the topic while idle, and with it the partition's sequence): it starts
+    /// under an epoch above `epoch`, the highest a forgotten partition used, so its sequence
+    /// starting at 0 is a new epoch's to the broker, never a repeat or a gap under an old one.
+    /// At the last epoch it needs a new producer id instead. Call it before the partition's
+    /// first batch is sent; a later producer id or a higher producer epoch is adopted as usual.
+    pub(crate) fn start_above(&mut self, producer_id: i64, epoch: i16) {
+        debug_assert!(self.is_empty() && self.sent == 0);
+        self.producer_id = producer_id;
+        self.next_sequence = 0;
+        match epoch.checked_add(1) {
+            Some(next) => self.epoch = self.epoch.max(next),
+            None => {
+                self.epoch = i16::MAX;
+                self.needs_reset = true;
+            }
+        }
     }
 
     /// The topic was deleted and created again (a new topic id): its leader epochs start over,

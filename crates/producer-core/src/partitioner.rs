@@ -255,6 +255,11 @@ impl NodeLatency {
         &mut self.nodes[i]
     }
 
+    /// Forgets `node` (it left the cluster): the table holds only nodes that may lead.
+    pub(crate) fn forget(&mut self, node: i32) {
+        self.nodes.retain(|n| n.node != node);
+    }
+
     /// The node was looked at for sending at `now`: it took batches (`drained`), or it did not
     /// although batches were waiting for it (`waiting`), or it had nothing to take. After it, a
     /// node that did not take its waiting batches for longer than the timeout counts as

@@ -1,8 +1,13 @@
 //! The producer's deadlines, kept in one heap so `poll_timeout` is O(1).
 //!
-//! Entries are never removed early: when an entry fires, its handler checks whether it still
-//! applies (lazy deletion). Owners keep at most one armed entry per partition, connection or
-//! purpose, so the heap stays small however many records flow.
+//! Entries are not removed when their deadline stops mattering: when an entry fires, its
+//! handler checks whether it still applies (lazy deletion). Owners keep at most one armed entry
+//! per partition, connection or purpose, so the heap stays small however many records flow.
+//!
+//! The one exception is a number that is about to name something else: a topic the producer
+//! forgets, whose number a later topic takes, and a broker slot a departed node frees. Their
+//! entries are removed then ([`Timers::forget_topic`], [`Timers::forget_slot`]), so no stale
+//! entry can fire on the new owner.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -38,6 +43,31 @@ pub(crate) enum TimerKind {
     Transaction,
     /// A connection's SASL session nears its end: authenticate again.
     Reauthenticate { slot: u32 },
+    /// The OAUTHBEARER token asked of the application reaches `token_timeout` unanswered.
+    TokenRequest,
+}
+
+impl TimerKind {
+    /// The topic the entry names, if it names one.
+    fn topic(self) -> Option<u32> {
+        match self {
+            TimerKind::Linger { topic, .. }
+            | TimerKind::Backoff { topic, .. }
+            | TimerKind::Delivery { topic, .. }
+            | TimerKind::Holding { topic } => Some(topic),
+            _ => None,
+        }
+    }
+
+    /// The broker slot the entry names, if it names one.
+    fn slot(self) -> Option<u32> {
+        match self {
+            TimerKind::Request { slot }
+            | TimerKind::Broker { slot }
+            | TimerKind::Reauthenticate { slot } => Some(slot),
+            _ => None,
+        }
+    }
 }
 
 /// A min-heap of deadlines.
@@ -63,6 +93,18 @@ impl Timers {
             Some(Reverse((at, _))) if *at <= now => self.heap.pop().map(|Reverse((_, k))| k),
             _ => None,
         }
+    }
+
+    /// Removes every entry naming `topic`: call it when the topic is forgotten, before its
+    /// number can name another topic. (Linear in the heap; topics are forgotten rarely.)
+    pub(crate) fn forget_topic(&mut self, topic: u32) {
+        self.heap.retain(|Reverse((_, k))| k.topic() != Some(topic));
+    }
+
+    /// Removes every entry naming broker `slot`: call it when the slot is retired, before a
+    /// new node takes it over.
+    pub(crate) fn forget_slot(&mut self, slot: u32) {
+        self.heap.retain(|Reverse((_, k))| k.slot() != Some(slot));
     }
 
     /// Entries held (stale ones included).
@@ -100,5 +142,53 @@ mod tests {
             Some(TimerKind::Metadata)
         );
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn forgetting_a_topic_or_a_slot_removes_only_the_entries_naming_it() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        let mut t = Timers::default();
+        let kinds = [
+            TimerKind::Linger {
+                topic: 3,
+                partition: 0,
+                batch: 0,
+            },
+            TimerKind::Backoff {
+                topic: 3,
+                partition: 1,
+            },
+            TimerKind::Delivery {
+                topic: 3,
+                partition: 2,
+            },
+            TimerKind::Holding { topic: 3 },
+            TimerKind::Holding { topic: 4 },
+            TimerKind::Request { slot: 3 },
+            TimerKind::Broker { slot: 3 },
+            TimerKind::Reauthenticate { slot: 3 },
+            TimerKind::Broker { slot: 4 },
+            TimerKind::Metadata,
+        ];
+        for k in kinds {
+            t.arm(at, k);
+        }
+        t.forget_topic(3);
+        assert_eq!(t.len(), kinds.len() - 4);
+        t.forget_slot(3);
+        let mut left = Vec::new();
+        while let Some(k) = t.pop_due(at) {
+            left.push(k);
+        }
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                TimerKind::Broker { slot: 4 },
+                TimerKind::Metadata,
+                TimerKind::Holding { topic: 4 },
+            ]
+        );
     }
 }

@@ -1,5 +1,10 @@
 //! The topics in use: each with its partitions, the records held until its metadata arrives,
 //! its sticky partition for null keys, and the index from name to topic number.
+//!
+//! A topic unused for `metadata.max.idle.ms` (nothing buffered or in flight, nothing sent to
+//! it) is forgotten ([`Topics::forget`]): its number is free for the next new topic, and a
+//! record sent to it later finds it new. Whoever forgets it first takes its number out of the
+//! brokers' partition lists and the timers.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -40,10 +45,14 @@ pub(crate) struct TopicState<T> {
     pub(crate) error: Option<ErrorCode>,
     /// `flush` was called while records were held: close their batches once routed.
     pub(crate) flush_held: bool,
+    /// When a record was last sent to it (`send`): it is idle from here.
+    last_used: Instant,
+    /// The number is free: the topic was forgotten (an inert entry, skipped by iteration).
+    vacant: bool,
 }
 
 impl<T> TopicState<T> {
-    fn new(name: Arc<str>) -> Self {
+    fn new(name: Arc<str>, now: Instant) -> Self {
         TopicState {
             name,
             partitions: Vec::new(),
@@ -55,7 +64,30 @@ impl<T> TopicState<T> {
             sticky: Sticky::default(),
             error: None,
             flush_held: false,
+            last_used: now,
+            vacant: false,
         }
+    }
+
+    /// Whether the topic may be forgotten at `now`: nothing sent to it for `max_idle`, no
+    /// record held for its metadata, and every partition empty (no open batch, none queued or
+    /// in flight).
+    pub(crate) fn is_idle(&self, now: Instant, max_idle: std::time::Duration) -> bool {
+        !self.vacant
+            && self.last_used + max_idle <= now
+            && self.holding.is_empty()
+            && self.partitions.iter().all(PartitionQueue::is_empty)
+    }
+
+    /// The highest epoch a partition of the topic has used under `producer_id`, if any did.
+    pub(crate) fn highest_epoch(&self, producer_id: i64) -> Option<i16> {
+        self.partitions
+            .iter()
+            .filter_map(|p| {
+                let (id, epoch) = p.identity();
+                (id == producer_id).then_some(epoch)
+            })
+            .max()
     }
 
     /// Whether `id` (from a Produce v13 answer) names this topic: its id now, or the one
@@ -72,7 +104,8 @@ impl<T> TopicState<T> {
     }
 }
 
-/// Every topic in use, numbered in the order they were first sent to.
+/// Every topic in use, numbered in the order they were first sent to (a forgotten topic's
+/// number goes to a later one).
 #[derive(Debug)]
 pub(crate) struct Topics<T> {
     list: Vec<TopicState<T>>,
@@ -80,6 +113,12 @@ pub(crate) struct Topics<T> {
     /// The topic of the last lookup and its number: callers sending many records to one topic
     /// share one `Arc<str>`, so a pointer comparison usually saves hashing the name.
     last: Option<(Arc<str>, u32)>,
+    /// Numbers of forgotten topics, for the next new ones.
+    free: Vec<u32>,
+    /// The highest producer epoch a partition of a forgotten topic used, with its producer id:
+    /// a new partition (of a topic that may have been written before under this id) starts
+    /// above it, so the broker never sees its sequence start over under an epoch it has seen.
+    forgotten_epoch: Option<(i64, i16)>,
 }
 
 impl<T> Default for Topics<T> {
@@ -88,25 +127,41 @@ impl<T> Default for Topics<T> {
             list: Vec::new(),
             index: TopicIndex::default(),
             last: None,
+            free: Vec::new(),
+            forgotten_epoch: None,
         }
     }
 }
 
 impl<T> Topics<T> {
-    /// The number of a topic, registering it the first time; the flag says it is new (its
-    /// metadata is needed).
+    /// The number of a topic a record is sent to at `now`, registering it the first time; the
+    /// flag says it is new (its metadata is needed). The topic is in use from `now`.
     #[inline]
-    pub(crate) fn id_of(&mut self, name: &Arc<str>) -> (u32, bool) {
+    pub(crate) fn id_of(&mut self, name: &Arc<str>, now: Instant) -> (u32, bool) {
         if let Some((last, id)) = &self.last {
             if Arc::ptr_eq(last, name) {
-                return (*id, false);
+                let id = *id;
+                self.list[id as usize].last_used = now;
+                return (id, false);
             }
         }
         let (id, new) = match self.index.get(name) {
-            Some(&id) => (id, false),
+            Some(&id) => {
+                self.list[id as usize].last_used = now;
+                (id, false)
+            }
             None => {
-                let id = self.list.len() as u32;
-                self.list.push(TopicState::new(name.clone()));
+                let state = TopicState::new(name.clone(), now);
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.list[id as usize] = state;
+                        id
+                    }
+                    None => {
+                        self.list.push(state);
+                        self.list.len() as u32 - 1
+                    }
+                };
                 self.index.insert(name.clone(), id);
                 (id, true)
             }
@@ -115,22 +170,83 @@ impl<T> Topics<T> {
         (id, new)
     }
 
+    /// Forgets topic `topic`, which [`TopicState::is_idle`]: its name no longer finds it, its
+    /// number goes to the next new topic, and its partitions' epochs under `producer_id` (the
+    /// producer's current id, if any) raise [`Topics::epoch_floor`]. Call it only once no
+    /// broker lists its partitions and no timer names it; a record sent to the topic later
+    /// registers it anew.
+    pub(crate) fn forget(&mut self, topic: u32, producer_id: Option<i64>) {
+        let t = &mut self.list[topic as usize];
+        debug_assert!(t.holding.is_empty() && t.partitions.iter().all(PartitionQueue::is_empty));
+        if let Some(id) = producer_id {
+            if let Some(epoch) = t.highest_epoch(id) {
+                let floor = match self.forgotten_epoch {
+                    Some((fid, f)) if fid == id => f.max(epoch),
+                    _ => epoch,
+                };
+                self.forgotten_epoch = Some((id, floor));
+            }
+        }
+        self.index.remove(&t.name);
+        if self.last.as_ref().is_some_and(|(_, id)| *id == topic) {
+            self.last = None;
+        }
+        let mut vacant = TopicState::new(Arc::from(""), t.last_used);
+        vacant.vacant = true;
+        *t = vacant;
+        self.free.push(topic);
+    }
+
+    /// The highest epoch a partition of a forgotten topic used under `producer_id`, if one
+    /// did: new partitions start above it (see [`crate::partition::PartitionQueue::start_above`]).
+    pub(crate) fn epoch_floor(&self, producer_id: i64) -> Option<i16> {
+        self.forgotten_epoch
+            .filter(|&(id, _)| id == producer_id)
+            .map(|(_, epoch)| epoch)
+    }
+
+    /// The numbers of the topics in use (forgotten ones skipped).
+    pub(crate) fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.list
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.vacant)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Whether `name` is a topic in use already (cheaply when it is the one asked for last):
+    /// `send` checks a topic's name only the first time it sees it.
+    #[inline]
+    pub(crate) fn known(&self, name: &Arc<str>) -> bool {
+        matches!(&self.last, Some((last, _)) if Arc::ptr_eq(last, name))
+            || self.index.contains_key(name)
+    }
+
     /// The number of a topic already in use, by name (for a metadata answer).
     pub(crate) fn lookup(&self, name: &str) -> Option<u32> {
         self.index.get(name).copied()
     }
 
-    /// How many topics are in use.
+    /// How many topic numbers there are, forgotten ones included: topic numbers run below
+    /// it. (A forgotten topic's entry holds nothing: no partitions, no records.)
     pub(crate) fn len(&self) -> u32 {
         self.list.len() as u32
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &TopicState<T>> {
-        self.list.iter()
+    /// How many topics are in use (forgotten ones not counted).
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.list.len() - self.free.len()
     }
 
+    /// The topics in use (forgotten ones skipped).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &TopicState<T>> {
+        self.list.iter().filter(|t| !t.vacant)
+    }
+
+    /// The topics in use (forgotten ones skipped).
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut TopicState<T>> {
-        self.list.iter_mut()
+        self.list.iter_mut().filter(|t| !t.vacant)
     }
 
     #[inline]
@@ -213,13 +329,70 @@ mod tests {
 
     #[test]
     fn topics_are_found_by_content_and_numbered_once() {
+        let now = Instant::now();
         let mut topics = Topics::<()>::default();
-        assert_eq!(topics.id_of(&Arc::from("orders")), (0, true));
-        assert_eq!(topics.id_of(&Arc::from("clicks")), (1, true));
+        assert_eq!(topics.id_of(&Arc::from("orders"), now), (0, true));
+        assert_eq!(topics.id_of(&Arc::from("clicks"), now), (1, true));
         // Another Arc with the same name (no pointer match): hashed, found.
-        assert_eq!(topics.id_of(&Arc::from("orders")), (0, false));
+        assert_eq!(topics.id_of(&Arc::from("orders"), now), (0, false));
         assert_eq!(topics.lookup("clicks"), Some(1));
         assert_eq!(topics.lookup("other"), None);
         assert_eq!(topics.len(), 2);
+    }
+
+    #[test]
+    fn a_forgotten_topic_is_found_no_more_and_its_number_goes_to_the_next_new_one() {
+        let t0 = Instant::now();
+        let idle = std::time::Duration::from_secs(300);
+        let mut topics = Topics::<()>::default();
+        let orders: Arc<str> = Arc::from("orders");
+        assert_eq!(topics.id_of(&orders, t0), (0, true));
+        assert_eq!(topics.id_of(&Arc::from("clicks"), t0), (1, true));
+        topics.get_mut(0).grow_partitions(3);
+        // Used again at 100 s: idle from there.
+        assert!(
+            !topics
+                .id_of(&orders, t0 + std::time::Duration::from_secs(100))
+                .1
+        );
+        assert!(!topics.get(0).is_idle(t0 + idle, idle));
+        assert!(topics.get(1).is_idle(t0 + idle, idle));
+        let later = t0 + std::time::Duration::from_secs(400);
+        assert!(topics.get(0).is_idle(later, idle));
+        topics.forget(0, None);
+        assert_eq!(topics.lookup("orders"), None);
+        assert_eq!(topics.in_use(), 1);
+        assert_eq!(topics.iter().count(), 1);
+        assert_eq!(topics.numbers().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(topics.partition_count(0), 0, "the entry holds nothing");
+        // The same Arc (the last lookup's pointer) finds it new, under the freed number.
+        assert_eq!(topics.id_of(&orders, later), (0, true));
+        assert_eq!(topics.partition_count(0), 0);
+        assert_eq!(topics.id_of(&Arc::from("third"), later), (2, true));
+        assert_eq!(topics.len(), 3);
+    }
+
+    #[test]
+    fn a_topic_with_records_is_not_idle() {
+        let t0 = Instant::now();
+        let idle = std::time::Duration::from_secs(1);
+        let mut topics = Topics::<()>::default();
+        topics.id_of(&Arc::from("t"), t0);
+        topics.get_mut(0).holding.push_back(Held {
+            pending: Unrouted {
+                opaque: (),
+                key: None,
+                value: None,
+                headers: Vec::new(),
+                timestamp: None,
+                explicit_partition: false,
+                size: 0,
+            },
+            partition: None,
+            since: t0,
+        });
+        assert!(!topics.get(0).is_idle(t0 + idle * 10, idle));
+        topics.get_mut(0).holding.clear();
+        assert!(topics.get(0).is_idle(t0 + idle * 10, idle));
     }
 }

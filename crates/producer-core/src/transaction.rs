@@ -174,6 +174,58 @@ pub enum TransactionError {
     /// The producer was closed before the operation completed.
     #[error("producer closed")]
     Closed,
+    /// `send_offsets_to_transaction` was given something its requests cannot carry: a group
+    /// id, member id, group instance id or offset metadata longer than
+    /// [`crate::Config::MAX_ID_LEN`] bytes (they go as INT16-length strings), or a topic name
+    /// outside Kafka's rules. Nothing was sent; the transaction goes on.
+    #[error("send_offsets_to_transaction: {0}")]
+    InvalidOffsets(InvalidOffsets),
+}
+
+/// What [`TransactionError::InvalidOffsets`] found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidOffsets {
+    /// A string longer than its INT16 length can say.
+    #[error("{field} is {len} bytes long: at most {max} are taken", max = crate::Config::MAX_ID_LEN)]
+    TooLong {
+        /// `group_id`, `member_id`, `group_instance_id` or `metadata`.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A topic name outside Kafka's rules.
+    #[error("{0}")]
+    Topic(crate::InvalidTopicName),
+}
+
+impl InvalidOffsets {
+    /// Checks what [`crate::Producer::send_offsets_to_transaction`] was given, before anything
+    /// of it is sent.
+    pub(crate) fn check(
+        offsets: &[OffsetToCommit],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), InvalidOffsets> {
+        let strings = [
+            ("group_id", Some(&group.group_id)),
+            ("member_id", Some(&group.member_id)),
+            ("group_instance_id", group.group_instance_id.as_ref()),
+        ]
+        .into_iter()
+        .chain(offsets.iter().map(|o| ("metadata", o.metadata.as_ref())));
+        for (field, s) in strings {
+            if let Some(len) = s
+                .map(String::len)
+                .filter(|&l| l > crate::Config::MAX_ID_LEN)
+            {
+                return Err(InvalidOffsets::TooLong { field, len });
+            }
+        }
+        for o in offsets {
+            crate::check_topic_name(&o.topic).map_err(InvalidOffsets::Topic)?;
+        }
+        Ok(())
+    }
 }
 
 /// The completion of a transactional operation that was accepted: emitted as

@@ -11,10 +11,23 @@ use crate::ErrorCode;
 /// the connection one after the other. A Produce request is its header, its record batches
 /// as the core holds them (shared, not copied) and the bytes between them; other requests
 /// are one piece. Hand the pieces to a vectored write, or queue them one by one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// `Debug` shows the length and the number of pieces, never the bytes: a SaslAuthenticate
+/// frame carries a PLAIN password or a bearer token. A frame that carries a credential is
+/// also wiped when the last [`Bytes`] of it is dropped.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct WireBytes {
     pieces: Vec<Bytes>,
     len: usize,
+}
+
+impl std::fmt::Debug for WireBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireBytes")
+            .field("len", &self.len)
+            .field("pieces", &self.pieces.len())
+            .finish()
+    }
 }
 
 impl WireBytes {
@@ -23,6 +36,13 @@ impl WireBytes {
         let pieces: Vec<Bytes> = pieces.into_iter().filter(|p| !p.is_empty()).collect();
         let len = pieces.iter().map(Bytes::len).sum();
         WireBytes { pieces, len }
+    }
+
+    /// One piece that holds a credential: its buffer is overwritten with zeros when the last
+    /// [`Bytes`] sharing it is dropped (the driver's, once written). Give it a buffer that was
+    /// never reallocated, or the earlier copies stay behind unwiped.
+    pub(crate) fn wiped_on_drop(bytes: Vec<u8>) -> Self {
+        WireBytes::from_pieces([Bytes::from_owner(zeroize::Zeroizing::new(bytes))])
     }
 
     /// The bytes in all pieces.
@@ -198,7 +218,11 @@ pub enum Output<T> {
     },
     /// SASL OAUTHBEARER needs a token: get one from the application's token provider (it may
     /// block or await: the producer goes on meanwhile) and hand it over with
-    /// [`crate::Producer::handle_token`]. Asked once at a time; connections wait for it.
+    /// [`crate::Producer::handle_token`]. Asked once at a time; connections wait for it, for
+    /// `token_timeout` (`sasl.login.read.timeout.ms`) at most: then they fail to authenticate
+    /// and back off, and the next connection that needs a token asks again, even while the
+    /// driver still waits for the provider's first answer. Hand over every answer when it
+    /// comes, late ones included: a late token is taken for the connections after it.
     TokenRequest,
     /// One record's delivery report.
     Delivery(Delivery<T>),
@@ -235,6 +259,17 @@ pub enum Event {
         node_id: i32,
         /// Why.
         error: crate::AuthError,
+    },
+    /// SASL credentials went over a connection without TLS (`security.protocol`
+    /// `SASL_PLAINTEXT`): PLAIN sends the password itself and OAUTHBEARER the bearer token,
+    /// which anyone on the path can read and reuse; a SCRAM exchange lets them guess the
+    /// password offline. Emitted once per producer, when its first connection starts the
+    /// exchange (every later one sends the same credentials the same way). Use `SASL_SSL`.
+    CredentialsInPlaintext {
+        /// The broker of that first connection, or -1 for a bootstrap connection.
+        node_id: i32,
+        /// The mechanism.
+        mechanism: crate::Mechanism,
     },
     /// A broker connection is ready (after ApiVersions, and authentication with SASL).
     BrokerReady {
@@ -297,8 +332,80 @@ pub enum Event {
         /// What made it go back.
         reason: RebootstrapReason,
     },
+    /// A broker's answer broke a rule of the protocol or one of the caps in
+    /// [`crate::limits`], and what it names was not used: nothing the producer holds was
+    /// changed by it, and no record fails because of it (records keep their delivery timeout,
+    /// or `max.block.ms` while their topic's metadata is unknown).
+    ///
+    /// With `topic` set, only that topic's entry was refused: the topic keeps what the producer
+    /// knew of it, and metadata is asked for again after the retry backoff. Without, the whole
+    /// answer was refused and its connection closed (its requests go back to be sent again, as
+    /// for any lost connection, and the reconnect backs off).
+    AnswerRefused {
+        /// The broker that answered, or -1 for a bootstrap connection.
+        node_id: i32,
+        /// The request it answered.
+        api: crate::protocol::ApiKey,
+        /// The topic whose entry was refused, or `None` for the whole answer.
+        topic: Option<Arc<str>>,
+        /// What was wrong.
+        violation: Violation,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+}
+
+/// What was wrong with an answer [`Event::AnswerRefused`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    /// More brokers than [`crate::limits::MAX_BROKERS`].
+    #[error("{count} brokers, more than the {max} allowed")]
+    TooManyBrokers {
+        /// How many the answer listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// More topics than [`crate::limits::MAX_TOPICS`].
+    #[error("{count} topics, more than the {max} allowed")]
+    TooManyTopics {
+        /// How many the answer listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// More partitions in one topic than [`crate::limits::MAX_PARTITIONS`].
+    #[error("{count} partitions, more than the {max} allowed")]
+    TooManyPartitions {
+        /// How many the topic's entry listed.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// A broker listed with a negative node id (node ids are 0 or more).
+    #[error("broker with negative node id {0}")]
+    NegativeNodeId(i32),
+    /// A partition's leader below -1 (-1 means no leader; node ids are 0 or more).
+    #[error("partition {partition} with invalid leader id {leader}")]
+    InvalidLeader {
+        /// The partition.
+        partition: i32,
+        /// The leader id given.
+        leader: i32,
+    },
+    /// A partition index outside 0..`count`, where `count` is how many partitions the topic's
+    /// entry listed: negative, or leaving a gap (a topic's partitions are 0..n-1).
+    #[error("partition index {index} outside 0..{count}")]
+    PartitionOutOfRange {
+        /// The index given.
+        index: i32,
+        /// How many partitions the entry listed.
+        count: usize,
+    },
+    /// A partition listed twice in one topic's entry.
+    #[error("partition {0} listed twice")]
+    DuplicatePartition(i32),
 }
 
 /// Why the producer went back to its bootstrap list ([`Event::Rebootstrapping`]).
@@ -528,6 +635,58 @@ pub enum ProduceError {
     BatchDecode(String),
 }
 
+impl ProduceError {
+    /// Whether a record that failed with this error may have been written anyway (an attempt
+    /// of its batch timed out, lost its connection, was answered "unsure", or was in flight
+    /// when the producer failed for good). `false` means certainly not written: sending it
+    /// again cannot duplicate it.
+    pub fn possibly_persisted(&self) -> bool {
+        match self {
+            ProduceError::Broker {
+                possibly_persisted, ..
+            }
+            | ProduceError::InvalidRecord {
+                possibly_persisted, ..
+            }
+            | ProduceError::BatchRejected {
+                possibly_persisted, ..
+            }
+            | ProduceError::DeliveryTimeout {
+                possibly_persisted, ..
+            }
+            | ProduceError::Authentication {
+                possibly_persisted, ..
+            } => *possibly_persisted,
+            _ => false,
+        }
+    }
+
+    /// This error, saying whether the record may have been written, for the variants that say
+    /// it ([`ProduceError::possibly_persisted`]); the others come back unchanged.
+    #[must_use]
+    pub fn with_possibly_persisted(mut self, possibly: bool) -> Self {
+        match &mut self {
+            ProduceError::Broker {
+                possibly_persisted, ..
+            }
+            | ProduceError::InvalidRecord {
+                possibly_persisted, ..
+            }
+            | ProduceError::BatchRejected {
+                possibly_persisted, ..
+            }
+            | ProduceError::DeliveryTimeout {
+                possibly_persisted, ..
+            }
+            | ProduceError::Authentication {
+                possibly_persisted, ..
+            } => *possibly_persisted = possibly,
+            _ => {}
+        }
+        self
+    }
+}
+
 /// A connection that failed: the broker it was for and why, as the driver reported it (an OS
 /// error such as a refused connection, a name that did not resolve, the peer closing) or as the
 /// producer decided it (no answer within `request_timeout`, bytes that are not Kafka's).
@@ -633,6 +792,54 @@ pub enum SendErrorReason {
     /// does not exist, fails with [`ProduceError::UnknownPartition`]).
     #[error("invalid partition {0}")]
     InvalidPartition(i32),
+    /// The topic's name breaks Kafka's rules (see [`check_topic_name`]): no broker would
+    /// take it, and it is never asked for in Metadata.
+    #[error("{0}")]
+    InvalidTopic(InvalidTopicName),
+}
+
+/// The longest topic name Kafka allows: 249 characters (`Topic.MAX_NAME_LENGTH`).
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// Why a topic name breaks Kafka's rules; see [`check_topic_name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidTopicName {
+    /// The name is empty.
+    #[error("invalid topic name: it is empty")]
+    Empty,
+    /// The name is `.` or `..`.
+    #[error("invalid topic name: it cannot be \".\" or \"..\"")]
+    DotOrDotDot,
+    /// The name is longer than [`MAX_TOPIC_NAME_LEN`]; the length in bytes (characters, for
+    /// a name of allowed characters).
+    #[error("invalid topic name: {0} bytes long, at most {MAX_TOPIC_NAME_LEN} are allowed")]
+    TooLong(usize),
+    /// The name holds a character other than ASCII letters, digits, `.`, `_` and `-`.
+    #[error("invalid topic name: it holds {0:?} (only ASCII letters, digits, '.', '_' and '-' are allowed)")]
+    IllegalCharacter(char),
+}
+
+/// Whether `name` is a topic name Kafka allows, by its rules (`Topic.validate` of Kafka's
+/// clients, checked in the same order): not empty, not `.` or `..`, at most
+/// [`MAX_TOPIC_NAME_LEN`] bytes, and only the characters `[a-zA-Z0-9._-]`.
+/// [`crate::Producer::send`] refuses a record whose topic breaks them with
+/// [`SendErrorReason::InvalidTopic`], the first time it sees the name.
+pub fn check_topic_name(name: &str) -> Result<(), InvalidTopicName> {
+    if name.is_empty() {
+        return Err(InvalidTopicName::Empty);
+    }
+    if name == "." || name == ".." {
+        return Err(InvalidTopicName::DotOrDotDot);
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return Err(InvalidTopicName::TooLong(name.len()));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    match name.chars().find(|&c| !allowed(c)) {
+        Some(c) => Err(InvalidTopicName::IllegalCharacter(c)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use producer_core::{
-    Config, ConfigError, ConsumerGroupMetadata, OffsetToCommit, Producer, Record, SendErrorReason,
-    TransactionError, TransactionOperation, TransactionState,
+    Config, ConfigError, ConsumerGroupMetadata, InvalidOffsets, InvalidTopicName, OffsetToCommit,
+    Producer, Record, SendErrorReason, TransactionError, TransactionOperation, TransactionState,
 };
 
 fn transactional() -> Producer<u32> {
@@ -155,4 +155,75 @@ fn transactional_configs_are_checked() {
     assert!(Config::builder([("localhost", 9092)])
         .set("transactional.id", "")
         .is_err());
+}
+
+/// Offsets whose names or metadata no request could carry (longer than an INT16 length says,
+/// or a topic outside Kafka's rules) are refused with a typed error before anything is sent;
+/// at the limit they pass this check (and meet the state's rule).
+#[test]
+fn offsets_too_long_for_their_request_are_refused_typed() {
+    let mut p = transactional();
+    let now = Instant::now();
+    let long = "g".repeat(Config::MAX_ID_LEN + 1);
+    let at_limit = "g".repeat(Config::MAX_ID_LEN);
+    let offsets = || vec![OffsetToCommit::new("in", 0, 5)];
+    let member = |member_id: &str, instance: Option<&str>| ConsumerGroupMetadata {
+        member_id: member_id.to_string(),
+        group_instance_id: instance.map(str::to_string),
+        ..ConsumerGroupMetadata::new("g")
+    };
+    let mut with_metadata = offsets();
+    with_metadata[0].metadata = Some(long.clone());
+    for (offsets, group, expected) in [
+        (
+            offsets(),
+            ConsumerGroupMetadata::new(long.clone()),
+            InvalidOffsets::TooLong {
+                field: "group_id",
+                len: 32768,
+            },
+        ),
+        (
+            offsets(),
+            member(&long, None),
+            InvalidOffsets::TooLong {
+                field: "member_id",
+                len: 32768,
+            },
+        ),
+        (
+            offsets(),
+            member("m", Some(&long)),
+            InvalidOffsets::TooLong {
+                field: "group_instance_id",
+                len: 32768,
+            },
+        ),
+        (
+            with_metadata,
+            ConsumerGroupMetadata::new("g"),
+            InvalidOffsets::TooLong {
+                field: "metadata",
+                len: 32768,
+            },
+        ),
+        (
+            vec![OffsetToCommit::new("..", 0, 5)],
+            ConsumerGroupMetadata::new("g"),
+            InvalidOffsets::Topic(InvalidTopicName::DotOrDotDot),
+        ),
+    ] {
+        assert_eq!(
+            p.send_offsets_to_transaction(now, offsets, group),
+            Err(TransactionError::InvalidOffsets(expected))
+        );
+    }
+    assert_eq!(
+        p.send_offsets_to_transaction(now, offsets(), member(&at_limit, Some(&at_limit))),
+        Err(TransactionError::InvalidState {
+            operation: TransactionOperation::SendOffsets,
+            state: TransactionState::Uninitialized
+        }),
+        "at the limit the names pass"
+    );
 }

@@ -3,9 +3,9 @@
 use producer_core::Event;
 use tracing::{debug, error, info, warn};
 
-/// Logs one of the core's events: retries and sequence resets at `warn`, a fatal error at
-/// `error`, the producer id, broker connections becoming ready and the close at `info`,
-/// metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
+/// Logs one of the core's events: retries, sequence resets and refused answers at `warn`, a
+/// fatal error at `error`, the producer id, broker connections becoming ready and the close at
+/// `info`, metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
 pub fn log_event(event: &Event) {
     match event {
         Event::Retry {
@@ -31,10 +31,27 @@ pub fn log_event(event: &Event) {
             "no broker can be reached; retrying with reconnect backoff"
         ),
         Event::BrokerReady { node_id } => info!(node_id, "broker connection ready"),
+        Event::CredentialsInPlaintext { node_id, mechanism } => warn!(
+            node_id,
+            %mechanism,
+            "SASL credentials are sent without TLS (security.protocol=SASL_PLAINTEXT): use SASL_SSL"
+        ),
         Event::ProducerId { producer_id, epoch } => {
             info!(producer_id, epoch, "producer id assigned")
         }
         Event::MetadataUpdated => debug!("metadata updated"),
+        Event::AnswerRefused {
+            node_id,
+            api,
+            topic,
+            violation,
+        } => warn!(
+            node_id,
+            ?api,
+            topic = topic.as_deref(),
+            %violation,
+            "broker answer refused"
+        ),
         Event::Closed => info!("producer closed"),
         other => debug!(event = ?other, "producer event"),
     }

@@ -40,6 +40,11 @@ pub struct Harness<T> {
     /// The token the harness hands over when the producer asks for one (SASL OAUTHBEARER);
     /// `None` answers that there is none.
     pub oauth_token: Option<producer_core::OAuthToken>,
+    /// When true, token requests are counted and left unanswered, as a token provider that
+    /// hangs leaves them (the test answers with `producer.handle_token` when it wants).
+    pub hold_token_requests: bool,
+    /// How many `TokenRequest`s the producer emitted.
+    pub token_requests: usize,
     stuck_steps: u32,
     to_sim: HashMap<CoreConn, SimConn>,
     to_core: HashMap<SimConn, CoreConn>,
@@ -58,6 +63,8 @@ impl<T> Harness<T> {
             contract_violations: Vec::new(),
             max_drain: 0,
             oauth_token: None,
+            hold_token_requests: false,
+            token_requests: 0,
             stuck_steps: 0,
             to_sim: HashMap::new(),
             to_core: HashMap::new(),
@@ -108,7 +115,9 @@ impl<T> Harness<T> {
                 }
             }
             Output::Transaction(r) => self.transactions.push(r),
+            Output::TokenRequest if self.hold_token_requests => self.token_requests += 1,
             Output::TokenRequest => {
+                self.token_requests += 1;
                 let token = self
                     .oauth_token
                     .clone()

@@ -92,6 +92,20 @@ fn every_mechanism_authenticates_and_delivers() {
             "{mechanism}: bootstrap and broker connections authenticate"
         );
         assert!(auth_failures(&h).is_empty(), "{mechanism}");
+        // SASL_PLAINTEXT: credentials without TLS are warned about once for the producer,
+        // however many connections authenticate.
+        let warnings: Vec<&Event> = h
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::CredentialsInPlaintext { .. }))
+            .collect();
+        assert!(
+            matches!(
+                warnings[..],
+                [Event::CredentialsInPlaintext { mechanism: m, .. }] if *m == mechanism
+            ),
+            "{mechanism}: {warnings:?}"
+        );
         assert!(
             h.cluster.violations().is_empty(),
             "{mechanism}: {:?}",
@@ -256,5 +270,91 @@ fn sasl_to_a_cluster_without_it_fails_as_not_offered() {
         sasl(Mechanism::ScramSha256, PASSWORD),
         None,
         |e| matches!(e, AuthError::NotOffered),
+    );
+}
+
+/// The OAUTHBEARER token provider hangs: after `token_timeout` (2 s of virtual time here) the
+/// connections that waited for the token fail to authenticate with `TokenTimedOut`, and the
+/// records waiting with them fail at once, typed and handed back, long before their delivery
+/// timeout. The connections back off and ask again; the token handed over late is taken, and
+/// the next records are delivered with it, with no further request.
+#[test]
+fn an_oauth_token_provider_that_hangs_times_out_and_a_later_token_still_works() {
+    let timeout = secs(2);
+    let mut h = harness(sasl_cluster(17, |_| {}), |b| {
+        with_sasl(SaslConfig::oauthbearer())(b).token_timeout(timeout)
+    });
+    h.hold_token_requests = true;
+    let sent = send_many(&mut h, NAMES, 0, 100, true);
+    let start = h.now;
+    assert!(h.run_until(secs(30), |h| h.token_requests > 0));
+    let asked_at = h.now;
+    let early = h.run_until(timeout - Duration::from_millis(1), |h| {
+        !auth_failures(h).is_empty()
+    });
+    assert!(
+        !early,
+        "failed before the token timeout: {:?}",
+        auth_failures(&h)
+    );
+    assert!(
+        reports(&h).is_empty(),
+        "nothing is reported while the token is awaited"
+    );
+    assert!(h.run_until(secs(1), |h| h.producer.buffered_records() == 0));
+    let failed_at = h.now - asked_at;
+    assert!(
+        failed_at >= timeout && failed_at < timeout + secs(1),
+        "records failed {failed_at:?} after the token was asked for"
+    );
+    assert!(h.now - start < secs(10), "not at the 60 s delivery timeout");
+    let r = reports(&h);
+    assert_eq!(r.len(), sent.len());
+    for (id, result) in &r {
+        match result {
+            Err(ProduceError::Authentication {
+                error: AuthError::TokenTimedOut(t),
+                ..
+            }) => assert_eq!(*t, timeout, "record {id}"),
+            other => panic!("record {id}: {other:?}"),
+        }
+    }
+    let failures = auth_failures(&h);
+    assert!(
+        !failures.is_empty()
+            && failures
+                .iter()
+                .all(|e| matches!(e, AuthError::TokenTimedOut(_))),
+        "{failures:?}"
+    );
+    // The provider answers late: the token is kept, and later connections use it.
+    h.run_for(secs(3));
+    let now = h.now;
+    h.producer
+        .handle_token(now, Ok(OAuthToken::new(TOKEN, secs(3600))));
+    let asked = h.token_requests;
+    let later = send_many(&mut h, NAMES, 1000, 100, true);
+    assert!(h.flush(secs(30)), "the later records are reported");
+    let r = reports(&h);
+    for s in &later {
+        assert!(
+            matches!(r.get(&s.id), Some(Ok(_))),
+            "record {}: {:?}",
+            s.id,
+            r.get(&s.id)
+        );
+    }
+    assert!(
+        authenticated(&h, false) >= 1,
+        "connections authenticate with the late token"
+    );
+    assert_eq!(
+        h.token_requests, asked,
+        "the late token is used, not asked for again"
+    );
+    assert!(
+        h.cluster.violations().is_empty(),
+        "{:?}",
+        h.cluster.violations()
     );
 }

@@ -49,6 +49,13 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -119,6 +126,7 @@ public final class KafkaCtl {
             case "describe": return "ok " + describe(t[1]);
             case "move": return move(t[1], Integer.parseInt(t[2]), Integer.parseInt(t[3]));
             case "consume": return consume(t[1], Integer.parseInt(t[2]));
+            case "deny-write": return denyWrite(t[1], t[2]);
             default: return "err unknown command " + t[0];
         }
     }
@@ -154,6 +162,27 @@ public final class KafkaCtl {
         }
         admin.incrementalAlterConfigs(Map.of(r, ops)).all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
         return "ok";
+    }
+
+    /** Denies `principal` (e.g. User:ANONYMOUS) WRITE on `topic`, from any host, and waits
+     * until the ACL is listed. Everything else stays allowed: once a topic has an ACL,
+     * allow.everyone.if.no.acl.found no longer applies to it, so an ALLOW of every operation
+     * comes with the DENY (which takes precedence for WRITE). */
+    private String denyWrite(String topic, String principal) throws Exception {
+        ResourcePattern resource = new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL);
+        AclBinding allow = new AclBinding(resource,
+            new AccessControlEntry(principal, "*", AclOperation.ALL, AclPermissionType.ALLOW));
+        AclBinding deny = new AclBinding(resource,
+            new AccessControlEntry(principal, "*", AclOperation.WRITE, AclPermissionType.DENY));
+        admin.createAcls(List.of(allow, deny)).all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+        while (System.currentTimeMillis() < deadline) {
+            if (admin.describeAcls(deny.toFilter()).values().get().contains(deny)) {
+                return "ok";
+            }
+            Thread.sleep(50);
+        }
+        return "err the ACL was not listed " + TIMEOUT_MS + " ms after its creation";
     }
 
     private String delete(String topic) throws Exception {

@@ -189,6 +189,13 @@ impl Ctl {
         self.call(&cmd, |_| Ok(())).map(drop)
     }
 
+    /// Denies `principal` (`User:ANONYMOUS` for a plaintext client) WRITE on `topic` from any
+    /// host (an ACL; the cluster needs an authorizer), and waits until the ACL is listed.
+    pub fn deny_write(&self, topic: &str, principal: &str) -> Result<(), String> {
+        self.call(&format!("deny-write {topic} {principal}"), |_| Ok(()))
+            .map(drop)
+    }
+
     /// Deletes `topic` and waits until the controller no longer lists it.
     pub fn delete_topic(&self, topic: &str) -> Result<(), String> {
         self.call(&format!("delete {topic}"), |_| Ok(())).map(drop)

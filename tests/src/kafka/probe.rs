@@ -412,6 +412,9 @@ pub struct ProbeReport {
     /// Partition error codes in the brokers' Produce answers (code -> count; 0 = success):
     /// which real broker errors a fault produced.
     pub produce_errors: BTreeMap<i16, usize>,
+    /// Produce answers that acknowledged some partitions and refused others (`code -> count`
+    /// of the refusals): a mixed answer.
+    pub mixed_produce_answers: BTreeMap<i16, usize>,
     /// The broker's finalized features (name -> (min, max level)), from its first ApiVersions
     /// answer (v3+).
     pub broker_finalized: BTreeMap<String, (i16, i16)>,
@@ -679,6 +682,11 @@ fn decode_all(rx: mpsc::Receiver<TappedFrame>) -> ProbeReport {
                                 for p in &t.partition_responses {
                                     *report.produce_errors.entry(p.error_code).or_default() += 1;
                                     *codes.entry(p.error_code).or_default() += 1;
+                                }
+                            }
+                            if codes.contains_key(&0) {
+                                for (&code, _) in codes.iter().filter(|(c, _)| **c != 0) {
+                                    *report.mixed_produce_answers.entry(code).or_default() += 1;
                                 }
                             }
                             report.txn.timeline.push((

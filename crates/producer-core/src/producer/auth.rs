@@ -1,7 +1,9 @@
 //! SASL authentication, as part of each connection's setup: SaslHandshake and the
 //! SaslAuthenticate rounds (requests and answers here), OAUTHBEARER tokens asked of the
-//! application, re-authentication before the session the broker gave ends (KIP-368), and what a
-//! failure does: the connection closes and backs off, and the records waiting fail at once.
+//! application (waited for `token_timeout` at most), re-authentication before the session the
+//! broker gave ends (KIP-368), and what a failure does: the connection closes and backs off,
+//! and the records waiting fail at once. Credentials sent without TLS are reported once
+//! ([`Event::CredentialsInPlaintext`]).
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 /// authentication asks for a fresh token.
 const TOKEN_REFRESH_FACTOR: f64 = 0.8;
 
+use crate::classify::{decide, Action, Request};
 use crate::connection::{ConnState, RequestKind};
 use crate::protocol::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use crate::protocol::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
@@ -25,8 +28,9 @@ use super::Producer;
 pub(super) struct Tokens {
     /// The latest token and when it stops being valid.
     current: Option<(OAuthToken, Instant)>,
-    /// A `TokenRequest` is out and not answered yet.
-    requested: bool,
+    /// A `TokenRequest` is out and not answered yet: when it stops being waited for
+    /// (`token_timeout` after it was asked).
+    requested_until: Option<Instant>,
 }
 
 /// The producer's SASL state beyond each connection's.
@@ -34,6 +38,8 @@ pub(super) struct Tokens {
 pub(super) struct Auth {
     pub(super) tokens: Tokens,
     nonces: NonceSource,
+    /// [`Event::CredentialsInPlaintext`] was emitted (once per producer).
+    warned_plaintext: bool,
 }
 
 impl Auth {
@@ -51,6 +57,7 @@ impl Auth {
         Auth {
             tokens: Tokens::default(),
             nonces: NonceSource::new(key),
+            warned_plaintext: false,
         }
     }
 }
@@ -100,18 +107,14 @@ impl<T> Producer<T> {
             return false;
         };
         let mechanism = sasl.mechanism;
-        match resp.error_code {
-            ErrorCode::NONE => {}
-            ErrorCode::UNSUPPORTED_SASL_MECHANISM => {
-                let error = AuthError::UnsupportedMechanism {
+        if decide(Request::SaslHandshake, resp.error_code, self.mode()) != Action::Ok {
+            // The table fails the authentication; the code only says how to describe it.
+            let error = match resp.error_code {
+                ErrorCode::UNSUPPORTED_SASL_MECHANISM => AuthError::UnsupportedMechanism {
                     mechanism,
                     enabled: resp.mechanisms,
-                };
-                self.authentication_failed(conn, error);
-                return true;
-            }
-            code => {
-                let error = AuthError::Rejected {
+                },
+                code => AuthError::Rejected {
                     code,
                     message: Some(if code == ErrorCode::ILLEGAL_SASL_STATE {
                         // What Kafka answers on a listener without SASL.
@@ -121,10 +124,10 @@ impl<T> Producer<T> {
                     } else {
                         "in answer to SaslHandshake".to_string()
                     }),
-                };
-                self.authentication_failed(conn, error);
-                return true;
-            }
+                },
+            };
+            self.authentication_failed(conn, error);
+            return true;
         }
         if mechanism == crate::Mechanism::OAuthBearer && self.valid_token().is_none() {
             self.request_token();
@@ -144,12 +147,53 @@ impl<T> Producer<T> {
             .map(|(t, _)| t)
     }
 
-    /// Asks the application for an OAUTHBEARER token, once at a time.
+    /// Asks the application for an OAUTHBEARER token, once at a time, and arms its deadline:
+    /// `token_timeout` from now.
     fn request_token(&mut self) {
-        if !self.auth.tokens.requested {
-            self.auth.tokens.requested = true;
+        if self.auth.tokens.requested_until.is_none() {
+            let until = self.now + self.config.token_timeout;
+            self.auth.tokens.requested_until = Some(until);
+            self.timers.arm(until, TimerKind::TokenRequest);
             self.outputs.push_back(Output::TokenRequest);
         }
+    }
+
+    /// The token request's timer fired: if the request that is out has reached its deadline,
+    /// it is no longer waited for, and the connections waiting for it fail to authenticate
+    /// ([`AuthError::TokenTimedOut`]) and back off. An answer that comes later is still taken
+    /// ([`Producer::token_arrived`]).
+    pub(super) fn token_request_expired(&mut self) {
+        let now = self.now;
+        if self
+            .auth
+            .tokens
+            .requested_until
+            .is_none_or(|until| until > now)
+        {
+            return; // answered, or asked again since (its own timer is armed)
+        }
+        self.auth.tokens.requested_until = None;
+        let error = AuthError::TokenTimedOut(self.config.token_timeout);
+        for conn in self.waiting_for_token() {
+            self.authentication_failed(conn, error.clone());
+        }
+    }
+
+    /// The connections whose SaslHandshake was answered and that wait for a token to start
+    /// their exchange.
+    fn waiting_for_token(&self) -> Vec<ConnId> {
+        self.brokers
+            .iter()
+            .filter_map(|b| b.conn.as_ref())
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ConnState::Authenticating | ConnState::Reauthenticating
+                ) && c.exchange.is_none()
+                    && c.inflight.is_empty()
+            })
+            .map(|c| c.id)
+            .collect()
     }
 
     /// Starts the mechanism's exchange on `conn` and sends its first token.
@@ -157,6 +201,15 @@ impl<T> Producer<T> {
         let Some(sasl) = self.config.sasl.as_ref() else {
             return;
         };
+        if !self.config.security_protocol.uses_tls() && !self.auth.warned_plaintext {
+            self.auth.warned_plaintext = true;
+            let node_id = self.brokers.slot(conn.slot).node_id;
+            self.outputs
+                .push_back(Output::Event(Event::CredentialsInPlaintext {
+                    node_id,
+                    mechanism: sasl.mechanism,
+                }));
+        }
         let token = self.valid_token().cloned();
         let started = Exchange::start(
             sasl.mechanism,
@@ -170,7 +223,7 @@ impl<T> Producer<T> {
                 if let Some(c) = self.brokers.conn_mut(conn) {
                     c.exchange = Some(exchange);
                 }
-                self.send_sasl_token(conn, &first);
+                self.send_sasl_token(conn, first.as_slice());
             }
             Err(e) => self.authentication_failed(conn, e),
         }
@@ -191,11 +244,13 @@ impl<T> Producer<T> {
             c.auth_sent_at = Some(self.now);
         }
         let req = SaslAuthenticateRequest { auth_bytes: token };
-        self.send_control_request(
+        // The token may hold the password or the bearer token: the frame is wiped once sent.
+        self.send_secret_request(
             conn,
             ApiKey::SaslAuthenticate,
             version,
             RequestKind::SaslAuthenticate,
+            token.len(),
             |b| req.encode(version, b),
         );
     }
@@ -207,7 +262,7 @@ impl<T> Producer<T> {
             return false;
         };
         let resp = parsed.body;
-        if resp.error_code != ErrorCode::NONE {
+        if decide(Request::SaslAuthenticate, resp.error_code, self.mode()) != Action::Ok {
             let error = AuthError::Rejected {
                 code: resp.error_code,
                 message: resp.error_message,
@@ -226,7 +281,7 @@ impl<T> Producer<T> {
             return true;
         };
         match exchange.step(&resp.auth_bytes) {
-            Ok(Step::Send(next)) => self.send_sasl_token(conn, &next),
+            Ok(Step::Send(next)) => self.send_sasl_token(conn, next.as_slice()),
             Ok(Step::Done) => self.authenticated(conn, resp.session_lifetime_ms),
             Err(e) => self.authentication_failed(conn, e),
         }
@@ -288,29 +343,34 @@ impl<T> Producer<T> {
         }
     }
 
-    /// [`Producer::handle_token`]: the token provider answered. Connections waiting for a
-    /// token start their exchange, or fail.
+    /// [`Producer::handle_token`]: the token provider answered (in time or after
+    /// `token_timeout`: a late token is taken all the same). Connections waiting for a token
+    /// start their exchange, or fail.
     pub(super) fn token_arrived(&mut self, token: Result<OAuthToken, String>) {
-        self.auth.tokens.requested = false;
-        let waiting: Vec<ConnId> = self
-            .brokers
-            .iter()
-            .filter_map(|b| b.conn.as_ref())
-            .filter(|c| {
-                matches!(
-                    c.state,
-                    ConnState::Authenticating | ConnState::Reauthenticating
-                ) && c.exchange.is_none()
-                    && c.inflight.is_empty()
-            })
-            .map(|c| c.id)
-            .collect();
+        self.auth.tokens.requested_until = None;
+        let waiting = self.waiting_for_token();
+        let token = token.and_then(|t| {
+            let len = t.value.expose().len()
+                + t.extensions
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len() + 2)
+                    .sum::<usize>();
+            if len > crate::Config::MAX_SASL_CREDENTIALS {
+                return Err(format!(
+                    "the token and its extensions are {len} bytes: at most {} are taken",
+                    crate::Config::MAX_SASL_CREDENTIALS
+                ));
+            }
+            Ok(t)
+        });
         match token {
             Ok(token) => {
                 // Used for new sessions until 80% of its lifetime has passed (Java's default
                 // `sasl.login.refresh.window.factor`): a session started later would get the
-                // short remainder, and its re-authentication an expired token.
-                let until = self.now + token.lifetime.mul_f64(TOKEN_REFRESH_FACTOR);
+                // short remainder, and its re-authentication an expired token. A lifetime
+                // beyond `Config::MAX_DURATION` counts as that (no `Instant` overflows).
+                let lifetime = token.lifetime.min(crate::Config::MAX_DURATION);
+                let until = self.now + lifetime.mul_f64(TOKEN_REFRESH_FACTOR);
                 self.auth.tokens.current = Some((token, until));
                 for conn in waiting {
                     self.start_exchange(conn);

@@ -1,17 +1,21 @@
-//! The producer's view of the cluster, from Metadata (request and answer here): the brokers,
-//! each partition's leader (also moved by Produce leader hints), topics that do not exist or may
-//! not be written, and the refresh policy (wanted, rate-limited, at most one in flight, aged).
+//! The producer's view of the cluster, from Metadata (request and answer here): the brokers
+//! (joining, and dropped when the cluster no longer lists them), each partition's leader (also
+//! moved by Produce leader hints), topics that do not exist or may not be written, topics
+//! forgotten after `metadata.max.idle.ms` unused, the answer's rules and caps (an answer or a
+//! topic entry that breaks them is refused), and the refresh policy (wanted, rate-limited, at
+//! most one in flight, aged).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::classify::{classify, Action};
+use crate::classify::{decide, Action, Request};
 use crate::config::MetadataRecovery;
 use crate::connection::RequestKind;
-use crate::protocol::metadata::{MetadataRequest, MetadataResponse};
+use crate::limits::{MAX_BROKERS, MAX_PARTITIONS, MAX_TOPICS};
+use crate::protocol::metadata::{MetadataRequest, MetadataResponse, MetadataTopic};
 use crate::protocol::ApiKey;
-use crate::timer::TimerKind;
-use crate::types::{Event, Output, ProduceError, RebootstrapReason};
+use crate::timer::{backoff, TimerKind};
+use crate::types::{ConnId, Event, Output, ProduceError, RebootstrapReason, Violation};
 use crate::ErrorCode;
 
 use super::Producer;
@@ -33,6 +37,9 @@ pub(super) struct MetadataPolicy {
     /// Going back to the bootstrap list: the next Metadata request goes to a bootstrap
     /// address, and the answer to it ends this.
     rebootstrapping: bool,
+    /// Consecutive requests without a usable answer (lost, unreadable, or a top-level error):
+    /// the exponent of the backoff before the next one.
+    failures: u32,
 }
 
 impl MetadataPolicy {
@@ -45,6 +52,7 @@ impl MetadataPolicy {
             last_refresh: None,
             unanswered_since: Some(now),
             rebootstrapping: false,
+            failures: 0,
         }
     }
 
@@ -59,12 +67,73 @@ impl MetadataPolicy {
     }
 }
 
+/// Checks what a Metadata answer says as a whole, before any of it is used: at most
+/// [`MAX_BROKERS`] brokers, each with a node id of 0 or more, and at most [`MAX_TOPICS`]
+/// topics. An answer that breaks one of these is refused whole.
+fn check_answer(resp: &MetadataResponse) -> Result<(), Violation> {
+    if resp.brokers.len() > MAX_BROKERS {
+        return Err(Violation::TooManyBrokers {
+            count: resp.brokers.len(),
+            max: MAX_BROKERS,
+        });
+    }
+    if let Some(b) = resp.brokers.iter().find(|b| b.node_id < 0) {
+        return Err(Violation::NegativeNodeId(b.node_id));
+    }
+    if resp.topics.len() > MAX_TOPICS {
+        return Err(Violation::TooManyTopics {
+            count: resp.topics.len(),
+            max: MAX_TOPICS,
+        });
+    }
+    Ok(())
+}
+
+/// Checks one topic's entry, before any of it is used: its n partition entries are exactly
+/// 0..n-1 (none negative, none left out, none twice), n is at most [`MAX_PARTITIONS`], and each
+/// leader is a node id (0 or more) or -1 (none). An entry that breaks one of these is refused
+/// (that topic only).
+fn check_topic(topic: &MetadataTopic) -> Result<(), Violation> {
+    let count = topic.partitions.len();
+    if count > MAX_PARTITIONS {
+        return Err(Violation::TooManyPartitions {
+            count,
+            max: MAX_PARTITIONS,
+        });
+    }
+    let mut seen = vec![false; count];
+    for p in &topic.partitions {
+        let index = p.partition_index;
+        let Some(slot) = usize::try_from(index).ok().and_then(|i| seen.get_mut(i)) else {
+            return Err(Violation::PartitionOutOfRange { index, count });
+        };
+        if std::mem::replace(slot, true) {
+            return Err(Violation::DuplicatePartition(index));
+        }
+        if p.leader_id < -1 {
+            return Err(Violation::InvalidLeader {
+                partition: index,
+                leader: p.leader_id,
+            });
+        }
+    }
+    Ok(())
+}
+
 impl<T> Producer<T> {
     /// Asks for a metadata refresh (rate-limited, at most one in flight).
     pub(super) fn request_metadata(&mut self) {
         self.metadata.wanted = true;
         self.note_metadata_outstanding();
         self.work_pending = true;
+    }
+
+    /// Asks for metadata for a topic the producer has not used yet: at once (the rate limit
+    /// and backoff are for refreshes of what is known; Java's `requestUpdateForNewTopics`
+    /// does the same), still one request in flight at a time.
+    pub(super) fn request_metadata_for_new_topic(&mut self) {
+        self.metadata.next_allowed = self.metadata.next_allowed.min(self.now);
+        self.request_metadata();
     }
 
     /// A refresh is now outstanding: the rebootstrap trigger starts counting, if it was not.
@@ -131,6 +200,7 @@ impl<T> Producer<T> {
         let Some(conn) = self.control_connection(false) else {
             return;
         };
+        self.forget_idle_topics();
         let names: Vec<Arc<str>> = self.topics.iter().map(|t| t.name.clone()).collect();
         let name_refs: Vec<&str> = names.iter().map(|n| &**n).collect();
         let versions = self.brokers.conn(conn).and_then(|c| c.versions);
@@ -149,37 +219,74 @@ impl<T> Producer<T> {
         );
         self.metadata.in_flight = true;
         self.metadata.wanted = false;
-        self.metadata.next_allowed = now + self.config.retry_backoff;
+        // Rate limit, and backoff with jitter after requests that got no usable answer.
+        self.metadata.next_allowed = now
+            + backoff(
+                &mut self.rng,
+                self.config.retry_backoff,
+                self.config.retry_backoff_max,
+                self.metadata.failures,
+            );
     }
 
     /// The Metadata request in flight was lost with its connection: another is wanted.
     pub(super) fn metadata_request_lost(&mut self) {
         self.metadata.in_flight = false;
+        self.metadata.failures = self.metadata.failures.saturating_add(1);
         self.metadata.wanted = true;
         self.note_metadata_outstanding();
     }
 
-    /// The answer to Metadata. Returns false when it could not be parsed (the connection is
-    /// then closed).
-    pub(super) fn on_metadata(&mut self, version: i16, body: &[u8]) -> bool {
+    /// The answer to Metadata on `conn`. Returns false when it could not be parsed or breaks
+    /// a rule of [`check_answer`] (the connection is then closed, and metadata asked for
+    /// again).
+    pub(super) fn on_metadata(&mut self, conn: ConnId, version: i16, body: &[u8]) -> bool {
         self.metadata.in_flight = false;
         let Ok(parsed) = MetadataResponse::parse(version, body) else {
             self.metadata.wanted = true;
+            self.metadata.failures = self.metadata.failures.saturating_add(1);
             return false;
         };
+        if let Err(violation) = check_answer(&parsed.body) {
+            self.metadata.wanted = true;
+            self.metadata.failures = self.metadata.failures.saturating_add(1);
+            self.answer_refused(conn, None, violation);
+            return false;
+        }
         self.stats.trailing_response_bytes += parsed.trailing as u64;
-        if parsed.body.error_code != ErrorCode::NONE {
+        let mode = self.mode();
+        match decide(Request::Metadata, parsed.body.error_code, mode) {
+            Action::Ok => {}
             // v13's top-level error: the broker could not answer at all (nothing in the answer
             // is to be used); ask again after the retry backoff, from the bootstrap list when
             // the broker says so (KIP-1102).
-            self.metadata.wanted = true;
-            if parsed.body.error_code == ErrorCode::REBOOTSTRAP_REQUIRED {
+            Action::Rebootstrap => {
+                self.metadata.wanted = true;
+                self.metadata.failures = self.metadata.failures.saturating_add(1);
                 self.begin_rebootstrap(RebootstrapReason::RebootstrapRequired);
+                return true;
             }
-            return true;
+            _ => {
+                self.metadata.wanted = true;
+                self.metadata.failures = self.metadata.failures.saturating_add(1);
+                return true;
+            }
         }
-        self.apply_metadata(parsed.body);
+        self.apply_metadata(conn, parsed.body);
         true
+    }
+
+    /// Reports an answer on `conn` (a topic's entry of it, with `topic`) refused for
+    /// `violation`.
+    fn answer_refused(&mut self, conn: ConnId, topic: Option<Arc<str>>, violation: Violation) {
+        let node_id = self.brokers.slot(conn.slot).node_id;
+        self.stats.answers_refused += 1;
+        self.outputs.push_back(Output::Event(Event::AnswerRefused {
+            node_id,
+            api: ApiKey::Metadata,
+            topic,
+            violation,
+        }));
     }
 
     /// Moves a partition to a new leader (from metadata or a Produce leader hint), and marks it
@@ -195,13 +302,24 @@ impl<T> Producer<T> {
         self.mark_partition_dirty(t, p);
     }
 
-    /// Applies a Metadata answer: brokers, then per topic its error or its partitions'
-    /// leaders; a topic seen with partitions for the first time routes its held records.
-    fn apply_metadata(&mut self, resp: MetadataResponse) {
+    /// Applies a Metadata answer on `conn` (checked by [`check_answer`]): brokers (those it no
+    /// longer lists are dropped), then per topic its error or its partitions' leaders (an entry
+    /// [`check_topic`] refuses is left out, and metadata is asked for again); a topic seen with
+    /// partitions for the first time routes its held records.
+    fn apply_metadata(&mut self, conn: ConnId, resp: MetadataResponse) {
         let now = self.now;
+        let mode = self.mode();
         self.stats.metadata_refreshes += 1;
+        if !resp.brokers.is_empty() {
+            // An answer listing no broker at all says nothing about who left.
+            let listed: Vec<i32> = resp.brokers.iter().map(|b| b.node_id).collect();
+            for slot in self.brokers.nodes_not_listed(&listed) {
+                self.drop_broker(slot);
+            }
+        }
         for b in &resp.brokers {
-            self.brokers.node_slot(b.node_id, &b.host, b.port);
+            // Within the cap and non-negative: check_answer saw to both.
+            let _ = self.brokers.node_slot(b.node_id, &b.host, b.port);
         }
         let mut still_unknown = false;
         for topic in resp.topics {
@@ -211,13 +329,20 @@ impl<T> Producer<T> {
             let Some(t) = self.topics.lookup(name) else {
                 continue;
             };
+            if let Err(violation) = check_topic(&topic) {
+                // The topic keeps what was known of it; its records wait (within their
+                // timeouts) for a good answer.
+                let name = self.topics.name(t);
+                self.answer_refused(conn, Some(name), violation);
+                still_unknown = true;
+                continue;
+            }
             let code = topic.error_code;
-            if code != ErrorCode::NONE && topic.partitions.is_empty() {
-                let being_created = matches!(
-                    code,
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::LEADER_NOT_AVAILABLE
-                );
-                if being_created {
+            let action = decide(Request::MetadataTopic, code, mode);
+            // A topic's error counts even when the answer lists partitions with it (lenient
+            // brokers do: librdkafka's mock lists them with TOPIC_AUTHORIZATION_FAILED).
+            if action == Action::Fail || (action != Action::Ok && topic.partitions.is_empty()) {
+                if action == Action::Missing {
                     if self.topics.get(t).known {
                         // A topic the producer used is gone (deleted, perhaps to be created
                         // again): its leaders no longer lead it. Leaderless partitions keep
@@ -230,26 +355,24 @@ impl<T> Producer<T> {
                     } else {
                         still_unknown = true;
                     }
-                } else if matches!(classify(code), Action::Refresh) {
+                } else if action == Action::Refresh {
                     still_unknown = true;
                 } else {
                     self.fail_topic(t, code);
                 }
                 continue;
             }
-            let count = topic
-                .partitions
-                .iter()
-                .map(|p| p.partition_index + 1)
-                .max()
-                .unwrap_or(0)
-                .max(0) as usize;
+            // A topic that failed before (refused by Metadata or by a Produce answer, e.g. not
+            // authorized) and is listed without an error now is taken again: an ACL may have
+            // been restored. Its records go to the broker, which says for itself.
+            if action == Action::Ok {
+                self.topics.get_mut(t).error = None;
+            }
+            // Exactly 0..count-1, count at most MAX_PARTITIONS: check_topic saw to it.
+            let count = topic.partitions.len();
             self.note_topic_id(t, topic.topic_id);
-            self.topics.get_mut(t).grow_partitions(count);
+            self.grow_partitions(t, count);
             for part in &topic.partitions {
-                if part.partition_index < 0 {
-                    continue;
-                }
                 let p = part.partition_index as u32;
                 let leader = if part.leader_id >= 0 && self.brokers.knows_node(part.leader_id) {
                     part.leader_id
@@ -265,13 +388,19 @@ impl<T> Producer<T> {
             }
         }
         self.metadata.last_refresh = Some(now);
+        self.metadata.failures = 0;
         self.metadata.unanswered_since = None;
         self.metadata.rebootstrapping = false;
         let leaderless = self
             .topics
             .iter()
             .any(|t| t.partitions.iter().any(|p| p.leader() < 0 && !p.is_empty()));
-        if still_unknown || leaderless {
+        // Records still wait for a topic the answer left out (or whose entry was refused).
+        let waiting = self
+            .topics
+            .iter()
+            .any(|t| !t.known && t.error.is_none() && !t.holding.is_empty());
+        if still_unknown || leaderless || waiting {
             self.metadata.wanted = true;
             self.note_metadata_outstanding();
         }
@@ -281,6 +410,85 @@ impl<T> Producer<T> {
             .push_back(Output::Event(Event::MetadataUpdated));
         self.work_pending = true;
         self.check_closed();
+    }
+
+    /// Grows topic `t`'s partition list to `count` (partitions are never removed). With
+    /// idempotence, a new partition starts above the epochs of forgotten topics' partitions
+    /// (the topic may be one of them, written before under this producer id): see
+    /// [`crate::partition::PartitionQueue::start_above`]. A transactional producer's epoch is
+    /// its coordinator's, so it forgets no topic written under its current epoch instead.
+    fn grow_partitions(&mut self, t: u32, count: usize) {
+        let floor = self
+            .pid
+            .assigned()
+            .filter(|_| self.txn.is_none())
+            .and_then(|(id, _)| Some((id, self.topics.epoch_floor(id)?)));
+        let ts = self.topics.get_mut(t);
+        let before = ts.partitions.len();
+        ts.grow_partitions(count);
+        if let Some((id, epoch)) = floor {
+            for pq in ts.partitions.iter_mut().skip(before) {
+                pq.start_above(id, epoch);
+            }
+        }
+    }
+
+    /// Drops the broker in `slot`, which the cluster no longer lists: the partitions it led
+    /// have no leader until an answer names another, its connection is closed (each request in
+    /// flight on it goes back to its owner, as for a lost connection: batches are retried as
+    /// possibly written), its timers are forgotten, and its slot is free for a later node.
+    fn drop_broker(&mut self, slot: u32) {
+        let b = self.brokers.slot(slot);
+        let node_id = b.node_id;
+        let led = b.partitions.clone();
+        for (t, p) in led {
+            self.set_leader(t, p, -1, -1);
+        }
+        if let Some(c) = self.brokers.slot_mut(slot).conn.take() {
+            self.outputs.push_back(Output::Disconnect { conn: c.id });
+            self.requests_lost(c.id, c.inflight);
+        }
+        self.timers.forget_slot(slot);
+        self.partitioning_forget_node(node_id);
+        self.brokers.retire(slot);
+        self.stats.brokers_dropped += 1;
+        self.work_pending = true;
+    }
+
+    /// Forgets the topics unused for `metadata.max.idle.ms`
+    /// ([`crate::topics::TopicState::is_idle`]), as a Metadata request is about to name the
+    /// topics in use. No broker leads their
+    /// partitions any more, their timers are forgotten, and their numbers go to later topics;
+    /// a record sent to one later finds it new.
+    ///
+    /// A transactional producer forgets topics only between transactions, and not one written
+    /// under its current producer id and epoch (the broker keeps the partition's sequence,
+    /// which a new partition would start over).
+    fn forget_idle_topics(&mut self) {
+        let (now, idle) = (self.now, self.config.metadata_max_idle);
+        if !self.txn_quiet() {
+            return;
+        }
+        let identity = self.pid.assigned();
+        let transactional = self.txn.is_some();
+        let idle_topics: Vec<u32> = self
+            .topics
+            .numbers()
+            .filter(|&t| {
+                let ts = self.topics.get(t);
+                ts.is_idle(now, idle)
+                    && !(transactional
+                        && identity.is_some_and(|(id, epoch)| {
+                            ts.highest_epoch(id).is_some_and(|e| e >= epoch)
+                        }))
+            })
+            .collect();
+        for t in idle_topics {
+            self.brokers.forget_topic(t);
+            self.timers.forget_topic(t);
+            self.topics.forget(t, identity.map(|(id, _)| id));
+            self.stats.topics_forgotten += 1;
+        }
     }
 
     /// Records the topic id a Metadata answer gave (all zeros: the broker sent none, before
@@ -305,7 +513,8 @@ impl<T> Producer<T> {
     }
 
     /// Metadata reported a permanent error for a topic (authorization, invalid name): records
-    /// held for it fail now, and later ones fail at `send`.
+    /// held for it fail now, and later ones fail at `send`, until a Metadata answer lists the
+    /// topic without an error.
     fn fail_topic(&mut self, t: u32, code: ErrorCode) {
         self.topics.get_mut(t).error = Some(code);
         let held = std::mem::take(&mut self.topics.get_mut(t).holding);
@@ -317,5 +526,139 @@ impl<T> Producer<T> {
             };
             self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::metadata::{MetadataBroker, MetadataPartition};
+
+    fn partition(index: i32, leader: i32) -> MetadataPartition {
+        MetadataPartition {
+            error_code: ErrorCode::NONE,
+            partition_index: index,
+            leader_id: leader,
+            leader_epoch: 0,
+            replica_nodes: vec![],
+            isr_nodes: vec![],
+            offline_replicas: vec![],
+        }
+    }
+
+    fn topic(partitions: Vec<MetadataPartition>) -> MetadataTopic {
+        MetadataTopic {
+            error_code: ErrorCode::NONE,
+            name: Some("t".into()),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions,
+            topic_authorized_operations: i32::MIN,
+        }
+    }
+
+    fn answer(brokers: Vec<MetadataBroker>, topics: Vec<MetadataTopic>) -> MetadataResponse {
+        MetadataResponse {
+            throttle_time_ms: 0,
+            brokers,
+            cluster_id: None,
+            controller_id: 1,
+            topics,
+            cluster_authorized_operations: i32::MIN,
+            error_code: ErrorCode::NONE,
+        }
+    }
+
+    fn broker(node_id: i32) -> MetadataBroker {
+        MetadataBroker {
+            node_id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        }
+    }
+
+    #[test]
+    fn partitions_must_be_exactly_zero_to_n_minus_one() {
+        let ok = |ps: &[(i32, i32)]| {
+            check_topic(&topic(ps.iter().map(|&(i, l)| partition(i, l)).collect()))
+        };
+        assert_eq!(ok(&[]), Ok(()));
+        assert_eq!(
+            ok(&[(2, 1), (0, -1), (1, 3)]),
+            Ok(()),
+            "in any order, leaderless too"
+        );
+        assert_eq!(
+            ok(&[(0, 1), (2, 1)]),
+            Err(Violation::PartitionOutOfRange { index: 2, count: 2 })
+        );
+        assert_eq!(ok(&[(1, 1), (1, 1)]), Err(Violation::DuplicatePartition(1)));
+        assert_eq!(
+            ok(&[(-1, 1)]),
+            Err(Violation::PartitionOutOfRange {
+                index: -1,
+                count: 1
+            })
+        );
+        assert_eq!(
+            ok(&[(i32::MIN, 1)]),
+            Err(Violation::PartitionOutOfRange {
+                index: i32::MIN,
+                count: 1
+            })
+        );
+        assert_eq!(
+            ok(&[(0, -2)]),
+            Err(Violation::InvalidLeader {
+                partition: 0,
+                leader: -2
+            })
+        );
+    }
+
+    #[test]
+    fn more_partitions_than_the_cap_are_refused() {
+        let at_cap: Vec<_> = (0..MAX_PARTITIONS as i32)
+            .map(|i| partition(i, 1))
+            .collect();
+        assert_eq!(check_topic(&topic(at_cap.clone())), Ok(()));
+        let mut over = at_cap;
+        over.push(partition(MAX_PARTITIONS as i32, 1));
+        assert_eq!(
+            check_topic(&topic(over)),
+            Err(Violation::TooManyPartitions {
+                count: MAX_PARTITIONS + 1,
+                max: MAX_PARTITIONS
+            })
+        );
+    }
+
+    #[test]
+    fn an_answer_over_a_cap_or_with_a_negative_node_id_is_refused_whole() {
+        assert_eq!(
+            check_answer(&answer(vec![broker(0), broker(1)], vec![])),
+            Ok(())
+        );
+        assert_eq!(
+            check_answer(&answer(vec![broker(1), broker(-1)], vec![])),
+            Err(Violation::NegativeNodeId(-1))
+        );
+        let brokers = (0..=MAX_BROKERS as i32).map(broker).collect();
+        assert_eq!(
+            check_answer(&answer(brokers, vec![])),
+            Err(Violation::TooManyBrokers {
+                count: MAX_BROKERS + 1,
+                max: MAX_BROKERS
+            })
+        );
+        let topics = vec![topic(vec![]); MAX_TOPICS + 1];
+        assert_eq!(
+            check_answer(&answer(vec![broker(1)], topics)),
+            Err(Violation::TooManyTopics {
+                count: MAX_TOPICS + 1,
+                max: MAX_TOPICS
+            })
+        );
     }
 }

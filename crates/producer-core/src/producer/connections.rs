@@ -4,37 +4,24 @@
 //! connections, and reconnect backoff.
 
 use crate::connection::{ConnState, InFlightRequest, RequestKind, Versions};
-use crate::protocol::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::api_versions::{peek_error_code, ApiVersionsRequest, ApiVersionsResponse};
 use crate::protocol::header::peek_correlation_id;
 use crate::protocol::produce::ProduceResponse;
 use crate::protocol::{encode_request, parse_response_header, ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
+use std::collections::VecDeque;
 use std::io::ErrorKind;
 
 use crate::brokers::FailureOutcome;
+use crate::classify::{decide, Action, Request};
 use crate::config::MetadataRecovery;
-use crate::types::{
-    ConnId, ConnectionError, Event, Output, ProduceError, RebootstrapReason, WireBytes,
-};
-use crate::ErrorCode;
+use crate::types::{ConnId, ConnectionError, Event, Output, RebootstrapReason, WireBytes};
 
 use super::Producer;
 
 /// The ApiVersions version asked first (the highest this crate speaks); a broker that refuses
 /// it is asked again at the highest version it offers (or v0).
 const API_VERSIONS_FIRST: i16 = ApiKey::ApiVersions.supported_versions().1;
-
-/// Whether a refused frame size is the start of a TLS record: content type 20-23 (change
-/// cipher spec, alert, handshake, application data), then protocol version 3.x.
-fn looks_like_tls_record(e: crate::protocol::frame::FrameError) -> bool {
-    match e {
-        crate::protocol::frame::FrameError::TooLarge { size, .. } => {
-            let bytes = (size as u32).to_be_bytes();
-            (20..=23).contains(&bytes[0]) && bytes[1] == 3 && bytes[2] <= 4
-        }
-        _ => false,
-    }
-}
 
 impl<T> Producer<T> {
     /// Opens a new connection for a broker slot: the driver is told to connect, and the attempt
@@ -136,7 +123,9 @@ impl<T> Producer<T> {
             Ok(parsed) => parsed,
             Err(_)
                 if version > 0
-                    && body.starts_with(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes()) =>
+                    && peek_error_code(body).is_some_and(|code| {
+                        decide(Request::ApiVersions, code, self.mode()) == Action::Downgrade
+                    }) =>
             {
                 // A refusal we cannot read further (librdkafka's mock answers a v3 request with
                 // a body that is neither v0 nor v3): the error code alone says to retry with v0.
@@ -146,28 +135,31 @@ impl<T> Producer<T> {
             Err(_) => return false,
         };
         let resp = parsed.body;
-        if resp.error_code == ErrorCode::UNSUPPORTED_VERSION {
+        match decide(Request::ApiVersions, resp.error_code, self.mode()) {
+            Action::Ok => {}
             // The broker does not speak this ApiVersions version: retry with the highest it
             // offers (or v0 when it did not say).
-            let broker_max = resp
-                .version_range(ApiKey::ApiVersions)
-                .map_or(0, |(_, max)| max);
-            let next = broker_max.min(version - 1).max(0);
-            if version == 0 {
-                return false;
+            Action::Downgrade if version > 0 => {
+                let broker_max = resp
+                    .version_range(ApiKey::ApiVersions)
+                    .map_or(0, |(_, max)| max);
+                let next = broker_max.min(version - 1).max(0);
+                self.send_api_versions(conn, next);
+                return true;
             }
-            self.send_api_versions(conn, next);
-            return true;
-        }
-        if !resp.error_code.is_ok() {
-            return false;
+            _ => return false,
         }
         let Some(versions) = Versions::negotiate(&resp) else {
-            self.go_fatal(ProduceError::Broker {
-                code: ErrorCode::UNSUPPORTED_VERSION,
-                message: Some("no common Produce or Metadata version".into()),
-                possibly_persisted: false,
-            });
+            // No common Metadata version: the broker is of no use to this producer. Its
+            // connection fails (and backs off) like any unusable one; other brokers go on.
+            let reason = match resp.version_range(ApiKey::Metadata) {
+                Some((lo, hi)) => format!(
+                    "the broker offers Metadata v{lo}-v{hi}, none of which this client speaks"
+                ),
+                None => "the broker does not offer Metadata".to_string(),
+            };
+            self.stats.malformed_responses += 1;
+            self.connection_lost(conn, true, ErrorKind::Unsupported, reason);
             return true;
         };
         let Some(c) = self.brokers.conn_mut(conn) else {
@@ -214,7 +206,7 @@ impl<T> Producer<T> {
                     self.stats.malformed_responses += 1;
                     if !self.config.security_protocol.uses_tls()
                         && c.state == ConnState::Negotiating
-                        && looks_like_tls_record(e)
+                        && e.looks_like_tls_record()
                     {
                         self.authentication_failed(conn, crate::AuthError::BrokerExpectsTls);
                         return;
@@ -257,7 +249,7 @@ impl<T> Producer<T> {
         };
         let ok = match req.kind {
             RequestKind::ApiVersions => self.on_api_versions(conn, req.version, body),
-            RequestKind::Metadata => self.on_metadata(req.version, body),
+            RequestKind::Metadata => self.on_metadata(conn, req.version, body),
             RequestKind::InitProducerId => self.on_init_producer_id(req.version, body),
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, req.version, body),
             RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, req.version, body),
@@ -337,18 +329,7 @@ impl<T> Producer<T> {
             }));
         }
         self.schedule_reconnect(slot);
-        for req in c.inflight {
-            match req.kind {
-                RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
-                RequestKind::Metadata => self.metadata_request_lost(),
-                RequestKind::InitProducerId => self.init_producer_id_lost(),
-                RequestKind::Transaction(t) => self.txn_request_lost(t),
-                // The connection's setup dies with it; a new connection starts over.
-                RequestKind::ApiVersions
-                | RequestKind::SaslHandshake
-                | RequestKind::SaslAuthenticate => {}
-            }
-        }
+        self.requests_lost(conn, c.inflight);
         // A broker that cannot be reached while it leads partitions with records waiting may
         // have lost its leadership (killed; the controller elects new leaders once it notices):
         // each failed attempt asks again, within the refresh backoff, until Metadata names
@@ -364,6 +345,24 @@ impl<T> Producer<T> {
         }
         self.work_pending = true;
         self.check_closed();
+    }
+
+    /// The requests in flight on connection `conn`, which is gone: each goes back to the
+    /// concern that sent it (batches are retried as possibly written, control requests are
+    /// redone; the connection's setup dies with it).
+    pub(super) fn requests_lost(&mut self, conn: ConnId, inflight: VecDeque<InFlightRequest>) {
+        for req in inflight {
+            match req.kind {
+                RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
+                RequestKind::Metadata => self.metadata_request_lost(),
+                RequestKind::InitProducerId => self.init_producer_id_lost(),
+                RequestKind::Transaction(t) => self.txn_request_lost(t),
+                // The connection's setup dies with it; a new connection starts over.
+                RequestKind::ApiVersions
+                | RequestKind::SaslHandshake
+                | RequestKind::SaslAuthenticate => {}
+            }
+        }
     }
 
     /// Arms the request timeout of the oldest request in flight on the slot's connection.
@@ -440,12 +439,43 @@ impl<T> Producer<T> {
         kind: RequestKind,
         body: impl FnOnce(&mut Vec<u8>),
     ) {
+        self.send_request_frame(conn, api, version, kind, None, body);
+    }
+
+    /// As [`Producer::send_control_request`], for a request whose body carries a credential
+    /// (SaslAuthenticate) of `secret_len` bytes: the frame is built in one buffer sized for it
+    /// (never reallocated, so no copy is left behind) and wiped when the driver drops its last
+    /// reference to it.
+    pub(super) fn send_secret_request(
+        &mut self,
+        conn: ConnId,
+        api: ApiKey,
+        version: i16,
+        kind: RequestKind,
+        secret_len: usize,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.send_request_frame(conn, api, version, kind, Some(secret_len), body);
+    }
+
+    fn send_request_frame(
+        &mut self,
+        conn: ConnId,
+        api: ApiKey,
+        version: i16,
+        kind: RequestKind,
+        secret_len: Option<usize>,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
         let now = self.now;
         let Some(c) = self.brokers.conn_mut(conn) else {
             return;
         };
         let correlation_id = c.take_correlation_id();
-        let mut buf = Vec::with_capacity(128);
+        // The frame's size, header (client id included) and the body's length prefix and tags
+        // take less than 64 bytes beside the client id and the secret.
+        let capacity = secret_len.map_or(128, |n| 64 + self.config.client_id.len() + n);
+        let mut buf = Vec::with_capacity(capacity);
         let header = RequestHeader {
             api_key: api,
             api_version: version,
@@ -453,6 +483,13 @@ impl<T> Producer<T> {
             client_id: Some(&self.config.client_id),
         };
         encode_request(&mut buf, &header, body);
+        let bytes = match secret_len {
+            Some(_) => {
+                debug_assert_eq!(buf.capacity(), capacity, "a secret frame was reallocated");
+                WireBytes::wiped_on_drop(buf)
+            }
+            None => WireBytes::from(buf),
+        };
         let was_idle = c.push_request(InFlightRequest {
             correlation_id,
             api,
@@ -463,9 +500,6 @@ impl<T> Producer<T> {
         if was_idle {
             self.arm_request_timer(conn.slot);
         }
-        self.outputs.push_back(Output::Transmit {
-            conn,
-            bytes: WireBytes::from(buf),
-        });
+        self.outputs.push_back(Output::Transmit { conn, bytes });
     }
 }

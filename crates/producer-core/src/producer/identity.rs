@@ -3,14 +3,14 @@
 
 use std::time::Instant;
 
+use crate::classify::{decide, Action, Request};
 use crate::config::Config;
 use crate::connection::RequestKind;
 use crate::partition::IdentityStep;
 use crate::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::ApiKey;
-use crate::timer::TimerKind;
+use crate::timer::{backoff, TimerKind};
 use crate::types::{Event, Output, ProduceError};
-use crate::ErrorCode;
 
 use super::Producer;
 
@@ -100,12 +100,13 @@ impl<T> Producer<T> {
         if self.pid != PidState::Requesting {
             return true;
         }
-        match resp.error_code {
-            ErrorCode::NONE => {
+        match decide(Request::InitProducerId, resp.error_code, self.mode()) {
+            Action::Ok => {
                 self.pid = PidState::Ready {
                     producer_id: resp.producer_id,
                     epoch: resp.producer_epoch,
                 };
+                self.pid_failures = 0;
                 self.outputs.push_back(Output::Event(Event::ProducerId {
                     producer_id: resp.producer_id,
                     epoch: resp.producer_epoch,
@@ -114,16 +115,21 @@ impl<T> Producer<T> {
                     self.mark_broker_dirty(slot);
                 }
             }
-            ErrorCode::CLUSTER_AUTHORIZATION_FAILED
-            | ErrorCode::UNSUPPORTED_VERSION
-            | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-            | ErrorCode::PRODUCER_FENCED => self.go_fatal(ProduceError::Broker {
+            Action::Fatal => self.go_fatal(ProduceError::Broker {
                 code: resp.error_code,
                 message: Some("InitProducerId".into()),
                 possibly_persisted: false,
             }),
             _ => {
-                let at = self.now + self.config.retry_backoff;
+                // Exponential backoff with jitter from the consecutive failures.
+                self.pid_failures = self.pid_failures.saturating_add(1);
+                let delay = backoff(
+                    &mut self.rng,
+                    self.config.retry_backoff,
+                    self.config.retry_backoff_max,
+                    self.pid_failures - 1,
+                );
+                let at = self.now + delay;
                 self.pid = PidState::Needed { retry_at: Some(at) };
                 self.timers.arm(at, TimerKind::ProducerId);
             }

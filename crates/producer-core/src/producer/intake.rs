@@ -10,7 +10,7 @@ use crate::partitioner::partition_for_key;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::TimerKind;
 use crate::topics::Held;
-use crate::types::{ProduceError, Record, SendError, SendErrorReason};
+use crate::types::{check_topic_name, ProduceError, Record, SendError, SendErrorReason};
 
 use super::Producer;
 
@@ -61,6 +61,12 @@ impl<T> Producer<T> {
         if let Some(p) = record.partition.filter(|&p| p < 0) {
             return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
         }
+        if !self.topics.known(&record.topic) {
+            // Checked once per name: a topic in use passed this already.
+            if let Err(e) = check_topic_name(&record.topic) {
+                return refuse(SendErrorReason::InvalidTopic(e), record, opaque);
+            }
+        }
         let payload = BatchBuilder::payload_size(
             record.key.as_deref(),
             record.value.as_deref(),
@@ -77,9 +83,9 @@ impl<T> Producer<T> {
             };
             return refuse(reason, record, opaque);
         }
-        let (topic, new) = self.topics.id_of(&record.topic);
+        let (topic, new) = self.topics.id_of(&record.topic, self.now);
         if new {
-            self.request_metadata();
+            self.request_metadata_for_new_topic();
         }
         let t = self.topics.get(topic);
         let known = t.known;
@@ -339,11 +345,9 @@ impl<T> Producer<T> {
     }
 
     /// Starts a new open batch for a partition and arms its linger and delivery timers.
-    /// `encoded` is the first record's size, to size the batch's record list.
+    /// `encoded` is the first record's size, to size the batch's buffer.
     fn open_batch(&mut self, topic: u32, p: u32, encoded: usize) -> &mut OpenBatch<T> {
         let now = self.now;
-        let batch_size = self.config.batch_size;
-        let buf = self.buffers.take(batch_size);
         let id = self.topics.partition_mut(topic, p).take_batch_id();
         self.timers.arm(
             now + self.config.linger,
@@ -354,9 +358,8 @@ impl<T> Producer<T> {
             },
         );
         self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
-        let pq = self.topics.partition_mut(topic, p);
-        pq.open
-            .insert(OpenBatch::new(id, buf, batch_size, encoded, now))
+        let open = OpenBatch::new(id, &mut self.buffers, self.config.batch_size, encoded, now);
+        self.topics.partition_mut(topic, p).open.insert(open)
     }
 
     /// Seals the open batch of a partition and queues it (a batch boundary, where a sticky

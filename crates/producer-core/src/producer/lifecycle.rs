@@ -70,7 +70,12 @@ impl<T> Producer<T> {
         self.outputs.push_back(Output::Event(Event::Closed));
     }
 
-    /// Fails every record held and refuses new ones; the producer then closes.
+    /// Fails every record held and refuses new ones; the producer then closes. Each record is
+    /// reported as it stands: a batch the broker acknowledged is reported delivered (or, in a
+    /// transaction, held until the transaction's fatal end below), one answered with an error
+    /// keeps that error, and the rest fail with `error`, marked possibly written when an
+    /// attempt of theirs may have been (in flight now, or an earlier attempt unsure): only
+    /// records never sent, or sent and answered as not written, say certainly not written.
     pub(super) fn go_fatal(&mut self, error: ProduceError) {
         if self.lifecycle.fatal.is_some() {
             return;
@@ -78,7 +83,6 @@ impl<T> Producer<T> {
         self.lifecycle.fatal = Some(error.clone());
         self.outputs
             .push_back(Output::Event(Event::Fatal(error.clone())));
-        self.txn_fatal(&error);
         for t in 0..self.topics.len() {
             let held = std::mem::take(&mut self.topics.get_mut(t).holding);
             for h in held {
@@ -87,13 +91,20 @@ impl<T> Producer<T> {
             for p in 0..self.topics.partition_count(t) {
                 let (batches, open) = self.topics.partition_mut(t, p).take_all();
                 for b in batches {
-                    self.fail_records(t, p as i32, b.into_unreported(), error.clone());
+                    if b.is_done() {
+                        self.report_finished(t, p, b);
+                        continue;
+                    }
+                    let possibly_persisted = b.possibly_persisted() || b.is_in_flight();
+                    let error = error.clone().with_possibly_persisted(possibly_persisted);
+                    self.fail_records(t, p as i32, b.into_unreported(), error);
                 }
                 if let Some(o) = open {
                     self.fail_records(t, p as i32, o.into_unreported(), error.clone());
                 }
             }
         }
+        self.txn_fatal(&error);
         self.lifecycle.closing = true;
         self.check_closed();
     }

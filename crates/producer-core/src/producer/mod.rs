@@ -18,6 +18,8 @@
 //! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
 mod auth;
+#[cfg(test)]
+mod buffer_tests;
 mod cluster;
 mod connections;
 mod identity;
@@ -87,6 +89,13 @@ pub struct Stats {
     /// Times the producer went back to its bootstrap list (`metadata.recovery.strategy`
     /// rebootstrap: no known broker reachable, or `REBOOTSTRAP_REQUIRED`).
     pub rebootstraps: u64,
+    /// Brokers dropped because Metadata no longer listed them.
+    pub brokers_dropped: u64,
+    /// Topics forgotten after `metadata.max.idle.ms` unused.
+    pub topics_forgotten: u64,
+    /// Answers (or topic entries of answers) refused for breaking the protocol's rules or the
+    /// caps in [`crate::limits`] ([`crate::Event::AnswerRefused`]).
+    pub answers_refused: u64,
     /// Responses to acks=0 requests (which expect none), ignored.
     pub ignored_responses: u64,
     /// Transactions committed (a transactional producer).
@@ -109,8 +118,9 @@ pub struct Stats {
 /// Every deadline is the core's, armed in its one timer: `linger`, retry and reconnect backoff,
 /// `request_timeout` (for each request in flight, and for a connection attempt: a connection
 /// still not reported connected after `request_timeout` is given up with
-/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, and metadata
-/// refreshes. A driver needs no timer of its own.
+/// [`Output::Disconnect`]), `delivery_timeout`, `max_block` for unknown topics, metadata
+/// refreshes, and `token_timeout` for an OAUTHBEARER token asked of the application. A driver
+/// needs no timer of its own.
 #[derive(Debug)]
 pub struct Producer<T> {
     config: Config,
@@ -125,6 +135,8 @@ pub struct Producer<T> {
     brokers: Brokers,
     metadata: MetadataPolicy,
     pid: PidState,
+    /// Consecutive InitProducerId answers with a retriable error (its backoff exponent).
+    pid_failures: u32,
     buffered: BufferUse,
     /// Buffers of finished batches, reused by new ones.
     buffers: BufferPool,
@@ -141,8 +153,11 @@ pub struct Producer<T> {
 
 impl<T> Producer<T> {
     /// A producer with a validated configuration. It starts connecting at the first
-    /// `poll_output`.
+    /// `poll_output`. A configuration whose public fields were changed after
+    /// [`crate::ConfigBuilder::build`] is brought within the bounds `build` enforces on
+    /// durations and sizes (capped, not refused).
     pub fn new(config: Config, now: Instant) -> Self {
+        let config = config.within_bounds();
         Producer {
             rng: Rng::new(config.seed),
             partitioning: Partitioning::default(),
@@ -153,8 +168,9 @@ impl<T> Producer<T> {
             brokers: Brokers::new(&config.bootstrap),
             metadata: MetadataPolicy::new(now),
             pid: PidState::initial(&config),
+            pid_failures: 0,
             buffered: BufferUse::default(),
-            buffers: BufferPool::default(),
+            buffers: BufferPool::new(&config),
             lifecycle: Lifecycle::default(),
             auth: Auth::new(&config),
             stats: Stats::default(),
@@ -290,7 +306,9 @@ impl<T> Producer<T> {
     /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
     /// they are committed for `group` if and only if the transaction commits. Completes with
     /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
-    /// sent meanwhile, but no other operation starts before it completes.
+    /// sent meanwhile, but no other operation starts before it completes. Refused, with
+    /// nothing sent, with [`crate::TransactionError::InvalidOffsets`] when a name or the
+    /// metadata cannot go in its request (too long, or a topic name outside Kafka's rules).
     pub fn send_offsets_to_transaction(
         &mut self,
         now: Instant,
@@ -298,6 +316,8 @@ impl<T> Producer<T> {
         group: crate::ConsumerGroupMetadata,
     ) -> Result<(), crate::TransactionError> {
         self.touch(now);
+        crate::transaction::InvalidOffsets::check(&offsets, &group)
+            .map_err(crate::TransactionError::InvalidOffsets)?;
         self.start_send_offsets(offsets, group)
     }
 
@@ -419,7 +439,9 @@ impl<T> Producer<T> {
 
     /// The application's answer to [`Output::TokenRequest`]: an OAUTHBEARER token (valid for
     /// its `lifetime` from `now`), or why there is none. Connections waiting for it go on
-    /// authenticating, or fail.
+    /// authenticating, or fail. Call it for every answer, also one that comes after
+    /// `token_timeout` (the connections that waited have failed by then): the token is kept
+    /// for the next connections.
     pub fn handle_token(&mut self, now: Instant, token: Result<crate::OAuthToken, String>) {
         self.touch(now);
         self.token_arrived(token);
@@ -488,7 +510,13 @@ impl<T> Producer<T> {
             TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => self.expire_holding(topic),
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
+            TimerKind::TokenRequest => self.token_request_expired(),
         }
+    }
+
+    /// The producer's mode, the key of the retry table ([`crate::classify::decide`]).
+    fn mode(&self) -> crate::classify::Mode {
+        crate::classify::Mode::of(self.config.idempotence, self.txn.is_some())
     }
 
     /// The producer failed for good with `error` earlier, if it did.

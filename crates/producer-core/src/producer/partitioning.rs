@@ -125,6 +125,11 @@ impl<T> Producer<T> {
         self.config.adaptive_partitioning && !self.config.partitioner_availability_timeout.is_zero()
     }
 
+    /// Forgets what the partitioner knows of `node` (it left the cluster).
+    pub(super) fn partitioning_forget_node(&mut self, node: i32) {
+        self.partitioning.nodes.forget(node);
+    }
+
     /// The broker in `slot` was serviced (`drained`: it took batches into a Produce request).
     /// Records when its node last took batches, or that it left batches waiting (Java: the
     /// sender's `updateNodeLatencyStats(node, now, canDrain)` for each node `ready` named).
@@ -169,7 +174,7 @@ mod tests {
     fn producer(config: ConfigBuilder, leaders: &[i32]) -> (Producer<()>, Instant) {
         let t0 = Instant::now();
         let mut p = Producer::new(config.build().unwrap(), t0);
-        let (id, _) = p.topics.id_of(&Arc::from(TOPIC));
+        let (id, _) = p.topics.id_of(&Arc::from(TOPIC), t0);
         let t = p.topics.get_mut(id);
         t.grow_partitions(leaders.len());
         t.known = true;

@@ -2,7 +2,7 @@
 //! see [`crate::outputs`]), and failures, each handing its record back; every report releases
 //! its record's buffer space.
 
-use crate::batch::{Finished, RecordFailures, Unreported, Unrouted};
+use crate::batch::{Batch, Finished, RecordFailures, Unreported, Unrouted};
 use crate::outputs::SuccessRun;
 use crate::types::{Delivery, Output, ProduceError, Record};
 
@@ -110,53 +110,58 @@ impl<T> Producer<T> {
     /// completes a close this may have been waiting for.
     pub(super) fn emit_done(&mut self, topic: u32, p: u32) {
         while let Some(batch) = self.topics.partition_mut(topic, p).pop_done() {
-            let created = batch.created();
-            let attempted = batch.attempts() > 0;
-            let Finished {
-                result,
-                records,
-                charged,
-                sealed,
-                record_errors,
-            } = batch.into_finished();
-            match result {
-                Ok((base, append_time)) if self.txn.is_some() => {
-                    // Reported when the transaction ends.
-                    self.metrics.batch_delivered(
-                        self.now.saturating_duration_since(created),
-                        records.len(),
-                    );
-                    self.txn_hold(topic, p, records, charged, sealed, base, append_time);
-                    self.work_pending = true;
-                }
-                Ok((base, append_time)) => {
-                    self.buffers
-                        .give(sealed.into_buffer(), self.config.batch_size);
-                    self.buffered.release(charged, records.len());
-                    self.stats.records_delivered += records.len() as u64;
-                    self.metrics.batch_delivered(
-                        self.now.saturating_duration_since(created),
-                        records.len(),
-                    );
-                    if self.config.report_successes {
-                        let name = self.topics.name(topic);
-                        let base = if base >= 0 { base } else { -1 };
-                        let run = SuccessRun::new(records, name, p as i32, base, append_time);
-                        self.outputs.push_successes(run);
-                    }
-                }
-                Err(error) => {
-                    self.txn_record_failed(&error, attempted);
-                    let decoded = sealed.into_records().map_err(|e| e.to_string());
-                    let unreported = Unreported {
-                        records,
-                        decoded,
-                        charged,
-                    };
-                    self.fail_records_each(topic, p as i32, unreported, error, record_errors);
-                }
-            }
+            self.report_finished(topic, p, batch);
         }
         self.check_closed();
+    }
+
+    /// Reports a finished batch that left its partition: its records delivered (held until
+    /// their transaction ends, for a transactional producer), or failed with its error.
+    pub(super) fn report_finished(&mut self, topic: u32, p: u32, batch: Batch<T>) {
+        let created = batch.created();
+        let attempted = batch.attempts() > 0;
+        let Finished {
+            result,
+            records,
+            charged,
+            sealed,
+            record_errors,
+        } = batch.into_finished();
+        match result {
+            Ok((base, append_time)) if self.txn.is_some() => {
+                // Reported when the transaction ends.
+                self.metrics
+                    .batch_delivered(self.now.saturating_duration_since(created), records.len());
+                self.txn_hold(topic, p, records, charged, sealed, base, append_time);
+                self.work_pending = true;
+            }
+            Ok((base, append_time)) => {
+                self.buffers
+                    .give(sealed.into_buffer(), self.config.batch_size);
+                self.buffered.release(charged, records.len());
+                self.stats.records_delivered += records.len() as u64;
+                self.metrics
+                    .batch_delivered(self.now.saturating_duration_since(created), records.len());
+                if self.config.report_successes {
+                    let name = self.topics.name(topic);
+                    let base = if base >= 0 { base } else { -1 };
+                    let run = SuccessRun::new(records, name, p as i32, base, append_time);
+                    self.outputs.push_successes(run);
+                }
+            }
+            Err(error) => {
+                // Once the producer failed for good, the transaction ends with that error.
+                if self.lifecycle.fatal.is_none() {
+                    self.txn_record_failed(&error, attempted);
+                }
+                let decoded = sealed.into_records().map_err(|e| e.to_string());
+                let unreported = Unreported {
+                    records,
+                    decoded,
+                    charged,
+                };
+                self.fail_records_each(topic, p as i32, unreported, error, record_errors);
+            }
+        }
     }
 }

@@ -6,6 +6,11 @@
 //! but not supported (`interceptor.classes`, `partitioner.class`, serializers, ...) is an error
 //! that says so, an unknown name is an error that suggests the nearest known one, and a bad
 //! value names the setting and the accepted form.
+//!
+//! No error shows a value, nor the text of a line it could not read: a value may be a secret
+//! (`sasl.password`, `sasl.jaas.config`, a token), and a line that is not `name=value` may be
+//! one written with another separator (`sasl.password hunter2`). Errors name the setting and
+//! the line instead.
 
 use std::time::Duration;
 
@@ -61,9 +66,11 @@ pub const SETTINGS: &[Setting] = &[
         "a count, 1-5 with idempotence",
     ),
     setting(&["metadata.max.age.ms"], "milliseconds"),
+    setting(&["metadata.max.idle.ms"], "milliseconds"),
     setting(&["metadata.recovery.strategy"], "rebootstrap or none"),
     setting(&["metadata.recovery.rebootstrap.trigger.ms"], "milliseconds"),
     setting(&["max.block.ms"], "milliseconds"),
+    setting(&["sasl.login.read.timeout.ms"], "milliseconds"),
     setting(&["partitioner.adaptive.partitioning.enable"], "true or false"),
     setting(&["partitioner.availability.timeout.ms"], "milliseconds"),
     setting(&["partitioner.ignore.keys"], "true or false"),
@@ -155,23 +162,21 @@ pub enum PropertyError {
         /// Why, and what to do instead.
         why: &'static str,
     },
-    /// The value is not of the setting's form.
-    #[error("setting {name:?} = {value:?}: expected {form}")]
+    /// The value is not of the setting's form. The value itself is not kept: it may be a
+    /// secret.
+    #[error("setting {name:?}: expected {form}")]
     BadValue {
         /// The setting.
         name: String,
-        /// The value given (never a secret: those are shown as `<redacted>`).
-        value: String,
         /// The accepted form.
         form: &'static str,
     },
-    /// A `.properties` line that is not `name=value` (or `name: value`).
-    #[error("line {line}: not a name=value setting: {text:?}")]
+    /// A `.properties` line that is not `name=value` (or `name: value`). Its text is not kept:
+    /// it may hold a secret written with another separator.
+    #[error("line {line}: not a name=value setting")]
     Malformed {
         /// 1-based line number.
         line: usize,
-        /// The line.
-        text: String,
     },
     /// A line of a `.properties` text whose setting was refused (the inner error says why).
     #[error("line {line}: {error}")]
@@ -195,18 +200,13 @@ pub struct PropertyLine {
     pub line: usize,
     /// The setting's name as written (`None` for a line that is not `name=value`).
     pub name: Option<String>,
-    /// `Ok` when the setting was taken; otherwise why not (the value of a secret is never in
-    /// the error).
+    /// `Ok` when the setting was taken; otherwise why not (no value is ever in the error).
     pub outcome: Result<(), PropertyError>,
 }
 
 /// The setting named `name`, by any of its spellings.
 pub fn find_setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.names.contains(&name))
-}
-
-fn is_secret(name: &str) -> bool {
-    name == "sasl.password" || name == "sasl.jaas.config"
 }
 
 impl ConfigBuilder {
@@ -230,11 +230,6 @@ impl ConfigBuilder {
         };
         let bad = || PropertyError::BadValue {
             name: name.to_string(),
-            value: if is_secret(name) {
-                "<redacted>".to_string()
-            } else {
-                value.to_string()
-            },
             form: setting.form,
         };
         let ms = || {
@@ -289,6 +284,7 @@ impl ConfigBuilder {
             "delivery.timeout.ms" => self = self.delivery_timeout(ms()?),
             "max.in.flight.requests.per.connection" => self.config.max_in_flight = count()?,
             "metadata.max.age.ms" => self.config.metadata_max_age = ms()?,
+            "metadata.max.idle.ms" => self.config.metadata_max_idle = ms()?,
             "metadata.recovery.strategy" => {
                 self.config.metadata_recovery = match value.to_ascii_lowercase().as_str() {
                     "rebootstrap" => MetadataRecovery::Rebootstrap,
@@ -298,6 +294,7 @@ impl ConfigBuilder {
             }
             "metadata.recovery.rebootstrap.trigger.ms" => self.config.rebootstrap_trigger = ms()?,
             "max.block.ms" => self.config.max_block = ms()?,
+            "sasl.login.read.timeout.ms" => self.config.token_timeout = ms()?,
             "partitioner.adaptive.partitioning.enable" => {
                 self.config.adaptive_partitioning = parse_bool(value).ok_or_else(bad)?
             }
@@ -402,10 +399,7 @@ impl ConfigBuilder {
                 report.push(PropertyLine {
                     line,
                     name: None,
-                    outcome: Err(PropertyError::Malformed {
-                        line,
-                        text: raw.to_string(),
-                    }),
+                    outcome: Err(PropertyError::Malformed { line }),
                 });
                 continue;
             };

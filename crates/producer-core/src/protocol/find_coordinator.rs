@@ -9,7 +9,8 @@
 //! without a key.
 
 use super::primitives::{
-    array, field, int16, int32, nullable_string, skip_tags, string, PResult, Put,
+    array, field, int16, int32, min_string_size, min_tags_size, nullable_string, skip_tags, string,
+    PResult, Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::error_code::ErrorCode;
@@ -116,6 +117,12 @@ impl FindCoordinatorResponse {
     }
 }
 
+/// The fewest bytes a coordinator entry (v4+) takes: Key, NodeId, Host, Port, ErrorCode,
+/// ErrorMessage, tagged fields.
+fn min_coordinator_size(flexible: bool) -> usize {
+    3 * min_string_size(flexible) + 4 + 4 + 2 + min_tags_size(flexible)
+}
+
 fn parse_body(i: &[u8], version: i16) -> PResult<'_, FindCoordinatorResponse> {
     let flexible = API.is_flexible(version);
     let (i, throttle_time_ms) = if version >= 1 {
@@ -126,7 +133,7 @@ fn parse_body(i: &[u8], version: i16) -> PResult<'_, FindCoordinatorResponse> {
     let (i, coordinators) = if version >= 4 {
         field(
             "Coordinators",
-            array(flexible, |i| {
+            array(flexible, min_coordinator_size(flexible), |i| {
                 let (i, key) = field("Key", string(flexible))(i)?;
                 let (i, node_id) = field("NodeId", int32)(i)?;
                 let (i, host) = field("Host", string(flexible))(i)?;

@@ -6,7 +6,8 @@
 //! with a top-level error code.
 
 use super::primitives::{
-    array, boolean, field, int16, int32, nullable_string, skip_tags, string, uuid, PResult, Put,
+    array, boolean, field, int16, int32, min_array_size, min_string_size, min_tags_size,
+    nullable_string, skip_tags, string, uuid, PResult, Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::ErrorCode;
@@ -162,14 +163,24 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, MetadataResponse> {
     } else {
         (i, 0)
     };
-    let (i, brokers) = field("Brokers", array(flexible, |i| parse_broker(i, flexible)))(i)?;
+    let (i, brokers) = field(
+        "Brokers",
+        array(flexible, min_broker_size(flexible), |i| {
+            parse_broker(i, flexible)
+        }),
+    )(i)?;
     let (i, cluster_id) = if version >= 2 {
         field("ClusterId", nullable_string(flexible))(i)?
     } else {
         (i, None)
     };
     let (i, controller_id) = field("ControllerId", int32)(i)?;
-    let (i, topics) = field("Topics", array(flexible, |i| parse_topic(i, version)))(i)?;
+    let (i, topics) = field(
+        "Topics",
+        array(flexible, min_topic_size(version), |i| {
+            parse_topic(i, version)
+        }),
+    )(i)?;
     let (i, cluster_authorized_operations) = if (8..=10).contains(&version) {
         field("ClusterAuthorizedOperations", int32)(i)?
     } else {
@@ -193,6 +204,35 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, MetadataResponse> {
             error_code: ErrorCode(error_code),
         },
     ))
+}
+
+/// The fewest bytes a broker entry takes: NodeId, Host, Port, Rack, tagged fields.
+fn min_broker_size(flexible: bool) -> usize {
+    4 + min_string_size(flexible) + 4 + min_string_size(flexible) + min_tags_size(flexible)
+}
+
+/// The fewest bytes a topic entry takes at `version`: ErrorCode, Name, TopicId (v10+),
+/// IsInternal, Partitions, TopicAuthorizedOperations (v8+), tagged fields.
+fn min_topic_size(version: i16) -> usize {
+    let flexible = ApiKey::Metadata.is_flexible(version);
+    2 + min_string_size(flexible)
+        + if version >= 10 { 16 } else { 0 }
+        + 1
+        + min_array_size(flexible)
+        + if version >= 8 { 4 } else { 0 }
+        + min_tags_size(flexible)
+}
+
+/// The fewest bytes a partition entry takes at `version`: ErrorCode, PartitionIndex, LeaderId,
+/// LeaderEpoch (v7+), ReplicaNodes, IsrNodes, OfflineReplicas (v5+), tagged fields.
+fn min_partition_size(version: i16) -> usize {
+    let flexible = ApiKey::Metadata.is_flexible(version);
+    let arrays = if version >= 5 { 3 } else { 2 };
+    2 + 4
+        + 4
+        + if version >= 7 { 4 } else { 0 }
+        + arrays * min_array_size(flexible)
+        + min_tags_size(flexible)
 }
 
 fn parse_broker(i: &[u8], flexible: bool) -> PResult<'_, MetadataBroker> {
@@ -231,7 +271,9 @@ fn parse_topic(i: &[u8], version: i16) -> PResult<'_, MetadataTopic> {
     let (i, is_internal) = field("IsInternal", boolean)(i)?;
     let (i, partitions) = field(
         "Partitions",
-        array(flexible, |i| parse_partition(i, version)),
+        array(flexible, min_partition_size(version), |i| {
+            parse_partition(i, version)
+        }),
     )(i)?;
     let (i, topic_authorized_operations) = if version >= 8 {
         field("TopicAuthorizedOperations", int32)(i)?
@@ -264,10 +306,10 @@ fn parse_partition(i: &[u8], version: i16) -> PResult<'_, MetadataPartition> {
     } else {
         (i, -1)
     };
-    let (i, replica_nodes) = field("ReplicaNodes", array(flexible, int32))(i)?;
-    let (i, isr_nodes) = field("IsrNodes", array(flexible, int32))(i)?;
+    let (i, replica_nodes) = field("ReplicaNodes", array(flexible, 4, int32))(i)?;
+    let (i, isr_nodes) = field("IsrNodes", array(flexible, 4, int32))(i)?;
     let (i, offline_replicas) = if version >= 5 {
-        field("OfflineReplicas", array(flexible, int32))(i)?
+        field("OfflineReplicas", array(flexible, 4, int32))(i)?
     } else {
         (i, Vec::new())
     };
@@ -590,8 +632,10 @@ mod tests {
 
     #[test]
     fn truncation_names_the_field() {
-        // v1 body cut inside the first broker's Host.
-        let body = [0, 0, 0, 1, 0, 0, 0, 1, 0, 5, b'h'];
+        // v1 body cut inside the first broker's Host (20 bytes announced, 11 left; the one
+        // broker the array claims fits in the bytes left at its minimum size of 12).
+        let mut body = vec![0, 0, 0, 1, 0, 0, 0, 1, 0, 20, b'h'];
+        body.extend_from_slice(&[0; 10]);
         match MetadataResponse::parse(1, &body) {
             Err(DecodeError::Malformed { field, .. }) => assert_eq!(field, "Host"),
             other => panic!("{other:?}"),

@@ -281,12 +281,19 @@ pub struct TopicPartitionErrors {
 fn topic_partition_errors<'a>(
     flexible: bool,
 ) -> impl FnMut(&'a [u8]) -> primitives::PResult<'a, Vec<TopicPartitionErrors>> {
-    use primitives::{array, field, int16, int32, skip_tags, string};
-    array(flexible, move |i| {
+    use primitives::{
+        array, field, int16, int32, min_array_size, min_string_size, min_tags_size, skip_tags,
+        string,
+    };
+    // A topic: Name, Partitions, tagged fields; a partition: PartitionIndex, ErrorCode, tagged
+    // fields.
+    let min_topic = min_string_size(flexible) + min_array_size(flexible) + min_tags_size(flexible);
+    let min_partition = 4 + 2 + min_tags_size(flexible);
+    array(flexible, min_topic, move |i| {
         let (i, name) = field("Name", string(flexible))(i)?;
         let (i, partitions) = field(
             "Partitions",
-            array(flexible, |i| {
+            array(flexible, min_partition, |i| {
                 let (i, index) = field("PartitionIndex", int32)(i)?;
                 let (i, code) = field("ErrorCode", int16)(i)?;
                 let (i, ()) = field("tagged fields", |i| skip_tags(i, flexible))(i)?;

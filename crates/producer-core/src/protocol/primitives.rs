@@ -4,9 +4,11 @@
 //! buffer). Parsing uses nom: every parser takes `&[u8]` and returns [`PResult`], whose error is a
 //! [`WireError`] carrying the field being parsed, so a failure says *where* it happened.
 //!
-//! Lengths read from the wire are never trusted for allocation: arrays reserve at most as many
-//! elements as there are bytes left, strings and byte fields are sliced (bounds-checked) before
-//! anything is copied.
+//! Lengths read from the wire are never trusted for allocation. An array's claimed length must
+//! fit in the bytes left at its elements' minimum wire size (each caller says what that is), and
+//! even then only a few KiB are reserved up front: the vector grows as elements actually parse,
+//! so what it holds is bounded by the bytes that encoded it. Strings and byte fields are sliced
+//! (bounds-checked) before anything is copied.
 
 use nom::error::{ContextError, ErrorKind as NomErrorKind, ParseError};
 use nom::number::complete::{be_i16, be_i32, be_i64, be_i8, be_u8};
@@ -61,6 +63,15 @@ pub(crate) fn zigzag64(v: i64) -> u64 {
 ///
 /// `flexible` arguments select the compact encodings of flexible API versions (KIP-482):
 /// unsigned-varint `length + 1` prefixes, 0 meaning null.
+///
+/// # Lengths never wrap
+/// A string, bytes or array whose length does not fit its prefix (INT16 for a STRING, INT32
+/// for BYTES and ARRAY, `u32::MAX - 1` for the compact forms) is never written with a wrapped
+/// length, which would make the bytes after it read as other fields: the writers panic
+/// instead. The producer bounds every length before it reaches them (`client.id`,
+/// `transactional.id` and SASL credentials when its configuration is built, topic names and
+/// record sizes at `send`, OAUTHBEARER tokens when handed over), so the panic marks a bug, not
+/// an input.
 pub trait Put {
     /// INT8.
     fn put_i8(&mut self, v: i8);
@@ -165,11 +176,7 @@ impl Put for Vec<u8> {
         }
     }
     fn put_bytes(&mut self, flexible: bool, b: &[u8]) {
-        if flexible {
-            self.put_uvarint(b.len() as u32 + 1);
-        } else {
-            self.put_i32(b.len() as i32);
-        }
+        self.put_wide_prefix(flexible, b.len());
         self.extend_from_slice(b);
     }
     fn put_nullable_bytes(&mut self, flexible: bool, b: Option<&[u8]>) {
@@ -180,11 +187,7 @@ impl Put for Vec<u8> {
         }
     }
     fn put_array_len(&mut self, flexible: bool, n: usize) {
-        if flexible {
-            self.put_uvarint(n as u32 + 1);
-        } else {
-            self.put_i32(n as i32);
-        }
+        self.put_wide_prefix(flexible, n);
     }
     fn put_nullable_array_len(&mut self, flexible: bool, n: Option<usize>) {
         match n {
@@ -201,19 +204,86 @@ impl Put for Vec<u8> {
     }
 }
 
-/// String length prefixes (INT16 or compact), shared by the string writers.
-trait PutStringPrefix {
+/// Length prefixes, shared by the writers: INT16 (strings) or INT32 (bytes, arrays), or the
+/// compact `length + 1`. Each checks that the length fits (see [`Put`]: never wrapped).
+trait PutLengthPrefix {
     fn put_bytes_prefix(&mut self, flexible: bool, len: usize);
+    fn put_wide_prefix(&mut self, flexible: bool, len: usize);
+    fn put_compact_prefix(&mut self, len: usize);
 }
 
-impl PutStringPrefix for Vec<u8> {
+impl PutLengthPrefix for Vec<u8> {
     #[inline]
     fn put_bytes_prefix(&mut self, flexible: bool, len: usize) {
         if flexible {
-            self.put_uvarint(len as u32 + 1);
+            self.put_compact_prefix(len);
         } else {
-            self.put_i16(len as i16);
+            let len = i16::try_from(len)
+                .unwrap_or_else(|_| panic!("a string of {len} bytes does not fit INT16"));
+            self.put_i16(len);
         }
+    }
+
+    #[inline]
+    fn put_wide_prefix(&mut self, flexible: bool, len: usize) {
+        if flexible {
+            self.put_compact_prefix(len);
+        } else {
+            let len = i32::try_from(len)
+                .unwrap_or_else(|_| panic!("a length of {len} does not fit INT32"));
+            self.put_i32(len);
+        }
+    }
+
+    #[inline]
+    fn put_compact_prefix(&mut self, len: usize) {
+        let len = u32::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(1))
+            .unwrap_or_else(|| panic!("a length of {len} does not fit UNSIGNED_VARINT"));
+        self.put_uvarint(len);
+    }
+}
+
+/// The writers' length prefixes at their limits, and past them (see [`Put`]).
+#[cfg(test)]
+mod put_length_tests {
+    use super::*;
+
+    #[test]
+    fn a_string_of_i16_max_bytes_has_its_exact_prefix() {
+        let s = "s".repeat(i16::MAX as usize);
+        let mut buf = Vec::new();
+        buf.put_string(false, &s);
+        assert_eq!(&buf[..2], &i16::MAX.to_be_bytes());
+        assert_eq!(buf.len(), 2 + s.len());
+        let mut compact = Vec::new();
+        compact.put_string(true, &s);
+        assert_eq!(compact.len(), uvarint_len(i16::MAX as u32 + 1) + s.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_string_one_byte_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_string(false, &"s".repeat(i16::MAX as usize + 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT16")]
+    fn a_nullable_string_too_long_for_int16_is_never_wrapped() {
+        Vec::new().put_nullable_string(false, Some(&"s".repeat(1 << 16)));
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit INT32")]
+    fn an_array_too_long_for_int32_is_never_wrapped() {
+        Vec::new().put_array_len(false, i32::MAX as usize + 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit UNSIGNED_VARINT")]
+    fn a_compact_length_too_long_for_u32_is_never_wrapped() {
+        Vec::new().put_array_len(true, u32::MAX as usize);
     }
 }
 
@@ -497,38 +567,87 @@ pub fn bytes(flexible: bool) -> impl Fn(&[u8]) -> PResult<'_, &[u8]> {
     }
 }
 
-/// NULLABLE ARRAY or COMPACT_NULLABLE_ARRAY of elements parsed by `elem`.
+/// The fewest bytes a STRING or NULLABLE_STRING takes on the wire (its length prefix: INT16, or
+/// one byte of compact length when `flexible`); for the `min_size` of [`array()`] elements.
+pub const fn min_string_size(flexible: bool) -> usize {
+    if flexible {
+        1
+    } else {
+        2
+    }
+}
+
+/// The fewest bytes an ARRAY takes on the wire (its length prefix: INT32, or one byte of compact
+/// length when `flexible`); for the `min_size` of [`array()`] elements that hold arrays.
+pub const fn min_array_size(flexible: bool) -> usize {
+    if flexible {
+        1
+    } else {
+        4
+    }
+}
+
+/// The fewest bytes a tagged-field section takes on the wire: one (an empty section) when
+/// `flexible`, none otherwise.
+pub const fn min_tags_size(flexible: bool) -> usize {
+    flexible as usize
+}
+
+/// At most this many bytes of elements are reserved before any element is parsed: a claimed
+/// length costs nothing more until its elements arrive.
+const INITIAL_RESERVATION: usize = 4096;
+
+/// How many elements of `O` an array reserves room for up front (at least one).
+fn initial_capacity<O>(claimed: usize) -> usize {
+    let fit = INITIAL_RESERVATION / std::mem::size_of::<O>().max(1);
+    claimed.min(fit.max(1))
+}
+
+/// NULLABLE ARRAY or COMPACT_NULLABLE_ARRAY of elements parsed by `elem`, each of which takes at
+/// least `min_size` bytes on the wire (at every version the caller parses: never more than the
+/// smallest element `elem` accepts, or valid arrays are refused).
 ///
-/// Never reserves more elements than there are bytes left (every element takes at least one).
+/// A claimed length that the bytes left cannot hold at `min_size` bytes per element is an
+/// error before anything is allocated; otherwise at most 4 KiB of elements are reserved, and
+/// the vector doubles as elements parse, never past the claimed length. What it holds is then
+/// bounded by the bytes that encoded it: at most `size_of::<O>() / min_size` times their length.
 pub fn nullable_array<'a, O>(
     flexible: bool,
+    min_size: usize,
     mut elem: impl FnMut(&'a [u8]) -> PResult<'a, O>,
 ) -> impl FnMut(&'a [u8]) -> PResult<'a, Option<Vec<O>>> {
+    let min_size = min_size.max(1);
     move |i: &'a [u8]| {
         let (mut rest, len) = length_prefix(i, flexible, true)?;
         let Some(len) = len else {
             return Ok((rest, None));
         };
-        if len > rest.len() {
+        if len.saturating_mul(min_size) > rest.len() {
             return fail(i, WireErrorKind::InvalidLength(len as i64));
         }
-        let mut out = Vec::with_capacity(len);
+        let mut out = Vec::with_capacity(initial_capacity::<O>(len));
         for _ in 0..len {
             let (r, v) = elem(rest)?;
             rest = r;
+            if out.len() == out.capacity() {
+                // Double, but never past the claim: a whole array ends with no slack.
+                out.reserve_exact(out.len().max(1).min(len - out.len()));
+            }
             out.push(v);
         }
         Ok((rest, Some(out)))
     }
 }
 
-/// ARRAY or COMPACT_ARRAY; a null array reads as empty (Kafka's generated code does the same for
-/// non-nullable arrays sent as null by lenient peers).
+/// ARRAY or COMPACT_ARRAY of elements of at least `min_size` bytes (see [`nullable_array`]); a
+/// null array reads as empty (Kafka's generated code does the same for non-nullable arrays sent
+/// as null by lenient peers).
 pub fn array<'a, O>(
     flexible: bool,
+    min_size: usize,
     elem: impl FnMut(&'a [u8]) -> PResult<'a, O>,
 ) -> impl FnMut(&'a [u8]) -> PResult<'a, Vec<O>> {
-    let mut inner = nullable_array(flexible, elem);
+    let mut inner = nullable_array(flexible, min_size, elem);
     move |i| {
         let (rest, v) = inner(i)?;
         Ok((rest, v.unwrap_or_default()))
@@ -623,7 +742,7 @@ mod tests {
     fn huge_array_length_does_not_allocate() {
         let mut b = Vec::new();
         b.put_i32(i32::MAX);
-        let r = array(false, int32)(&b);
+        let r = array(false, 4, int32)(&b);
         assert!(matches!(
             r,
             Err(nom::Err::Error(WireError {
@@ -631,6 +750,42 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn a_claim_the_bytes_cannot_hold_at_the_minimum_size_is_refused_before_allocating() {
+        // 3 elements of at least 4 bytes need 12 bytes; 11 are there.
+        let mut b = Vec::new();
+        b.put_i32(3);
+        b.extend_from_slice(&[0; 11]);
+        assert!(matches!(
+            array(false, 4, int32)(&b),
+            Err(nom::Err::Error(WireError {
+                kind: WireErrorKind::InvalidLength(3),
+                ..
+            }))
+        ));
+        // With the 12th byte it parses.
+        b.push(0);
+        assert_eq!(array(false, 4, int32)(&b).unwrap().1, vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn a_large_claim_reserves_a_few_kib_until_its_elements_parse() {
+        // 100,000 claimed elements of 16 bytes (1.6 MB), with the bytes for them all, but the
+        // first element fails: the vector reserved no more than the initial 4 KiB.
+        assert!(initial_capacity::<[u8; 16]>(100_000) * 16 <= INITIAL_RESERVATION);
+        assert_eq!(initial_capacity::<[u8; 16]>(3), 3);
+        assert_eq!(initial_capacity::<[u8; 8192]>(3), 1);
+        // Whole arrays still come out whole, past the initial reservation.
+        let mut b = Vec::new();
+        b.put_array_len(true, 5000);
+        for x in 0..5000 {
+            b.put_i64(x);
+        }
+        let (rest, got) = array(true, 8, int64)(&b).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(got, (0..5000).collect::<Vec<i64>>());
     }
 
     #[test]
@@ -680,7 +835,7 @@ mod tests {
             b.put_array_len(flexible, v.len());
             for x in &v { b.put_i32(*x); }
             put_tags(&mut b, flexible, &[(0, &[1, 2]), (7, &[])]);
-            let (rest, got) = array(flexible, int32)(&b).unwrap();
+            let (rest, got) = array(flexible, 4, int32)(&b).unwrap();
             prop_assert_eq!(&got, &v);
             let mut seen = Vec::new();
             let (rest, ()) = tagged_fields(rest, flexible, |t, d| { seen.push((t, d.to_vec())); Ok(()) }).unwrap();
@@ -692,7 +847,7 @@ mod tests {
         fn parsers_never_panic(data: Vec<u8>, flexible: bool) {
             let _ = nullable_string(flexible)(&data);
             let _ = nullable_bytes(flexible)(&data);
-            let _ = array(flexible, int64)(&data);
+            let _ = array(flexible, 8, int64)(&data);
             let _ = skip_tags(&data, flexible);
             let _ = varlong(&data);
         }

@@ -5,7 +5,7 @@
 //! tokens follow in SaslAuthenticate requests (v1 framing, KIP-152). Version 0, which sent the
 //! tokens unframed, is not spoken.
 
-use super::primitives::{array, field, int16, string, PResult, Put};
+use super::primitives::{array, field, int16, min_string_size, string, PResult, Put};
 use super::{ApiKey, DecodeError, Parsed};
 use crate::error_code::ErrorCode;
 
@@ -53,7 +53,10 @@ impl SaslHandshakeResponse {
 
 fn parse_body(i: &[u8]) -> PResult<'_, SaslHandshakeResponse> {
     let (i, error_code) = field("ErrorCode", int16)(i)?;
-    let (i, mechanisms) = field("Mechanisms", array(false, string(false)))(i)?;
+    let (i, mechanisms) = field(
+        "Mechanisms",
+        array(false, min_string_size(false), string(false)),
+    )(i)?;
     Ok((
         i,
         SaslHandshakeResponse {

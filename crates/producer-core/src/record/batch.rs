@@ -379,6 +379,11 @@ impl BatchBuilder {
         self.buf.len()
     }
 
+    /// Bytes the batch's buffer holds, used or not.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The timestamp of the first record (the batch's base timestamp), `None` if empty.
     pub fn base_timestamp(&self) -> Option<i64> {
         (self.count > 0).then_some(self.base_timestamp)
@@ -440,7 +445,9 @@ impl BatchBuilder {
                 if i32::try_from(uncompressed_size - LOG_OVERHEAD).is_err() {
                     return Err((too_large(uncompressed_size), self));
                 }
-                (self.buf, None)
+                let mut buf = self.buf;
+                trim(&mut buf);
+                (buf, None)
             }
             codec => {
                 let records = &self.buf[RECORD_BATCH_OVERHEAD..];
@@ -452,6 +459,7 @@ impl BatchBuilder {
                 if i32::try_from(out.len() - LOG_OVERHEAD).is_err() {
                     return Err((too_large(out.len()), self));
                 }
+                trim(&mut out);
                 (out, Some(self.buf))
             }
         };
@@ -493,6 +501,16 @@ impl BatchBuilder {
         };
         sealed.write_producer_fields(-1, -1, -1);
         Ok((sealed, spare))
+    }
+}
+
+/// Gives back the unused part of a sealed batch's buffer when it is more than a quarter of
+/// what is used (a batch closed by its linger or a flush before it filled, a compressed one): a
+/// sealed batch waits for its answer holding what it needs, not what its buffer grew to.
+/// (glibc's allocator shrinks a buffer in place, without a copy.)
+fn trim(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() > buf.len() / 4 {
+        buf.shrink_to_fit();
     }
 }
 

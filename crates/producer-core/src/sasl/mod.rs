@@ -2,13 +2,17 @@
 //! OAUTHBEARER (RFC 7628). Each is a small exchange of tokens that the connection setup carries
 //! in SaslAuthenticate requests; this module knows the tokens, not the transport.
 //!
-//! Secrets (passwords, tokens) live in [`Secret`], whose `Debug` never shows them.
+//! Secrets (passwords, tokens) live in [`Secret`], whose `Debug` never shows them and whose
+//! bytes are wiped when it is dropped; the tokens built from them (a PLAIN token, a SCRAM proof
+//! and the keys it comes from, a bearer token's initial response) are wiped when dropped too.
 
 mod oauthbearer;
 mod plain;
 mod scram;
 
 use std::fmt;
+
+use zeroize::{Zeroize, Zeroizing};
 
 pub use oauthbearer::OAuthToken;
 pub(crate) use scram::NonceSource;
@@ -104,12 +108,15 @@ impl fmt::Display for Mechanism {
     }
 }
 
-/// A password or token: its `Debug` and `Display` never show it.
+/// A password or token: its `Debug` never shows it (it has no `Display`), and its bytes are
+/// overwritten with zeros when it is dropped (by the `zeroize` crate), so a freed secret does
+/// not linger in memory. Each clone is a copy of its own, wiped when that clone is dropped.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
-    /// Wraps a secret.
+    /// Wraps a secret. The `String` is taken as it is (not copied); a `&str` is copied, and
+    /// the caller's copy stays the caller's to wipe.
     pub fn new(secret: impl Into<String>) -> Self {
         Secret(secret.into())
     }
@@ -120,9 +127,56 @@ impl Secret {
     }
 }
 
+impl Drop for Secret {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Bytes that carry a credential: a PLAIN token (the password itself), a SCRAM client-final
+/// message (the proof), an OAUTHBEARER initial response (the bearer token). Built in a buffer
+/// sized once, so no copy is left behind by a reallocation; wiped when dropped; `Debug` shows
+/// the length only.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SecretBytes(Zeroizing<Vec<u8>>);
+
+impl SecretBytes {
+    /// An empty buffer with room for exactly `capacity` bytes: pushing more than that is a
+    /// bug of the caller's (a reallocation would leave an unwiped copy), caught in debug
+    /// builds.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        SecretBytes(Zeroizing::new(Vec::with_capacity(capacity)))
+    }
+
+    /// Appends `bytes`.
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
+        debug_assert!(
+            self.0.len() + bytes.len() <= self.0.capacity(),
+            "a secret buffer outgrew the capacity it was sized with"
+        );
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// Appends one byte.
+    pub(crate) fn push(&mut self, byte: u8) {
+        self.extend(&[byte]);
+    }
+
+    /// The bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretBytes(<{} bytes>)", self.0.len())
     }
 }
 
@@ -157,9 +211,17 @@ pub enum AuthError {
     /// it reported an error (`e=`).
     #[error("SCRAM exchange failed: {0}")]
     Scram(String),
-    /// OAUTHBEARER: the application's token provider gave no token.
+    /// OAUTHBEARER: the application's token provider gave no token (or one larger than
+    /// [`crate::Config::MAX_SASL_CREDENTIALS`], which no broker would read).
     #[error("no OAUTHBEARER token: {0}")]
     TokenUnavailable(String),
+    /// OAUTHBEARER: the application's token provider did not answer within `token_timeout`
+    /// (`sasl.login.read.timeout.ms`). The connections that waited for it back off and ask
+    /// again; a token handed over later is still taken.
+    #[error(
+        "the OAUTHBEARER token provider did not answer within {0:?} (sasl.login.read.timeout.ms)"
+    )]
+    TokenTimedOut(std::time::Duration),
     /// The driver's TLS handshake failed (the broker's certificate did not verify, its name did
     /// not match, the broker asked for a client certificate it did not get, the peer does not
     /// speak TLS), as the driver reported it with [`crate::Producer::handle_tls_failed`].
@@ -188,7 +250,7 @@ pub(crate) enum Exchange {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Step {
     /// Send this token next.
-    Send(Vec<u8>),
+    Send(SecretBytes),
     /// The exchange is complete on the client's side (the broker's answer said success).
     Done,
 }
@@ -202,7 +264,7 @@ impl Exchange {
         password: &Secret,
         token: Option<&OAuthToken>,
         nonces: &mut NonceSource,
-    ) -> Result<(Exchange, Vec<u8>), AuthError> {
+    ) -> Result<(Exchange, SecretBytes), AuthError> {
         Ok(match mechanism {
             Mechanism::Plain => (Exchange::Plain, plain::token(username, password)),
             Mechanism::ScramSha256 | Mechanism::ScramSha512 => {

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use super::{AuthError, Secret, Step};
+use super::{AuthError, Secret, SecretBytes, Step};
 
-/// A bearer token from the application's token provider.
+/// A bearer token from the application's token provider. Its value is a [`Secret`]: never
+/// shown by `Debug`, wiped when dropped (the extensions are identifiers, not secrets: `Debug`
+/// shows them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthToken {
     /// The token (a JWT for most providers).
@@ -14,7 +16,7 @@ pub struct OAuthToken {
     /// How long the token stays valid from when it was handed over. Connections
     /// (re-)authenticating after 80% of it has passed ask for a new one (as Java's
     /// `sasl.login.refresh.window.factor` of 0.8), so a session never starts on a token about
-    /// to expire.
+    /// to expire. A lifetime beyond [`crate::Config::MAX_DURATION`] counts as that.
     pub lifetime: Duration,
     /// SASL extensions sent with the token (`key=value`; Confluent Cloud uses
     /// `logicalCluster` and `identityPoolId`).
@@ -44,17 +46,26 @@ pub(crate) struct OAuthClient {
 
 impl OAuthClient {
     /// The client's initial response: `n,,` then `auth=Bearer <token>`, the extensions, and
-    /// the closing separators.
-    pub(super) fn start(token: &OAuthToken) -> (OAuthClient, Vec<u8>) {
-        let mut m = b"n,,".to_vec();
+    /// the closing separators (it holds the token: wiped when dropped).
+    pub(super) fn start(token: &OAuthToken) -> (OAuthClient, SecretBytes) {
+        const AUTH: &[u8] = b"auth=Bearer ";
+        let value = token.value.expose().as_bytes();
+        let extensions: usize = token
+            .extensions
+            .iter()
+            .map(|(k, v)| k.len() + 1 + v.len() + 1)
+            .sum();
+        let mut m =
+            SecretBytes::with_capacity(3 + 1 + AUTH.len() + value.len() + 1 + extensions + 1);
+        m.extend(b"n,,");
         m.push(KVSEP);
-        m.extend_from_slice(b"auth=Bearer ");
-        m.extend_from_slice(token.value.expose().as_bytes());
+        m.extend(AUTH);
+        m.extend(value);
         m.push(KVSEP);
         for (k, v) in &token.extensions {
-            m.extend_from_slice(k.as_bytes());
+            m.extend(k.as_bytes());
             m.push(b'=');
-            m.extend_from_slice(v.as_bytes());
+            m.extend(v.as_bytes());
             m.push(KVSEP);
         }
         m.push(KVSEP);
@@ -79,7 +90,9 @@ impl OAuthClient {
             });
         }
         self.acknowledged_error = true;
-        Ok(Step::Send(vec![KVSEP]))
+        let mut ack = SecretBytes::with_capacity(1);
+        ack.push(KVSEP);
+        Ok(Step::Send(ack))
     }
 }
 
@@ -95,18 +108,18 @@ mod tests {
             .push(("logicalCluster".into(), "lkc-1".into()));
         let (_, first) = OAuthClient::start(&token);
         assert_eq!(
-            first,
-            b"n,,\x01auth=Bearer eyJ.x.y\x01logicalCluster=lkc-1\x01\x01".to_vec()
+            first.as_slice(),
+            b"n,,\x01auth=Bearer eyJ.x.y\x01logicalCluster=lkc-1\x01\x01"
         );
     }
 
     #[test]
     fn an_error_challenge_is_acknowledged_once() {
         let (mut c, _) = OAuthClient::start(&OAuthToken::new("t", Duration::from_secs(1)));
-        assert_eq!(
-            c.step(br#"{"status":"invalid_token"}"#).unwrap(),
-            Step::Send(vec![1])
-        );
+        match c.step(br#"{"status":"invalid_token"}"#).unwrap() {
+            Step::Send(ack) => assert_eq!(ack.as_slice(), [1]),
+            Step::Done => panic!("the error challenge was taken for success"),
+        }
         assert!(c.step(b"again").is_err());
         let (mut ok, _) = OAuthClient::start(&OAuthToken::new("t", Duration::from_secs(1)));
         assert_eq!(ok.step(b"").unwrap(), Step::Done);

@@ -9,8 +9,9 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256, Sha512};
+use zeroize::{Zeroize, Zeroizing};
 
-use super::{AuthError, Secret, Step};
+use super::{AuthError, Secret, SecretBytes, Step};
 
 /// Kafka's bounds on SCRAM iterations (`ScramMechanism` min and max): a broker asking for
 /// fewer is refused, and so is one asking for more (the client would spend seconds hashing).
@@ -24,15 +25,22 @@ pub(super) enum Hash {
     Sha512,
 }
 
+/// The keys derived from the password (RFC 5802's SaltedPassword, ClientKey, StoredKey,
+/// ServerKey) and the values computed from them live in buffers wiped when dropped. (The hash
+/// crates' own working state, on the stack while they run, is not wiped: the RustCrypto 0.10
+/// crates do not offer it.)
 impl Hash {
-    fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-        fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Zeroizing<Vec<u8>> {
+        fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Zeroizing<Vec<u8>> {
             let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
                 .expect("HMAC takes keys of any length");
             for p in parts {
                 mac.update(p);
             }
-            mac.finalize().into_bytes().to_vec()
+            let mut out = mac.finalize().into_bytes();
+            let wiped = Zeroizing::new(out.to_vec());
+            out.as_mut_slice().zeroize();
+            wiped
         }
         match self {
             Hash::Sha256 => run::<Hmac<Sha256>>(key, parts),
@@ -55,32 +63,50 @@ impl Hash {
         }
     }
 
-    fn digest(self, data: &[u8]) -> Vec<u8> {
+    fn digest(self, data: &[u8]) -> Zeroizing<Vec<u8>> {
+        fn run<D: Digest>(data: &[u8]) -> Zeroizing<Vec<u8>> {
+            let mut out = D::digest(data);
+            let wiped = Zeroizing::new(out.to_vec());
+            out.as_mut_slice().zeroize();
+            wiped
+        }
         match self {
-            Hash::Sha256 => Sha256::digest(data).to_vec(),
-            Hash::Sha512 => Sha512::digest(data).to_vec(),
+            Hash::Sha256 => run::<Sha256>(data),
+            Hash::Sha512 => run::<Sha512>(data),
         }
     }
 
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    /// The output length of the hash in bytes.
+    fn len(self) -> usize {
         match self {
-            Hash::Sha256 => {
-                pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password, salt, iterations).to_vec()
-            }
-            Hash::Sha512 => {
-                pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password, salt, iterations).to_vec()
-            }
+            Hash::Sha256 => 32,
+            Hash::Sha512 => 64,
         }
+    }
+
+    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Zeroizing<Vec<u8>> {
+        let mut out = Zeroizing::new(vec![0u8; self.len()]);
+        match self {
+            Hash::Sha256 => pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out),
+            Hash::Sha512 => pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out),
+        }
+        out
     }
 }
 
 /// Client nonces: unpredictable and never repeated. Derived from a 32-byte secret with
 /// HMAC-SHA-256 over a counter, so a producer seeded for a test is reproducible and one seeded
-/// from the operating system is not predictable.
+/// from the operating system is not predictable. The secret is wiped when dropped.
 #[derive(Clone)]
 pub(crate) struct NonceSource {
     key: [u8; 32],
     counter: u64,
+}
+
+impl Drop for NonceSource {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
 }
 
 impl std::fmt::Debug for NonceSource {
@@ -104,8 +130,8 @@ impl NonceSource {
     }
 }
 
-/// Where the exchange stands.
-#[derive(Debug)]
+/// Where the exchange stands. (No `Debug`: the server key is secret; [`ScramClient`]'s
+/// `Debug` names the state only.)
 enum State {
     /// The client-first message was sent; waiting for the server-first.
     SentFirst {
@@ -114,7 +140,7 @@ enum State {
     /// The client-final was sent; waiting for the server's signature, the HMAC of
     /// `auth_message` under `server_key`.
     SentFinal {
-        server_key: Vec<u8>,
+        server_key: Zeroizing<Vec<u8>>,
         auth_message: String,
     },
     Done,
@@ -147,6 +173,11 @@ impl std::fmt::Debug for ScramClient {
     }
 }
 
+/// The length of the padded base64 encoding of `n` bytes.
+fn base64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
 /// `saslname` of RFC 5802: `=` and `,` escaped.
 fn escape_username(name: &str) -> String {
     name.replace('=', "=3D").replace(',', "=2C")
@@ -159,9 +190,12 @@ impl ScramClient {
         username: &str,
         password: &Secret,
         nonce: String,
-    ) -> (ScramClient, Vec<u8>) {
+    ) -> (ScramClient, SecretBytes) {
         let client_first_bare = format!("n={},r={}", escape_username(username), nonce);
-        let first = format!("n,,{client_first_bare}").into_bytes();
+        // The client-first message holds no secret; it goes out as the other tokens do.
+        let mut first = SecretBytes::with_capacity(3 + client_first_bare.len());
+        first.extend(b"n,,");
+        first.extend(client_first_bare.as_bytes());
         (
             ScramClient {
                 hash,
@@ -186,7 +220,7 @@ impl ScramClient {
                     server_key,
                     auth_message,
                 };
-                Ok(Step::Send(final_message.into_bytes()))
+                Ok(Step::Send(final_message))
             }
             State::SentFinal {
                 server_key,
@@ -221,7 +255,7 @@ impl ScramClient {
         &self,
         client_first_bare: &str,
         server_first: &str,
-    ) -> Result<(String, Vec<u8>, String), AuthError> {
+    ) -> Result<(SecretBytes, Zeroizing<Vec<u8>>, String), AuthError> {
         let attrs = attributes(server_first)?;
         if lookup(&attrs, 'm').is_some() {
             return Err(AuthError::Scram(
@@ -254,13 +288,20 @@ impl ScramClient {
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let client_signature = h.hmac(&stored_key, &[auth_message.as_bytes()]);
-        let proof: Vec<u8> = client_key
-            .iter()
-            .zip(&client_signature)
-            .map(|(k, s)| k ^ s)
-            .collect();
+        let proof: Zeroizing<Vec<u8>> = Zeroizing::new(
+            client_key
+                .iter()
+                .zip(client_signature.iter())
+                .map(|(k, s)| k ^ s)
+                .collect(),
+        );
         let server_key = h.hmac(&salted, &[b"Server Key"]);
-        let message = format!("{without_proof},p={}", STANDARD.encode(proof));
+        let mut proof_b64 = Zeroizing::new(String::with_capacity(base64_len(proof.len())));
+        STANDARD.encode_string(&*proof, &mut proof_b64);
+        let mut message = SecretBytes::with_capacity(without_proof.len() + 3 + proof_b64.len());
+        message.extend(without_proof.as_bytes());
+        message.extend(b",p=");
+        message.extend(proof_b64.as_bytes());
         Ok((message, server_key, auth_message))
     }
 }
@@ -296,14 +337,14 @@ mod tests {
             &Secret::new("pencil"),
             "rOprNGfwEbeRWgbNEkqO".into(),
         );
-        assert_eq!(first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        assert_eq!(first.as_slice(), b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
         let server_first =
             b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
         let Step::Send(final_message) = c.step(server_first).unwrap() else {
             panic!("expected the client-final");
         };
         assert_eq!(
-            String::from_utf8(final_message).unwrap(),
+            std::str::from_utf8(final_message.as_slice()).unwrap(),
             "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,\
              p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
         );
@@ -360,7 +401,7 @@ mod tests {
     #[test]
     fn usernames_are_escaped() {
         let (_, first) = ScramClient::start(Hash::Sha256, "a=b,c", &Secret::new("p"), "n".into());
-        assert_eq!(first, b"n,,n=a=3Db=2Cc,r=n");
+        assert_eq!(first.as_slice(), b"n,,n=a=3Db=2Cc,r=n");
     }
 
     #[test]

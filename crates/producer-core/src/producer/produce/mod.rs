@@ -9,14 +9,14 @@ mod split;
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::batch::BatchRef;
-use crate::classify::{classify, Action};
+use crate::classify::{decide, Action, LeaderHint, Request};
 use crate::connection::{InFlightRequest, RequestKind};
-use crate::protocol::primitives::Put;
 use crate::protocol::produce::{
-    PartitionProduceResponse, ProduceRequestWriter, ProduceResponse, FIRST_VERSION_BY_TOPIC_ID,
+    encode_spliced_frame, PartitionProduceResponse, ProduceResponse, SplicedTopic,
+    FIRST_VERSION_BY_TOPIC_ID,
 };
 use crate::protocol::{ApiKey, RequestHeader};
 use crate::timer::{backoff, TimerKind};
@@ -52,6 +52,14 @@ impl<T> Producer<T> {
         if !b.is_ready() {
             return;
         }
+        if b.conn
+            .as_ref()
+            .and_then(|c| c.versions)
+            .is_some_and(|v| v.produce.is_none())
+        {
+            self.fail_unproducible(slot);
+            return;
+        }
         if let Some(until) = b.throttled_until {
             if until > now {
                 self.timers.arm(until, TimerKind::Broker { slot });
@@ -72,6 +80,30 @@ impl<T> Producer<T> {
             if in_flight >= self.config.max_in_flight || !self.build_produce_request(slot) {
                 break;
             }
+        }
+    }
+
+    /// The broker in `slot` shares no Produce version with this client: the records waiting
+    /// for the partitions it leads fail (those sent before, to another leader, say whether they
+    /// may have been written), and the rest of the producer goes on. Records sent to those
+    /// partitions later fail the same way while it leads them.
+    fn fail_unproducible(&mut self, slot: u32) {
+        let idem = self.idempotent();
+        let node_id = self.brokers.slot(slot).node_id;
+        let failure = |possibly_persisted| ProduceError::Broker {
+            code: ErrorCode::UNSUPPORTED_VERSION,
+            message: Some(format!(
+                "broker {node_id} shares no Produce version with this client"
+            )),
+            possibly_persisted,
+        };
+        let led = self.brokers.slot(slot).partitions.clone();
+        for (t, p) in led {
+            let pq = self.topics.partition_mut(t, p);
+            if let Some(records) = pq.fail_idle(failure, idem) {
+                self.fail_records(t, p as i32, records, failure(false));
+            }
+            self.emit_done(t, p);
         }
     }
 
@@ -173,7 +205,8 @@ impl<T> Producer<T> {
             .conn
             .as_ref()
             .and_then(|c| c.versions)
-            .map_or(3, |v| v.produce);
+            .and_then(|v| v.produce)
+            .unwrap_or(3);
         let negotiated = self.txn_produce_version(negotiated);
         // v13 names topics by id: only when every topic of the request has one (a broker with
         // Metadata before v10 gives none), else the highest version that names them.
@@ -192,72 +225,44 @@ impl<T> Producer<T> {
             .request_timeout
             .as_millis()
             .min(i32::MAX as u128) as i32;
-        // The batches go out as they are, each a piece of the request of its own (shared
-        // with the batch, not copied): the request's own bytes are written around them.
-        let mut record_sets: Vec<Option<Bytes>> = chosen
-            .iter()
-            .map(|b| {
-                let pq = self.topics.partition_mut(b.topic, b.partition);
-                pq.find(b.id).map(|idx| pq.batch_mut(idx).share_bytes())
-            })
-            .collect();
         let header = RequestHeader {
             api_key: ApiKey::Produce,
             api_version: version,
             correlation_id,
             client_id: Some(&self.config.client_id),
         };
-        let topics = &self.topics;
-        let transactional_id = self.txn.as_ref().map(|t| t.id());
-        let mut buf = Vec::with_capacity(64 + 32 * chosen.len());
-        // Where each batch goes in `buf`, in order.
-        let mut splices: Vec<(usize, Bytes)> = Vec::with_capacity(chosen.len());
-        buf.put_i32(0); // the frame's size, set below
-        header.encode(&mut buf);
-        let topic_count = 1 + chosen
-            .windows(2)
-            .filter(|w| w[0].topic != w[1].topic)
-            .count();
-        let mut w = ProduceRequestWriter::begin(
-            &mut buf,
-            version,
-            transactional_id,
-            acks,
-            timeout_ms,
-            topic_count,
-        );
+        // The chosen batches, grouped by topic (sorted above); each goes out as it is, shared
+        // with the batch, not copied.
+        let record_sets: Vec<(i32, Option<Bytes>)> = chosen
+            .iter()
+            .map(|b| {
+                let pq = self.topics.partition_mut(b.topic, b.partition);
+                let set = pq.find(b.id).map(|idx| pq.batch_mut(idx).share_bytes());
+                (b.partition as i32, set)
+            })
+            .collect();
+        let mut topics: Vec<SplicedTopic<'_>> = Vec::new();
         let mut i = 0;
         while i < chosen.len() {
             let t = chosen[i].topic;
-            let j = chosen[i..]
-                .iter()
-                .position(|c| c.topic != t)
-                .map_or(chosen.len(), |k| i + k);
-            let topic = topics.get(t);
-            w.topic(&mut buf, &topic.name, topic.topic_id, j - i);
-            for (b, set) in chosen[i..j].iter().zip(&mut record_sets[i..j]) {
-                match set.take() {
-                    Some(set) => {
-                        let at = w.partition_spliced(&mut buf, b.partition as i32, set.len());
-                        splices.push((at, set));
-                    }
-                    None => w.partition(&mut buf, b.partition as i32, None),
-                }
-            }
-            i = j;
+            let n = chosen[i..].iter().take_while(|c| c.topic == t).count();
+            let topic = self.topics.get(t);
+            topics.push(SplicedTopic {
+                name: &topic.name,
+                topic_id: topic.topic_id,
+                partitions: n,
+            });
+            i += n;
         }
-        w.finish(&mut buf);
-        let frame_size = buf.len() - 4 + splices.iter().map(|(_, s)| s.len()).sum::<usize>();
-        buf[..4].copy_from_slice(&(frame_size as i32).to_be_bytes());
-        let own = Bytes::from(buf);
-        let mut pieces = Vec::with_capacity(2 * splices.len() + 1);
-        let mut from = 0;
-        for (at, set) in splices {
-            pieces.push(own.slice(from..at));
-            pieces.push(set);
-            from = at;
-        }
-        pieces.push(own.slice(from..));
+        let transactional_id = self.txn.as_ref().map(|t| t.id());
+        let pieces = encode_spliced_frame(
+            &header,
+            transactional_id,
+            acks,
+            timeout_ms,
+            &topics,
+            record_sets,
+        );
         self.stats.produce_requests += 1;
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
@@ -323,14 +328,18 @@ impl<T> Producer<T> {
         resp: ProduceResponse,
     ) {
         let now = self.now;
-        if resp.throttle_time_ms > 0 {
-            let until = now + Duration::from_millis(resp.throttle_time_ms as u64);
-            self.brokers.slot_mut(conn.slot).throttled_until = Some(until);
+        // At most limits::MAX_THROTTLE.
+        if let Some(until) = self
+            .brokers
+            .slot_mut(conn.slot)
+            .throttle(now, resp.throttle_time_ms)
+        {
             self.timers
                 .arm(until, TimerKind::Broker { slot: conn.slot });
         }
         for n in &resp.node_endpoints {
-            self.brokers.node_slot(n.node_id, &n.host, n.port);
+            // Ignored for a negative node id, or a new node past limits::MAX_BROKERS.
+            let _ = self.brokers.node_slot(n.node_id, &n.host, n.port);
         }
         // Each answer by (topic number, partition): a v13 answer names topics by the ids the
         // request carried, an older one by name.
@@ -349,7 +358,11 @@ impl<T> Producer<T> {
                 results.insert((t, part.index), part);
             }
         }
+        // Every partition's result is applied, the acknowledged ones first among equals: a
+        // fatal answer for one partition does not undo another's success in the same answer
+        // (its records are reported delivered, whatever happens after).
         let mut touched = Vec::new();
+        let mut fatal = None;
         for b in batches {
             let (t, p) = (b.topic, b.partition);
             let pq = self.topics.partition_mut(t, p);
@@ -359,19 +372,24 @@ impl<T> Producer<T> {
             }
             touched.push((t, p));
             match results.get(&(t, p as i32)) {
-                Some(r) => self.resolve(conn, t, p, i, r),
+                Some(r) => {
+                    if let Some(error) = self.resolve(conn, t, p, i, r) {
+                        fatal.get_or_insert(error);
+                    }
+                }
                 None => {
                     // The broker left the partition out: treat as possibly written.
                     self.topics
                         .partition_mut(t, p)
                         .batch_mut(i)
                         .mark_possibly_persisted();
-                    self.retry_or_expire(t, p, i, ErrorCode::NETWORK_EXCEPTION);
+                    self.retry(t, p, i, ErrorCode::NETWORK_EXCEPTION, None);
                 }
             }
-            if self.fatal_error().is_some() {
-                return;
-            }
+        }
+        if let Some(error) = fatal {
+            self.go_fatal(error);
+            return;
         }
         for (t, p) in touched {
             self.emit_done(t, p);
@@ -391,14 +409,24 @@ impl<T> Producer<T> {
                 continue;
             }
             pq.batch_mut(i).mark_possibly_persisted();
-            self.retry_or_expire(t, p, i, ErrorCode::NONE);
+            self.retry(t, p, i, ErrorCode::NONE, None);
             self.emit_done(t, p);
             self.mark_partition_dirty(t, p);
         }
     }
 
-    /// Applies one partition's result to the batch at index `i`.
-    fn resolve(&mut self, conn: ConnId, t: u32, p: u32, i: usize, r: &PartitionProduceResponse) {
+    /// Applies one partition's result to the batch at index `i`, as the retry table says.
+    /// Returns the error when the answer is fatal: the caller applies the rest of the answer
+    /// first, then fails the producer.
+    #[must_use = "a fatal answer must fail the producer"]
+    fn resolve(
+        &mut self,
+        conn: ConnId,
+        t: u32,
+        p: u32,
+        i: usize,
+        r: &PartitionProduceResponse,
+    ) -> Option<ProduceError> {
         let idem = self.idempotent();
         let code = r.error_code;
         if code != ErrorCode::NONE {
@@ -410,31 +438,11 @@ impl<T> Producer<T> {
             message: r.error_message.clone(),
             possibly_persisted,
         };
-        let action = match (classify(code), self.txn.is_some()) {
-            // A transactional producer's epoch is the coordinator's: fenced, or out of step
-            // with it, it stops (KIP-1050's fatal class).
-            (_, true)
-                if matches!(
-                    code,
-                    ErrorCode::PRODUCER_FENCED
-                        | ErrorCode::INVALID_PRODUCER_EPOCH
-                        | ErrorCode::INVALID_TXN_STATE
-                        | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                ) =>
-            {
-                Action::Fatal
-            }
-            // No sequence restart inside a transaction: the batch fails, the transaction
-            // aborts, and the epoch bump after it restarts the sequences.
-            (Action::Reset, true) => Action::Fail,
-            (action, _) => action,
-        };
-        match action {
-            Action::Ok | Action::OkDuplicate => {
-                let base = if code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
-                    -1
-                } else {
-                    r.base_offset
+        match decide(Request::Produce, code, self.mode()) {
+            action @ (Action::Ok | Action::OkDuplicate) => {
+                let base = match action {
+                    Action::Ok => r.base_offset,
+                    _ => -1, // a duplicate: the broker had the batch, its offset is unknown
                 };
                 let pq = self.topics.partition_mut(t, p);
                 pq.batch_mut(i).finish(Ok((base, r.log_append_time_ms)));
@@ -443,36 +451,42 @@ impl<T> Producer<T> {
                 }
             }
             Action::Refresh => {
-                let hinted = r
+                let answered_by = self.brokers.slot(conn.slot).node_id;
+                let pq = self.topics.partition(t, p);
+                let known_epoch = pq.leader_epoch();
+                // A hint naming a node metadata named, at an epoch no older than the known one.
+                let hint = r
                     .current_leader
-                    .filter(|l| l.leader_id >= 0 && self.brokers.knows_node(l.leader_id));
-                match hinted {
+                    .filter(|l| l.leader_id >= 0 && self.brokers.knows_node(l.leader_id))
+                    .filter(|l| l.leader_epoch >= known_epoch)
+                    .map(|l| LeaderHint {
+                        leader_id: l.leader_id,
+                        leader_epoch: l.leader_epoch,
+                    });
+                let at_once = pq
+                    .batch(i)
+                    .retries_at_once()
+                    .allows(hint, answered_by, known_epoch);
+                match hint {
                     Some(l) => self.set_leader(t, p, l.leader_id, l.leader_epoch),
-                    None => {
-                        self.topics.partition_mut(t, p).needs_metadata = true;
-                        self.back_off(t, p, i);
-                    }
+                    None => self.topics.partition_mut(t, p).needs_metadata = true,
                 }
                 self.request_metadata();
-                self.retry_or_expire(t, p, i, code);
+                self.retry(t, p, i, code, hint.filter(|_| at_once));
             }
-            Action::Backoff => {
-                self.back_off(t, p, i);
-                self.retry_or_expire(t, p, i, code);
-            }
+            Action::Backoff => self.retry(t, p, i, code, None),
             Action::Unsure => {
                 self.topics
                     .partition_mut(t, p)
                     .batch_mut(i)
                     .mark_possibly_persisted();
-                self.back_off(t, p, i);
-                self.retry_or_expire(t, p, i, code);
+                self.retry(t, p, i, code, None);
             }
             Action::Split => {
                 if self.topics.partition(t, p).batch(i).record_count() > 1 {
                     self.split(t, p, i);
                 } else {
-                    self.fail_answered(t, p, i, r, broker_error());
+                    self.fail_answered(t, p, i, r, broker_error(), false);
                 }
             }
             Action::Reset => {
@@ -480,16 +494,27 @@ impl<T> Producer<T> {
                 if pq.is_head(i) && idem {
                     pq.request_reset(None);
                 }
-                self.retry_or_expire(t, p, i, code);
+                self.retry(t, p, i, code, None);
             }
-            Action::Fail => {
-                if code == ErrorCode::TOPIC_AUTHORIZATION_FAILED {
-                    self.topics.get_mut(t).error = Some(code);
-                }
-                self.fail_answered(t, p, i, r, broker_error());
+            Action::Fail => self.fail_answered(t, p, i, r, broker_error(), false),
+            Action::Reject => self.fail_answered(t, p, i, r, broker_error(), true),
+            Action::FailTopic => {
+                self.topics.get_mut(t).error = Some(code);
+                self.fail_answered(t, p, i, r, broker_error(), false);
             }
-            Action::Fatal => self.go_fatal(broker_error()),
+            // This batch's attempt was answered: not written. The rest of the producer's
+            // batches are reported by `go_fatal`, each as it stands.
+            Action::Fatal => {
+                self.topics.partition_mut(t, p).batch_mut(i).ready_again();
+                return Some(broker_error());
+            }
+            // Not a Produce action.
+            other => {
+                debug_assert!(false, "{other:?} is not a Produce action");
+                self.fail_answered(t, p, i, r, broker_error(), false);
+            }
         }
+        None
     }
 
     /// Holds the partition back before its next attempt: exponential backoff with jitter from
@@ -527,8 +552,17 @@ impl<T> Producer<T> {
     }
 
     /// Puts a batch back to be sent again, or fails it when its delivery timeout has passed.
-    /// `error` is what caused the retry (0 for a lost connection or a timeout).
-    fn retry_or_expire(&mut self, t: u32, p: u32, i: usize, error: ErrorCode) {
+    /// `error` is what caused the retry (0 for a lost connection or a timeout). Every retry
+    /// waits its backoff, except one on the leader hint `at_once_on` (which the retry table
+    /// allowed: [`crate::classify::RetriesAtOnce`]): the one place a retry's timing is set.
+    fn retry(
+        &mut self,
+        t: u32,
+        p: u32,
+        i: usize,
+        error: ErrorCode,
+        at_once_on: Option<LeaderHint>,
+    ) {
         let now = self.now;
         let deadline = self.config.delivery_timeout;
         let idem = self.idempotent();
@@ -548,7 +582,11 @@ impl<T> Producer<T> {
             );
             return;
         }
+        b.retried(at_once_on);
         b.ready_again();
+        if at_once_on.is_none() {
+            self.back_off(t, p, i);
+        }
         self.stats.retries += 1;
         let topic = self.topics.name(t);
         self.outputs.push_back(Output::Event(Event::Retry {

@@ -19,10 +19,6 @@ use crate::ErrorCode;
 
 use super::super::Producer;
 
-/// Codes Kafka answers from its record validation (`LogValidator`), which runs before the
-/// producer-state checks and the append: a batch answered with one was not written.
-const VALIDATION_CODES: [ErrorCode; 2] = [ErrorCode::INVALID_RECORD, ErrorCode::INVALID_TIMESTAMP];
-
 /// The error of the records the response does not name and the errors of those it does, for
 /// a batch of `record_count` records; `None` when the response names none of them.
 pub(super) fn record_failures(
@@ -69,8 +65,9 @@ impl<T> Producer<T> {
     /// Fails the batch at index `i` for good with the answer `r` (a non-retriable error):
     /// with `error` for all its records, or, when `r` names some of them in its record errors,
     /// per record. Under idempotence the partition restarts its sequence after it either way.
-    /// A batch rejected for its records (record errors, or a validation code) is a certain
-    /// hole unless an earlier attempt may have been written: the broker validates a batch
+    /// A batch rejected for its records (record errors, or `rejected`: the retry table's
+    /// [`crate::classify::Action::Reject`] for a validation code) is a certain hole unless an
+    /// earlier attempt may have been written: the broker validates a batch
     /// before its sequence and appends nothing of a batch it rejects, so the batches sent
     /// behind it are restamped without waiting for them to fail under the old epoch.
     pub(super) fn fail_answered(
@@ -80,12 +77,13 @@ impl<T> Producer<T> {
         i: usize,
         r: &PartitionProduceResponse,
         error: ProduceError,
+        rejected: bool,
     ) {
         let idem = self.config.idempotence;
         let pq = self.topics.partition_mut(t, p);
         let b = pq.batch_mut(i);
         let possibly_persisted = b.possibly_persisted();
-        let mut rejected = VALIDATION_CODES.contains(&r.error_code);
+        let mut rejected = rejected;
         let error = match r.record_errors.is_empty() {
             true => error,
             false => {

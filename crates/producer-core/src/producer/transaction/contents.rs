@@ -290,14 +290,8 @@ impl<T> Producer<T> {
             .txn
             .as_ref()
             .map_or((false, false), |t| (!t.confirmed, t.tv2));
-        // An abort of a transaction the coordinator never confirmed may find none there: the
-        // requests that would have started it were lost, or (TV2) its Produce requests failed
-        // before adding a partition. Kafka answers INVALID_TXN_STATE (nothing since the init)
-        // or, with TV2, PRODUCER_FENCED (the last transaction ended and its epoch bump is
-        // the current epoch: a new end would need a newer one). Either way there is nothing
-        // to abort; a real fence shows at the next request.
-        let nothing_there = resp.error_code == ErrorCode::INVALID_TXN_STATE
-            || (tv2 && resp.error_code == ErrorCode::PRODUCER_FENCED);
+        // An abort of a transaction the coordinator never confirmed may find none there.
+        let nothing_there = crate::classify::unconfirmed_abort_found_nothing(resp.error_code, tv2);
         if !commit && unconfirmed && nothing_there {
             self.txn_answered();
             self.end_after_endtxn(false);

@@ -325,6 +325,20 @@ impl<T> Producer<T> {
         Ok(())
     }
 
+    /// Whether no transaction holds on to any topic: none is open or ending, and no
+    /// acknowledged batch waits for a transaction's end. Always true without a
+    /// `transactional.id`. (Topics are forgotten only then.)
+    pub(super) fn txn_quiet(&self) -> bool {
+        self.txn.as_ref().is_none_or(|t| {
+            matches!(
+                t.state,
+                TransactionState::Ready | TransactionState::Uninitialized
+            ) && t.held.is_empty()
+                && t.added.is_empty()
+                && t.to_add.is_empty()
+        })
+    }
+
     /// Moves the open transaction to Aborting: every record not in flight fails with
     /// [`ProduceError::TransactionAborted`]; EndTxn follows once nothing is in flight.
     pub(super) fn begin_txn_abort(&mut self) {
@@ -609,8 +623,10 @@ impl<T> Producer<T> {
         txn.state = TransactionState::FatalError;
         let held = std::mem::take(&mut txn.held);
         let pending = txn.pending.take();
+        // Acknowledged, so in the log, but their transaction never commits.
+        let written = error.clone().with_possibly_persisted(true);
         for h in held {
-            self.fail_held(h, error.clone());
+            self.fail_held(h, written.clone());
         }
         if let Some(operation) = pending {
             self.outputs

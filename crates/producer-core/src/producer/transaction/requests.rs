@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::classify::{decide, Action, Mode, Request};
 use crate::connection::RequestKind;
 use crate::protocol::find_coordinator::{
     CoordinatorType, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -62,25 +63,14 @@ pub(super) enum Class {
     Fatal,
 }
 
-/// KIP-1050's classes for the transactional APIs.
+/// KIP-1050's classes for the transactional APIs: the coordinator rows of the one retry table
+/// ([`crate::classify::decide`]).
 pub(super) fn class(code: ErrorCode) -> Class {
-    match code {
-        ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE => Class::FindAgain,
-        ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
-        | ErrorCode::CONCURRENT_TRANSACTIONS
-        | ErrorCode::REQUEST_TIMED_OUT
-        | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-        | ErrorCode::NETWORK_EXCEPTION => Class::Retry,
-        ErrorCode::PRODUCER_FENCED
-        | ErrorCode::INVALID_PRODUCER_EPOCH
-        | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        | ErrorCode::INVALID_TXN_STATE
-        | ErrorCode::INVALID_PRODUCER_ID_MAPPING
-        | ErrorCode::CLUSTER_AUTHORIZATION_FAILED
-        | ErrorCode::UNSUPPORTED_VERSION
-        | ErrorCode::UNSUPPORTED_FOR_MESSAGE_FORMAT
-        | ErrorCode::INVALID_TRANSACTION_TIMEOUT => Class::Fatal,
-        _ => Class::Abortable,
+    match decide(Request::AddPartitionsToTxn, code, Mode::Transactional) {
+        Action::FindCoordinator => Class::FindAgain,
+        Action::Backoff => Class::Retry,
+        Action::Abortable => Class::Abortable,
+        _ => Class::Fatal,
     }
 }
 
@@ -407,7 +397,9 @@ impl<T> Producer<T> {
             });
             return;
         };
-        let tv2 = v.transaction_version >= 2 && v.end_txn >= 5 && versions.produce >= 12;
+        let tv2 = v.transaction_version >= 2
+            && v.end_txn >= 5
+            && versions.produce.is_some_and(|p| p >= 12);
         let (producer_id, producer_epoch) = match (bump, self.pid.assigned()) {
             // KIP-360: the current id and epoch let the coordinator bump it (v3+).
             (true, Some(id)) if version >= 3 => id,
@@ -552,12 +544,9 @@ impl<T> Producer<T> {
 
 /// The first error of a per-partition answer, by severity: fatal, then abortable, then a
 /// coordinator lookup, then a retry; `None` when every partition succeeded.
-/// `OPERATION_NOT_ATTEMPTED` (a partition left out because of another's error) counts as a
-/// retry.
 pub(super) fn worst_error(topics: &[TopicPartitionErrors]) -> Option<ErrorCode> {
     let rank = |code: ErrorCode| match class(code) {
         Class::Fatal => 0,
-        Class::Abortable if code == ErrorCode::OPERATION_NOT_ATTEMPTED => 3,
         Class::Abortable => 1,
         Class::FindAgain => 2,
         Class::Retry => 3,
@@ -567,8 +556,4 @@ pub(super) fn worst_error(topics: &[TopicPartitionErrors]) -> Option<ErrorCode> 
         .flat_map(|t| t.partitions.iter().map(|&(_, c)| c))
         .filter(|c| *c != ErrorCode::NONE)
         .min_by_key(|&c| rank(c))
-        .map(|c| match c {
-            ErrorCode::OPERATION_NOT_ATTEMPTED => ErrorCode::CONCURRENT_TRANSACTIONS,
-            c => c,
-        })
 }

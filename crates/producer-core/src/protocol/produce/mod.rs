@@ -11,11 +11,12 @@
 //! the caller's buffer without building an intermediate tree.
 
 use super::primitives::{
-    array, field, int16, int32, int64, nullable_string, parse_tag_value, skip_tags, string,
-    tagged_fields, uuid, PResult, Put,
+    array, field, int16, int32, int64, min_array_size, min_string_size, min_tags_size,
+    nullable_string, parse_tag_value, skip_tags, string, tagged_fields, uuid, PResult, Put,
 };
 use super::{ApiKey, DecodeError, Parsed};
 use crate::ErrorCode;
+use bytes::Bytes;
 
 // ---------------------------------------------------------------------------------------------
 // Request
@@ -193,6 +194,80 @@ impl ProduceRequestWriter {
     }
 }
 
+/// One topic of a request written by [`encode_spliced_frame`]: its name (written before v13) or
+/// its id (from v13), and how many of the partitions handed over with it are its.
+#[derive(Debug, Clone, Copy)]
+pub struct SplicedTopic<'a> {
+    /// The topic's name.
+    pub name: &'a str,
+    /// The topic's id from Metadata (needed from v13).
+    pub topic_id: [u8; 16],
+    /// How many of the partitions that follow belong to this topic (at least one).
+    pub partitions: usize,
+}
+
+/// One whole Produce request frame (its size prefix, `header`, the body) in pieces, for a
+/// vectored write: the request's own bytes, with each partition's record set (one record
+/// batch, or `None` for a null record set) as a piece of its own, shared rather than copied.
+/// `partitions` are `(index, records)` of every topic in `topics`' order, each topic's
+/// `partitions` of them in turn. Send the pieces in order; their lengths add up to the frame.
+///
+/// Call it once per request, when the batches it carries are chosen: the caller decides what
+/// goes in a request, this writes its byte layout.
+#[must_use = "the pieces are the request"]
+pub fn encode_spliced_frame(
+    header: &super::RequestHeader<'_>,
+    transactional_id: Option<&str>,
+    acks: i16,
+    timeout_ms: i32,
+    topics: &[SplicedTopic<'_>],
+    partitions: impl IntoIterator<Item = (i32, Option<Bytes>)>,
+) -> Vec<Bytes> {
+    let mut buf = Vec::with_capacity(64 + 32 * topics.len());
+    // Where each record set goes in `buf`, in order.
+    let mut splices: Vec<(usize, Bytes)> = Vec::new();
+    buf.put_i32(0); // the frame's size, set below
+    header.encode(&mut buf);
+    let mut w = ProduceRequestWriter::begin(
+        &mut buf,
+        header.api_version,
+        transactional_id,
+        acks,
+        timeout_ms,
+        topics.len(),
+    );
+    let mut partitions = partitions.into_iter();
+    for topic in topics {
+        w.topic(&mut buf, topic.name, topic.topic_id, topic.partitions);
+        for (index, records) in partitions.by_ref().take(topic.partitions) {
+            match records {
+                Some(set) => {
+                    let at = w.partition_spliced(&mut buf, index, set.len());
+                    splices.push((at, set));
+                }
+                None => w.partition(&mut buf, index, None),
+            }
+        }
+    }
+    w.finish(&mut buf);
+    let frame_size = buf.len() - 4 + splices.iter().map(|(_, s)| s.len()).sum::<usize>();
+    debug_assert!(
+        i32::try_from(frame_size).is_ok(),
+        "a request past i32::MAX bytes"
+    );
+    buf[..4].copy_from_slice(&(frame_size as i32).to_be_bytes());
+    let own = Bytes::from(buf);
+    let mut pieces = Vec::with_capacity(2 * splices.len() + 1);
+    let mut from = 0;
+    for (at, set) in splices {
+        pieces.push(own.slice(from..at));
+        pieces.push(set);
+        from = at;
+    }
+    pieces.push(own.slice(from..));
+    pieces
+}
+
 /// A Produce request body in struct form, for tests and callers that already hold every
 /// partition's records. The producer's hot path uses [`ProduceRequestWriter`] directly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -352,7 +427,12 @@ impl ProduceResponse {
 
 fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
     let flexible = ApiKey::Produce.is_flexible(version);
-    let (i, topics) = field("Responses", array(flexible, |i| parse_topic(i, version)))(i)?;
+    let (i, topics) = field(
+        "Responses",
+        array(flexible, min_topic_size(version), |i| {
+            parse_topic(i, version)
+        }),
+    )(i)?;
     let (i, throttle_time_ms) = field("ThrottleTimeMs", int32)(i)?;
     let mut node_endpoints = Vec::new();
     let (i, ()) = field("ProduceResponse tagged fields", |i| {
@@ -360,7 +440,10 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
             if version >= 10 && tag == 0 {
                 node_endpoints = parse_tag_value(
                     data,
-                    field("NodeEndpoints", array(true, parse_node_endpoint)),
+                    field(
+                        "NodeEndpoints",
+                        array(true, MIN_NODE_ENDPOINT_SIZE, parse_node_endpoint),
+                    ),
                 )?;
             }
             Ok(())
@@ -376,6 +459,43 @@ fn parse_response(i: &[u8], version: i16) -> PResult<'_, ProduceResponse> {
     ))
 }
 
+/// The fewest bytes a topic entry takes at `version`: TopicId (v13+) or Name, then
+/// PartitionResponses and tagged fields.
+fn min_topic_size(version: i16) -> usize {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    let topic = if version >= FIRST_VERSION_BY_TOPIC_ID {
+        16
+    } else {
+        min_string_size(flexible)
+    };
+    topic + min_array_size(flexible) + min_tags_size(flexible)
+}
+
+/// The fewest bytes a partition entry takes at `version`: Index, ErrorCode, BaseOffset,
+/// LogAppendTimeMs, LogStartOffset (v5+), RecordErrors and ErrorMessage (v8+), tagged fields.
+fn min_partition_size(version: i16) -> usize {
+    let flexible = ApiKey::Produce.is_flexible(version);
+    4 + 2
+        + 8
+        + 8
+        + if version >= 5 { 8 } else { 0 }
+        + if version >= 8 {
+            min_array_size(flexible) + min_string_size(flexible)
+        } else {
+            0
+        }
+        + min_tags_size(flexible)
+}
+
+/// The fewest bytes a record error takes: BatchIndex, BatchIndexErrorMessage, tagged fields.
+fn min_record_error_size(flexible: bool) -> usize {
+    4 + min_string_size(flexible) + min_tags_size(flexible)
+}
+
+/// The fewest bytes a node endpoint takes (always flexible): NodeId, Host, Port, Rack, tagged
+/// fields.
+const MIN_NODE_ENDPOINT_SIZE: usize = 4 + 1 + 4 + 1 + 1;
+
 fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     let flexible = ApiKey::Produce.is_flexible(version);
     let (i, name, topic_id) = if version >= FIRST_VERSION_BY_TOPIC_ID {
@@ -387,7 +507,9 @@ fn parse_topic(i: &[u8], version: i16) -> PResult<'_, TopicProduceResponse> {
     };
     let (i, partitions) = field(
         "PartitionResponses",
-        array(flexible, |i| parse_partition(i, version)),
+        array(flexible, min_partition_size(version), |i| {
+            parse_partition(i, version)
+        }),
     )(i)?;
     let (i, ()) = field("TopicProduceResponse tagged fields", |i| {
         skip_tags(i, flexible)
@@ -416,7 +538,9 @@ fn parse_partition(i: &[u8], version: i16) -> PResult<'_, PartitionProduceRespon
     let (i, record_errors) = if version >= 8 {
         field(
             "RecordErrors",
-            array(flexible, |i| parse_record_error(i, flexible)),
+            array(flexible, min_record_error_size(flexible), |i| {
+                parse_record_error(i, flexible)
+            }),
         )(i)?
     } else {
         (i, Vec::new())
