@@ -624,6 +624,12 @@ pub enum ProduceError {
     /// written.
     #[error("the record's transaction was aborted")]
     TransactionAborted,
+    /// The producer closed while the record's transaction was being committed, and the
+    /// coordinator had not confirmed the commit within `transaction.timeout.ms` of the close:
+    /// the record was written, and its transaction may have been committed.
+    /// [`ProduceError::possibly_persisted`] is true.
+    #[error("the producer closed before its transaction's commit was confirmed: the record may have been committed")]
+    TransactionOutcomeUnknown,
     /// The batch could not be compressed (when it was closed, or when a batch too large for
     /// the broker was split and its halves re-encoded).
     #[error("compression failed: {0}")]
@@ -657,6 +663,7 @@ impl ProduceError {
             | ProduceError::Authentication {
                 possibly_persisted, ..
             } => *possibly_persisted,
+            ProduceError::TransactionOutcomeUnknown => true,
             _ => false,
         }
     }

@@ -865,3 +865,88 @@ fn a_dead_transaction_coordinator_is_looked_up_again() {
         assert_eq!(visible(&h, &(0..5).collect::<Vec<_>>()), 5);
     }
 }
+
+/// A close with a transaction ending (the abort the close begins, or a commit under way)
+/// waits for the coordinator's answer, but at most `transaction.timeout.ms` of virtual time:
+/// by then the coordinator has aborted on its own a transaction the producer left open. Here
+/// the coordinator's broker handles every request and its answers never arrive (a stall).
+/// The records acknowledged in the transaction are each reported once: aborted when the close
+/// was aborting it (nothing of it is visible), of unknown outcome (`possibly_persisted`) when
+/// it was being committed (the sim did commit it). Found by the `hostile_broker` fuzz target
+/// (`fuzz/regressions/hostile_broker/txn-close-silent`).
+#[test]
+fn a_close_waits_for_a_silent_coordinator_at_most_the_transaction_timeout() {
+    use producer_sim::CoordinatorKind;
+    let timeout = Duration::from_secs(60);
+    for tv in [1, 2] {
+        for committing in [false, true] {
+            let what = format!("TV{tv}, committing {committing}");
+            let mut h = transactional(11, tv, "silent");
+            init_and_begin(&mut h);
+            let ids: Vec<u64> = (0..4).collect();
+            for &id in &ids {
+                h.send(record(id, "a", true), id).unwrap();
+            }
+            h.producer.flush(h.now);
+            h.run_for(Duration::from_secs(2));
+            assert_eq!(
+                h.producer.unacknowledged_records(),
+                0,
+                "{what}: all acknowledged"
+            );
+            let coordinator = h
+                .cluster
+                .coordinator(CoordinatorKind::Transaction, "silent")
+                .unwrap();
+            h.cluster.stall_connections_to(coordinator, None).unwrap();
+            if committing {
+                h.producer.commit_transaction(h.now).unwrap();
+                h.run_for(Duration::from_millis(500));
+            }
+            let closed_at = h.now;
+            h.producer.close(h.now);
+            let before = h.run_until(timeout - Duration::from_secs(1), |h| h.producer.is_closed());
+            assert!(!before, "{what}: the close waits for the coordinator");
+            assert!(
+                h.run_until(Duration::from_secs(600), |h| h.producer.is_closed()),
+                "{what}: the close ends"
+            );
+            assert!(
+                h.now <= closed_at + timeout,
+                "{what}: closed {:?} after the close began",
+                h.now - closed_at
+            );
+            for &id in &ids {
+                assert_eq!(
+                    h.deliveries.iter().filter(|d| d.opaque == id).count(),
+                    1,
+                    "{what}: record {id} reported once"
+                );
+                let failure = report(&h, id).as_ref().expect_err("reported failed");
+                if committing {
+                    assert_eq!(
+                        failure.error,
+                        producer_core::ProduceError::TransactionOutcomeUnknown,
+                        "{what}"
+                    );
+                    assert!(failure.error.possibly_persisted(), "{what}");
+                } else {
+                    assert_eq!(
+                        failure.error,
+                        producer_core::ProduceError::TransactionAborted,
+                        "{what}"
+                    );
+                }
+            }
+            if committing {
+                let r = h.transactions.last().unwrap();
+                assert_eq!(r.operation, TransactionOperation::Commit, "{what}");
+                assert_eq!(r.result, Err(TransactionError::Closed), "{what}");
+                // The commit was written: the report's "may have been committed" is true.
+                assert_eq!(visible(&h, &ids), 4, "{what}");
+            } else {
+                assert_eq!(visible(&h, &ids), 0, "{what}");
+            }
+        }
+    }
+}

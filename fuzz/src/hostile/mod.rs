@@ -104,6 +104,8 @@ struct Settings {
     buffer_records: usize,
     request_timeout: Duration,
     delivery_timeout: Duration,
+    /// `transaction.timeout.ms`: a close waits this long at most for a transaction to end.
+    transaction_timeout: Duration,
     seed: u64,
     /// The kind of the first OAUTHBEARER token (0 sane, 1 refused, 2 lifetime zero, 3
     /// `Duration::MAX`, 4 one millisecond, 5 `u64::MAX` ms, 6 a token with `\x01`, 7 an
@@ -142,6 +144,7 @@ impl Settings {
             buffer_records: 500,
             request_timeout: Duration::from_secs(2),
             delivery_timeout: Duration::from_secs(10),
+            transaction_timeout: Duration::from_secs(8),
             seed: u64::from(b1),
             first_token: b1 >> 4,
         }
@@ -170,7 +173,7 @@ impl Settings {
             Mode::AcksZero => b.acks(Acks::None).enable_idempotence(false),
             Mode::Transactional => b
                 .transactional_id("fuzz-txn")
-                .transaction_timeout(Duration::from_secs(8)),
+                .transaction_timeout(self.transaction_timeout),
         };
         if let Some(m) = self.sasl {
             b = b
@@ -309,6 +312,7 @@ pub fn run_config(mut config: Config) {
         buffer_records: config.buffer_max_records,
         request_timeout: config.request_timeout,
         delivery_timeout: config.delivery_timeout,
+        transaction_timeout: config.transaction_timeout,
         seed: config.seed,
         first_token: 0,
     };
@@ -1007,9 +1011,16 @@ impl Run<'_> {
         self.producer.close(self.now);
         self.pump();
         let start = self.now;
+        // Records keep their delivery timeout; a transaction ending is waited for at most
+        // `transaction.timeout.ms` from the close; then the requests in flight time out.
+        let txn_wait = match self.s.mode {
+            Mode::Transactional => self.s.transaction_timeout,
+            _ => Duration::ZERO,
+        };
         let bound = self
             .s
             .delivery_timeout
+            .max(txn_wait)
             .max(Duration::from_secs(8))
             .saturating_add(self.s.request_timeout.saturating_mul(4))
             .saturating_add(self.s.retry_backoff.saturating_mul(20))

@@ -109,6 +109,13 @@ pub(super) struct Transactions<T> {
     held: Vec<HeldBatch<T>>,
     /// When the open transaction began (its timeout counts from here).
     began_at: Option<Instant>,
+    /// A close found the transaction ending (an abort, or a commit) and waits for that end
+    /// until this instant: `transaction.timeout.ms` after the close, when the coordinator has
+    /// aborted on its own any transaction the producer left open.
+    close_deadline: Option<Instant>,
+    /// The close stopped waiting for the transaction's end: acknowledged batches are reported
+    /// at once instead of held (see [`Producer::txn_close_expired`]).
+    close_expired: bool,
 }
 
 impl<T> Transactions<T> {
@@ -136,6 +143,8 @@ impl<T> Transactions<T> {
             timed_out: false,
             held: Vec::new(),
             began_at: None,
+            close_deadline: None,
+            close_expired: false,
         })
     }
 
@@ -444,6 +453,9 @@ impl<T> Producer<T> {
             base_offset,
             append_time,
         });
+        if txn.close_expired {
+            self.txn_fail_held_after_close();
+        }
     }
 
     /// A record of the open transaction failed with `error` (in a batch that was `attempted`,
@@ -512,6 +524,10 @@ impl<T> Producer<T> {
         let now = self.now;
         let timeout = self.config.transaction_timeout;
         let Some(txn) = self.txn.as_ref() else { return };
+        if !txn.close_expired && txn.close_deadline.is_some_and(|at| now >= at) {
+            self.txn_close_expired();
+            return;
+        }
         let expired = txn.began_at.is_some_and(|at| now >= at + timeout);
         if expired && txn.state == TransactionState::InTransaction {
             if let Some(txn) = self.txn.as_mut() {
@@ -638,8 +654,30 @@ impl<T> Producer<T> {
     }
 
     /// A close with a transaction open aborts it first (as the Java client does); a close
-    /// before `init_transactions` completed fails that operation.
+    /// before `init_transactions` completed fails that operation. A transaction ending (the
+    /// abort begun here, or a commit or abort under way) is waited for at most
+    /// `transaction.timeout.ms`: by then the coordinator has aborted on its own a transaction
+    /// the producer could not end, so a silent coordinator cannot hold the close for ever
+    /// (see [`Producer::txn_close_expired`]).
     pub(super) fn txn_close(&mut self) {
+        self.txn_close_begin();
+        let now = self.now;
+        let timeout = self.config.transaction_timeout;
+        let Some(txn) = self.txn.as_mut() else { return };
+        let ending = matches!(
+            txn.state,
+            TransactionState::Committing | TransactionState::Aborting
+        );
+        if ending && txn.close_deadline.is_none() {
+            // `transaction.timeout.ms` is at most `Config::MAX_DURATION`.
+            let at = now.checked_add(timeout).unwrap_or(now);
+            txn.close_deadline = Some(at);
+            self.timers.arm(at, TimerKind::Transaction);
+        }
+    }
+
+    /// [`Producer::txn_close`]'s first part: what a close does to each state.
+    fn txn_close_begin(&mut self) {
         let Some(txn) = self.txn.as_mut() else { return };
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {
@@ -659,13 +697,56 @@ impl<T> Producer<T> {
         }
     }
 
-    /// Whether a close must still wait for the transaction (its abort or commit under way).
+    /// Whether a close must still wait for the transaction (its abort or commit under way,
+    /// and the close's deadline for it not passed).
     pub(super) fn txn_blocks_close(&self) -> bool {
         self.txn.as_ref().is_some_and(|t| {
             matches!(
                 t.state,
                 TransactionState::Committing | TransactionState::Aborting
-            ) && self.lifecycle.fatal.is_none()
+            ) && !t.close_expired
+                && self.lifecycle.fatal.is_none()
         })
+    }
+
+    /// The close's deadline for the transaction's end passed with the coordinator's answer
+    /// still missing. The close stops waiting: the operation under way fails with
+    /// [`TransactionError::Closed`], and every acknowledged record of the transaction, held
+    /// now or acknowledged later, is reported failed: [`ProduceError::TransactionAborted`]
+    /// when the transaction was being aborted (no commit was asked for it, so it never
+    /// commits), [`ProduceError::TransactionOutcomeUnknown`] when it was being committed (the
+    /// commit may have been written). Records still in flight keep their delivery timeout.
+    fn txn_close_expired(&mut self) {
+        let Some(txn) = self.txn.as_mut() else { return };
+        if !matches!(
+            txn.state,
+            TransactionState::Committing | TransactionState::Aborting
+        ) {
+            return;
+        }
+        txn.close_expired = true;
+        if let Some(operation) = txn.pending.take() {
+            self.outputs
+                .push_back(Output::Transaction(TransactionResult {
+                    operation,
+                    result: Err(TransactionError::Closed),
+                }));
+        }
+        self.txn_fail_held_after_close();
+    }
+
+    /// Reports the held batches failed after the close stopped waiting for the transaction
+    /// (see [`Producer::txn_close_expired`]).
+    fn txn_fail_held_after_close(&mut self) {
+        let Some(txn) = self.txn.as_mut() else { return };
+        let error = match txn.state {
+            TransactionState::Committing => ProduceError::TransactionOutcomeUnknown,
+            _ => ProduceError::TransactionAborted,
+        };
+        let held = std::mem::take(&mut txn.held);
+        for h in held {
+            self.fail_held(h, error.clone());
+        }
+        self.check_closed();
     }
 }
