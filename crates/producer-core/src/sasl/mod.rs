@@ -14,6 +14,7 @@ use std::fmt;
 
 use zeroize::{Zeroize, Zeroizing};
 
+pub(crate) use oauthbearer::check as check_token;
 pub use oauthbearer::OAuthToken;
 pub(crate) use scram::NonceSource;
 
@@ -281,7 +282,7 @@ impl Exchange {
             Mechanism::OAuthBearer => {
                 let token = token
                     .ok_or_else(|| AuthError::TokenUnavailable("requested, not provided".into()))?;
-                let (client, first) = oauthbearer::OAuthClient::start(token);
+                let (client, first) = oauthbearer::OAuthClient::start(token)?;
                 (Exchange::OAuthBearer(client), first)
             }
         })
