@@ -226,7 +226,7 @@ impl Ledger {
                         ),
                     ));
                 }
-                let flag = possibly_persisted(&f.error);
+                let flag = f.error.possibly_persisted();
                 if maybe_written && !flag {
                     return Err((
                         "persisted-flag-false",
@@ -245,27 +245,5 @@ impl Ledger {
             }
         }
         Ok(())
-    }
-}
-
-/// What a failure says about whether the record may have been written.
-fn possibly_persisted(e: &ProduceError) -> bool {
-    match e {
-        ProduceError::Broker {
-            possibly_persisted, ..
-        }
-        | ProduceError::InvalidRecord {
-            possibly_persisted, ..
-        }
-        | ProduceError::BatchRejected {
-            possibly_persisted, ..
-        }
-        | ProduceError::DeliveryTimeout {
-            possibly_persisted, ..
-        }
-        | ProduceError::Authentication {
-            possibly_persisted, ..
-        } => *possibly_persisted,
-        _ => false,
     }
 }
