@@ -149,6 +149,23 @@ impl Ledger {
         }
     }
 
+    /// The answer to `x` reached the producer after bytes that were not the broker's (garbage
+    /// on its connection): what the producer read in its place may say anything, success
+    /// included, so the attempt may have been written and a success report is not a lie.
+    pub(crate) fn garbled(&mut self, x: &ProduceExchange) {
+        self.lost(x);
+        if x.acks_zero {
+            return;
+        }
+        for b in &x.batches {
+            for id in &b.ids {
+                if let Some(r) = self.records.get_mut(id) {
+                    r.ok_seen = true;
+                }
+            }
+        }
+    }
+
     /// The answer to `x` never reached the producer (connection lost, acks=0).
     pub(crate) fn lost(&mut self, x: &ProduceExchange) {
         for b in &x.batches {

@@ -603,7 +603,7 @@ impl Run<'_> {
         let Some((&id, c)) = self.conns.iter_mut().nth(usize::from(arg) % n.max(1)) else {
             return;
         };
-        if !c.connected {
+        if !c.connected || bytes.is_empty() {
             return;
         }
         c.tainted = true;
@@ -886,7 +886,9 @@ impl Run<'_> {
                 // reports come out of the next drain.
                 if let Some(p) = finished {
                     if let Some(x) = &p.produce {
-                        if p.matches && !tainted {
+                        if tainted {
+                            self.ledger.garbled(x);
+                        } else if p.matches {
                             self.ledger.answered(x);
                         } else {
                             self.ledger.lost(x);
