@@ -882,8 +882,11 @@ impl Run<'_> {
                 let finished = if done { c.outbox.pop_front() } else { None };
                 let tainted = c.tainted;
                 progress = true;
-                // What the producer learns is settled before it reads the last byte: its
-                // reports come out of the next drain.
+                // What the producer learns is settled before it reads the last byte, and its
+                // reports are drained before the next connection's bytes: each report is
+                // checked against what the producer had read when it made it (a producer that
+                // failed for good while reading one answer has reported the batches in flight
+                // elsewhere before it reads their answers).
                 if let Some(p) = finished {
                     if let Some(x) = &p.produce {
                         if tainted {
@@ -896,6 +899,7 @@ impl Run<'_> {
                     }
                 }
                 self.producer.handle_read(now, id, &piece);
+                self.drain();
             }
             if !progress {
                 return;
