@@ -402,3 +402,62 @@ fn a_topic_error_in_metadata_counts_even_with_partitions_listed_and_clears_when_
         .expect("reported");
     assert_eq!(last.result.as_ref().unwrap().offset, 42);
 }
+
+/// The fatal error comes with a batch an earlier attempt of which may have been written (its
+/// first answer was REQUEST_TIMED_OUT), so it says `possibly_persisted`; a record never sent
+/// (here held for a topic the cluster does not know) still fails saying certainly not written.
+/// Found by the `hostile_broker` fuzz target
+/// (`fuzz/regressions/hostile_broker/fatal-flag-on-unsent`).
+#[test]
+fn records_never_sent_are_not_written_when_the_fatal_error_says_possibly() {
+    let t0 = Instant::now();
+    let mut s = Scripted::new(producer(t0), t0, 1);
+    s.leaders.insert("t".into(), vec![0]);
+    s.producer
+        .send(t0, Record::new("t", "sent").with_partition(0), 0)
+        .unwrap();
+    let mut answers = 0;
+    let mut script = |r: &Request| -> Option<Answer> {
+        (r.api == ApiKey::Produce).then(|| {
+            answers += 1;
+            let code = match answers {
+                1 => ErrorCode::REQUEST_TIMED_OUT,
+                _ => ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+            };
+            answer_produce(r, |_| (code, -1, None))
+        })
+    };
+    s.run(&mut script);
+    s.producer
+        .send(s.now, Record::new("unknown", "held"), 1)
+        .unwrap();
+    s.advance(
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        &mut script,
+    );
+
+    assert!(
+        s.events.iter().any(|e| matches!(e, Event::Fatal(_))),
+        "the producer failed for good"
+    );
+    assert_eq!(s.deliveries.len(), 2, "every record reported once");
+    let report = |opaque: u32| {
+        let d = s.deliveries.iter().find(|d| d.opaque == opaque).unwrap();
+        d.result.clone().unwrap_err().error
+    };
+    let e = report(0);
+    assert!(
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                possibly_persisted: true,
+                ..
+            }
+        ),
+        "an earlier attempt timed out: {e:?}"
+    );
+    let e = report(1);
+    assert!(!e.possibly_persisted(), "never sent, reported {e:?}");
+}
