@@ -18,8 +18,9 @@
 //!   negative node id; at most `max.in.flight` Produce requests in flight per broker;
 //! - requests per unit of virtual time ([`rates`]): at most `2·B·M + 2 + 2·D` retry-only
 //!   Produce requests in any window of `W = 0.8·retry.backoff.ms` (B brokers connected, M
-//!   `max.in.flight`, D distinct batches retried in the window), at most `2·B + 4` requests of
-//!   each other API per window, at most `2·H + 2` connection attempts per window (H hosts);
+//!   `max.in.flight`, D distinct batches retried in the window), at most `2·B + 4 + 2·A`
+//!   requests of each other API per window (A the application's calls in it), at most
+//!   `2·H + 2` connection attempts per window (H hosts), at most 6 ApiVersions per connection;
 //! - each Produce partition was listed by some Metadata answer as exactly `0..n-1`;
 //! - every report is for an accepted record, at most one per record, and tells the truth about
 //!   the broker's answers ([`ledger`]);
