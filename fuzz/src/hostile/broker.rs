@@ -159,9 +159,10 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone)]
 pub(crate) struct ProduceExchange {
     pub(crate) batches: Vec<SentBatch>,
-    /// Outcome per batch (same order), when the answer names each requested partition exactly
-    /// once and nothing else: only then can the producer know what happened.
-    pub(crate) outcomes: Option<Vec<Outcome>>,
+    /// Outcome per batch (same order), when the answer names the batch's partition exactly
+    /// once (under the topic name or id the request gave it), without contradicting itself
+    /// (success with record errors): only then can the producer know what happened to it.
+    pub(crate) outcomes: Vec<Option<Outcome>>,
     /// Batches whose partition some entry of the answer (well-formed or not) called written.
     pub(crate) ok_seen: Vec<bool>,
     /// acks=0: no answer is expected.
@@ -591,6 +592,8 @@ impl Broker {
     ) -> Result<(Option<ProduceResponse>, ProduceExchange), String> {
         let acks_zero = req.acks == 0;
         let mut batches = Vec::new();
+        // Each batch's topic as the request names it (its id from v13, else its name).
+        let mut batch_topics: Vec<Vec<u8>> = Vec::new();
         for t in &req.topic_data {
             let topic = if version >= 13 {
                 let id = *t.topic_id.as_bytes();
@@ -611,11 +614,16 @@ impl Broker {
                     partition: p.index,
                     ids,
                 });
+                batch_topics.push(if version >= 13 {
+                    t.topic_id.as_bytes().to_vec()
+                } else {
+                    t.name.0.as_bytes().to_vec()
+                });
             }
         }
         let mut exchange = ProduceExchange {
             ok_seen: vec![false; batches.len()],
-            outcomes: None,
+            outcomes: vec![None; batches.len()],
             batches,
             acks_zero,
         };
@@ -626,9 +634,7 @@ impl Broker {
         let mut resp = ProduceResponse::default();
         resp.throttle_time_ms = self.throttle(v);
         let standing = Standing::take(&mut self.policies.produce);
-        let mut entries: Vec<(usize, usize, i32, i16)> = Vec::new(); // (topic idx, batch, index, code)
-        let mut bi = 0;
-        for (ti, t) in req.topic_data.iter().enumerate() {
+        for t in &req.topic_data {
             let mut tr = TopicProduceResponse::default();
             if version >= 13 {
                 tr.topic_id = if v.flag(false) {
@@ -639,14 +645,7 @@ impl Broker {
             } else {
                 tr.name = TopicName(StrBytes::from_string(v.string(&t.name.0)));
             }
-            let renamed = if version >= 13 {
-                tr.topic_id != t.topic_id
-            } else {
-                tr.name.0 != t.name.0
-            };
             for p in &t.partition_data {
-                let batch = bi;
-                bi += 1;
                 let copies = match v.hostile() {
                     None => 1,
                     Some(k) => usize::from(k % 3), // dropped, once, or twice
@@ -658,9 +657,6 @@ impl Broker {
                 });
                 for _ in 0..copies {
                     let pr = self.partition_answer(v, version, p.index, standing, &t.name.0)?;
-                    if !renamed {
-                        entries.push((ti, batch, pr.index, pr.error_code));
-                    }
                     tr.partition_responses.push(pr);
                 }
             }
@@ -670,7 +666,6 @@ impl Broker {
                 pr.error_code = v.error(0);
                 pr.base_offset = v.i64(0);
                 pr.log_append_time_ms = -1;
-                entries.push((ti, usize::MAX, pr.index, pr.error_code));
                 tr.partition_responses.push(pr);
             }
             resp.responses.push(tr);
@@ -686,46 +681,43 @@ impl Broker {
                 resp.node_endpoints.push(e);
             }
         }
-        // What the producer can know: each requested partition answered exactly once (with
-        // its own index, under its own topic), nothing else, and no record errors on a
-        // success (which would contradict it).
-        let mut per_batch: Vec<Vec<i16>> = vec![Vec::new(); exchange.batches.len()];
-        let mut stray = false;
-        for &(_, batch, index, code) in &entries {
-            match exchange.batches.get(batch) {
-                Some(b) if b.partition == index => per_batch[batch].push(code),
-                _ => stray = true,
+        // What the producer can know, batch by batch: the entries naming its partition under
+        // the topic its request named (renamed topics, stray partitions and copies land where
+        // the producer would look them up), exactly one, and not a success with record errors.
+        let mut per_batch: Vec<Vec<(i16, bool)>> = vec![Vec::new(); exchange.batches.len()];
+        for tr in &resp.responses {
+            let topic: &[u8] = if version >= 13 {
+                tr.topic_id.as_bytes()
+            } else {
+                tr.name.0.as_bytes()
+            };
+            for pr in &tr.partition_responses {
+                let batch = (0..exchange.batches.len()).find(|&j| {
+                    batch_topics[j] == topic && exchange.batches[j].partition == pr.index
+                });
+                if let Some(j) = batch {
+                    let contradicted = pr.error_code == 0 && !pr.record_errors.is_empty();
+                    per_batch[j].push((pr.error_code, contradicted));
+                }
             }
         }
-        let complete_rename_free =
-            entries.iter().filter(|e| e.1 != usize::MAX).count() == exchange.batches.len();
-        for (i, codes) in per_batch.iter().enumerate() {
-            exchange.ok_seen[i] = codes.iter().any(|&c| c == 0 || c == 46);
-        }
-        let contradicted = resp.responses.iter().any(|t| {
-            t.partition_responses
-                .iter()
-                .any(|p| p.error_code == 0 && !p.record_errors.is_empty())
-        });
-        if !stray && complete_rename_free && !contradicted && per_batch.iter().all(|c| c.len() == 1)
-        {
-            exchange.outcomes = Some(
-                per_batch
-                    .iter()
-                    .map(|c| match c[0] {
-                        0 => Outcome::Written,
-                        46 => Outcome::Duplicate,
-                        _ => Outcome::Rejected,
-                    })
-                    .collect(),
+        if super::tracing() {
+            eprintln!(
+                "  Produce answer per batch (code, success with record errors): {per_batch:?}"
             );
         }
-        for (b, o) in exchange
-            .batches
-            .iter()
-            .zip(exchange.outcomes.iter().flatten())
-        {
-            if *o == Outcome::Written {
+        for (j, entries) in per_batch.iter().enumerate() {
+            exchange.ok_seen[j] = entries.iter().any(|&(c, _)| c == 0 || c == 46);
+            exchange.outcomes[j] = match entries.as_slice() {
+                [(0, false)] => Some(Outcome::Written),
+                [(0, true)] => None,
+                [(46, _)] => Some(Outcome::Duplicate),
+                [_] => Some(Outcome::Rejected),
+                _ => None,
+            };
+        }
+        for (b, o) in exchange.batches.iter().zip(&exchange.outcomes) {
+            if *o == Some(Outcome::Written) {
                 *self
                     .offsets
                     .entry((b.topic.clone(), b.partition))

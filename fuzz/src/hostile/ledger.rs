@@ -121,15 +121,11 @@ impl Ledger {
     }
 
     /// The producer read the whole answer to `x`, with the right correlation id. The outcomes
-    /// are what it learned when the answer named every partition once (`x.outcomes`); an
+    /// are what it learned of each batch whose partition the answer named once (`x.outcomes`); an
     /// answer it cannot read per partition leaves each attempt possibly written.
     pub(crate) fn answered(&mut self, x: &ProduceExchange) {
         for (i, b) in x.batches.iter().enumerate() {
-            let outcome = if !x.acks_zero {
-                x.outcomes.as_ref().map(|o| o[i])
-            } else {
-                None
-            };
+            let outcome = if !x.acks_zero { x.outcomes[i] } else { None };
             for id in &b.ids {
                 let Some(r) = self.records.get_mut(id) else {
                     continue;

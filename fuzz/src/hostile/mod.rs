@@ -754,11 +754,13 @@ impl Run<'_> {
                     .produce
                     .as_ref()
                     .map(|x| format!(
-                        "{:?}",
+                        "{:?} answered {:?} (ok seen {:?})",
                         x.batches
                             .iter()
                             .map(|b| (&b.topic, b.partition, b.ids.len()))
-                            .collect::<Vec<_>>()
+                            .collect::<Vec<_>>(),
+                        x.outcomes,
+                        x.ok_seen
                     ))
                     .unwrap_or_default()
             );
