@@ -19,10 +19,12 @@
 pub use rdkafka;
 
 pub mod drive;
+pub mod driver_suite;
 pub mod kafka;
 pub mod mock;
 pub mod oauth_broker;
 pub mod readback;
+pub mod running;
 pub mod tls;
 pub mod verify;
 pub mod workload;

@@ -118,7 +118,7 @@ pub(crate) enum RequestKind {
     SaslHandshake,
     SaslAuthenticate,
     /// A request of the transactional producer (to the transaction or group coordinator).
-    Transaction(crate::producer::TxnRequest),
+    Transaction(crate::producer::transaction::in_flight::TxnRequest),
     /// The batches it carries.
     Produce {
         batches: Vec<BatchRef>,

@@ -68,7 +68,9 @@ pub mod protocol;
 pub mod record;
 pub mod sasl;
 mod security;
+mod stats;
 mod timer;
+mod topic_name;
 mod topics;
 pub mod transaction;
 mod types;
@@ -76,16 +78,17 @@ mod types;
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
 pub use metrics::MetricsSnapshot;
-pub use producer::{Producer, Stats};
+pub use producer::Producer;
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};
+pub use stats::Stats;
+pub use topic_name::{check_topic_name, InvalidTopicName, MAX_TOPIC_NAME_LEN};
 pub use transaction::{
     ConsumerGroupMetadata, InvalidOffsets, OffsetToCommit, TransactionError, TransactionOperation,
     TransactionResult, TransactionState,
 };
 pub use types::{
-    check_topic_name, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, InvalidTopicName,
-    Output, ProduceError, RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason,
-    Violation, WireBytes, MAX_TOPIC_NAME_LEN,
+    Callback, ConnId, ConnectionError, Delivery, DeliveryFailure, Event, Output, ProduceError,
+    RebootstrapReason, Record, RecordMetadata, SendError, SendErrorReason, Violation, WireBytes,
 };

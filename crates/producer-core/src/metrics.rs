@@ -48,8 +48,8 @@
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
+use crate::stats::Stats;
 use crate::ErrorCode;
-use crate::Stats;
 
 /// How many finite buckets a [`Histogram`] has (the `+Inf` bucket comes on top).
 pub const HISTOGRAM_BUCKETS: usize = 20;

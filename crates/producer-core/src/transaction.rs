@@ -196,7 +196,7 @@ pub enum InvalidOffsets {
     },
     /// A topic name outside Kafka's rules.
     #[error("{0}")]
-    Topic(crate::InvalidTopicName),
+    Topic(crate::topic_name::InvalidTopicName),
 }
 
 impl InvalidOffsets {
@@ -222,7 +222,7 @@ impl InvalidOffsets {
             }
         }
         for o in offsets {
-            crate::check_topic_name(&o.topic).map_err(InvalidOffsets::Topic)?;
+            crate::topic_name::check_topic_name(&o.topic).map_err(InvalidOffsets::Topic)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::record::Header;
+use crate::topic_name::InvalidTopicName;
 use crate::ErrorCode;
 
 /// The bytes of one [`Output::Transmit`]: complete frames, in one or more pieces that go on
@@ -353,6 +354,39 @@ pub enum Event {
     },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+    /// The application's code that a driver runs panicked: the panic was caught around that
+    /// one call and the producer goes on. A delivery callback's report counts as handed over
+    /// (it is not retried); a token provider's panic answers the core as a provider's error
+    /// would. Emitted by the drivers, never by the core.
+    CallbackPanicked {
+        /// Which callback.
+        callback: Callback,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+/// The application's code that a driver runs on the producer's behalf, as
+/// [`Event::CallbackPanicked`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Callback {
+    /// The delivery report callback (or a driver's sink of reports).
+    Delivery,
+    /// The event callback.
+    Event,
+    /// The OAUTHBEARER token provider.
+    TokenProvider,
+}
+
+impl std::fmt::Display for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Callback::Delivery => "delivery callback",
+            Callback::Event => "event callback",
+            Callback::TokenProvider => "OAUTHBEARER token provider",
+        })
+    }
 }
 
 /// What was wrong with an answer [`Event::AnswerRefused`] names.
@@ -639,6 +673,18 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// The producer's own code (the core's, or its driver's) panicked: a bug. The producer
+    /// closed, and every record it still held failed with this error (see
+    /// [`crate::Producer::fail_after_panic`]).
+    #[error("the producer stopped after a panic in its own code: {message}{}",
+        if *possibly_persisted { " (the record may have been written)" } else { "" })]
+    Panicked {
+        /// The panic's message.
+        message: String,
+        /// The record may have been written: it was sent and not answered. False only when it
+        /// surely never went out.
+        possibly_persisted: bool,
+    },
 }
 
 impl ProduceError {
@@ -661,6 +707,9 @@ impl ProduceError {
                 possibly_persisted, ..
             }
             | ProduceError::Authentication {
+                possibly_persisted, ..
+            }
+            | ProduceError::Panicked {
                 possibly_persisted, ..
             } => *possibly_persisted,
             ProduceError::TransactionOutcomeUnknown => true,
@@ -686,6 +735,9 @@ impl ProduceError {
                 possibly_persisted, ..
             }
             | ProduceError::Authentication {
+                possibly_persisted, ..
+            }
+            | ProduceError::Panicked {
                 possibly_persisted, ..
             } => *possibly_persisted = possibly,
             _ => {}
@@ -799,54 +851,10 @@ pub enum SendErrorReason {
     /// does not exist, fails with [`ProduceError::UnknownPartition`]).
     #[error("invalid partition {0}")]
     InvalidPartition(i32),
-    /// The topic's name breaks Kafka's rules (see [`check_topic_name`]): no broker would
+    /// The topic's name breaks Kafka's rules (see [`crate::check_topic_name`]): no broker would
     /// take it, and it is never asked for in Metadata.
     #[error("{0}")]
     InvalidTopic(InvalidTopicName),
-}
-
-/// The longest topic name Kafka allows: 249 characters (`Topic.MAX_NAME_LENGTH`).
-pub const MAX_TOPIC_NAME_LEN: usize = 249;
-
-/// Why a topic name breaks Kafka's rules; see [`check_topic_name`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum InvalidTopicName {
-    /// The name is empty.
-    #[error("invalid topic name: it is empty")]
-    Empty,
-    /// The name is `.` or `..`.
-    #[error("invalid topic name: it cannot be \".\" or \"..\"")]
-    DotOrDotDot,
-    /// The name is longer than [`MAX_TOPIC_NAME_LEN`]; the length in bytes (characters, for
-    /// a name of allowed characters).
-    #[error("invalid topic name: {0} bytes long, at most {MAX_TOPIC_NAME_LEN} are allowed")]
-    TooLong(usize),
-    /// The name holds a character other than ASCII letters, digits, `.`, `_` and `-`.
-    #[error("invalid topic name: it holds {0:?} (only ASCII letters, digits, '.', '_' and '-' are allowed)")]
-    IllegalCharacter(char),
-}
-
-/// Whether `name` is a topic name Kafka allows, by its rules (`Topic.validate` of Kafka's
-/// clients, checked in the same order): not empty, not `.` or `..`, at most
-/// [`MAX_TOPIC_NAME_LEN`] bytes, and only the characters `[a-zA-Z0-9._-]`.
-/// [`crate::Producer::send`] refuses a record whose topic breaks them with
-/// [`SendErrorReason::InvalidTopic`], the first time it sees the name.
-pub fn check_topic_name(name: &str) -> Result<(), InvalidTopicName> {
-    if name.is_empty() {
-        return Err(InvalidTopicName::Empty);
-    }
-    if name == "." || name == ".." {
-        return Err(InvalidTopicName::DotOrDotDot);
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return Err(InvalidTopicName::TooLong(name.len()));
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    match name.chars().find(|&c| !allowed(c)) {
-        Some(c) => Err(InvalidTopicName::IllegalCharacter(c)),
-        None => Ok(()),
-    }
 }
 
 #[cfg(test)]

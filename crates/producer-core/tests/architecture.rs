@@ -214,3 +214,159 @@ fn the_state_machine_holds_no_byte_layout() {
     }
     assert!(checked >= 20, "only {checked} files checked");
 }
+
+/// The drivers reach the core only through its crate-root re-exports and
+/// `producer_core::metrics`: no other public module of the core (`config`, `protocol`,
+/// `record`, `sasl`, ...) is named in a driver's source, so the core's internals can move
+/// without a driver noticing.
+#[test]
+fn the_drivers_use_only_the_cores_root_and_metrics() {
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .filter(|m| *m != "metrics")
+        .collect();
+    assert!(modules.len() >= 5, "only {modules:?} found in lib.rs");
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    let mut found = Vec::new();
+    for driver in ["producer-driver", "producer-mio", "producer-tokio"] {
+        for file in sources(&crates.join(driver).join("src")) {
+            let code: String = non_test_source(&file)
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (i, _) in code.match_indices("producer_core::") {
+                let rest = &code[i + "producer_core::".len()..];
+                // The first segment of each path: one name, or each item of a `{...}` list.
+                let names: Vec<String> = match rest.strip_prefix('{') {
+                    Some(list) => {
+                        let list = &list[..list.find('}').unwrap_or(list.len())];
+                        list.split(',')
+                            .map(|item| item.trim().split("::").next().unwrap_or("").to_string())
+                            .collect()
+                    }
+                    None => vec![rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()],
+                };
+                for name in names {
+                    if modules.contains(&name.as_str()) {
+                        found.push(format!("{}: producer_core::{name}", file.display()));
+                    }
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} driver files checked");
+    assert!(
+        found.is_empty(),
+        "drivers using core internals:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The public types a crate declares (`pub struct|enum|trait|type Name`, outside tests).
+fn public_type_names(src: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for file in sources(src) {
+        for line in non_test_source(&file).lines() {
+            let line = line.trim_start();
+            for kind in ["pub struct ", "pub enum ", "pub trait ", "pub type "] {
+                if let Some(rest) = line.strip_prefix(kind) {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    out.push((name, file.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The names a crate's root re-exports from other crates (`pub use other_crate::{A, B}`).
+fn reexported_names(src: &Path) -> Vec<String> {
+    let lib = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| src.join(f))
+        .find(|f| f.exists());
+    let Some(lib) = lib else { return Vec::new() };
+    let text = non_test_source(&lib);
+    let mut out = Vec::new();
+    for stmt in text.split(';') {
+        let Some(i) = stmt.find("pub use ") else {
+            continue;
+        };
+        let path = &stmt[i + "pub use ".len()..];
+        if path.starts_with("crate::") || path.starts_with("self::") || !path.contains("::") {
+            continue;
+        }
+        let first = path.split("::").next().unwrap_or("");
+        if src.join(format!("{first}.rs")).exists() || src.join(first).is_dir() {
+            continue; // one of the crate's own modules
+        }
+        let items = match (path.find('{'), path.rfind('}')) {
+            (Some(a), Some(b)) => &path[a + 1..b],
+            _ => path.rsplit("::").next().unwrap_or(""),
+        };
+        for item in items.split(',') {
+            let name = item
+                .rsplit(" as ")
+                .next()
+                .unwrap_or("")
+                .rsplit("::")
+                .next()
+                .unwrap_or("");
+            let name = name.trim();
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Type names are unique within each crate's public API: no two public types a crate
+/// declares share a name, and none shares a name with a type its root re-exports from
+/// another crate.
+#[test]
+fn public_type_names_are_unique_within_a_crate() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut clashes = Vec::new();
+    let mut checked = 0;
+    for entry in fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        checked += 1;
+        let names = public_type_names(&src);
+        for (i, (name, file)) in names.iter().enumerate() {
+            if let Some((_, other)) = names[..i].iter().find(|(n, _)| n == name) {
+                clashes.push(format!(
+                    "{name}: {} and {}",
+                    other.display(),
+                    file.display()
+                ));
+            }
+        }
+        for name in reexported_names(&src) {
+            if let Some((_, file)) = names.iter().find(|(n, _)| *n == name) {
+                clashes.push(format!("{name}: {} and a re-export", file.display()));
+            }
+        }
+    }
+    assert!(checked >= 6, "only {checked} crates found");
+    assert!(
+        clashes.is_empty(),
+        "public type names used twice:\n{}",
+        clashes.join("\n")
+    );
+}

@@ -3,7 +3,8 @@
 //! keeps naming itself (or a new epoch, or two leaders in turn) as the leader gets no retry
 //! storm; a request's acknowledged partitions are reported delivered when another of its
 //! partitions is answered with a fatal error, and batches in flight elsewhere are reported
-//! possibly written; a broker that shares no Produce version fails only its own partitions.
+//! possibly written; a broker that shares no Produce version fails only its own partitions;
+//! `fail_after_panic` (a driver's own code panicked) reports each record as exactly.
 //! Time is virtual: the bounds are counted in requests per virtual time, never wall-clock.
 
 mod scripted;
@@ -514,4 +515,82 @@ fn a_partition_named_twice_in_an_answer_is_possibly_written_and_retried() {
     assert_eq!(s.produce_requests().count(), 2, "retried once");
     assert_eq!(s.deliveries.len(), 1, "reported once");
     assert_eq!(s.deliveries[0].result.as_ref().unwrap().offset, 43);
+}
+
+/// `fail_after_panic` (a driver's own code panicked) reports exactly what happened to each
+/// record: an acknowledged one delivered, one sent and not answered possibly written, one
+/// never sent not written; every failure names the panic, and the producer closes.
+#[test]
+fn fail_after_panic_reports_acknowledged_in_flight_and_unsent_records_exactly() {
+    let t0 = Instant::now();
+    let mut s = Scripted::new(producer(t0), t0, 2);
+    // p0 on broker 0, p1 on broker 1.
+    s.leaders.insert("t".into(), vec![0, 1]);
+    for p in 0..2 {
+        s.producer
+            .send(
+                t0,
+                Record::new("t", format!("first-{p}")).with_partition(p),
+                p as u32,
+            )
+            .unwrap();
+    }
+    let mut script =
+        |r: &Request| -> Option<Answer> { (r.api == ApiKey::Produce).then_some(Answer::Nothing) };
+    s.run(&mut script);
+    // A second record for p1 waits behind the first, never sent.
+    s.producer
+        .send(t0, Record::new("t", "second-1").with_partition(1), 2)
+        .unwrap();
+    s.run(&mut script);
+    assert_eq!(s.produce_requests().count(), 2, "one request per broker");
+    let to_broker_0 = s.produce_requests().find(|r| r.node == 0).unwrap();
+    let (conn, version, correlation_id) = (
+        to_broker_0.conn,
+        to_broker_0.version,
+        to_broker_0.correlation_id,
+    );
+    let answer = answer_produce(to_broker_0, |_| (ErrorCode::NONE, 7, None));
+    s.reply(conn, ApiKey::Produce, version, correlation_id, answer);
+    s.run(&mut script);
+    assert_eq!(s.deliveries.len(), 1, "the acknowledged record is reported");
+
+    s.producer.fail_after_panic("a bug".to_owned());
+    s.run(&mut script);
+
+    assert!(s.producer.is_closed(), "closed without waiting for answers");
+    assert!(
+        s.events
+            .iter()
+            .any(|e| matches!(e, Event::Fatal(ProduceError::Panicked { .. }))),
+        "the fatal error names the panic"
+    );
+    assert_eq!(s.deliveries.len(), 3, "every record reported once");
+    let report = |opaque: u32| {
+        let d = s.deliveries.iter().find(|d| d.opaque == opaque).unwrap();
+        d.result.clone()
+    };
+    assert_eq!(report(0).unwrap().offset, 7, "acknowledged: delivered");
+    let panicked = |opaque: u32| match report(opaque).unwrap_err().error {
+        ProduceError::Panicked {
+            message,
+            possibly_persisted,
+        } => {
+            assert_eq!(message, "a bug");
+            possibly_persisted
+        }
+        other => panic!("record {opaque}: {other:?}"),
+    };
+    assert!(panicked(1), "sent and not answered: may have been written");
+    assert!(!panicked(2), "never sent: not written");
+    assert!(
+        matches!(
+            s.producer.send(t0, Record::new("t", "late"), 3),
+            Err(e) if matches!(
+                e.reason,
+                producer_core::SendErrorReason::Fatal(ProduceError::Panicked { .. })
+            )
+        ),
+        "later records refused"
+    );
 }

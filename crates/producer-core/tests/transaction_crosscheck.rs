@@ -33,7 +33,7 @@ use producer_core::protocol::find_coordinator::{
     Coordinator, CoordinatorType, FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use producer_core::protocol::txn_offset_commit::{
-    GroupMember, OffsetToCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    GroupMember, TxnOffsetCommitPartition, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
     TxnOffsetCommitTopicResult,
 };
 use producer_core::protocol::Parsed;
@@ -285,11 +285,11 @@ proptest! {
         codes in proptest::collection::vec(any::<i16>(), 0..3),
         throttle: i32,
     ) {
-        let offsets: Vec<Vec<OffsetToCommit<'_>>> = topics
+        let offsets: Vec<Vec<TxnOffsetCommitPartition<'_>>> = topics
             .iter()
             .map(|(_, ps)| {
                 ps.iter()
-                    .map(|(p, o, e, m)| OffsetToCommit {
+                    .map(|(p, o, e, m)| TxnOffsetCommitPartition {
                         partition: *p,
                         offset: *o,
                         leader_epoch: *e,
@@ -298,7 +298,7 @@ proptest! {
                     .collect()
             })
             .collect();
-        let topic_refs: Vec<(&str, &[OffsetToCommit<'_>])> = topics
+        let topic_refs: Vec<(&str, &[TxnOffsetCommitPartition<'_>])> = topics
             .iter()
             .zip(&offsets)
             .map(|((t, _), o)| (t.as_str(), o.as_slice()))

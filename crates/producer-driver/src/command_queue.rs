@@ -7,6 +7,13 @@
 //! and has not handled yet still count against the capacity, so the bound holds end to end.
 //! Waking the owner, and waiting senders, is the driver's (a tokio `Notify`, a mio `Waker`):
 //! the queue says when to.
+//!
+//! Two bounds hold at once: a number of commands, and a budget of bytes that the records
+//! queued share with the records the core holds (`buffer_memory`): a record is charged what the
+//! core charges for it ([`producer_core::Producer::buffer_charge`]) from the moment it is queued,
+//! and the owner publishes the core's own count ([`producer_core::Producer::buffered_bytes`])
+//! as it hands records over and as reports free space. So the bytes queued, taken and not yet
+//! handed over, and held by the core stay within the budget together.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +23,9 @@ use std::sync::{Mutex, MutexGuard};
 /// purpose: a driver answers each reason its own way.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refused<I> {
-    /// The queue holds its capacity in commands (queued, or taken and not yet handled).
+    /// The queue holds its capacity in commands (queued, or taken and not yet handled), or
+    /// the item's bytes do not fit the byte budget beside what is queued and what the core
+    /// holds.
     #[error("command queue full")]
     Full(I),
     /// [`CommandQueue::stop`] was called: nothing is taken any more.
@@ -42,8 +51,8 @@ pub struct Burst {
 /// What the owner learns when it takes commands ([`CommandQueue::refill`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refill {
-    /// Senders wait for room and half the capacity is free again: wake them all (the count
-    /// of waiting senders starts again from zero).
+    /// Senders wait for room and there is room again (see [`CommandQueue::settle`]): wake
+    /// them all (the count of waiting senders starts again from zero).
     pub wake_senders: bool,
     /// Every sender is gone ([`CommandQueue::senders_gone`]) and nothing is left to handle:
     /// no command will ever come again.
@@ -56,15 +65,25 @@ pub struct CommandQueue<C> {
     state: Mutex<State<C>>,
     /// Most commands queued or taken and not yet handled.
     capacity: usize,
+    /// Most bytes of records queued, taken and not yet handled, and held by the core, together.
+    byte_budget: usize,
     /// Commands the owner took and has not released yet ([`CommandQueue::release`]). Outside
     /// the lock so the owner can lower it while senders push; a sender may see it a little
     /// high, never low.
     held: AtomicUsize,
+    /// The bytes of those commands, likewise.
+    held_bytes: AtomicUsize,
+    /// What the core holds against the budget, as the owner last published it. Raised before
+    /// `held_bytes` is lowered for the same records, so a sender never sees a record in
+    /// neither.
+    core_bytes: AtomicUsize,
 }
 
 #[derive(Debug)]
 struct State<C> {
     queued: VecDeque<C>,
+    /// The bytes of `queued`.
+    queued_bytes: usize,
     /// Set by [`CommandQueue::stop`]. Checked and set under the same lock as `queued`, so no
     /// command can slip in after the owner's final drain.
     stopped: bool,
@@ -76,17 +95,23 @@ struct State<C> {
 }
 
 impl<C> CommandQueue<C> {
-    /// An empty queue for at most `capacity` commands (at least 1).
-    pub fn new(capacity: usize) -> Self {
+    /// An empty queue for at most `capacity` commands (at least 1), whose records share
+    /// `byte_budget` bytes with what the core holds (`buffer_memory`; `usize::MAX`: no byte
+    /// bound).
+    pub fn new(capacity: usize, byte_budget: usize) -> Self {
         CommandQueue {
             state: Mutex::new(State {
                 queued: VecDeque::new(),
+                queued_bytes: 0,
                 stopped: false,
                 senders_gone: false,
                 waiting_senders: 0,
             }),
             capacity: capacity.max(1),
+            byte_budget,
             held: AtomicUsize::new(0),
+            held_bytes: AtomicUsize::new(0),
+            core_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -95,10 +120,15 @@ impl<C> CommandQueue<C> {
         self.capacity
     }
 
+    /// The byte budget given to [`CommandQueue::new`].
+    pub fn byte_budget(&self) -> usize {
+        self.byte_budget
+    }
+
     #[inline]
     fn lock(&self) -> MutexGuard<'_, State<C>> {
         // A panic while holding the lock leaves the queue consistent (every change is one
-        // push, extend or swap): go on with it.
+        // push, extend or swap and its counts): go on with it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -107,15 +137,48 @@ impl<C> CommandQueue<C> {
         state.queued.len() + self.held.load(Ordering::Relaxed)
     }
 
-    /// Queues the command `make` builds from `item` if the queue has room (`make` runs under
-    /// the lock, only then); a refused `item` comes back as it was. `Ok(true)`: the queue was
-    /// empty, wake the owner. With `wait_if_full`, a refusal as [`Refused::Full`] counts the
-    /// caller as waiting for room: it must then wait to be woken (the owner's
-    /// [`Refill::wake_senders`]).
+    /// The bytes queued and taken but not yet handed to the core. `held_bytes` is read before
+    /// `core_bytes` (see [`CommandQueue::release`]).
+    #[inline]
+    fn queue_bytes(&self, state: &State<C>) -> usize {
+        state.queued_bytes + self.held_bytes.load(Ordering::Acquire)
+    }
+
+    /// Whether a record charged `bytes` fits beside what is queued and what the core holds. A
+    /// record larger than the whole budget never fits: it is let in alone (nothing else of the
+    /// queue's), for the core to refuse it as too large.
+    #[inline]
+    fn fits(&self, state: &State<C>, bytes: usize) -> bool {
+        let queue = self.queue_bytes(state);
+        let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
+        used.saturating_add(bytes) <= self.byte_budget || (queue == 0 && bytes > self.byte_budget)
+    }
+
+    /// Whether senders refused as full should be woken: half the command capacity is free,
+    /// and half the byte budget is (or the queue holds no record bytes at all: then only the
+    /// core's records stand in the way, and a sender whose record fits may go).
+    #[inline]
+    fn room_for_waiters(&self, state: &State<C>) -> bool {
+        if self.used(state) > self.capacity / 2 {
+            return false;
+        }
+        let queue = self.queue_bytes(state);
+        let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
+        queue == 0 || used <= self.byte_budget / 2
+    }
+
+    /// Queues the command `make` builds from `item` if the queue has room for one more
+    /// command of `bytes` (`make` runs under the lock, only then); a refused `item` comes back
+    /// as it was. The command must carry its `bytes`, for the owner to give back to
+    /// [`CommandQueue::release`] once it has handled it. `Ok(true)`: the queue was empty, wake
+    /// the owner. With `wait_if_full`, a refusal as [`Refused::Full`] counts the caller as
+    /// waiting for room: it must then wait to be woken (the owner's [`Refill::wake_senders`],
+    /// [`CommandQueue::settle`]).
     #[inline]
     pub fn push<I>(
         &self,
         item: I,
+        bytes: usize,
         wait_if_full: bool,
         make: impl FnOnce(I) -> C,
     ) -> Result<bool, Refused<I>> {
@@ -123,11 +186,12 @@ impl<C> CommandQueue<C> {
         if state.stopped {
             return Err(Refused::Stopped(item));
         }
-        if self.used(&state) >= self.capacity {
+        if self.used(&state) >= self.capacity || !self.fits(&state, bytes) {
             state.waiting_senders += usize::from(wait_if_full);
             return Err(Refused::Full(item));
         }
         let was_empty = state.queued.is_empty();
+        state.queued_bytes += bytes;
         state.queued.push_back(make(item));
         Ok(was_empty)
     }
@@ -146,28 +210,58 @@ impl<C> CommandQueue<C> {
         Ok(was_empty)
     }
 
-    /// Queues commands made from the front of `from`, in order, while the queue has room,
-    /// under one lock; `make` runs under it, once per item taken. The items not taken stay in
-    /// `from`. With `wait_if_full`, the caller counts as waiting for room when some are left.
+    /// Queues commands made from the front of `from`, in order, while the queue has room
+    /// (each item charged `charge(item)` bytes), under one lock; `charge` and `make` run under
+    /// it, once per item. The items not taken stay in `from`. With `wait_if_full`, the caller
+    /// counts as waiting for room when some are left.
+    ///
+    /// `make` is given each item and the bytes its command must carry for
+    /// [`CommandQueue::release`]: the burst's bytes are all carried by its last command (0 by
+    /// the others), so the owner releases them once it has handled the whole burst, and the
+    /// records it handed over before count twice until then (in the queue and in the core),
+    /// never in neither.
     #[inline]
     pub fn push_burst<I>(
         &self,
         from: &mut Vec<I>,
         wait_if_full: bool,
-        make: impl FnMut(I) -> C,
+        mut charge: impl FnMut(&I) -> usize,
+        mut make: impl FnMut(I, usize) -> C,
     ) -> Result<Burst, Stopped> {
         let mut state = self.lock();
         if state.stopped {
             return Err(Stopped);
         }
         let room = self.capacity.saturating_sub(self.used(&state));
-        let taken = room.min(from.len());
+        let queue = self.queue_bytes(&state);
+        let free = self
+            .byte_budget
+            .saturating_sub(queue.saturating_add(self.core_bytes.load(Ordering::Acquire)));
+        // The items that fit: by count, then by bytes (a record larger than the whole budget
+        // goes alone into an empty queue, as with `push`).
+        let mut taken = 0;
+        let mut added = 0usize;
+        for item in from.iter().take(room) {
+            let bytes = charge(item);
+            let alone = queue == 0 && taken == 0 && bytes > self.byte_budget;
+            if added.saturating_add(bytes) > free && !alone {
+                break;
+            }
+            added = added.saturating_add(bytes);
+            taken += 1;
+        }
         if wait_if_full && taken < from.len() {
             state.waiting_senders += 1;
         }
         let was_empty = state.queued.is_empty();
         if taken > 0 {
-            state.queued.extend(from.drain(..taken).map(make));
+            state.queued_bytes += added;
+            let last = taken - 1;
+            let commands = from
+                .drain(..taken)
+                .enumerate()
+                .map(|(i, item)| make(item, if i == last { added } else { 0 }));
+            state.queued.extend(commands);
         }
         Ok(Burst { taken, was_empty })
     }
@@ -180,33 +274,65 @@ impl<C> CommandQueue<C> {
 
     /// For the owner, when it is ready for more: if `taken` is empty, moves everything queued
     /// into it (a swap under one lock) and counts it as held until
-    /// [`CommandQueue::release`]. Says whether to wake waiting senders and whether no command
-    /// will ever come again.
+    /// [`CommandQueue::release`]. `core_bytes` is what the core holds now
+    /// ([`producer_core::Producer::buffered_bytes`]). Says whether to wake waiting senders and
+    /// whether no command will ever come again.
     #[inline]
     #[must_use = "waiting senders must be woken, and a finished queue means closing"]
-    pub fn refill(&self, taken: &mut VecDeque<C>) -> Refill {
+    pub fn refill(&self, taken: &mut VecDeque<C>, core_bytes: usize) -> Refill {
         let mut state = self.lock();
+        self.core_bytes.store(core_bytes, Ordering::Release);
         if taken.is_empty() {
             std::mem::swap(&mut state.queued, taken);
-            self.held.store(taken.len(), Ordering::Relaxed);
-        }
-        let wake_senders = state.waiting_senders > 0 && self.used(&state) <= self.capacity / 2;
-        if wake_senders {
-            state.waiting_senders = 0;
+            // Added to what is still held: a record the owner holds aside (the core was full)
+            // stays counted until the owner releases it.
+            self.held.fetch_add(taken.len(), Ordering::Relaxed);
+            self.held_bytes
+                .fetch_add(std::mem::take(&mut state.queued_bytes), Ordering::Release);
         }
         Refill {
-            wake_senders,
+            wake_senders: self.wake_check(&mut state),
             finished: state.senders_gone && taken.is_empty(),
         }
     }
 
-    /// For the owner: `handled` of the commands it took are handled and no longer count
-    /// against the capacity.
+    /// Whether to wake the waiting senders now; if so they no longer count as waiting.
+    fn wake_check(&self, state: &mut State<C>) -> bool {
+        let wake = state.waiting_senders > 0 && self.room_for_waiters(state);
+        if wake {
+            state.waiting_senders = 0;
+        }
+        wake
+    }
+
+    /// For the owner: `handled` of the commands it took, carrying `bytes` in all (see
+    /// [`CommandQueue::push`]), are handled and no longer count against the capacity; the core now
+    /// holds `core_bytes` (the records handed over count there from now on: published first).
     #[inline]
-    pub fn release(&self, handled: usize) {
+    pub fn release(&self, handled: usize, bytes: usize, core_bytes: usize) {
+        self.core_bytes.store(core_bytes, Ordering::Release);
+        if bytes > 0 {
+            self.held_bytes.fetch_sub(bytes, Ordering::Release);
+        }
         if handled > 0 {
             self.held.fetch_sub(handled, Ordering::Relaxed);
         }
+    }
+
+    /// For the owner, after reports freed space in the core (it holds `core_bytes` now):
+    /// whether to wake the senders waiting for room. Takes the lock only when the core's count
+    /// went down.
+    #[inline]
+    #[must_use = "waiting senders must be woken"]
+    pub fn settle(&self, core_bytes: usize) -> bool {
+        if core_bytes >= self.core_bytes.load(Ordering::Relaxed) {
+            // Nothing freed (a rise is published before the records leave the held count).
+            self.core_bytes.store(core_bytes, Ordering::Release);
+            return false;
+        }
+        let mut state = self.lock();
+        self.core_bytes.store(core_bytes, Ordering::Release);
+        self.wake_check(&mut state)
     }
 
     /// For the owner, once it stops: refuses every later push and returns what is still
@@ -215,6 +341,7 @@ impl<C> CommandQueue<C> {
     pub fn stop(&self) -> VecDeque<C> {
         let mut state = self.lock();
         state.stopped = true;
+        state.queued_bytes = 0;
         std::mem::take(&mut state.queued)
     }
 
@@ -232,15 +359,24 @@ mod tests {
         x
     }
 
+    fn commands(taken: &VecDeque<i32>) -> Vec<i32> {
+        taken.iter().copied().collect()
+    }
+
+    const NO_BYTE_BOUND: usize = usize::MAX;
+
     #[test]
     fn taken_commands_count_until_released() {
-        let q = CommandQueue::new(2);
-        assert!(q.push(1, false, id).unwrap(), "first into an empty queue");
-        assert!(!q.push(2, false, id).unwrap());
-        assert!(matches!(q.push(3, false, id), Err(Refused::Full(3))));
+        let q = CommandQueue::new(2, NO_BYTE_BOUND);
+        assert!(
+            q.push(1, 0, false, id).unwrap(),
+            "first into an empty queue"
+        );
+        assert!(!q.push(2, 0, false, id).unwrap());
+        assert!(matches!(q.push(3, 0, false, id), Err(Refused::Full(3))));
         let mut taken = VecDeque::new();
-        let refill = q.refill(&mut taken);
-        assert_eq!(taken, [1, 2]);
+        let refill = q.refill(&mut taken, 0);
+        assert_eq!(commands(&taken), [1, 2]);
         assert_eq!(
             refill,
             Refill {
@@ -249,36 +385,36 @@ mod tests {
             }
         );
         assert!(
-            matches!(q.push(3, false, id), Err(Refused::Full(3))),
+            matches!(q.push(3, 0, false, id), Err(Refused::Full(3))),
             "still held"
         );
         taken.pop_front();
-        q.release(1);
-        assert!(q.push(3, false, id).is_ok());
+        q.release(1, 0, 0);
+        assert!(q.push(3, 0, false, id).is_ok());
         // `taken` is not empty: nothing moves.
-        let _ = q.refill(&mut taken);
-        assert_eq!(taken, [2]);
+        let _ = q.refill(&mut taken, 0);
+        assert_eq!(commands(&taken), [2]);
     }
 
     #[test]
     fn control_commands_ignore_the_capacity_but_not_a_stop() {
-        let q = CommandQueue::new(1);
-        q.push(1, false, id).unwrap();
-        assert!(q.push_control(2).is_ok());
+        let q = CommandQueue::new(1, 10);
+        q.push(1, 10, false, id).unwrap();
+        assert!(q.push_control(2).is_ok(), "neither the count nor the bytes");
         assert_eq!(q.stop(), [1, 2]);
         assert!(q.is_stopped());
         assert_eq!(q.push_control(3), Err(3));
-        assert!(matches!(q.push(4, false, id), Err(Refused::Stopped(4))));
+        assert!(matches!(q.push(4, 0, false, id), Err(Refused::Stopped(4))));
         let mut v = vec![5];
-        assert_eq!(q.push_burst(&mut v, false, |x| x), Err(Stopped));
+        assert_eq!(q.push_burst(&mut v, false, |_| 0, |x, _| x), Err(Stopped));
         assert_eq!(v, [5], "nothing taken after stop");
     }
 
     #[test]
     fn a_burst_takes_what_fits_from_the_front() {
-        let q = CommandQueue::new(3);
+        let q = CommandQueue::new(3, NO_BYTE_BOUND);
         let mut v = vec![1, 2, 3, 4, 5];
-        let b = q.push_burst(&mut v, false, |x| x * 10).unwrap();
+        let b = q.push_burst(&mut v, false, |_| 0, |x, _| x * 10).unwrap();
         assert_eq!(
             b,
             Burst {
@@ -287,7 +423,7 @@ mod tests {
             }
         );
         assert_eq!(v, [4, 5]);
-        let b = q.push_burst(&mut v, false, |x| x * 10).unwrap();
+        let b = q.push_burst(&mut v, false, |_| 0, |x, _| x * 10).unwrap();
         assert_eq!(
             b,
             Burst {
@@ -300,27 +436,110 @@ mod tests {
 
     #[test]
     fn waiting_senders_are_woken_once_half_the_room_is_free() {
-        let q = CommandQueue::new(4);
+        let q = CommandQueue::new(4, NO_BYTE_BOUND);
         let mut v = vec![1, 2, 3, 4, 5];
-        q.push_burst(&mut v, true, |x| x).unwrap();
-        assert!(matches!(q.push(6, true, id), Err(Refused::Full(6))));
+        q.push_burst(&mut v, true, |_| 0, |x, _| x).unwrap();
+        assert!(matches!(q.push(6, 0, true, id), Err(Refused::Full(6))));
         let mut taken = VecDeque::new();
-        assert!(!q.refill(&mut taken).wake_senders, "all four still held");
+        assert!(!q.refill(&mut taken, 0).wake_senders, "all four still held");
         taken.drain(..2);
-        q.release(2);
-        assert!(q.refill(&mut taken).wake_senders, "two of four held");
-        assert!(!q.refill(&mut taken).wake_senders, "woken once");
+        q.release(2, 0, 0);
+        assert!(q.refill(&mut taken, 0).wake_senders, "two of four held");
+        assert!(!q.refill(&mut taken, 0).wake_senders, "woken once");
     }
 
     #[test]
     fn finished_once_the_senders_are_gone_and_nothing_is_left() {
-        let q = CommandQueue::new(4);
-        q.push(1, false, id).unwrap();
+        let q = CommandQueue::new(4, NO_BYTE_BOUND);
+        q.push(1, 0, false, id).unwrap();
         q.senders_gone();
         let mut taken = VecDeque::new();
-        assert!(!q.refill(&mut taken).finished, "one command left");
+        assert!(!q.refill(&mut taken, 0).finished, "one command left");
         taken.clear();
-        q.release(1);
-        assert!(q.refill(&mut taken).finished);
+        q.release(1, 0, 0);
+        assert!(q.refill(&mut taken, 0).finished);
+    }
+
+    /// Bytes queued, taken and not yet handled, and held by the core share one budget: a
+    /// record moves from the queue's count to the core's without ever being in neither, and
+    /// the queue refuses what would go over the budget.
+    #[test]
+    fn queued_taken_and_core_bytes_share_the_budget() {
+        let q = CommandQueue::new(100, 1000);
+        assert!(q.push(1, 400, false, id).is_ok());
+        assert!(q.push(2, 400, false, id).is_ok());
+        assert!(
+            matches!(q.push(3, 300, false, id), Err(Refused::Full(3))),
+            "800 queued + 300 > 1000"
+        );
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, 0);
+        assert!(
+            matches!(q.push(3, 300, false, id), Err(Refused::Full(3))),
+            "taken and not handled: still counted"
+        );
+        // The owner hands record 1 to the core, which now holds 400 bytes: moved, not freed.
+        taken.pop_front();
+        q.release(1, 400, 400);
+        assert!(matches!(q.push(3, 300, false, id), Err(Refused::Full(3))));
+        // A report frees the core's 400 bytes.
+        let _ = q.settle(0);
+        assert!(q.push(3, 300, false, id).is_ok(), "400 taken + 300 queued");
+    }
+
+    /// A record larger than the whole budget could never fit: it goes in alone, into a queue
+    /// that holds no record bytes, for the core to refuse; never beside other records.
+    #[test]
+    fn a_record_larger_than_the_budget_goes_in_alone() {
+        let q = CommandQueue::new(100, 1000);
+        q.push(1, 10, false, id).unwrap();
+        assert!(matches!(q.push(2, 5000, false, id), Err(Refused::Full(2))));
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, 0);
+        taken.pop_front();
+        q.release(1, 10, 10);
+        assert!(
+            q.push(2, 5000, false, id).is_ok(),
+            "the core's records do not stop it"
+        );
+        assert!(matches!(q.push(3, 1, false, id), Err(Refused::Full(3))));
+        let mut v = vec![4, 5];
+        let b = q.push_burst(&mut v, false, |_| 5000, |x, _| x).unwrap();
+        assert_eq!(b.taken, 0, "not beside the queued one");
+    }
+
+    #[test]
+    fn a_burst_stops_at_the_first_record_over_the_byte_budget() {
+        let q = CommandQueue::new(100, 1000);
+        let mut v = vec![300, 300, 300, 300, 50];
+        let b = q
+            .push_burst(&mut v, true, |&x| x as usize, |x, bytes| (x, bytes))
+            .unwrap();
+        assert_eq!(b.taken, 3);
+        assert_eq!(v, [300, 50], "in order: the small one waits behind");
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, 0);
+        assert_eq!(
+            taken.iter().map(|&(_, bytes)| bytes).collect::<Vec<_>>(),
+            [0, 0, 900],
+            "the last command carries the burst's charge"
+        );
+    }
+
+    /// Senders waiting for room are woken when reports free the core's bytes, even while the
+    /// queue itself holds nothing to take.
+    #[test]
+    fn waiting_senders_are_woken_when_the_core_frees_bytes() {
+        let q = CommandQueue::new(100, 1000);
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, 900);
+        assert!(matches!(q.push(1, 200, true, id), Err(Refused::Full(1))));
+        assert!(!q.settle(900), "nothing freed");
+        assert!(q.settle(850), "the queue holds no bytes: waiters may try");
+        assert!(!q.settle(800), "woken once");
+        assert!(q.push(1, 200, false, id).is_ok());
+        assert!(matches!(q.push(2, 1, true, id), Err(Refused::Full(2))));
+        assert!(!q.settle(700), "200 queued, 900 used: not half free");
+        assert!(q.settle(200), "half free");
     }
 }

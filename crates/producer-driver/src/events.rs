@@ -3,9 +3,11 @@
 use producer_core::Event;
 use tracing::{debug, error, info, warn};
 
-/// Logs one of the core's events: retries, sequence resets and refused answers at `warn`, a
-/// fatal error at `error`, the producer id, broker connections becoming ready and the close at
-/// `info`, metadata updates (and events added later) at `debug`. Call it for every `Output::Event`.
+/// Logs one of the producer's events: retries, sequence resets and refused answers at `warn`, a
+/// fatal error and a callback's panic at `error`, the producer id, broker connections becoming
+/// ready and the close at `info`, metadata updates (and events added later) at `debug`. Call it
+/// for every `Output::Event`, and for the events a driver makes itself
+/// ([`Event::CallbackPanicked`]).
 pub fn log_event(event: &Event) {
     match event {
         Event::Retry {
@@ -53,6 +55,9 @@ pub fn log_event(event: &Event) {
             "broker answer refused"
         ),
         Event::Closed => info!("producer closed"),
+        Event::CallbackPanicked { callback, message } => {
+            error!(%callback, %message, "the application's code panicked; the producer goes on")
+        }
         other => debug!(event = ?other, "producer event"),
     }
 }

@@ -12,6 +12,11 @@
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
 //!   clock).
 //! * [`log_event`]: the core's events, logged with `tracing`.
+//! * [`ReadSizing`]: how much to read from a socket at a time, growing with traffic and
+//!   shrinking back when it stops.
+//! * [`panic`](mod@panic): the one rule for panics: [`call_user`] around the application's
+//!   code (the producer goes on, an event names the panic), [`contain`] around the producer's
+//!   own.
 //! * [`tls`]: the rustls client configuration for `SSL` and `SASL_SSL` (CA file or platform
 //!   roots, mTLS, endpoint identification), with typed errors for unusable files.
 //! * `metrics_facade` (feature `metrics`): the core's metrics published through the
@@ -45,6 +50,8 @@ mod events;
 mod flush;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
+pub mod panic;
+mod read_sizing;
 pub mod timestamp;
 pub mod tls;
 mod write_queue;
@@ -52,4 +59,6 @@ mod write_queue;
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
+pub use panic::{call_user, contain};
+pub use read_sizing::ReadSizing;
 pub use write_queue::{WriteQueue, MAX_IOV};

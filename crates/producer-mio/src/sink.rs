@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use producer_core::Delivery;
+use producer_core::{Delivery, Event};
 
 /// Where a [`crate::MioDriver`] puts the delivery reports the core produces.
 ///
@@ -10,6 +10,10 @@ use producer_core::Delivery;
 /// of your own (see [`crate::MioDriver::with_sink`]) receives each report the moment the core
 /// produces it, inside whichever driver method produced it, without the copy into and out of a
 /// queue: for loops that handle reports with a callback anyway.
+///
+/// A sink's panic does not unwind out of the driver: it is caught around that one call and
+/// named by an [`Event::CallbackPanicked`] (from [`crate::MioDriver::poll_event`]); a report
+/// whose `deliver` panicked counts as handed over.
 pub trait DeliverySink<T> {
     /// Takes one report.
     fn deliver(&mut self, delivery: Delivery<T>);
@@ -19,6 +23,12 @@ pub trait DeliverySink<T> {
     /// queues must count them here; a sink that hands reports on at once keeps the default 0.
     fn pending(&self) -> usize {
         0
+    }
+
+    /// Sees each of the producer's events as it happens, before [`crate::MioDriver::poll_event`]
+    /// keeps it: for a sink that hands events on too. Does nothing by default.
+    fn event(&mut self, event: &Event) {
+        let _ = event;
     }
 }
 

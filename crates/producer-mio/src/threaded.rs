@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, MetricsSnapshot, OAuthToken, OffsetToCommit,
-    ProduceError, Record, SendErrorReason, TransactionError, TransactionOperation,
+    Callback, Config, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OAuthToken,
+    OffsetToCommit, ProduceError, Record, SendErrorReason, TransactionError, TransactionOperation,
 };
-use producer_driver::timestamp;
-use producer_driver::{Cohort, CommandQueue, FlushTracker, Refused};
+use producer_driver::panic::InjectedPanics;
+use producer_driver::{
+    call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker, Refused,
+};
 
 use crate::driver::MioDriver;
 use crate::error::StartError;
@@ -58,7 +60,9 @@ impl<T> SendError<T> {
 }
 
 enum Command<T> {
-    Send(Record, T),
+    /// A record, with the bytes handling it frees in the queue (see
+    /// [`CommandQueue::push_burst`]).
+    Send(Record, T, usize),
     Flush(SyncSender<()>),
     Metrics(SyncSender<MetricsSnapshot>),
     /// A transactional operation, answered when the core reports it complete.
@@ -187,9 +191,11 @@ impl<T> std::fmt::Debug for ThreadedProducer<T> {
 impl<T: Send + 'static> ThreadedProducer<T> {
     /// Starts the producer thread. `queue_capacity` (at least 1) bounds the commands waiting
     /// for the thread (those in the queue plus those the thread took in its last bulk take and
-    /// has not handed to the core yet); `on_delivery` receives every report on the producer thread. Fails if the
-    /// `Poll`, its waker or the thread cannot be created ([`StartError::Io`]), or the TLS
-    /// files of an `SSL` or `SASL_SSL` configuration cannot be used ([`StartError::Tls`]).
+    /// has not handed to the core yet; their records share `buffer_memory` with the core's);
+    /// `on_delivery` receives every report on the producer thread. Fails if the `Poll`, its
+    /// waker or the thread cannot be created ([`StartError::Io`]), or the TLS files of an
+    /// `SSL` or `SASL_SSL` configuration cannot be used ([`StartError::Tls`]). For an event
+    /// callback or a token provider, see [`ThreadedProducer::builder`].
     pub fn spawn<F>(
         config: Config,
         queue_capacity: usize,
@@ -198,7 +204,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     where
         F: FnMut(Delivery<T>) + Send + 'static,
     {
-        Self::start(config, queue_capacity, on_delivery, None)
+        Self::builder(config)
+            .queue_capacity(queue_capacity)
+            .spawn(on_delivery)
     }
 
     /// [`ThreadedProducer::spawn`] with an OAUTHBEARER token provider (for
@@ -214,70 +222,23 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         F: FnMut(Delivery<T>) + Send + 'static,
         P: FnMut() -> Result<OAuthToken, String> + Send + 'static,
     {
-        Self::start(
-            config,
-            queue_capacity,
-            on_delivery,
-            Some(Box::new(provider)),
-        )
+        Self::builder(config)
+            .queue_capacity(queue_capacity)
+            .oauth_token_provider(provider)
+            .spawn(on_delivery)
     }
 
-    fn start<F>(
-        config: Config,
-        queue_capacity: usize,
-        on_delivery: F,
-        provider: Option<crate::token::Provider>,
-    ) -> Result<Self, StartError>
-    where
-        F: FnMut(Delivery<T>) + Send + 'static,
-    {
-        let poll = Poll::new()?;
-        let mut driver = MioDriver::with_sink(
+    /// A builder for the producer thread's settings besides the delivery callback: the queue's
+    /// capacity, an event callback, a token provider; [`ThreadedBuilder::spawn`] starts it.
+    pub fn builder(config: Config) -> ThreadedBuilder<T> {
+        ThreadedBuilder {
             config,
-            poll.registry(),
-            TokenRange::new(mio::Token(0), 1024),
-            None,
-            Reports {
-                on_delivery,
-                flushes: FlushTracker::default(),
-            },
-        )?;
-        if let Some(provider) = provider {
-            driver.set_token_provider(provider);
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            on_event: None,
+            token_provider: None,
+            injected: InjectedPanics::default(),
+            _reports: std::marker::PhantomData,
         }
-        let shared = Arc::new(Shared {
-            queue: CommandQueue::new(queue_capacity),
-            waker: driver.waker().clone(),
-            close_requested: AtomicBool::new(false),
-            wake_pending: AtomicBool::new(false),
-            final_metrics: Mutex::new(None),
-            transaction_failure: Mutex::new(None),
-        });
-        let loop_shared = shared.clone();
-        let handle = thread::Builder::new()
-            .name("producer-mio".into())
-            .spawn(move || {
-                let mut state = Loop {
-                    driver,
-                    poll,
-                    shared: loop_shared,
-                    taken: VecDeque::with_capacity(CHUNK),
-                    unreleased: 0,
-                    stash: None,
-                    closing: false,
-                    txn_waiter: None,
-                    txn_flushes: Vec::new(),
-                };
-                state.run();
-            })?;
-        let thread_id = handle.thread().id();
-        Ok(ThreadedProducer {
-            inner: Arc::new(Inner {
-                shared,
-                thread: Mutex::new(Some(handle)),
-                thread_id,
-            }),
-        })
     }
 
     /// Queues a record with `opaque`, handed back in its report. Never blocks: when the queue
@@ -288,8 +249,12 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(SendError::Closed(record, opaque));
         }
+        let bytes = charge::<T>(&record);
         let sent = (record, opaque);
-        match shared.queue.push(sent, false, |(r, o)| Command::Send(r, o)) {
+        match shared
+            .queue
+            .push(sent, bytes, false, |(r, o)| Command::Send(r, o, bytes))
+        {
             Ok(_) => {
                 shared.wake();
                 Ok(())
@@ -315,9 +280,12 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         }
         let burst = shared
             .queue
-            .push_burst(records, false, |(record, opaque)| {
-                Command::Send(record, opaque)
-            })
+            .push_burst(
+                records,
+                false,
+                |(record, _)| charge::<T>(record),
+                |(record, opaque), bytes| Command::Send(record, opaque, bytes),
+            )
             .map_err(|_| BatchClosed)?;
         if burst.taken > 0 {
             shared.wake();
@@ -480,6 +448,168 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     }
 }
 
+/// The capacity of a [`ThreadedBuilder`]'s command queue unless set.
+const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+
+/// The event callback of a [`ThreadedBuilder`].
+type OnEvent = Box<dyn FnMut(&Event) + Send>;
+
+/// The settings of a [`ThreadedProducer`] about to start ([`ThreadedProducer::builder`]);
+/// [`ThreadedBuilder::spawn`] starts its thread. The protocol's settings are the [`Config`]'s.
+#[must_use = "a builder does nothing until `spawn` is called"]
+pub struct ThreadedBuilder<T> {
+    config: Config,
+    queue_capacity: usize,
+    on_event: Option<OnEvent>,
+    token_provider: Option<crate::token::Provider>,
+    injected: InjectedPanics,
+    _reports: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T> std::fmt::Debug for ThreadedBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadedBuilder")
+            .field("queue_capacity", &self.queue_capacity)
+            .field("on_event", &self.on_event.is_some())
+            .field("token_provider", &self.token_provider.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> ThreadedBuilder<T> {
+    /// The most commands waiting for the producer thread (default 1024; at least 1): see
+    /// [`ThreadedProducer::spawn`].
+    pub fn queue_capacity(mut self, n: usize) -> Self {
+        self.queue_capacity = n;
+        self
+    }
+
+    /// The callback that receives every [`Event`] of the producer (they are logged with
+    /// `tracing` either way), **on the producer thread**, in the order they happen; keep it
+    /// short and non-blocking. A callback (this one, the delivery callback, the token
+    /// provider) that panics does not stop the producer: the panic is caught around that call
+    /// and named by an [`Event::CallbackPanicked`], which this callback receives too (if it
+    /// panics on that one, the panic is only logged). A report whose callback panicked is not
+    /// handed over again.
+    pub fn on_event<E>(mut self, on_event: E) -> Self
+    where
+        E: FnMut(&Event) + Send + 'static,
+    {
+        self.on_event = Some(Box::new(on_event));
+        self
+    }
+
+    /// The OAUTHBEARER token provider (for `sasl.mechanism=OAUTHBEARER`): whenever the core
+    /// needs a token, `provider` is called on a helper thread of its own, so it may block (see
+    /// [`MioDriver::set_token_provider`]).
+    pub fn oauth_token_provider<P>(mut self, provider: P) -> Self
+    where
+        P: FnMut() -> Result<OAuthToken, String> + Send + 'static,
+    {
+        self.token_provider = Some(Box::new(provider));
+        self
+    }
+
+    /// For tests only: panics injected into the producer thread's loop, to prove that the
+    /// producer contains them. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn inject_panics(mut self, injected: InjectedPanics) -> Self {
+        self.injected = injected;
+        self
+    }
+
+    /// Starts the producer thread; `on_delivery` receives every report on it (see
+    /// [`ThreadedProducer::spawn`] for the errors).
+    pub fn spawn<F>(self, on_delivery: F) -> Result<ThreadedProducer<T>, StartError>
+    where
+        F: FnMut(Delivery<T>) + Send + 'static,
+    {
+        let ThreadedBuilder {
+            config,
+            queue_capacity,
+            on_event,
+            token_provider,
+            injected,
+            ..
+        } = self;
+        let poll = Poll::new()?;
+        let buffer_memory = config.buffer_memory;
+        let mut driver = MioDriver::with_sink(
+            config,
+            poll.registry(),
+            TokenRange::new(mio::Token(0), 1024),
+            None,
+            Reports {
+                on_delivery,
+                on_event,
+                flushes: FlushTracker::default(),
+            },
+        )?;
+        if let Some(provider) = token_provider {
+            driver.set_token_provider(provider);
+        }
+        let shared = Arc::new(Shared {
+            queue: CommandQueue::new(queue_capacity, buffer_memory),
+            waker: driver.waker().clone(),
+            close_requested: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
+            final_metrics: Mutex::new(None),
+            transaction_failure: Mutex::new(None),
+        });
+        let loop_shared = shared.clone();
+        let handle = thread::Builder::new()
+            .name("producer-mio".into())
+            .spawn(move || {
+                let _stop = StopOnDrop(loop_shared.clone());
+                let mut state = Loop {
+                    driver,
+                    poll,
+                    shared: loop_shared,
+                    taken: VecDeque::with_capacity(CHUNK),
+                    unreleased: 0,
+                    unreleased_bytes: 0,
+                    stash: None,
+                    closing: false,
+                    txn_waiter: None,
+                    txn_flushes: Vec::new(),
+                    handed: 0,
+                    injected,
+                    panic_at: injected.panic_at(),
+                    panicked: None,
+                    core_broken: false,
+                };
+                state.run();
+            })?;
+        let thread_id = handle.thread().id();
+        Ok(ThreadedProducer {
+            inner: Arc::new(Inner {
+                shared,
+                thread: Mutex::new(Some(handle)),
+                thread_id,
+            }),
+        })
+    }
+}
+
+/// However the producer thread ends (a panic its loop could not contain), the handles stop
+/// waiting: the queue stops (the commands still in it are dropped, so their waiters return)
+/// and later sends are refused.
+struct StopOnDrop<T>(Arc<Shared<T>>);
+
+impl<T> Drop for StopOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.close_requested.store(true, Ordering::SeqCst);
+        drop(self.0.queue.stop());
+    }
+}
+
+/// What `record` counts against `buffer_memory` in the command queue: what the core will
+/// charge for it.
+#[inline]
+fn charge<T>(record: &Record) -> usize {
+    producer_core::Producer::<Tracked<T>>::buffer_charge(record)
+}
+
 /// The opaque value inside the core: the caller's, plus the flush cohort it was sent in.
 struct Tracked<T> {
     cohort: Cohort,
@@ -497,10 +627,55 @@ fn answer(done: impl Iterator<Item = FlushDone>) {
     }
 }
 
-/// The thread's [`DeliverySink`]: each report goes straight from the core to the callback.
+/// The thread's [`DeliverySink`]: each report goes straight from the core to the callback,
+/// each event to the event callback; a callback's panic is caught around that call.
 struct Reports<F> {
     on_delivery: F,
+    on_event: Option<OnEvent>,
     flushes: FlushTracker<FlushDone>,
+}
+
+impl<F> Reports<F> {
+    /// Hands a report to the delivery callback; a panic in it is named by an event, and the
+    /// report counts as handed over.
+    #[inline]
+    fn hand_over<T>(&mut self, d: Delivery<T>)
+    where
+        F: FnMut(Delivery<T>),
+    {
+        let on_delivery = &mut self.on_delivery;
+        // The report moves into the callback through the closure's reference, not by value
+        // into the closure.
+        let mut d = Some(d);
+        let call = || {
+            if let Some(d) = d.take() {
+                on_delivery(d)
+            }
+        };
+        if let Err(panicked) = call_user(Callback::Delivery, call) {
+            self.emit(&panicked);
+        }
+    }
+
+    /// Logs an event and hands it to the event callback. A callback that panics is named by an
+    /// event of its own, logged and handed to it once (a second panic is only logged).
+    fn emit(&mut self, event: &Event) {
+        log_event(event);
+        self.show(event);
+    }
+
+    /// Hands an event (logged already) to the event callback, as [`Reports::emit`] does.
+    fn show(&mut self, event: &Event) {
+        let Some(f) = self.on_event.as_mut() else {
+            return;
+        };
+        if let Err(panicked) = call_user(Callback::Event, || f(event)) {
+            log_event(&panicked);
+            if let Err(again) = call_user(Callback::Event, || f(&panicked)) {
+                log_event(&again);
+            }
+        }
+    }
 }
 
 impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
@@ -511,8 +686,13 @@ impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
             cohort = t.cohort;
             t.opaque
         });
-        (self.on_delivery)(d);
+        self.hand_over(d);
         answer(self.flushes.reported(cohort));
+    }
+
+    fn event(&mut self, event: &Event) {
+        // The driver has logged it.
+        self.show(event);
     }
 }
 
@@ -520,23 +700,48 @@ impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
 /// sleeping) before handling more.
 const CHUNK: usize = 4096;
 
+/// A record the core refused as `Full`, retried before handling more commands. Its bytes
+/// stay counted in the command queue's held bytes until the core takes it.
+struct Stashed<T> {
+    record: Record,
+    opaque: T,
+    bytes: usize,
+}
+
 /// The producer thread's state.
 struct Loop<T, F: FnMut(Delivery<T>)> {
-    /// The driver; its sink holds the callback and the flush tracker.
+    /// The driver; its sink holds the callbacks and the flush tracker.
     driver: MioDriver<Tracked<T>, Reports<F>>,
     poll: Poll,
     shared: Arc<Shared<T>>,
     /// Commands taken from the queue and not handled yet (still held in the queue's count).
     taken: VecDeque<Command<T>>,
-    /// Commands handled since the queue's held count was last lowered.
+    /// Commands handled since the queue's held count was last lowered, and their bytes.
     unreleased: usize,
+    unreleased_bytes: usize,
     /// One record the core refused as `Full`, retried before handling more commands.
-    stash: Option<(Record, T)>,
+    stash: Option<Stashed<T>>,
     closing: bool,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnReply>,
     /// Flushes of a transactional producer, answered once every record is acknowledged.
     txn_flushes: Vec<FlushDone>,
+    /// Records handed to the core so far (for [`InjectedPanics`]).
+    handed: u64,
+    injected: InjectedPanics,
+    /// `injected.panic_at()`, compared with `handed` before every record.
+    panic_at: u64,
+    /// The message of a panic in the producer's own code: the thread is stopping because of
+    /// it.
+    panicked: Option<String>,
+    /// Failing the records after that panic panicked too: the core is not touched again.
+    core_broken: bool,
+}
+
+/// What one turn of the producer thread's loop found.
+enum Turn {
+    Again,
+    Closed,
 }
 
 impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
@@ -544,38 +749,49 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         tracing::debug!("producer thread started");
         let mut events = Events::with_capacity(1024);
         loop {
-            self.shared.wake_pending.store(false, Ordering::SeqCst);
-            if let Some((record, opaque)) = self.stash.take() {
-                self.submit(Instant::now(), record, opaque);
-            }
-            let more = self.take_commands();
-            // Records were handed over without acting on the core's outputs: once for all now.
-            self.driver.drive(Instant::now());
-            self.answer_transactions();
-            if self.driver.is_closed() {
-                break;
-            }
-            let timeout = if more {
-                Some(Duration::ZERO)
-            } else {
-                self.driver.next_timeout()
-            };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    tracing::error!(error = %e, "mio poll failed");
-                }
-                continue;
-            }
-            for event in events.iter() {
-                if self.driver.owns_token(event.token()) {
-                    self.driver.handle_event(event);
+            match contain(|| self.turn(&mut events)) {
+                Ok(Turn::Again) => {}
+                Ok(Turn::Closed) => break,
+                Err(message) => {
+                    self.after_panic(message);
+                    break;
                 }
             }
-            self.driver.handle_timeout();
-            self.answer_transactions();
         }
         self.shutdown();
         tracing::debug!("producer thread stopped");
+    }
+
+    /// One turn: commands, the core's outputs, the sockets' events, the deadlines.
+    fn turn(&mut self, events: &mut Events) -> Turn {
+        self.shared.wake_pending.store(false, Ordering::SeqCst);
+        self.retry_stash();
+        let more = self.take_commands();
+        // Records were handed over without acting on the core's outputs: once for all now.
+        self.driver.drive(Instant::now());
+        self.answer_transactions();
+        if self.driver.is_closed() {
+            return Turn::Closed;
+        }
+        let timeout = if more {
+            Some(Duration::ZERO)
+        } else {
+            self.driver.next_timeout()
+        };
+        if let Err(e) = self.poll.poll(events, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::error!(error = %e, "mio poll failed");
+            }
+            return Turn::Again;
+        }
+        for event in events.iter() {
+            if self.driver.owns_token(event.token()) {
+                self.driver.handle_event(event);
+            }
+        }
+        self.driver.handle_timeout();
+        self.answer_transactions();
+        Turn::Again
     }
 
     /// Handles up to [`CHUNK`] commands, taking the whole queue (one lock, a swap) when
@@ -588,10 +804,11 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             return false;
         }
         if self.taken.is_empty() {
-            // The whole queue at once; every command taken before was handled, so the held
-            // count starts afresh.
-            let refill = self.shared.queue.refill(&mut self.taken);
-            self.unreleased = 0;
+            // The whole queue at once; every command taken before was handled and released.
+            let refill = self
+                .shared
+                .queue
+                .refill(&mut self.taken, self.driver.core().buffered_bytes());
             if self.taken.is_empty() {
                 if self.shared.close_requested.load(Ordering::SeqCst) || refill.finished {
                     self.begin_close();
@@ -605,21 +822,25 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let mut wall_ms = timestamp::wall_clock_ms();
         let mut handled = 0;
         while self.stash.is_none() && handled < CHUNK {
-            let Some(cmd) = self.taken.pop_front() else {
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Command::Send(..)))
+            {
+                InjectedPanics::before_record(self.handed);
+            }
+            let Some(command) = self.taken.pop_front() else {
                 break;
             };
             handled += 1;
             self.unreleased += 1;
             if self.unreleased == RELEASE_EVERY {
-                self.shared.queue.release(RELEASE_EVERY);
-                self.unreleased = 0;
+                self.release();
                 now = Instant::now();
                 wall_ms = timestamp::wall_clock_ms();
             }
-            match cmd {
-                Command::Send(mut record, opaque) => {
+            match command {
+                Command::Send(mut record, opaque, bytes) => {
+                    self.unreleased_bytes += bytes;
                     timestamp::fill_at(&mut record, wall_ms);
-                    self.submit(now, record, opaque)
+                    self.submit(now, record, opaque, bytes)
                 }
                 Command::Flush(done) if self.driver.core().config().transactional_id.is_some() => {
                     // Reports wait for the transaction's end: the flush is done once every
@@ -642,12 +863,26 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
                 }
             }
         }
+        if let Some(s) = &self.stash {
+            // Held aside: it stays counted until the core takes it.
+            self.unreleased_bytes -= s.bytes;
+        }
         if self.taken.is_empty() && self.unreleased > 0 {
             // All taken commands are handled: senders see the exact count again.
-            self.shared.queue.release(self.unreleased);
-            self.unreleased = 0;
+            self.release();
         }
         handled == CHUNK
+    }
+
+    /// Lowers the queue's held count by the commands handled since the last release (the
+    /// records among them count in the core now).
+    fn release(&mut self) {
+        let core_bytes = self.driver.core().buffered_bytes();
+        self.shared
+            .queue
+            .release(self.unreleased, self.unreleased_bytes, core_bytes);
+        self.unreleased = 0;
+        self.unreleased_bytes = 0;
     }
 
     /// Hands a transactional operation to the driver; its result is answered now when it was
@@ -674,8 +909,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     }
 
     /// Answers the waiter of each transactional operation the core completed, and the
-    /// flushes of a transactional producer once every record is acknowledged.
+    /// flushes of a transactional producer once every record is acknowledged; wakes nothing
+    /// (senders never wait here), but lets the queue see the bytes reports freed.
     fn answer_transactions(&mut self) {
+        let _ = self
+            .shared
+            .queue
+            .settle(self.driver.core().buffered_bytes());
         if !self.txn_flushes.is_empty() && self.driver.core().unacknowledged_records() == 0 {
             answer(self.txn_flushes.drain(..));
         }
@@ -694,31 +934,89 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         }
     }
 
-    fn submit(&mut self, now: Instant, record: Record, opaque: T) {
+    fn submit(&mut self, now: Instant, record: Record, opaque: T, bytes: usize) {
         let cohort = self.driver.sink_mut().flushes.accept();
+        self.handed += 1;
         match self.driver.accept(now, record, Tracked { cohort, opaque }) {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
                 // Held back, no longer counted: it joins the cohort of the time it is retried.
+                self.handed -= 1;
                 answer(self.driver.sink_mut().flushes.reported(cohort));
-                self.stash = Some((e.record, e.opaque.opaque));
+                self.stash = Some(Stashed {
+                    record: e.record,
+                    opaque: e.opaque.opaque,
+                    bytes,
+                });
             }
             Err(e) => {
                 answer(self.driver.sink_mut().flushes.reported(cohort));
                 let error = ProduceError::Refused(Box::new(e.reason));
-                (self.driver.sink_mut().on_delivery)(Delivery::failed(
-                    e.opaque.opaque,
-                    error,
-                    e.record,
-                ));
+                let d = Delivery::failed(e.opaque.opaque, error, e.record);
+                self.driver.sink_mut().hand_over(d);
             }
         }
     }
 
-    /// After the core closed: refuse new sends, fail what is still queued, answer flushes.
+    /// Hands the record held aside to the core again; once the core took it, its bytes leave
+    /// the command queue's count.
+    fn retry_stash(&mut self) {
+        if let Some(s) = self.stash.take() {
+            let bytes = s.bytes;
+            self.submit(Instant::now(), s.record, s.opaque, bytes);
+            if self.stash.is_none() {
+                let core_bytes = self.driver.core().buffered_bytes();
+                self.shared.queue.release(0, bytes, core_bytes);
+            }
+        }
+    }
+
+    /// The producer's own code panicked (the core's, or this loop's): fails every record the
+    /// core holds, with the panic's message, and closes it; if that panics too, the core is
+    /// left alone (its records cannot be reported). The thread then stops
+    /// ([`Loop::shutdown`]).
+    fn after_panic(&mut self, message: String) {
+        tracing::error!(
+            %message,
+            "the producer thread panicked in its own code; every record fails"
+        );
+        self.panicked = Some(message.clone());
+        let injected = self.injected;
+        let failed = contain(|| {
+            injected.before_recovery();
+            self.driver.core_mut().fail_after_panic(message);
+            self.driver.drive(Instant::now());
+            self.answer_transactions();
+            self.driver.is_closed()
+        });
+        if failed != Ok(true) {
+            tracing::error!(
+                "failing the records after the panic failed too; \
+                 the records the core held get no report"
+            );
+            self.core_broken = true;
+        }
+    }
+
+    /// The core's last metrics and its transactional failure, as the thread stops; none when
+    /// the core cannot be trusted to give them (after a panic in failing its records).
+    fn last_words(&self) -> (Option<MetricsSnapshot>, Option<TransactionError>) {
+        if self.core_broken {
+            return (None, None);
+        }
+        contain(|| {
+            (
+                Some(self.driver.metrics()),
+                self.driver.core().transaction_failure(),
+            )
+        })
+        .unwrap_or((None, None))
+    }
+
+    /// After the core closed (or a panic stopped the loop): refuse new sends, fail what is
+    /// still queued, answer flushes.
     fn shutdown(&mut self) {
-        let last = self.driver.metrics();
-        let failure = self.driver.core().transaction_failure();
+        let (last, failure) = self.last_words();
         *self
             .shared
             .transaction_failure
@@ -729,33 +1027,44 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             .shared
             .final_metrics
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
+            .unwrap_or_else(|e| e.into_inner()) = last.clone();
         let queued = self.shared.queue.stop();
-        if let Some((record, opaque)) = self.stash.take() {
-            (self.driver.sink_mut().on_delivery)(Delivery::failed(
-                opaque,
-                ProduceError::Closed,
-                record,
-            ));
+        // Records the core never took: closed, or failed with the panic that stopped the
+        // thread (they surely never went out).
+        let never_sent = match &self.panicked {
+            Some(message) => ProduceError::Panicked {
+                message: message.clone(),
+                possibly_persisted: false,
+            },
+            None => ProduceError::Closed,
+        };
+        if let Some(s) = self.stash.take() {
+            let d = Delivery::failed(s.opaque, never_sent.clone(), s.record);
+            self.driver.sink_mut().hand_over(d);
         }
         let taken = std::mem::take(&mut self.taken);
-        for cmd in taken.into_iter().chain(queued) {
-            match cmd {
-                Command::Send(record, opaque) => (self.driver.sink_mut().on_delivery)(
-                    Delivery::failed(opaque, ProduceError::Closed, record),
-                ),
+        for command in taken.into_iter().chain(queued) {
+            match command {
+                Command::Send(record, opaque, _) => {
+                    let d = Delivery::failed(opaque, never_sent.clone(), record);
+                    self.driver.sink_mut().hand_over(d);
+                }
                 Command::Flush(done) => {
                     let _ = done.try_send(());
                 }
                 Command::Metrics(reply) => {
-                    let _ = reply.try_send(last.clone());
+                    if let Some(m) = &last {
+                        let _ = reply.try_send(m.clone());
+                    }
                 }
                 Command::Txn(_, reply) => {
                     let _ = reply.try_send(Err(stopped.clone()));
                 }
             }
         }
-        self.answer_transactions();
+        if !self.core_broken {
+            let _ = contain(|| self.answer_transactions());
+        }
         answer(self.txn_flushes.drain(..));
         if let Some(w) = self.txn_waiter.take() {
             let _ = w.try_send(Err(stopped));

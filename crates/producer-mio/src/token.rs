@@ -8,11 +8,16 @@ use std::sync::Arc;
 use std::thread;
 
 use mio::Waker;
-use producer_core::OAuthToken;
+use producer_core::{Callback, Event, OAuthToken};
+use producer_driver::call_user;
 
 /// The application's OAUTHBEARER token provider: called on the helper thread, once per
 /// `Output::TokenRequest` (the core asks once at a time).
 pub(crate) type Provider = Box<dyn FnMut() -> Result<OAuthToken, String> + Send>;
+
+/// What the helper thread answers: the provider's token (or its error), or the event that
+/// names its panic.
+pub(crate) type Answer = Result<Result<OAuthToken, String>, Event>;
 
 /// The helper thread and its channels. It exits when the driver (and so the request sender)
 /// is dropped, after the call in progress, if any.
@@ -20,7 +25,7 @@ pub(crate) struct TokenFetcher {
     waker: Arc<Waker>,
     provider: Option<Provider>,
     requests: Option<Sender<()>>,
-    answers: Option<Receiver<Result<OAuthToken, String>>>,
+    answers: Option<Receiver<Answer>>,
 }
 
 impl fmt::Debug for TokenFetcher {
@@ -59,7 +64,7 @@ impl TokenFetcher {
     }
 
     /// The provider's answer, if it has come. Never blocks.
-    pub(crate) fn try_next(&mut self) -> Option<Result<OAuthToken, String>> {
+    pub(crate) fn try_next(&mut self) -> Option<Answer> {
         let rx = self.answers.as_ref()?;
         match rx.try_recv() {
             Ok(r) => Some(r),
@@ -67,7 +72,9 @@ impl TokenFetcher {
             Err(TryRecvError::Disconnected) => {
                 self.requests = None;
                 self.answers = None;
-                Some(Err("the OAUTHBEARER token provider's thread is gone".into()))
+                Some(Ok(Err(
+                    "the OAUTHBEARER token provider's thread is gone".into()
+                )))
             }
         }
     }
@@ -83,12 +90,9 @@ impl TokenFetcher {
             .name("producer-mio-token".into())
             .spawn(move || {
                 for () in req_rx {
-                    // A provider that panics answers with an error; the thread goes on.
-                    let token =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut provider))
-                            .unwrap_or_else(|_| {
-                                Err("the OAUTHBEARER token provider panicked".into())
-                            });
+                    // A provider that panics answers with the event that names the panic; the
+                    // thread goes on.
+                    let token = call_user(Callback::TokenProvider, &mut provider);
                     if ans_tx.send(token).is_err() {
                         return;
                     }

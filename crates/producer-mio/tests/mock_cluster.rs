@@ -441,3 +441,93 @@ fn cluster_down_run() {
         );
     }
 }
+
+/// A sink of the application's that panics on every fourth report and on every event the
+/// driver shows it: the embedded driver goes on (every record reaches the sink once and is
+/// delivered), and each panic is named by an event from `poll_event`.
+#[test]
+fn embedded_driver_contains_a_panicking_sink() {
+    with_hang_guard(embedded_panicking_sink_run);
+}
+
+fn embedded_panicking_sink_run() {
+    use producer_core::{Callback, Event};
+    use producer_mio::DeliverySink;
+
+    /// Records each report, then panics on every fourth; panics on every event but the ones
+    /// naming a panic.
+    struct Panicking {
+        delivered: Vec<(usize, bool)>,
+    }
+    impl DeliverySink<usize> for Panicking {
+        fn deliver(&mut self, d: Delivery<usize>) {
+            let id = d.opaque;
+            self.delivered.push((id, d.result.is_ok()));
+            if id % 4 == 0 {
+                panic!("sink bug on record {id}");
+            }
+        }
+        fn event(&mut self, e: &Event) {
+            if !matches!(e, Event::CallbackPanicked { .. }) {
+                panic!("sink event bug");
+            }
+        }
+    }
+
+    const N: usize = 40;
+    let topic = "embedded-panics";
+    let cluster = Cluster::start(topic);
+    let config = Config::builder(cluster.servers(false)).build().unwrap();
+    let mut poll = Poll::new().unwrap();
+    let range = TokenRange::new(Token(100), 16);
+    let sink = Panicking {
+        delivered: Vec::new(),
+    };
+    let mut driver =
+        MioDriver::<usize, Panicking>::with_sink(config, poll.registry(), range, None, sink)
+            .unwrap();
+    for i in 0..N {
+        driver
+            .send(record(topic, i), i)
+            .expect("room for 40 records");
+    }
+    driver.close();
+    let mut events = Events::with_capacity(256);
+    let mut seen = Vec::new();
+    while !driver.is_closed() {
+        poll.poll(&mut events, driver.next_timeout()).unwrap();
+        for event in events.iter() {
+            driver.handle_event(event);
+        }
+        driver.handle_timeout();
+        seen.extend(std::iter::from_fn(|| driver.poll_event()));
+    }
+    seen.extend(std::iter::from_fn(|| driver.poll_event()));
+    let mut delivered = driver.sink().delivered.clone();
+    delivered.sort_unstable();
+    assert_eq!(
+        delivered,
+        (0..N).map(|i| (i, true)).collect::<Vec<_>>(),
+        "every record delivered and handed to the sink once"
+    );
+    let named = |callback: Callback| {
+        seen.iter()
+            .filter(|e| matches!(e, Event::CallbackPanicked { callback: c, .. } if *c == callback))
+            .count()
+    };
+    assert_eq!(
+        named(Callback::Delivery),
+        N / 4,
+        "one event per panicking report"
+    );
+    let others = seen
+        .iter()
+        .filter(|e| !matches!(e, Event::CallbackPanicked { .. }))
+        .count();
+    assert!(others > 0, "the producer had events: {seen:?}");
+    assert_eq!(
+        named(Callback::Event),
+        others,
+        "one panic named per event shown to the sink: {seen:?}"
+    );
+}

@@ -1056,3 +1056,104 @@ fn all_brokers_down_after_the_cluster_was_reached_is_one_episode_per_outage() {
     assert!(h.run_until(secs(10), |h| h.producer.buffered_records() == 0));
     assert_eq!(all_brokers_down(&h).len(), 2);
 }
+
+/// What a driver charges a queued record against `buffer_memory`
+/// (`Producer::buffer_charge`) is exactly what `send` charges the record when it takes it, for
+/// every shape of record (varint lengths at each boundary, many headers, null fields): the
+/// drivers' command queues and the core share one budget.
+#[test]
+fn buffer_charge_is_what_send_charges() {
+    let mut h = harness(cluster(1, &[("t", 3)], 71), |b| {
+        b.linger(Duration::from_secs(60)).max_request_size(1 << 20)
+    });
+    // The topic's metadata first: records of a known topic are charged their batch entry.
+    h.send(record(0, "t", false), 0).unwrap();
+    assert!(h.flush(secs(10)));
+    let many_headers = (0..70).fold(Record::new("t", "v"), |r, i| {
+        r.with_header(format!("h{i}"), Some(bytes::Bytes::from(vec![1u8; i])))
+    });
+    let mut shapes = vec![
+        Record::new("t", "v")
+            .with_header("h", Some(bytes::Bytes::from_static(b"header value")))
+            .with_header("null", None),
+        many_headers,
+        Record::new("t", bytes::Bytes::new()).with_partition(2),
+        {
+            let mut r = Record::new("t", "v").with_key("k");
+            r.value = None;
+            r
+        },
+    ];
+    // Values and keys around each varint boundary (lengths 63/64, 8191/8192, ... after
+    // zigzag encoding), and records whose length prefix crosses one.
+    for len in [
+        0, 1, 60, 63, 64, 65, 120, 8_185, 8_191, 8_192, 300_000, 1_048_000,
+    ] {
+        shapes.push(Record::new("t", vec![7u8; len]));
+        shapes.push(Record::new("t", vec![7u8; len.min(9000)]).with_key(vec![1u8; len % 200]));
+    }
+    for (i, r) in shapes.into_iter().enumerate() {
+        let charge = Producer::<u64>::buffer_charge(&r);
+        let before = h.producer.buffered_bytes();
+        h.send(r, i as u64 + 1).unwrap();
+        assert_eq!(
+            h.producer.buffered_bytes() - before,
+            charge,
+            "record shape {i}"
+        );
+    }
+}
+
+/// After a panic in a driver's (or the core's) own code, `fail_after_panic` ends the
+/// producer: records already delivered stay delivered, every record it still holds fails with
+/// the panic's message and comes back (not persisted: none was sent), the producer closes
+/// without waiting for anything, and later sends are refused as after a fatal error.
+#[test]
+fn fail_after_panic_fails_every_record_and_closes() {
+    let mut h = harness(cluster(1, &[("t", 3)], 72), |b| {
+        b.linger(Duration::from_secs(60))
+    });
+    let delivered = send_many(&mut h, &["t"], 0, 10, true);
+    assert!(h.flush(secs(10)));
+    assert_eq!(h.deliveries.len(), delivered.len());
+    let held: Vec<Record> = (10..30).map(|id| record(id, "t", id % 2 == 0)).collect();
+    for (id, r) in (10..).zip(&held) {
+        h.send(r.clone(), id).unwrap();
+    }
+    h.drain();
+    assert_eq!(h.deliveries.len(), 10, "the others linger");
+
+    h.producer.fail_after_panic("boom".into());
+    h.drain();
+    assert!(h.producer.is_closed());
+    assert_eq!(h.producer.buffered_records(), 0);
+    assert_eq!(h.deliveries.len(), 30, "every record has its report");
+    for d in &h.deliveries[..10] {
+        assert!(d.result.is_ok(), "delivered before the panic");
+    }
+    for d in &h.deliveries[10..] {
+        let f = d
+            .result
+            .as_ref()
+            .expect_err("held when the producer panicked");
+        assert_eq!(
+            f.error,
+            ProduceError::Panicked {
+                message: "boom".into(),
+                possibly_persisted: false
+            }
+        );
+        assert_eq!(f.record, held[(d.opaque - 10) as usize], "handed back");
+    }
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Fatal(ProduceError::Panicked { .. }))));
+    assert_eq!(h.events.last(), Some(&Event::Closed));
+    let refused = h.send(record(99, "t", false), 99).expect_err("closed");
+    assert!(
+        matches!(refused.reason, SendErrorReason::Fatal(_)),
+        "{:?}",
+        refused.reason
+    );
+}

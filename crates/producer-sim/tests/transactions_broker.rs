@@ -27,7 +27,7 @@ use producer_core::protocol::find_coordinator::{
 };
 use producer_core::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use producer_core::protocol::txn_offset_commit::{
-    GroupMember, OffsetToCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    GroupMember, TxnOffsetCommitPartition, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use producer_core::protocol::{
     encode_request, parse_response_header, ApiKey, DecodeError, Parsed, RequestHeader,
@@ -267,12 +267,12 @@ impl T {
         generation_id: i32,
         offsets: &[(&str, i32, i64)],
     ) -> Vec<(String, i32, ErrorCode)> {
-        let owned: Vec<(&str, Vec<OffsetToCommit<'_>>)> = offsets
+        let owned: Vec<(&str, Vec<TxnOffsetCommitPartition<'_>>)> = offsets
             .iter()
             .map(|(t, p, o)| {
                 (
                     *t,
-                    vec![OffsetToCommit {
+                    vec![TxnOffsetCommitPartition {
                         partition: *p,
                         offset: *o,
                         leader_epoch: 0,
@@ -281,7 +281,7 @@ impl T {
                 )
             })
             .collect();
-        let topics: Vec<(&str, &[OffsetToCommit<'_>])> =
+        let topics: Vec<(&str, &[TxnOffsetCommitPartition<'_>])> =
             owned.iter().map(|(t, v)| (*t, v.as_slice())).collect();
         let req = TxnOffsetCommitRequest {
             transactional_id: txn,

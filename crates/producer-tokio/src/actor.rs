@@ -7,16 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use producer_core::{
-    Config, ConnId, Event, Output, ProduceError, Record, SendErrorReason, TransactionError,
-    WireBytes,
+    Callback, Config, ConnId, Event, MetricsSnapshot, Output, ProduceError, Record,
+    SendErrorReason, TransactionError, WireBytes,
 };
-use producer_driver::{log_event, timestamp, Cohort, FlushTracker};
+use producer_driver::panic::InjectedPanics;
+use producer_driver::{call_user, contain, log_event, timestamp, Cohort, FlushTracker};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
-use tracing::{debug, info};
+use tracing::{debug, error, info};
 
 use crate::connection::{ConnIo, Net};
-use crate::delivery::{failure, DeliveryResult, OnDelivery, Reply};
+use crate::delivery::{failure, DeliveryResult, OnDelivery, Reply, ReplyTo, Report};
 use crate::error::DeliveryError;
 use crate::handle::{Cmd, ProducerHandle, Shared, TxnCmd};
 use crate::token::TokenProvider;
@@ -34,6 +35,8 @@ pub(crate) struct Settings {
     pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
     /// The OAUTHBEARER token provider, if any.
     pub(crate) token_provider: Option<TokenProvider>,
+    /// Panics to inject (tests only).
+    pub(crate) injected: InjectedPanics,
 }
 
 /// Spawns the producer task for `config` on `runtime`; the first handle to it.
@@ -43,7 +46,7 @@ pub(crate) fn spawn(
     settings: Settings,
 ) -> ProducerHandle {
     let (net_tx, net_rx) = mpsc::channel(settings.event_capacity);
-    let shared = Arc::new(Shared::new(settings.command_capacity));
+    let shared = Arc::new(Shared::new(settings.command_capacity, config.buffer_memory));
     let actor = Actor {
         core: producer_core::Producer::new(config, now()),
         taken: VecDeque::new(),
@@ -66,6 +69,11 @@ pub(crate) fn spawn(
         token_provider: settings.token_provider,
         txn_waiter: None,
         txn_flushes: Vec::new(),
+        handed: 0,
+        injected: settings.injected,
+        panic_at: settings.injected.panic_at(),
+        panicked: None,
+        core_broken: false,
     };
     runtime.spawn(actor.run());
     ProducerHandle::new(shared)
@@ -110,6 +118,29 @@ fn answer(done: impl Iterator<Item = oneshot::Sender<()>>) {
     }
 }
 
+/// A record the core refused as `Full`, held aside until reports free space: while it is
+/// here no command is read. Its bytes stay counted in the command queue's held bytes.
+struct Stashed {
+    record: Record,
+    reply: Reply,
+    bytes: usize,
+}
+
+/// What woke the producer task.
+enum Wake {
+    Net(Net),
+    Commands,
+    Timer,
+}
+
+/// What the producer task does after acting on the core's outputs.
+enum Next {
+    /// Wait for the network, commands, or the core's deadline (if any).
+    Wait(Option<std::time::Instant>),
+    /// The core has closed: stop.
+    Closed,
+}
+
 struct Actor {
     core: producer_core::Producer<Reply>,
     /// Commands taken from the queue and not handled yet (still held in the queue's count).
@@ -122,7 +153,7 @@ struct Actor {
     /// Tasks of connections the core closed, still writing their queued frames.
     closing: Vec<JoinHandle<()>>,
     /// The one record the core refused as `Full`; while it is here no command is read.
-    stash: Option<(Record, Reply)>,
+    stash: Option<Stashed>,
     shared: Arc<Shared>,
     /// Unreported records per flush cohort, and the flushes waiting for them.
     flushes: FlushTracker<oneshot::Sender<()>>,
@@ -143,74 +174,157 @@ struct Actor {
     txn_waiter: Option<oneshot::Sender<Result<(), TransactionError>>>,
     /// Flushes of a transactional producer, answered once every record is acknowledged.
     txn_flushes: Vec<oneshot::Sender<()>>,
+    /// Records handed to the core so far (for [`InjectedPanics`]).
+    handed: u64,
+    injected: InjectedPanics,
+    /// `injected.panic_at()`, compared with `handed` before every record.
+    panic_at: u64,
+    /// The message of a panic in the producer's own code: the task is stopping because of it.
+    panicked: Option<String>,
+    /// Failing the records after that panic panicked too: the core is not touched again.
+    core_broken: bool,
+}
+
+/// However the producer task ends (a panic this loop could not contain, the runtime shutting
+/// down under it), the handles stop waiting: the queue stops (the commands still in it are
+/// dropped, so their waiters and delivery futures resolve) and later sends are refused.
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.closing.store(true, Ordering::Release);
+        drop(self.0.queue.stop());
+        self.0.space.notify_waiters();
+    }
 }
 
 impl Actor {
     async fn run(mut self) {
+        let _stop = StopOnDrop(self.shared.clone());
         let sleep = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(sleep);
         loop {
-            self.drain_outputs();
-            if std::mem::take(&mut self.reflush) {
-                // Records that waited for their topic's metadata were just appended to batches
-                // that linger as usual: a pending flush covers them too.
-                self.core.flush(now());
-                self.drain_outputs();
-            }
-            if self.core.is_closed() {
-                break;
-            }
-            let deadline = self.core.poll_timeout();
+            let deadline = match contain(|| self.act_on_outputs()) {
+                Ok(Next::Wait(deadline)) => deadline,
+                Ok(Next::Closed) => break,
+                Err(message) => {
+                    self.after_panic(message);
+                    break;
+                }
+            };
             if let Some(d) = deadline {
                 sleep.as_mut().reset(tokio::time::Instant::from_std(d));
             }
             let read_cmds = self.cmd_open && self.stash.is_none() && self.congested == 0;
-            tokio::select! {
+            let wake = tokio::select! {
                 biased;
-                Some(ev) = self.net_rx.recv() => {
-                    // A clock reading per event: handling a chunk of responses takes a while.
-                    self.on_net(now(), ev);
-                    for _ in 0..BATCH {
-                        match self.net_rx.try_recv() {
-                            Ok(ev) => self.on_net(now(), ev),
-                            Err(_) => break,
-                        }
-                    }
-                }
+                Some(ev) = self.net_rx.recv() => Wake::Net(ev),
                 () = commands(&self.shared.cmd_ready, !self.taken.is_empty()), if read_cmds => {
-                    if self.taken.is_empty() {
-                        self.sync_queue(0);
-                    }
-                    // One reading of each clock for the whole batch: it is handled within
-                    // microseconds. Records without a timestamp get the wall clock here
-                    // rather than in the handles: one reading per batch, not per record.
-                    let t = now();
-                    let wall_ms = timestamp::wall_clock_ms();
-                    let mut handled = 0;
-                    while handled < BATCH && self.stash.is_none() {
-                        let Some(cmd) = self.taken.pop_front() else {
-                            break;
-                        };
-                        handled += 1;
-                        self.on_cmd(t, wall_ms, cmd);
-                    }
-                    self.sync_queue(handled);
+                    Wake::Commands
                 }
-                () = &mut sleep, if deadline.is_some() => {}
+                () = &mut sleep, if deadline.is_some() => Wake::Timer,
+            };
+            if let Err(message) = contain(|| self.on_wake(wake)) {
+                self.after_panic(message);
+                break;
             }
-            // Compare against the clock: the sleep may not be what woke us, and a woken sleep
-            // may race with the deadline moving.
-            let t = now();
-            if self.core.poll_timeout().is_some_and(|d| d <= t) {
-                self.core.handle_timeout(t);
-            }
-            self.retry_stash();
         }
         self.shutdown().await;
     }
 
-    /// Everything is reported and the core has closed: stop the connections, refuse what is
-    /// still queued, and wake the waiters.
+    /// Acts on the core's outputs (and flushes again when metadata arrived for a pending
+    /// flush); whether the core closed, else its deadline.
+    fn act_on_outputs(&mut self) -> Next {
+        self.drain_outputs();
+        if std::mem::take(&mut self.reflush) {
+            // Records that waited for their topic's metadata were just appended to batches
+            // that linger as usual: a pending flush covers them too.
+            self.core.flush(now());
+            self.drain_outputs();
+        }
+        if self.core.is_closed() {
+            return Next::Closed;
+        }
+        Next::Wait(self.core.poll_timeout())
+    }
+
+    /// Handles what woke the task, then the core's deadline if it passed, then the record held
+    /// aside.
+    fn on_wake(&mut self, wake: Wake) {
+        match wake {
+            Wake::Net(ev) => {
+                // A clock reading per event: handling a chunk of responses takes a while.
+                self.on_net(now(), ev);
+                for _ in 0..BATCH {
+                    match self.net_rx.try_recv() {
+                        Ok(ev) => self.on_net(now(), ev),
+                        Err(_) => break,
+                    }
+                }
+            }
+            Wake::Commands => self.take_commands(),
+            Wake::Timer => {}
+        }
+        // Compare against the clock: the sleep may not be what woke us, and a woken sleep
+        // may race with the deadline moving.
+        let t = now();
+        if self.core.poll_timeout().is_some_and(|d| d <= t) {
+            self.core.handle_timeout(t);
+        }
+        self.retry_stash();
+    }
+
+    /// Handles up to [`BATCH`] commands, taking the whole queue when the previous take is
+    /// used up.
+    fn take_commands(&mut self) {
+        if self.taken.is_empty() {
+            self.sync_queue(0, 0);
+        }
+        // One reading of each clock for the whole batch: it is handled within microseconds.
+        // Records without a timestamp get the wall clock here rather than in the handles: one
+        // reading per batch, not per record.
+        let t = now();
+        let wall_ms = timestamp::wall_clock_ms();
+        let (mut handled, mut bytes) = (0, 0);
+        while handled < BATCH && self.stash.is_none() {
+            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Cmd::Send { .. }))
+            {
+                InjectedPanics::before_record(self.handed);
+            }
+            let Some(command) = self.taken.pop_front() else {
+                break;
+            };
+            handled += 1;
+            bytes += command.bytes();
+            self.on_cmd(t, wall_ms, command);
+        }
+        // A record held aside stays counted until the core takes it.
+        bytes -= self.stash.as_ref().map_or(0, |s| s.bytes);
+        self.sync_queue(handled, bytes);
+    }
+
+    /// The producer's own code panicked (the core's, or this task's): fails every record the
+    /// core holds, with the panic's message, and closes it; if that panics too, the core is
+    /// left alone (its records' futures resolve as lost when it is dropped). The task then
+    /// stops ([`Actor::shutdown`]).
+    fn after_panic(&mut self, message: String) {
+        error!(%message, "the producer task panicked in its own code; every record fails");
+        self.panicked = Some(message.clone());
+        let injected = self.injected;
+        let failed = contain(|| {
+            injected.before_recovery();
+            self.core.fail_after_panic(message);
+            self.drain_outputs();
+            self.core.is_closed()
+        });
+        if failed != Ok(true) {
+            error!("failing the records after the panic failed too; they are lost with the task");
+            self.core_broken = true;
+        }
+    }
+
+    /// Everything is reported and the core has closed (or the task stops after a panic): stop
+    /// the connections, refuse what is still queued, and wake the waiters.
     async fn shutdown(&mut self) {
         for (_, c) in self.conns.drain() {
             c.task.abort();
@@ -224,8 +338,7 @@ impl Actor {
             }
         }
         self.shared.closing.store(true, Ordering::Release);
-        let last = self.core.metrics();
-        let txn_failure = self.core.transaction_failure();
+        let (last, txn_failure) = self.last_words();
         *self
             .shared
             .transaction_failure
@@ -240,16 +353,24 @@ impl Actor {
         let queued = self.shared.queue.stop();
         // Senders waiting for space see the queue stopped and give up.
         self.shared.space.notify_waiters();
-        if let Some((record, reply)) = self.stash.take() {
-            self.fail(reply, ProduceError::Closed, record);
+        // Records the core never took: closed, or failed with the panic that stopped the task
+        // (they surely never went out).
+        let never_sent = match &self.panicked {
+            Some(message) => ProduceError::Panicked {
+                message: message.clone(),
+                possibly_persisted: false,
+            },
+            None => ProduceError::Closed,
+        };
+        if let Some(s) = self.stash.take() {
+            self.fail(s.reply, never_sent.clone(), s.record);
         }
         let taken = std::mem::take(&mut self.taken);
-        for cmd in taken.into_iter().chain(queued) {
-            match cmd {
-                Cmd::Send { record, reply } => reply.report(
-                    self.on_delivery.as_ref(),
-                    failure(ProduceError::Closed, record),
-                ),
+        for command in taken.into_iter().chain(queued) {
+            match command {
+                Cmd::Send { record, reply, .. } => {
+                    self.deliver(reply, failure(never_sent.clone(), record));
+                }
                 Cmd::Flush(tx) | Cmd::Close(tx) => {
                     let _ = tx.send(());
                 }
@@ -272,13 +393,24 @@ impl Actor {
         info!("producer task stopped");
     }
 
-    /// Settles with the queue after handling `handled` commands: they no longer count against
-    /// the capacity; takes everything queued when the taken commands are used up; wakes the
-    /// senders waiting for space once half the capacity is free; starts closing when every
-    /// handle is gone and nothing is left.
-    fn sync_queue(&mut self, handled: usize) {
-        self.shared.queue.release(handled);
-        let refill = self.shared.queue.refill(&mut self.taken);
+    /// The core's last metrics and its transactional failure, as the task stops; the defaults
+    /// when the core cannot be trusted to give them (after a panic in failing its records).
+    fn last_words(&self) -> (MetricsSnapshot, Option<TransactionError>) {
+        if self.core_broken {
+            return (MetricsSnapshot::default(), None);
+        }
+        contain(|| (self.core.metrics(), self.core.transaction_failure()))
+            .unwrap_or_else(|_| (MetricsSnapshot::default(), None))
+    }
+
+    /// Settles with the queue after handling `handled` commands worth `bytes`: they no longer
+    /// count against the capacity (the records among them count in the core now); takes
+    /// everything queued when the taken commands are used up; wakes the senders waiting for
+    /// space once there is room; starts closing when every handle is gone and nothing is left.
+    fn sync_queue(&mut self, handled: usize, bytes: usize) {
+        let core_bytes = self.core.buffered_bytes();
+        self.shared.queue.release(handled, bytes, core_bytes);
+        let refill = self.shared.queue.refill(&mut self.taken, core_bytes);
         // Waiting senders are woken once half the capacity is free, not for every batch: a
         // sender that outpaces the actor then sleeps once per half queue, not per batch.
         if refill.wake_senders {
@@ -295,10 +427,14 @@ impl Actor {
     /// wall clock (the latter for a record without a timestamp).
     fn on_cmd(&mut self, t: std::time::Instant, wall_ms: i64, cmd: Cmd) {
         match cmd {
-            Cmd::Send { mut record, reply } => {
+            Cmd::Send {
+                mut record,
+                reply,
+                bytes,
+            } => {
                 timestamp::fill_at(&mut record, wall_ms);
                 let cohort = self.flushes.accept();
-                self.submit(t, record, Reply { to: reply, cohort });
+                self.submit(t, record, Reply { to: reply, cohort }, bytes);
             }
             Cmd::Flush(tx) if self.core.config().transactional_id.is_some() => {
                 // Reports wait for the transaction's end: the flush is done once every record
@@ -342,12 +478,19 @@ impl Actor {
         }
     }
 
-    /// Hands a record to the core; `Full` keeps it aside, any other refusal fails it.
-    fn submit(&mut self, t: std::time::Instant, record: Record, reply: Reply) {
+    /// Hands a record to the core (it counts `bytes` in the command queue until the core has
+    /// it); `Full` keeps it aside, any other refusal fails it.
+    fn submit(&mut self, t: std::time::Instant, record: Record, reply: Reply, bytes: usize) {
+        self.handed += 1;
         match self.core.send(t, record, reply) {
             Ok(()) => {}
             Err(e) if e.reason == SendErrorReason::Full => {
-                self.stash = Some((e.record, e.opaque));
+                self.handed -= 1;
+                self.stash = Some(Stashed {
+                    record: e.record,
+                    reply: e.opaque,
+                    bytes,
+                });
                 self.shared.core_full.store(true, Ordering::Release);
             }
             Err(e) => self.fail(
@@ -358,10 +501,17 @@ impl Actor {
         }
     }
 
+    /// Hands the record held aside to the core again; once the core took it, its bytes leave
+    /// the command queue's count.
     fn retry_stash(&mut self) {
-        if let Some((record, reply)) = self.stash.take() {
+        if let Some(s) = self.stash.take() {
             self.shared.core_full.store(false, Ordering::Release);
-            self.submit(now(), record, reply);
+            let bytes = s.bytes;
+            self.submit(now(), s.record, s.reply, bytes);
+            if self.stash.is_none() {
+                let core_bytes = self.core.buffered_bytes();
+                self.shared.queue.release(0, bytes, core_bytes);
+            }
         }
     }
 
@@ -373,8 +523,48 @@ impl Actor {
     /// Hands one record's report to its future or the callback, then counts it reported.
     fn report(&mut self, reply: Reply, result: DeliveryResult) {
         let Reply { to, cohort } = reply;
-        to.report(self.on_delivery.as_ref(), result);
+        self.deliver(to, result);
         self.settle(cohort);
+    }
+
+    /// Hands one report to its future or the delivery callback; a callback that panics is
+    /// named by an event, and the report counts as handed over.
+    #[inline]
+    fn deliver(&mut self, to: ReplyTo, result: DeliveryResult) {
+        match to {
+            ReplyTo::Future(tx) => tx.send(result),
+            ReplyTo::Detached(tag) => {
+                let Some(f) = &self.on_delivery else {
+                    return ReplyTo::Detached(tag).report(None, result);
+                };
+                // The report moves into the callback through the closure's reference, not by
+                // value into the closure.
+                let mut report = Some(Report { tag, result });
+                let call = || {
+                    if let Some(r) = report.take() {
+                        f.call(r)
+                    }
+                };
+                if let Err(panicked) = call_user(Callback::Delivery, call) {
+                    self.emit(&panicked);
+                }
+            }
+        }
+    }
+
+    /// Logs an event and hands it to the event callback. A callback that panics is named by an
+    /// event of its own, logged and handed to it once (a second panic is only logged).
+    fn emit(&self, event: &Event) {
+        log_event(event);
+        let Some(f) = &self.on_event else {
+            return;
+        };
+        if let Err(panicked) = call_user(Callback::Event, || (f.0)(event)) {
+            log_event(&panicked);
+            if let Err(again) = call_user(Callback::Event, || (f.0)(&panicked)) {
+                log_event(&again);
+            }
+        }
     }
 
     /// One record of `cohort` has its report.
@@ -395,7 +585,16 @@ impl Actor {
                 self.remove_conn(conn);
                 self.core.handle_connect_failed(t, conn, reason);
             }
-            Net::Token(token) => self.core.handle_token(t, token),
+            Net::Token(Ok(token)) => self.core.handle_token(t, token),
+            Net::Token(Err(panicked)) => {
+                self.emit(&panicked);
+                let message = match &panicked {
+                    Event::CallbackPanicked { message, .. } => message.as_str(),
+                    _ => "",
+                };
+                let reason = format!("the OAUTHBEARER token provider panicked: {message}");
+                self.core.handle_token(t, Err(reason));
+            }
             Net::TlsFailed(conn, reason) => {
                 self.remove_conn(conn);
                 self.core.handle_tls_failed(t, conn, reason);
@@ -419,6 +618,10 @@ impl Actor {
 
     fn drain_outputs(&mut self) {
         self.drain_core();
+        // Reports freed space in the core: senders waiting for room may go.
+        if self.shared.queue.settle(self.core.buffered_bytes()) {
+            self.shared.space.notify_waiters();
+        }
         if !self.txn_flushes.is_empty() && self.core.unacknowledged_records() == 0 {
             answer(self.txn_flushes.drain(..));
         }
@@ -461,10 +664,7 @@ impl Actor {
                     if e == Event::MetadataUpdated && self.flushes.is_waiting() {
                         self.reflush = true;
                     }
-                    log_event(&e);
-                    if let Some(f) = &self.on_event {
-                        (f.0)(&e);
-                    }
+                    self.emit(&e);
                 }
             }
         }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use producer_core::{Config, Event, OAuthToken};
+use producer_driver::panic::InjectedPanics;
 
 use crate::actor::{self, Settings};
 use crate::delivery::{OnDelivery, Report};
@@ -25,6 +26,7 @@ pub struct ProducerBuilder {
     on_delivery: Option<OnDelivery>,
     on_event: Option<OnEvent>,
     token_provider: Option<TokenProvider>,
+    injected: InjectedPanics,
 }
 
 impl ProducerBuilder {
@@ -39,6 +41,7 @@ impl ProducerBuilder {
             on_delivery: None,
             on_event: None,
             token_provider: None,
+            injected: InjectedPanics::default(),
         }
     }
 
@@ -64,6 +67,12 @@ impl ProducerBuilder {
     /// `tracing` either way): to watch for [`Event::AllBrokersDown`] and stop early when the
     /// cluster cannot be reached, or [`Event::Fatal`]. It runs **on the producer task**, in the
     /// order the events happen; keep it short and non-blocking (forward to a channel).
+    ///
+    /// A callback (this one, [`ProducerBuilder::on_delivery`], the token provider) that panics
+    /// does not stop the producer: the panic is caught around that call and named by an
+    /// [`Event::CallbackPanicked`], which this callback receives too (if it panics on that
+    /// one, the panic is only logged). A report whose callback panicked is not handed over
+    /// again.
     pub fn on_event<F>(mut self, f: F) -> Self
     where
         F: Fn(&Event) + Send + Sync + 'static,
@@ -103,9 +112,20 @@ impl ProducerBuilder {
         self
     }
 
-    /// Bytes read from a socket at a time (default 64 KiB).
+    /// The most bytes read from a socket at a time (default 64 KiB). A connection's read
+    /// buffer starts at 4 KiB and grows with its traffic up to this; it goes back to 4 KiB
+    /// when the traffic slows down, and when the connection has read nothing for a second (see
+    /// [`producer_driver::ReadSizing`]), so an idle connection holds a small buffer.
     pub fn read_buffer(mut self, n: usize) -> Self {
         self.read_buffer = n;
+        self
+    }
+
+    /// For tests only: panics injected into the producer task's loop, to prove that the
+    /// producer contains them. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn inject_panics(mut self, injected: InjectedPanics) -> Self {
+        self.injected = injected;
         self
     }
 
@@ -150,6 +170,7 @@ impl ProducerBuilder {
             on_event: self.on_event,
             tls,
             token_provider: self.token_provider,
+            injected: self.injected,
         };
         Ok(actor::spawn(&runtime, config, settings))
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use producer_core::{ConnId, WireBytes};
 use producer_driver::tls::{self, TlsSetup};
-use producer_driver::{WriteQueue, MAX_IOV};
+use producer_driver::{ReadSizing, WriteQueue, MAX_IOV};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -18,7 +18,8 @@ use tracing::{debug, info, warn};
 /// What a connection task (or the token provider's task) tells the producer task.
 pub(crate) enum Net {
     /// The OAUTHBEARER token provider's answer.
-    Token(crate::token::TokenResult),
+    /// (A provider that panicked: the event that names it.)
+    Token(Result<crate::token::TokenResult, producer_core::Event>),
     Connected(ConnId),
     /// The connection attempt failed (the OS error of the last address tried).
     ConnectFailed(ConnId, io::Error),
@@ -146,14 +147,36 @@ impl ConnIo {
         }
         let (mut rd, mut wr) = tokio::io::split(stream);
         let reader = async {
-            let mut buf = BytesMut::with_capacity(read_buffer);
+            // The buffer grows with the connection's traffic and shrinks back when it stops.
+            let mut sizing = ReadSizing::new(read_buffer);
+            let mut buf = BytesMut::new();
             let mut received = false;
             loop {
+                let want = sizing.next();
+                if buf.capacity() > 2 * want {
+                    // Lets a large allocation go (once the producer task has finished with the
+                    // chunks read into it) rather than keep it for a small read.
+                    buf = BytesMut::new();
+                }
                 // Reclaims the space of chunks the producer task has finished with.
-                buf.reserve(read_buffer);
-                match rd.read_buf(&mut buf).await {
+                buf.reserve(want);
+                let offered = buf.capacity();
+                let read = if sizing.is_grown() {
+                    // A grown buffer goes back to the minimum when nothing comes for a while.
+                    match tokio::time::timeout(ReadSizing::IDLE, rd.read_buf(&mut buf)).await {
+                        Ok(read) => read,
+                        Err(_) => {
+                            sizing.idle();
+                            continue;
+                        }
+                    }
+                } else {
+                    rd.read_buf(&mut buf).await
+                };
+                match read {
                     Ok(0) => return End::Lost(None),
-                    Ok(_) => {
+                    Ok(n) => {
+                        sizing.after_read(offered, n);
                         received = true;
                         if net
                             .send(Net::Data(conn, buf.split().freeze()))

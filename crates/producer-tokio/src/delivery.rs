@@ -77,6 +77,12 @@ impl OnDelivery {
     pub(crate) fn new(f: impl Fn(Report) + Send + Sync + 'static) -> Self {
         OnDelivery(Arc::new(f))
     }
+
+    /// Hands `report` to the callback.
+    #[inline]
+    pub(crate) fn call(&self, report: Report) {
+        (self.0)(report)
+    }
 }
 
 impl std::fmt::Debug for OnDelivery {

@@ -11,14 +11,24 @@ use std::sync::Mutex;
 use tokio::sync::{oneshot, Notify};
 
 use crate::builder::ProducerBuilder;
-use crate::delivery::{DeliveryFuture, ReplyTo};
+use crate::delivery::{DeliveryFuture, Reply, ReplyTo};
 use crate::error::{BatchClosed, SendError, StartError, TrySendError};
+
+/// What `record` counts against `buffer_memory` in the command queue: what the core will
+/// charge for it.
+#[inline]
+fn charge(record: &Record) -> usize {
+    producer_core::Producer::<Reply>::buffer_charge(record)
+}
 
 /// What the handles put in the producer task's queue.
 pub(crate) enum Cmd {
+    /// A record, with the bytes handling it frees in the queue (see
+    /// [`CommandQueue::push_burst`]).
     Send {
         record: Record,
         reply: ReplyTo,
+        bytes: usize,
     },
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
@@ -28,6 +38,17 @@ pub(crate) enum Cmd {
         op: TxnCmd,
         reply: oneshot::Sender<Result<(), TransactionError>>,
     },
+}
+
+impl Cmd {
+    /// What handling the command frees of the queue's byte budget.
+    #[inline]
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Cmd::Send { bytes, .. } => *bytes,
+            _ => 0,
+        }
+    }
 }
 
 /// The transactional operations, as the handle queues them.
@@ -46,7 +67,8 @@ pub(crate) struct Shared {
     /// The core refused a record as `Full` and the task holds it aside: `try_send` answers
     /// `Full` without queueing.
     pub(crate) core_full: AtomicBool,
-    /// The commands; its capacity bounds the `Send`s queued or held by the task.
+    /// The commands; its capacity bounds the `Send`s queued or held by the task, and its byte
+    /// budget (`buffer_memory`) their bytes together with what the core holds.
     pub(crate) queue: CommandQueue<Cmd>,
     /// Wakes the task: notified when a command lands in an empty queue (the task looks at the
     /// queue again before sleeping whenever it took something).
@@ -61,11 +83,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(command_capacity: usize) -> Self {
+    pub(crate) fn new(command_capacity: usize, buffer_memory: usize) -> Self {
         Shared {
             closing: AtomicBool::new(false),
             core_full: AtomicBool::new(false),
-            queue: CommandQueue::new(command_capacity),
+            queue: CommandQueue::new(command_capacity, buffer_memory),
             cmd_ready: Notify::new(),
             space: Notify::new(),
             final_metrics: Mutex::new(None),
@@ -375,10 +397,16 @@ impl ProducerHandle {
         let shared = self.shared();
         let burst = shared
             .queue
-            .push_burst(records, waiting, |(record, tag)| Cmd::Send {
-                record,
-                reply: ReplyTo::Detached(tag),
-            })
+            .push_burst(
+                records,
+                waiting,
+                |(record, _)| charge(record),
+                |(record, tag), bytes| Cmd::Send {
+                    record,
+                    reply: ReplyTo::Detached(tag),
+                    bytes,
+                },
+            )
             .map_err(|_| BatchClosed)?;
         if burst.taken > 0 && burst.was_empty {
             shared.cmd_ready.notify_one();
@@ -395,11 +423,15 @@ impl ProducerHandle {
         waiting: bool,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         let shared = self.shared();
+        let bytes = charge(&record);
         let was_empty = shared
             .queue
-            .push((record, reply), waiting, |(record, reply)| Cmd::Send {
-                record,
-                reply,
+            .push((record, reply), bytes, waiting, |(record, reply)| {
+                Cmd::Send {
+                    record,
+                    reply,
+                    bytes,
+                }
             })?;
         if was_empty {
             shared.cmd_ready.notify_one();

@@ -7,7 +7,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use producer_core::OAuthToken;
+use producer_core::{Callback, Event, OAuthToken};
+use producer_driver::panic::panic_message;
 
 /// What the provider's future gives: a token, or why there is none.
 pub(crate) type TokenResult = Result<OAuthToken, String>;
@@ -33,13 +34,21 @@ impl TokenProvider {
         TokenProvider(Arc::new(move || Box::pin(provider())))
     }
 
-    /// Runs the provider in a task of its own and resolves to its answer; a provider that
-    /// panics answers with an error.
-    pub(crate) async fn fetch(&self) -> TokenResult {
-        match tokio::spawn((self.0)()).await {
-            Ok(token) => token,
-            Err(e) if e.is_panic() => Err("the OAUTHBEARER token provider panicked".into()),
-            Err(_) => Err("the OAUTHBEARER token provider's task was cancelled".into()),
+    /// Runs the provider in a task of its own (the call that makes its future too) and
+    /// resolves to its answer; a provider that panics resolves to the
+    /// [`Event::CallbackPanicked`] that names it (the producer then answers the core with an
+    /// error).
+    pub(crate) async fn fetch(&self) -> Result<TokenResult, Event> {
+        let provider = self.0.clone();
+        match tokio::spawn(async move { provider().await }).await {
+            Ok(token) => Ok(token),
+            Err(e) if e.is_panic() => Err(Event::CallbackPanicked {
+                callback: Callback::TokenProvider,
+                message: panic_message(&*e.into_panic()),
+            }),
+            Err(_) => Ok(Err(
+                "the OAUTHBEARER token provider's task was cancelled".into()
+            )),
         }
     }
 }

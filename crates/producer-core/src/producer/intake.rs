@@ -9,8 +9,9 @@ use crate::batch::{charged_size, OpenBatch, Pending, Unrouted};
 use crate::partitioner::partition_for_key;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::TimerKind;
+use crate::topic_name::check_topic_name;
 use crate::topics::Held;
-use crate::types::{check_topic_name, ProduceError, Record, SendError, SendErrorReason};
+use crate::types::{ProduceError, Record, SendError, SendErrorReason};
 
 use super::Producer;
 
@@ -24,6 +25,25 @@ fn request_overhead(client_id: &str, topic: &str) -> usize {
 /// entry (the whole record's parts, queued) minus the `Pending` entry the charge includes.
 fn held_extra<T>() -> usize {
     std::mem::size_of::<Held<T>>().saturating_sub(std::mem::size_of::<Pending<T>>())
+}
+
+/// A record's payload size and its encoded size as the first record of a batch
+/// ([`BatchBuilder::first_record_sizes`]): what `send` checks against `max_request_size` and
+/// charges, and what [`super::Producer::buffer_charge`] tells a driver.
+#[inline(always)]
+fn first_record_sizes(record: &Record) -> (usize, usize) {
+    BatchBuilder::first_record_sizes(
+        record.key.as_deref(),
+        record.value.as_deref(),
+        &record.headers,
+    )
+}
+
+/// [`super::Producer::buffer_charge`]: the charge [`Producer::accept`] makes for a record
+/// whose topic is known.
+#[inline(always)]
+pub(super) fn buffer_charge<T>(record: &Record) -> usize {
+    charged_size::<T>(first_record_sizes(record).1)
 }
 
 /// What appending a record did: the bytes it added to the partition's batches (a new batch's
@@ -67,12 +87,7 @@ impl<T> Producer<T> {
                 return refuse(SendErrorReason::InvalidTopic(e), record, opaque);
             }
         }
-        let payload = BatchBuilder::payload_size(
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &record.headers,
-        );
-        let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+        let (payload, encoded) = first_record_sizes(&record);
         let limit = self.config.max_request_size.saturating_sub(
             RECORD_BATCH_OVERHEAD + request_overhead(&self.config.client_id, &record.topic),
         );

@@ -111,4 +111,12 @@ impl<T> Producer<T> {
         self.lifecycle.closing = true;
         self.check_closed();
     }
+
+    /// [`Producer::fail_after_panic`]: a fatal error that names the panic.
+    pub(super) fn go_fatal_after_panic(&mut self, message: String) {
+        self.go_fatal(ProduceError::Panicked {
+            message,
+            possibly_persisted: false,
+        });
+    }
 }

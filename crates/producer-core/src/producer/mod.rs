@@ -28,7 +28,7 @@ mod lifecycle;
 mod partitioning;
 mod produce;
 mod reports;
-mod transaction;
+pub(crate) mod transaction;
 
 use std::time::Instant;
 
@@ -48,61 +48,8 @@ use identity::PidState;
 use lifecycle::Lifecycle;
 use partitioning::Partitioning;
 use transaction::Transactions;
-pub(crate) use transaction::TxnRequest;
 
-/// Counters an operator may want to read: plain totals over the producer's life, each updated
-/// once per request, batch or report run (never per record). [`Producer::metrics`] gives them
-/// together with the gauges and histograms.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Records carried by Produce requests (each attempt counts: retries included).
-    pub records_sent: u64,
-    /// Bytes of the record batches carried by Produce requests (retries included).
-    pub bytes_sent: u64,
-    /// Records reported delivered.
-    pub records_delivered: u64,
-    /// Records reported failed.
-    pub records_failed: u64,
-    /// Of [`Stats::records_failed`], the records a broker rejected themselves, each named in
-    /// its Produce response's record errors (KIP-467) and reported with
-    /// [`crate::ProduceError::InvalidRecord`]; their batch mates
-    /// ([`crate::ProduceError::BatchRejected`]) count in `records_failed` only.
-    pub records_invalid: u64,
-    /// Produce requests built.
-    pub produce_requests: u64,
-    /// Batches sent (retries included).
-    pub batches_sent: u64,
-    /// Batches retried.
-    pub retries: u64,
-    /// Responses that could not be parsed (the connection was closed).
-    pub malformed_responses: u64,
-    /// Bytes after complete response bodies that the body did not use (ignored).
-    pub trailing_response_bytes: u64,
-    /// Connections lost or timed out.
-    pub disconnects: u64,
-    /// Metadata responses applied.
-    pub metadata_refreshes: u64,
-    /// Topics Metadata showed with a new topic id (deleted and created again under their
-    /// name while in use).
-    pub topics_recreated: u64,
-    /// Times the producer went back to its bootstrap list (`metadata.recovery.strategy`
-    /// rebootstrap: no known broker reachable, or `REBOOTSTRAP_REQUIRED`).
-    pub rebootstraps: u64,
-    /// Brokers dropped because Metadata no longer listed them.
-    pub brokers_dropped: u64,
-    /// Topics forgotten after `metadata.max.idle.ms` unused.
-    pub topics_forgotten: u64,
-    /// Answers (or topic entries of answers) refused for breaking the protocol's rules or the
-    /// caps in [`crate::limits`] ([`crate::Event::AnswerRefused`]).
-    pub answers_refused: u64,
-    /// Responses to acks=0 requests (which expect none), ignored.
-    pub ignored_responses: u64,
-    /// Transactions committed (a transactional producer).
-    pub transactions_committed: u64,
-    /// Transactions aborted (by `abort_transaction`, or by a close with one open).
-    pub transactions_aborted: u64,
-}
+use crate::stats::Stats;
 
 /// The sans-IO Kafka producer. `T` is a value of the caller's, handed back in each record's
 /// delivery report (a channel sender, a callback id, `()`).
@@ -268,6 +215,16 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
+    /// The bytes `record` counts against `buffer_memory` once [`Producer::send`] takes it (its
+    /// encoded size and the entry that tracks it; a record waiting for its topic's metadata
+    /// costs a few dozen bytes more): for a driver that queues records before handing them to
+    /// `send` and bounds its queue by the same budget, so that the two agree. Cheap enough for
+    /// every record.
+    #[inline(always)]
+    pub fn buffer_charge(record: &Record) -> usize {
+        intake::buffer_charge::<T>(record)
+    }
+
     /// Accepts a record for sending. Never blocks. On success the record will get exactly one
     /// delivery report carrying `opaque`. On error the record and `opaque` come back: `Full`
     /// means try again once reports have drained.
@@ -368,6 +325,18 @@ impl<T> Producer<T> {
     pub fn flush(&mut self, now: Instant) {
         self.touch(now);
         self.close_all_open_batches();
+    }
+
+    /// For a driver whose own code, or this producer's, panicked while handling this producer:
+    /// it cannot be trusted to go on. Fails every record it holds with
+    /// [`crate::ProduceError::Panicked`] (after [`crate::Event::Fatal`]; a record sent and not
+    /// answered is marked `possibly_persisted`), fails the transactional operation under way,
+    /// and closes without waiting for answers: drain [`Producer::poll_output`] for the reports,
+    /// the `Disconnect`s and [`crate::Event::Closed`]; [`Producer::is_closed`] is then true and
+    /// `send` refuses records as after a fatal error. Does nothing if the producer already
+    /// failed fatally.
+    pub fn fail_after_panic(&mut self, message: String) {
+        self.go_fatal_after_panic(message);
     }
 
     /// Stops accepting records, flushes, and once every record has its report emits

@@ -25,7 +25,7 @@ pub struct GroupMember<'a> {
 
 /// One partition's offset to commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OffsetToCommit<'a> {
+pub struct TxnOffsetCommitPartition<'a> {
     /// The partition.
     pub partition: i32,
     /// The next offset to consume.
@@ -50,7 +50,7 @@ pub struct TxnOffsetCommitRequest<'a> {
     /// The consumer's membership (sent from v3).
     pub member: GroupMember<'a>,
     /// The offsets, by topic.
-    pub topics: &'a [(&'a str, &'a [OffsetToCommit<'a>])],
+    pub topics: &'a [(&'a str, &'a [TxnOffsetCommitPartition<'a>])],
 }
 
 impl TxnOffsetCommitRequest<'_> {
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn golden_request_v0_and_v3() {
-        let offsets = [OffsetToCommit {
+        let offsets = [TxnOffsetCommitPartition {
             partition: 1,
             offset: 42,
             leader_epoch: 7,

@@ -37,6 +37,7 @@ use bytes::Bytes;
 
 use super::compression::{compress_into, decompress, Compression, CompressionError};
 use super::decode::{decode_records, DecodedRecord, MalformedRecords};
+use super::header::Header;
 use super::storage::Storage;
 use super::RECORD_BATCH_OVERHEAD;
 use crate::protocol::primitives::{varint_len, varlong_len, zigzag32, zigzag64};
@@ -59,25 +60,6 @@ const RECORDS_COUNT_OFFSET: usize = 57;
 const LOG_OVERHEAD: usize = 12;
 /// The timestamp written when a batch has no records (Kafka's `NO_TIMESTAMP`).
 const NO_TIMESTAMP: i64 = -1;
-
-/// A record header: a non-null UTF-8 key and a nullable byte value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Header {
-    /// The header key (never null on the wire).
-    pub key: String,
-    /// The header value; `None` is written as length -1.
-    pub value: Option<Bytes>,
-}
-
-impl Header {
-    /// A header with the given key and value.
-    pub fn new(key: impl Into<String>, value: Option<Bytes>) -> Self {
-        Header {
-            key: key.into(),
-            value,
-        }
-    }
-}
 
 /// Encoded size of a nullable byte field (varint length, -1 for null, then the bytes).
 #[inline]
@@ -249,6 +231,40 @@ impl BatchBuilder {
     /// [`BatchBuilder::try_append_with_payload`].
     pub fn payload_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
         payload_size(key, value, headers)
+    }
+
+    /// [`BatchBuilder::payload_size`] and [`BatchBuilder::record_size_with_payload`] of a
+    /// record as the first of its batch (offset and timestamp deltas 0), computed inline with a
+    /// compare or two per length: for a caller that sizes every record it takes (a producer's
+    /// `send`, a driver's queue).
+    #[inline(always)]
+    pub fn first_record_sizes(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) -> (usize, usize) {
+        /// The length of the zigzag varint of a length `n` (`2n` once zigzag encoded).
+        #[inline(always)]
+        fn length_varint_len(n: usize) -> usize {
+            match n {
+                0..64 => 1,
+                64..8_192 => 2,
+                8_192..1_048_576 => 3,
+                1_048_576..134_217_728 => 4,
+                _ => 5,
+            }
+        }
+        #[inline(always)]
+        fn field(b: Option<&[u8]>) -> usize {
+            b.map_or(1, |b| length_varint_len(b.len()) + b.len())
+        }
+        let mut payload = field(key) + field(value) + length_varint_len(headers.len());
+        for h in headers {
+            payload += field(Some(h.key.as_bytes())) + field(h.value.as_deref());
+        }
+        // Attributes, timestamp delta and offset delta, 1 byte each here.
+        let body = 3 + payload;
+        (payload, length_varint_len(body) + body)
     }
 
     /// [`BatchBuilder::record_size`] from a [`BatchBuilder::payload_size`].
@@ -737,6 +753,45 @@ mod tests {
         assert_eq!(b.len(), 0);
         assert_eq!(b.size_in_bytes(), RECORD_BATCH_OVERHEAD);
         assert_eq!(b.base_timestamp(), None);
+    }
+
+    /// [`BatchBuilder::first_record_sizes`] gives what [`BatchBuilder::payload_size`] and
+    /// [`BatchBuilder::record_size_with_payload`] compute, around every varint boundary of every
+    /// field.
+    #[test]
+    fn first_record_sizes_are_the_payload_and_record_sizes() {
+        let lengths = [
+            0, 1, 63, 64, 65, 127, 128, 8_191, 8_192, 8_193, 70_000, 1_048_575, 1_048_576,
+        ];
+        for &len in &lengths {
+            let big = vec![7u8; len];
+            let small = vec![1u8; len % 9000];
+            let headers: Vec<Header> = (0..(len % 70))
+                .map(|i| {
+                    let value = (i % 3 != 0).then(|| Bytes::from(vec![2u8; i * len % 300]));
+                    Header::new(format!("h{i}"), value)
+                })
+                .collect();
+            let one_header = [Header::new("k".repeat(len % 9000), None)];
+            type Shape<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, &'a [Header]);
+            let shapes: [Shape<'_>; 6] = [
+                (None, Some(&big), &[]),
+                (Some(&small), Some(&big), &[]),
+                (Some(&big), Some(b"v"), &[]),
+                (Some(b"k"), None, &[]),
+                (None, Some(b"v"), &headers),
+                (None, Some(b"v"), &one_header),
+            ];
+            for (key, value, headers) in shapes {
+                let payload = BatchBuilder::payload_size(key, value, headers);
+                let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
+                assert_eq!(
+                    BatchBuilder::first_record_sizes(key, value, headers),
+                    (payload, encoded),
+                    "length {len}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 
-use super::Header;
+use super::header::Header;
 use crate::protocol::primitives::{varint, varlong, PResult};
 
 /// One record decoded from a batch.

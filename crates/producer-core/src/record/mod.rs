@@ -7,11 +7,13 @@
 mod batch;
 mod compression;
 mod decode;
+mod header;
 mod storage;
 
-pub use batch::{BatchBuilder, Header, SealedBatch};
+pub use batch::{BatchBuilder, SealedBatch};
 pub use compression::{compress_into, Compression, CompressionError};
 pub(crate) use decode::DecodedRecord;
+pub use header::Header;
 
 /// Size of the record batch header (magic v2): records start at this offset.
 pub const RECORD_BATCH_OVERHEAD: usize = 61;

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer, Record,
-    SendError, SendErrorReason, TransactionError, TransactionResult,
+    Callback, Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer,
+    Record, SendError, SendErrorReason, TransactionError, TransactionResult,
 };
 use producer_driver::tls::TlsSetup;
-use producer_driver::{log_event, timestamp};
+use producer_driver::{call_user, log_event, timestamp, ReadSizing};
 
 use crate::error::StartError;
 
@@ -29,7 +29,7 @@ mod sockets;
 pub(crate) const NO_TOKEN_PROVIDER: &str =
     "producer-mio has no OAUTHBEARER token provider (MioDriver::set_token_provider)";
 
-/// Size of the reusable read buffer.
+/// Most bytes read from a socket at a time: the read buffer grows with traffic up to this.
 const READ_BUF: usize = 64 * 1024;
 /// Most producer events kept for [`MioDriver::poll_event`]; older ones are dropped.
 const EVENT_CAPACITY: usize = 256;
@@ -102,7 +102,12 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     /// Unused connection slots, least recently freed first (so a stale event rarely reaches
     /// a new connection; when it does, it is harmless).
     free_tokens: VecDeque<usize>,
+    /// The one buffer every connection is read into, sized to the traffic by `read_sizing`.
     read_buf: Vec<u8>,
+    read_sizing: ReadSizing,
+    /// When a socket last gave bytes: a grown read buffer goes back to its minimum after
+    /// [`ReadSizing::IDLE`] without.
+    last_read: Instant,
     sink: S,
     events: VecDeque<Event>,
     /// Most bytes queued for writing on one connection.
@@ -202,7 +207,9 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             socks: HashMap::new(),
             by_token: vec![None; conn_tokens],
             free_tokens: (0..conn_tokens).collect(),
-            read_buf: vec![0; READ_BUF],
+            read_buf: Vec::new(),
+            read_sizing: ReadSizing::new(READ_BUF),
+            last_read: Instant::now(),
             sink,
             events: VecDeque::new(),
             max_queued_bytes,
@@ -248,6 +255,11 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// The core, to read its [`producer_core::Stats`], configuration or producer id.
     pub fn core(&self) -> &Producer<T> {
         &self.core
+    }
+
+    /// The core, to change it directly (the threaded producer, after a panic).
+    pub(crate) fn core_mut(&mut self) -> &mut Producer<T> {
+        &mut self.core
     }
 
     /// Accepts a record; its report comes out of [`MioDriver::poll_delivery`]. A record without
@@ -399,15 +411,27 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// pass it as `poll`'s timeout (or a shorter one). `None`: no deadline pending.
     #[must_use = "pass it to `Poll::poll`"]
     pub fn next_timeout(&self) -> Option<Duration> {
-        self.core
-            .poll_timeout()
-            .map(|at| at.saturating_duration_since(Instant::now()))
+        let core = self.core.poll_timeout();
+        // A grown read buffer is given back after a while without reads.
+        let shrink = self
+            .read_sizing
+            .is_grown()
+            .then(|| self.last_read + ReadSizing::IDLE);
+        let at = match (core, shrink) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        at.map(|at| at.saturating_duration_since(Instant::now()))
     }
 
     /// Processes the deadlines that passed. Call it after every `poll` returns; it is cheap and
     /// does nothing when none is due.
     pub fn handle_timeout(&mut self) {
         let now = Instant::now();
+        if self.read_sizing.is_grown() && now >= self.last_read + ReadSizing::IDLE {
+            self.read_sizing.idle();
+            self.read_buf = Vec::new();
+        }
         if self.core.poll_timeout().is_none_or(|at| at > now) {
             return;
         }
@@ -443,8 +467,19 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// event when you gave the driver your waker ([`MioDriver::with_waker`]).
     pub fn handle_wake(&mut self) {
         let now = Instant::now();
-        if let Some(token) = self.oauth.as_mut().and_then(TokenFetcher::try_next) {
-            self.core.handle_token(now, token);
+        match self.oauth.as_mut().and_then(TokenFetcher::try_next) {
+            Some(Ok(token)) => self.core.handle_token(now, token),
+            Some(Err(panicked)) => {
+                let reason = match &panicked {
+                    Event::CallbackPanicked { message, .. } => {
+                        format!("the OAUTHBEARER token provider panicked: {message}")
+                    }
+                    _ => "the OAUTHBEARER token provider panicked".to_owned(),
+                };
+                self.keep_event(panicked);
+                self.core.handle_token(now, Err(reason));
+            }
+            None => {}
         }
         while let Some(r) = self.resolver.try_next() {
             let Some(s) = self.socks.get(&r.key) else {
@@ -502,16 +537,37 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                         self.core.handle_token(now, Err(reason));
                     }
                 }
-                Output::Delivery(d) => self.sink.deliver(d),
+                Output::Delivery(d) => {
+                    // The sink may be the application's code: a panic in it is named by an
+                    // event, and the report counts as handed over.
+                    let sink = &mut self.sink;
+                    if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
+                        self.keep_event(panicked);
+                    }
+                }
                 Output::Transaction(r) => self.transactions.push_back(r),
                 Output::Event(e) => self.keep_event(e),
             }
         }
     }
 
-    /// Logs a core event and keeps it for [`MioDriver::poll_event`].
+    /// Logs an event, shows it to the sink and keeps it for [`MioDriver::poll_event`]. A sink
+    /// that panics on it is named by an event of its own, logged and kept after it (not shown
+    /// to the sink again).
     fn keep_event(&mut self, e: Event) {
         log_event(&e);
+        let sink = &mut self.sink;
+        let panicked = call_user(Callback::Event, || sink.event(&e)).err();
+        self.push_event(e);
+        if let Some(panicked) = panicked {
+            log_event(&panicked);
+            self.push_event(panicked);
+        }
+    }
+
+    /// Keeps an event for [`MioDriver::poll_event`], dropping the oldest past
+    /// [`EVENT_CAPACITY`].
+    fn push_event(&mut self, e: Event) {
         if self.events.len() == EVENT_CAPACITY {
             self.events.pop_front();
         }
@@ -525,5 +581,46 @@ impl<T, S: DeliverySink<T>> Drop for MioDriver<T, S> {
         for key in keys {
             self.remove(key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one read buffer grows with full reads up to [`READ_BUF`]; once no socket has given
+    /// bytes for [`ReadSizing::IDLE`], the deadline it arms lets the driver drop it, and the
+    /// next read starts small again.
+    #[test]
+    fn a_grown_read_buffer_is_let_go_once_reads_stop() {
+        let poll = mio::Poll::new().unwrap();
+        let config = Config::builder([("127.0.0.1", 9)]).build().unwrap();
+        let mut d: MioDriver<()> =
+            MioDriver::new(config, poll.registry(), TokenRange::new(Token(0), 16)).unwrap();
+        assert_eq!(d.read_buf.capacity(), 0, "nothing read: no buffer");
+        for _ in 0..8 {
+            let offered = sockets::size_read_buf(&mut d.read_buf, &d.read_sizing);
+            d.read_sizing.after_read(offered, offered);
+        }
+        assert_eq!(
+            sockets::size_read_buf(&mut d.read_buf, &d.read_sizing),
+            READ_BUF
+        );
+        assert!(d.read_buf.capacity() >= READ_BUF);
+        d.last_read = Instant::now();
+        assert!(
+            d.next_timeout().is_some_and(|t| t <= ReadSizing::IDLE),
+            "a grown buffer arms the idle deadline"
+        );
+        d.last_read = Instant::now()
+            .checked_sub(ReadSizing::IDLE)
+            .expect("a clock past one second");
+        d.handle_timeout();
+        assert_eq!(d.read_buf.capacity(), 0, "the large buffer is let go");
+        assert_eq!(
+            sockets::size_read_buf(&mut d.read_buf, &d.read_sizing),
+            ReadSizing::MIN
+        );
+        assert!(d.read_buf.capacity() < 2 * ReadSizing::MIN);
     }
 }

@@ -15,6 +15,7 @@ use super::MioDriver;
 use crate::sink::DeliverySink;
 use crate::socket::{connect_progress, ConnectProgress, Sock, SockState};
 use crate::tls::{self, Handshake, Received};
+use producer_driver::ReadSizing;
 
 impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     pub(super) fn start_connection(&mut self, now: Instant, conn: ConnId, host: String, port: u16) {
@@ -237,9 +238,12 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             };
             let id = *id;
             let Some(tls) = tls else {
+                let offered = size_read_buf(&mut self.read_buf, &self.read_sizing);
                 match stream.read(&mut self.read_buf) {
                     Ok(0) => return self.lost(now, key, closed_by_broker()),
                     Ok(n) => {
+                        self.read_sizing.after_read(offered, n);
+                        self.last_read = now;
                         self.core.handle_read(now, id, &self.read_buf[..n]);
                         // Act on the responses at once: new requests go out while reading, and
                         // a connection the core dropped (bad bytes) is closed before reading
@@ -282,6 +286,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 return;
             };
             let id = *id;
+            let offered = size_read_buf(&mut self.read_buf, &self.read_sizing);
             match tls::plaintext(tls, &mut self.read_buf) {
                 Ok(None) => return,
                 Ok(Some(0)) => {
@@ -293,6 +298,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 }
                 Ok(Some(n)) => {
                     *received = true;
+                    self.read_sizing.after_read(offered, n);
+                    self.last_read = now;
                     self.core.handle_read(now, id, &self.read_buf[..n]);
                     self.drive(now);
                 }
@@ -347,4 +354,17 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 /// The reason given to the core when the broker closed a connection.
 fn closed_by_broker() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "closed by the broker")
+}
+
+/// Gives the shared read buffer the size `sizing` wants for the next read (its allocation
+/// follows when it shrinks to less than half); that size.
+pub(super) fn size_read_buf(buf: &mut Vec<u8>, sizing: &ReadSizing) -> usize {
+    let want = sizing.next();
+    if buf.len() != want {
+        buf.resize(want, 0);
+        if buf.capacity() > 2 * want {
+            buf.shrink_to_fit();
+        }
+    }
+    want
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::state::Stall;
+use super::network::Stall;
 use super::SimCluster;
 use crate::{ConnId, SimError};
 

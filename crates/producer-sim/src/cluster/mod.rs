@@ -21,8 +21,8 @@ pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecor
 pub use network::{ConnId, NetEvent};
 pub use transactions::{CommittedOffset, CoordinatorKind, TransactionState, TransactionView};
 
-use network::Conn;
-use state::{Broker, Partition, Stall, Topic};
+use network::{Conn, Stall};
+use state::{Broker, Partition, Topic};
 
 /// The simulated cluster and network. See the crate documentation for the model.
 ///

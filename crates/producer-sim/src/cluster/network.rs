@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::state::Stall;
 use super::{later, SimCluster};
 
 /// Identifies one simulated client connection. Opaque: compare it, hash it, print it.
@@ -24,6 +23,15 @@ impl std::fmt::Display for ConnId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "conn#{}", self.0)
     }
+}
+
+/// Whether a broker's events are held back from the client (see
+/// [`SimCluster::stall_connections_to`](crate::SimCluster::stall_connections_to)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stall {
+    None,
+    Until(Instant),
+    Indefinite,
 }
 
 /// A client-side network event, returned by [`SimCluster::poll_event`].

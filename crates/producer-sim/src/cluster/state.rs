@@ -2,19 +2,11 @@
 //! its leader, its log and the idempotent producers' windows.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::network::Stall;
 use crate::config::BrokerSpec;
 use crate::LoggedRecord;
-
-/// Whether a broker's events are held back from the client (see
-/// [`SimCluster::stall_connections_to`](crate::SimCluster::stall_connections_to)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stall {
-    None,
-    Until(Instant),
-    Indefinite,
-}
 
 /// One broker: what it advertises, whether it runs, and the faults set on it.
 #[derive(Debug)]

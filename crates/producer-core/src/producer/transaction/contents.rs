@@ -11,7 +11,8 @@ use crate::protocol::add_partitions_to_txn::{
 };
 use crate::protocol::end_txn::{EndTxnRequest, EndTxnResponse};
 use crate::protocol::txn_offset_commit::{
-    GroupMember, OffsetToCommit as WireOffset, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    GroupMember, TxnOffsetCommitPartition as WireOffset, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use crate::protocol::ApiKey;
 use crate::transaction::{TransactionOperation, TransactionResult, TransactionState};
@@ -20,7 +21,8 @@ use crate::ErrorCode;
 
 use super::super::identity::PidState;
 use super::super::Producer;
-use super::requests::{by_topic, class, worst_error, Class, TxnRequest};
+use super::in_flight::TxnRequest;
+use super::requests::{by_topic, class, worst_error, Class};
 use super::OffsetsStep;
 
 /// The highest EndTxn version on a TV1 cluster (v5 is TV2's: it answers the next epoch).

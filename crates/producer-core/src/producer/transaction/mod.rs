@@ -9,6 +9,7 @@
 //! when it aborts). One coordinator request is in flight at a time.
 
 mod contents;
+pub(crate) mod in_flight;
 mod requests;
 
 use std::collections::{BTreeSet, HashSet};
@@ -26,8 +27,6 @@ use crate::{Config, ErrorCode};
 
 use super::identity::PidState;
 use super::Producer;
-
-pub(crate) use requests::TxnRequest;
 
 /// A batch acknowledged inside the open transaction: reported when the transaction ends.
 #[derive(Debug)]

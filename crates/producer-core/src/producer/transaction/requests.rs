@@ -26,29 +26,12 @@ use crate::ErrorCode;
 
 use super::super::identity::PidState;
 use super::super::Producer;
+use super::in_flight::TxnRequest;
 use super::OffsetsStep;
 
 /// The highest Produce version of a transactional producer on a TV1 cluster: v12 means the
 /// partitions are added by the Produce itself (KIP-890), which a TV1 coordinator does not do.
 const TV1_MAX_PRODUCE: i16 = 11;
-
-/// A coordinator request in flight, with what its answer needs.
-#[derive(Debug)]
-pub(crate) enum TxnRequest {
-    /// The transaction coordinator (`group` false) or the offsets' group coordinator.
-    FindCoordinator { group: bool },
-    /// The producer id; `bump` when it bumps the epoch after an abort (KIP-360). `tv2` is
-    /// what the coordinator's connection said of the cluster.
-    InitProducerId { bump: bool, tv2: bool },
-    /// TV1: these partitions join the transaction.
-    AddPartitions { partitions: Vec<(u32, u32)> },
-    /// The offsets' group joins the transaction.
-    AddOffsets,
-    /// The offsets themselves, to the group coordinator.
-    TxnOffsetCommit,
-    /// The end of the transaction.
-    EndTxn { commit: bool },
-}
 
 /// What to do with an error code of a coordinator answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

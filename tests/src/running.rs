@@ -1,0 +1,331 @@
+//! One running producer of either threaded driver behind one synchronous API, for the tests
+//! the drivers share: each such test is written once, as a function of the [`Driver`], and
+//! each driver's crate runs it (see [`crate::driver_suite`]). Beside [`crate::drive`], the
+//! only place of the test suites that calls the drivers' APIs.
+//!
+//! Reports come through the drivers' callbacks (the tokio driver's detached records, or with
+//! [`Options::futures`] its delivery futures), each recorded before an optional hook of the
+//! test runs in the callback itself (a hook may panic: that is how the tests make a callback
+//! panic); events likewise.
+
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use producer_core::{Config, Event, MetricsSnapshot, Record, TransactionError};
+use producer_driver::panic::InjectedPanics;
+
+use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
+
+/// A hook a test runs inside a callback, after its report or event was recorded.
+pub type Hook<A> = Arc<dyn Fn(&A) + Send + Sync>;
+
+/// How to start a [`Running`] producer.
+pub struct Options {
+    /// The producer's configuration.
+    pub config: Config,
+    /// The command queue's capacity (tokio's `command_capacity`, mio's `queue_capacity`).
+    pub queue_capacity: usize,
+    /// Runs in the delivery callback with the record's id, after its report was recorded.
+    pub on_report: Option<Hook<u64>>,
+    /// Runs in the event callback, after the event was recorded.
+    pub on_event: Option<Hook<Event>>,
+    /// The OAUTHBEARER token provider, if any.
+    pub tokens: Option<crate::drive::TokenSource>,
+    /// Panics injected into the driver's loop.
+    pub injected: InjectedPanics,
+    /// tokio: one delivery future per record (`send`) instead of the delivery callback
+    /// (`send_detached`); `on_report` then never runs. Ignored by mio.
+    pub futures: bool,
+}
+
+impl Options {
+    /// The defaults for `config`: a queue of 8,192 commands, no hooks, no token provider,
+    /// reports through the callback.
+    pub fn new(config: Config) -> Self {
+        Options {
+            config,
+            queue_capacity: 8192,
+            on_report: None,
+            on_event: None,
+            tokens: None,
+            injected: InjectedPanics::default(),
+            futures: false,
+        }
+    }
+}
+
+/// The report of record `id`, and the record when it came back with a failure.
+#[derive(Debug)]
+pub struct Reported {
+    /// The id the record was sent with.
+    pub id: u64,
+    /// Its report.
+    pub result: Report,
+    /// The record handed back with a failure.
+    pub record: Option<Record>,
+}
+
+/// [`Running::send`] refused the record: the producer is closed (or mio's queue full).
+#[derive(Debug)]
+pub struct Refused(pub Record);
+
+/// Why [`Running::try_send`] refused a record (it comes back).
+#[derive(Debug)]
+pub enum TryRefused {
+    /// The command queue (or the core's buffer) is full.
+    Full(Record),
+    /// The producer is closed.
+    Closed(Record),
+}
+
+enum Inner {
+    Tokio {
+        rt: tokio::runtime::Runtime,
+        handle: producer_tokio::ProducerHandle,
+        futures: bool,
+        reports: mpsc::Sender<Reported>,
+    },
+    Mio(producer_mio::ThreadedProducer<u64>),
+}
+
+/// A running producer of either driver, with its reports and events in channels.
+pub struct Running {
+    inner: Inner,
+    reports: mpsc::Receiver<Reported>,
+    events: mpsc::Receiver<Event>,
+}
+
+impl Running {
+    /// Starts a producer of `driver` (tokio, or mio's threaded producer).
+    pub fn start(driver: Driver, options: Options) -> Running {
+        let (report_tx, reports) = mpsc::channel::<Reported>();
+        let (event_tx, events) = mpsc::channel::<Event>();
+        let Options {
+            config,
+            queue_capacity,
+            on_report,
+            on_event,
+            tokens,
+            injected,
+            futures,
+        } = options;
+        let event_tx = std::sync::Mutex::new(event_tx);
+        let on_event = move |e: &Event| {
+            let _ = event_tx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send(e.clone());
+            if let Some(hook) = &on_event {
+                hook(e);
+            }
+        };
+        let inner = match driver {
+            Driver::Tokio => {
+                let rt = runtime();
+                let tx = std::sync::Mutex::new(report_tx.clone());
+                let mut builder = producer_tokio::ProducerHandle::builder(config)
+                    .command_capacity(queue_capacity)
+                    .on_event(on_event)
+                    .inject_panics(injected)
+                    .on_delivery(move |r| {
+                        let (result, record) = tokio_report(r.result);
+                        let id = r.tag;
+                        let reported = Reported { id, result, record };
+                        let _ = tx.lock().unwrap_or_else(|e| e.into_inner()).send(reported);
+                        if let Some(hook) = &on_report {
+                            hook(&id);
+                        }
+                    });
+                if let Some(tokens) = tokens {
+                    builder = builder.oauth_token_provider(move || {
+                        let tokens = tokens.clone();
+                        // Called inside the provider's task: a panic is the provider's.
+                        async move { tokens() }
+                    });
+                }
+                let handle = {
+                    let _entered = rt.enter();
+                    builder.start().expect("start the tokio producer")
+                };
+                Inner::Tokio {
+                    rt,
+                    handle,
+                    futures,
+                    reports: report_tx,
+                }
+            }
+            Driver::MioThreaded => {
+                let mut builder = producer_mio::ThreadedProducer::<u64>::builder(config)
+                    .queue_capacity(queue_capacity)
+                    .on_event(on_event)
+                    .inject_panics(injected);
+                if let Some(tokens) = tokens {
+                    builder = builder.oauth_token_provider(move || tokens());
+                }
+                let producer = builder
+                    .spawn(move |d| {
+                        let (id, result, record) = core_report(d);
+                        let _ = report_tx.send(Reported { id, result, record });
+                        if let Some(hook) = &on_report {
+                            hook(&id);
+                        }
+                    })
+                    .expect("start the mio producer");
+                Inner::Mio(producer)
+            }
+            Driver::MioEmbedded => panic!("the embedded mio driver has no handle to share"),
+        };
+        Running {
+            inner,
+            reports,
+            events,
+        }
+    }
+
+    /// Queues `record` with `id` (tokio: waiting for room; mio: refused when the queue is
+    /// full). `Err` hands the record back: the producer is closed (or mio's queue full).
+    // The record comes back by value, as the drivers hand it back.
+    #[allow(clippy::result_large_err)]
+    pub fn send(&self, record: Record, id: u64) -> Result<(), Refused> {
+        match &self.inner {
+            Inner::Tokio {
+                rt,
+                handle,
+                futures: false,
+                ..
+            } => rt
+                .block_on(handle.send_detached(record, id))
+                .map_err(|e| Refused(e.into_record())),
+            Inner::Tokio {
+                rt,
+                handle,
+                futures: true,
+                reports,
+            } => {
+                let future = rt
+                    .block_on(handle.send(record))
+                    .map_err(|e| Refused(e.into_record()))?;
+                let reports = reports.clone();
+                rt.spawn(async move {
+                    let (result, record) = tokio_report(future.await);
+                    let _ = reports.send(Reported { id, result, record });
+                });
+                Ok(())
+            }
+            Inner::Mio(p) => p
+                .send_with(record, id)
+                .map_err(|e| Refused(e.into_parts().0)),
+        }
+    }
+
+    /// Queues `record` with `id` without waiting (tokio: `try_send_detached`; mio:
+    /// `send_with`).
+    #[allow(clippy::result_large_err)]
+    pub fn try_send(&self, record: Record, id: u64) -> Result<(), TryRefused> {
+        match &self.inner {
+            Inner::Tokio { handle, .. } => {
+                handle.try_send_detached(record, id).map_err(|e| match e {
+                    producer_tokio::TrySendError::Full(r) => TryRefused::Full(r),
+                    other => TryRefused::Closed(other.into_record()),
+                })
+            }
+            Inner::Mio(p) => p.send_with(record, id).map_err(|e| match e {
+                producer_mio::SendError::Full(r, _) => TryRefused::Full(r),
+                other => TryRefused::Closed(other.into_parts().0),
+            }),
+        }
+    }
+
+    /// Flushes: returns once every record sent before has its report.
+    pub fn flush(&self) {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.flush()),
+            Inner::Mio(p) => p.flush(),
+        }
+    }
+
+    /// Closes: returns once every record has its report and the producer stopped.
+    pub fn close(&self) {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.close()),
+            Inner::Mio(p) => p.close(),
+        }
+    }
+
+    /// Whether the producer is closed (or closing).
+    pub fn is_closed(&self) -> bool {
+        match &self.inner {
+            Inner::Tokio { handle, .. } => handle.is_closed(),
+            Inner::Mio(p) => p.is_closed(),
+        }
+    }
+
+    /// A metrics snapshot (`None`: mio's thread stopped without leaving one).
+    pub fn metrics(&self) -> Option<MetricsSnapshot> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.metrics())),
+            Inner::Mio(p) => p.metrics(),
+        }
+    }
+
+    /// `init_transactions` (the config needs a `transactional.id`).
+    pub fn init_transactions(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.init_transactions()),
+            Inner::Mio(p) => p.init_transactions(),
+        }
+    }
+
+    /// `begin_transaction`.
+    pub fn begin_transaction(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.begin_transaction()),
+            Inner::Mio(p) => p.begin_transaction(),
+        }
+    }
+
+    /// `commit_transaction`.
+    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.commit_transaction()),
+            Inner::Mio(p) => p.commit_transaction(),
+        }
+    }
+
+    /// The next report, waiting at most `limit` for it.
+    pub fn next_report(&self, limit: Duration) -> Option<Reported> {
+        self.reports.recv_timeout(limit).ok()
+    }
+
+    /// The reports that have come (without waiting).
+    pub fn reports(&self) -> Vec<Reported> {
+        self.reports.try_iter().collect()
+    }
+
+    /// The events that have come (without waiting).
+    pub fn events(&self) -> Vec<Event> {
+        self.events.try_iter().collect()
+    }
+}
+
+/// How long a shared driver test may go on before it counts as hung. Not a timing assertion:
+/// a test that works finishes long before, whatever the machine's load.
+pub const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// Runs `test` on a thread of its own and waits for it to end: its panic is the test's, and a
+/// test still running after [`HANG_GUARD`] fails as hung instead of hanging the suite.
+pub fn with_hang_guard(test: impl FnOnce() + Send + 'static) {
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let runner = std::thread::spawn(move || {
+        test();
+        let _ = done_tx.send(());
+    });
+    match done_rx.recv_timeout(HANG_GUARD) {
+        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = runner.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test hung"),
+    }
+}
