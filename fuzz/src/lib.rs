@@ -1,11 +1,21 @@
-//! Shared driver for the response fuzz targets.
+//! The fuzz targets' code: the shared driver of the response targets (here), the producer
+//! against a hostile broker ([`hostile`]), operation sequences against the simulated cluster
+//! ([`ops`]), record batches ([`records`]), SASL SCRAM and OAUTHBEARER exchanges ([`scram`],
+//! [`oauth`]), the configuration parsers ([`config`]), and the counting allocator the
+//! targets that check memory install ([`alloc`]).
 //!
 //! Every `<api>_response` target reads its input as one selector byte followed by a response
 //! body, and calls [`fuzz_response`]. To add a target for another API, copy
 //! `fuzz_targets/init_producer_id_response.rs`, change the API and the parse function, and add
 //! API-specific invariants in the closure.
 
+pub mod alloc;
+pub mod config;
+pub mod hostile;
+pub mod oauth;
 pub mod ops;
+pub mod records;
+pub mod scram;
 
 use producer_core::protocol::{parse_response_header, ApiKey, DecodeError, Parsed};
 

@@ -25,7 +25,9 @@ const CODES: [(i16, bool); 10] = [
 
 /// Runs the operations encoded in `data`; panics when the producer breaks its contract.
 pub fn run(data: &[u8]) {
-    let Some((&flags, mut ops)) = data.split_first() else { return };
+    let Some((&flags, mut ops)) = data.split_first() else {
+        return;
+    };
     let seed = u64::from(flags);
     let mut cfg = SimConfig::with_brokers(3, seed);
     cfg.fragment_responses = flags & 1 == 1;
@@ -43,7 +45,11 @@ pub fn run(data: &[u8]) {
         .request_timeout(Duration::from_millis(800))
         .delivery_timeout(Duration::from_secs(10))
         .max_block(Duration::from_secs(3))
-        .compression(if flags & 4 == 4 { Compression::Lz4 } else { Compression::None })
+        .compression(if flags & 4 == 4 {
+            Compression::Lz4
+        } else {
+            Compression::None
+        })
         .seed(seed);
     if !idempotent {
         builder = builder.enable_idempotence(false).acks(Acks::Leader);
@@ -59,7 +65,8 @@ pub fn run(data: &[u8]) {
             0..=3 => {
                 for _ in 0..=(arg % 8) {
                     let topic = TOPICS[usize::from(op & 1)].0;
-                    let mut r = Record::new(topic, vec![b'v'; usize::from(arg) * 3]).with_timestamp(next as i64);
+                    let mut r = Record::new(topic, vec![b'v'; usize::from(arg) * 3])
+                        .with_timestamp(next as i64);
                     if arg & 0x10 != 0 {
                         r = r.with_key(vec![arg, op]);
                     }
@@ -75,7 +82,11 @@ pub fn run(data: &[u8]) {
             4 => h.run_for(Duration::from_millis(u64::from(arg) * 4)),
             5 => h.producer.flush(h.now),
             6 => {
-                let _ = h.cluster.move_leader(TOPICS[usize::from(arg & 1)].0, i32::from(arg >> 1) % 2, i32::from(arg % 3) + 1);
+                let _ = h.cluster.move_leader(
+                    TOPICS[usize::from(arg & 1)].0,
+                    i32::from(arg >> 1) % 2,
+                    i32::from(arg % 3) + 1,
+                );
             }
             7 => {
                 let b = i32::from(arg % 3) + 1;
@@ -111,16 +122,35 @@ pub fn run(data: &[u8]) {
         h.drain();
         assert!(h.producer.buffered_bytes() <= BUFFER_BYTES);
         assert!(h.producer.buffered_records() <= BUFFER_RECORDS);
-        assert!(h.contract_violations.is_empty(), "{:?}", h.contract_violations);
+        assert!(
+            h.contract_violations.is_empty(),
+            "{:?}",
+            h.contract_violations
+        );
     }
     for b in 1..=3 {
         let _ = h.cluster.start_broker(b);
     }
-    assert!(h.flush(Duration::from_secs(300)), "records left unreported: {}", h.producer.buffered_records());
+    assert!(
+        h.flush(Duration::from_secs(300)),
+        "records left unreported: {}",
+        h.producer.buffered_records()
+    );
     let mut reported = HashSet::new();
     for d in &h.deliveries {
-        assert!(reported.insert(d.opaque), "record {} reported twice", d.opaque);
+        assert!(
+            reported.insert(d.opaque),
+            "record {} reported twice",
+            d.opaque
+        );
     }
-    assert_eq!(reported, accepted, "every accepted record gets exactly one report");
-    assert!(h.contract_violations.is_empty(), "{:?}", h.contract_violations);
+    assert_eq!(
+        reported, accepted,
+        "every accepted record gets exactly one report"
+    );
+    assert!(
+        h.contract_violations.is_empty(),
+        "{:?}",
+        h.contract_violations
+    );
 }

@@ -404,6 +404,119 @@ fn a_topic_error_in_metadata_counts_even_with_partitions_listed_and_clears_when_
     assert_eq!(last.result.as_ref().unwrap().offset, 42);
 }
 
+/// The fatal error comes with a batch an earlier attempt of which may have been written (its
+/// first answer was REQUEST_TIMED_OUT), so it says `possibly_persisted`; a record never sent
+/// (here held for a topic the cluster does not know) still fails saying certainly not written.
+/// Found by the `hostile_broker` fuzz target
+/// (`fuzz/regressions/hostile_broker/fatal-flag-on-unsent`).
+#[test]
+fn records_never_sent_are_not_written_when_the_fatal_error_says_possibly() {
+    let t0 = Instant::now();
+    let mut s = Scripted::new(producer(t0), t0, 1);
+    s.leaders.insert("t".into(), vec![0]);
+    s.producer
+        .send(t0, Record::new("t", "sent").with_partition(0), 0)
+        .unwrap();
+    let mut answers = 0;
+    let mut script = |r: &Request| -> Option<Answer> {
+        (r.api == ApiKey::Produce).then(|| {
+            answers += 1;
+            let code = match answers {
+                1 => ErrorCode::REQUEST_TIMED_OUT,
+                _ => ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+            };
+            answer_produce(r, |_| (code, -1, None))
+        })
+    };
+    s.run(&mut script);
+    s.producer
+        .send(s.now, Record::new("unknown", "held"), 1)
+        .unwrap();
+    s.advance(
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        &mut script,
+    );
+
+    assert!(
+        s.events.iter().any(|e| matches!(e, Event::Fatal(_))),
+        "the producer failed for good"
+    );
+    assert_eq!(s.deliveries.len(), 2, "every record reported once");
+    let report = |opaque: u32| {
+        let d = s.deliveries.iter().find(|d| d.opaque == opaque).unwrap();
+        d.result.clone().unwrap_err().error
+    };
+    let e = report(0);
+    assert!(
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                possibly_persisted: true,
+                ..
+            }
+        ),
+        "an earlier attempt timed out: {e:?}"
+    );
+    let e = report(1);
+    assert!(!e.possibly_persisted(), "never sent, reported {e:?}");
+}
+
+/// An answer that names the same partition twice, once written at offset 42 and once with an
+/// error, says nothing certain of the attempt: it is neither reported delivered at 42 nor
+/// failed as not written, but retried as possibly written (as a partition left out is), and
+/// the retry's clean answer reports it. Found by the `hostile_broker` fuzz target
+/// (`fuzz/regressions/hostile_broker/produce-duplicate-entries`).
+#[test]
+fn a_partition_named_twice_in_an_answer_is_possibly_written_and_retried() {
+    let t0 = Instant::now();
+    let mut s = Scripted::new(producer(t0), t0, 1);
+    s.leaders.insert("t".into(), vec![0]);
+    s.producer
+        .send(t0, Record::new("t", "v").with_partition(0), 0)
+        .unwrap();
+    let mut answers = 0;
+    let mut script = |r: &Request| -> Option<Answer> {
+        if r.api != ApiKey::Produce {
+            return None;
+        }
+        answers += 1;
+        let produce = r.produce();
+        let mut resp = ProduceResponse::default();
+        for t in produce.topic_data {
+            let mut tr = TopicProduceResponse::default();
+            tr.name = t.name.clone();
+            let entries: &[(ErrorCode, i64)] = match answers {
+                1 => &[(ErrorCode::NONE, 42), (ErrorCode::CORRUPT_MESSAGE, -1)],
+                _ => &[(ErrorCode::NONE, 43)],
+            };
+            for &(code, base) in entries {
+                let mut pr = PartitionProduceResponse::default();
+                pr.index = 0;
+                pr.error_code = code.0;
+                pr.base_offset = base;
+                tr.partition_responses.push(pr);
+            }
+            resp.responses.push(tr);
+        }
+        Some(Answer::with(resp))
+    };
+    s.run(&mut script);
+    assert!(
+        s.deliveries.is_empty(),
+        "no report from the contradictory answer"
+    );
+    s.advance(
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        &mut script,
+    );
+    assert_eq!(s.produce_requests().count(), 2, "retried once");
+    assert_eq!(s.deliveries.len(), 1, "reported once");
+    assert_eq!(s.deliveries[0].result.as_ref().unwrap().offset, 43);
+}
+
 /// `fail_after_panic` (a driver's own code panicked) reports exactly what happened to each
 /// record: an acknowledged one delivered, one sent and not answered possibly written, one
 /// never sent not written; every failure names the panic, and the producer closes.

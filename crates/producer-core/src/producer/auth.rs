@@ -361,6 +361,7 @@ impl<T> Producer<T> {
                     crate::Config::MAX_SASL_CREDENTIALS
                 ));
             }
+            crate::sasl::check_token(&t)?;
             Ok(t)
         });
         match token {

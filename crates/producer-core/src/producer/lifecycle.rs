@@ -83,10 +83,13 @@ impl<T> Producer<T> {
         self.lifecycle.fatal = Some(error.clone());
         self.outputs
             .push_back(Output::Event(Event::Fatal(error.clone())));
+        // The error may say an attempt of the batch it came with was possibly written; a
+        // record never sent says certainly not.
+        let never_sent = error.clone().with_possibly_persisted(false);
         for t in 0..self.topics.len() {
             let held = std::mem::take(&mut self.topics.get_mut(t).holding);
             for h in held {
-                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error.clone());
+                self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, never_sent.clone());
             }
             for p in 0..self.topics.partition_count(t) {
                 let (batches, open) = self.topics.partition_mut(t, p).take_all();
@@ -100,7 +103,7 @@ impl<T> Producer<T> {
                     self.fail_records(t, p as i32, b.into_unreported(), error);
                 }
                 if let Some(o) = open {
-                    self.fail_records(t, p as i32, o.into_unreported(), error.clone());
+                    self.fail_records(t, p as i32, o.into_unreported(), never_sent.clone());
                 }
             }
         }

@@ -306,26 +306,6 @@ impl ScramClient {
     }
 }
 
-/// One SCRAM exchange (SHA-512 when `sha512`, else SHA-256; user `fuzz`, a fixed nonce
-/// `fuzznonce`) fed the broker's `server_first` then `server_final`: `Ok(true)` when the
-/// exchange completes with a verified signature. For the fuzz target only (`cargo fuzz` builds
-/// with `--cfg fuzzing`): whatever the bytes, a typed error or success, never a panic.
-#[cfg(fuzzing)]
-pub(super) fn fuzz_exchange(
-    sha512: bool,
-    server_first: &[u8],
-    server_final: &[u8],
-) -> Result<bool, AuthError> {
-    let hash = if sha512 { Hash::Sha512 } else { Hash::Sha256 };
-    let (mut client, _first) =
-        ScramClient::start(hash, "fuzz", &Secret::new("password"), "fuzznonce".into());
-    match client.step(server_first)? {
-        Step::Send(_) => {}
-        Step::Done => return Ok(false),
-    }
-    Ok(matches!(client.step(server_final)?, Step::Done))
-}
-
 /// The `a=value` attributes of a SCRAM message, in order.
 fn attributes(message: &str) -> Result<Vec<(char, &str)>, AuthError> {
     message

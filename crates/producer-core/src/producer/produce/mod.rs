@@ -342,8 +342,9 @@ impl<T> Producer<T> {
             let _ = self.brokers.node_slot(n.node_id, &n.host, n.port);
         }
         // Each answer by (topic number, partition): a v13 answer names topics by the ids the
-        // request carried, an older one by name.
-        let mut results: HashMap<(u32, i32), &PartitionProduceResponse> = HashMap::new();
+        // request carried, an older one by name. A partition named more than once gets `None`:
+        // its entries may contradict each other (written and not), so none is believed.
+        let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> = HashMap::new();
         for topic in &resp.topics {
             let t = if topic.topic_id != [0; 16] {
                 batches
@@ -355,7 +356,10 @@ impl<T> Producer<T> {
             };
             let Some(t) = t else { continue };
             for part in &topic.partitions {
-                results.insert((t, part.index), part);
+                results
+                    .entry((t, part.index))
+                    .and_modify(|r| *r = None)
+                    .or_insert(Some(part));
             }
         }
         // Every partition's result is applied, the acknowledged ones first among equals: a
@@ -372,13 +376,14 @@ impl<T> Producer<T> {
             }
             touched.push((t, p));
             match results.get(&(t, p as i32)) {
-                Some(r) => {
+                Some(Some(r)) => {
                     if let Some(error) = self.resolve(conn, t, p, i, r) {
                         fatal.get_or_insert(error);
                     }
                 }
-                None => {
-                    // The broker left the partition out: treat as possibly written.
+                Some(None) | None => {
+                    // The broker left the partition out, or named it more than once: nothing
+                    // certain is known of this attempt, so treat it as possibly written.
                     self.topics
                         .partition_mut(t, p)
                         .batch_mut(i)
