@@ -6,7 +6,7 @@
 //! record sent to it later finds it new. Whoever forgets it first takes its number out of the
 //! brokers' partition lists and the timers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,11 +31,12 @@ pub(crate) struct TopicState<T> {
     /// Metadata with partitions has arrived.
     pub(crate) known: bool,
     /// The topic id Metadata (v10+) gave, all zeros while none is known: Produce v13 names the
-    /// topic by it. A different id later means the topic was deleted and created again.
-    pub(crate) topic_id: [u8; 16],
+    /// topic by it. A different id later means the topic was deleted and created again. Set
+    /// only by [`Topics::set_topic_id`], which keeps ids unique across topics.
+    topic_id: [u8; 16],
     /// The id before the last change (all zeros if none): answers to requests sent before
     /// the change still name it.
-    pub(crate) replaced_topic_id: [u8; 16],
+    replaced_topic_id: [u8; 16],
     /// Records waiting for metadata (bounded by the buffer limits).
     pub(crate) holding: VecDeque<Held<T>>,
     pub(crate) holding_timer: Option<Instant>,
@@ -90,10 +91,9 @@ impl<T> TopicState<T> {
             .max()
     }
 
-    /// Whether `id` (from a Produce v13 answer) names this topic: its id now, or the one
-    /// before the topic was created again.
-    pub(crate) fn has_topic_id(&self, id: [u8; 16]) -> bool {
-        id != [0; 16] && (self.topic_id == id || self.replaced_topic_id == id)
+    /// The topic id Metadata gave (all zeros while none is known).
+    pub(crate) fn topic_id(&self) -> [u8; 16] {
+        self.topic_id
     }
 
     /// Grows the partition list to `count` (metadata said so; partitions are never removed).
@@ -115,6 +115,11 @@ pub(crate) struct Topics<T> {
     last: Option<(Arc<str>, u32)>,
     /// Numbers of forgotten topics, for the next new ones.
     free: Vec<u32>,
+    /// Each topic id Metadata gave (a topic's id now, and the one it replaced) -> the topic's
+    /// number: at most two per topic in use, so bounded by [`crate::limits::MAX_TOPICS`]. One
+    /// id names one topic (Kafka never gives two names one id; an answer that does is
+    /// refused).
+    by_id: HashMap<[u8; 16], u32>,
     /// The highest producer epoch a partition of a forgotten topic used, with its producer id:
     /// a new partition (of a topic that may have been written before under this id) starts
     /// above it, so the broker never sees its sequence start over under an epoch it has seen.
@@ -128,6 +133,7 @@ impl<T> Default for Topics<T> {
             index: TopicIndex::default(),
             last: None,
             free: Vec::new(),
+            by_id: HashMap::new(),
             forgotten_epoch: None,
         }
     }
@@ -188,6 +194,11 @@ impl<T> Topics<T> {
             }
         }
         self.index.remove(&t.name);
+        for id in [t.topic_id, t.replaced_topic_id] {
+            if self.by_id.get(&id) == Some(&topic) {
+                self.by_id.remove(&id);
+            }
+        }
         if self.last.as_ref().is_some_and(|(_, id)| *id == topic) {
             self.last = None;
         }
@@ -203,6 +214,41 @@ impl<T> Topics<T> {
         self.forgotten_epoch
             .filter(|&(id, _)| id == producer_id)
             .map(|(_, epoch)| epoch)
+    }
+
+    /// Gives topic `topic` the id Metadata (v10+) listed it with; call it for each topic entry
+    /// of an answer before its partitions are used. All zeros (no id) and the id it has
+    /// changes nothing. A new id replaces the old one, which answers to requests sent before
+    /// still name; `Ok(true)` then says the topic had an id before (it was deleted and
+    /// created again). `Err(other)`: the id is another topic's (now or before it was created
+    /// again), which Kafka never does; nothing changes.
+    pub(crate) fn set_topic_id(&mut self, topic: u32, id: [u8; 16]) -> Result<bool, u32> {
+        let t = &self.list[topic as usize];
+        if id == [0; 16] || t.topic_id == id {
+            return Ok(false);
+        }
+        match self.by_id.get(&id) {
+            Some(&other) if other != topic => return Err(other),
+            _ => {}
+        }
+        let t = &mut self.list[topic as usize];
+        let dropped = std::mem::replace(&mut t.replaced_topic_id, t.topic_id);
+        t.topic_id = id;
+        let recreated = t.replaced_topic_id != [0; 16];
+        if dropped != [0; 16] && dropped != id && self.by_id.get(&dropped) == Some(&topic) {
+            self.by_id.remove(&dropped);
+        }
+        self.by_id.insert(id, topic);
+        Ok(recreated)
+    }
+
+    /// The topic a Produce v13 answer names by `id`: the id it has now, or the one before it
+    /// was created again.
+    pub(crate) fn by_topic_id(&self, id: [u8; 16]) -> Option<u32> {
+        if id == [0; 16] {
+            return None;
+        }
+        self.by_id.get(&id).copied()
     }
 
     /// The numbers of the topics in use (forgotten ones skipped).
@@ -325,6 +371,47 @@ mod tests {
             h.write(input);
             assert_eq!(h.finish(), want);
         }
+    }
+
+    #[test]
+    fn one_topic_id_names_one_topic() {
+        let now = Instant::now();
+        let mut topics = Topics::<()>::default();
+        let (a, _) = topics.id_of(&Arc::from("a"), now);
+        let (b, _) = topics.id_of(&Arc::from("b"), now);
+        let (x, y, z) = ([1; 16], [2; 16], [3; 16]);
+        assert_eq!(
+            topics.set_topic_id(a, [0; 16]),
+            Ok(false),
+            "no id: nothing changes"
+        );
+        assert_eq!(
+            topics.set_topic_id(a, x),
+            Ok(false),
+            "a first id: not created again"
+        );
+        assert_eq!(topics.set_topic_id(a, x), Ok(false));
+        assert_eq!(topics.set_topic_id(b, x), Err(a), "a's id refused for b");
+        assert_eq!(topics.get(b).topic_id(), [0; 16], "b unchanged");
+        assert_eq!(topics.by_topic_id(x), Some(a));
+        // a created again: its old id still names it (answers to earlier requests).
+        assert_eq!(topics.set_topic_id(a, y), Ok(true));
+        assert_eq!(topics.by_topic_id(x), Some(a));
+        assert_eq!(topics.by_topic_id(y), Some(a));
+        assert_eq!(
+            topics.set_topic_id(b, x),
+            Err(a),
+            "a's replaced id refused for b"
+        );
+        // Created again once more: the oldest id names nothing now, and may be b's.
+        assert_eq!(topics.set_topic_id(a, z), Ok(true));
+        assert_eq!(topics.by_topic_id(x), None);
+        assert_eq!(topics.set_topic_id(b, x), Ok(false));
+        assert_eq!(topics.by_topic_id(x), Some(b));
+        assert_eq!(topics.by_topic_id([0; 16]), None);
+        // A forgotten topic's ids name nothing.
+        topics.forget(b, None);
+        assert_eq!(topics.by_topic_id(x), None);
     }
 
     #[test]

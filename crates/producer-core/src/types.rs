@@ -440,6 +440,10 @@ pub enum Violation {
     /// A partition listed twice in one topic's entry.
     #[error("partition {0} listed twice")]
     DuplicatePartition(i32),
+    /// The topic's id is another topic's (now, or before that topic was created again): Kafka
+    /// gives each topic its own id, and Produce v13 names topics by id alone.
+    #[error("topic id already names another topic")]
+    TopicIdTaken,
 }
 
 /// Why the producer went back to its bootstrap list ([`Event::Rebootstrapping`]).

@@ -368,9 +368,14 @@ impl<T> Producer<T> {
             if action == Action::Ok {
                 self.topics.get_mut(t).error = None;
             }
+            if let Err(violation) = self.note_topic_id(t, topic.topic_id) {
+                let name = self.topics.name(t);
+                self.answer_refused(conn, Some(name), violation);
+                still_unknown = true;
+                continue;
+            }
             // Exactly 0..count-1, count at most MAX_PARTITIONS: check_topic saw to it.
             let count = topic.partitions.len();
-            self.note_topic_id(t, topic.topic_id);
             self.grow_partitions(t, count);
             for part in &topic.partitions {
                 let p = part.partition_index as u32;
@@ -495,21 +500,20 @@ impl<T> Producer<T> {
     /// Metadata v10). A different id than before means the topic was deleted and created again
     /// under its name: its partitions' leader epochs start over, and batches not yet written
     /// go to the new topic when retried, as Java's producer does (its `Sender` names topics by
-    /// the ids current when each request is built).
-    fn note_topic_id(&mut self, t: u32, id: [u8; 16]) {
-        let ts = self.topics.get_mut(t);
-        if id == [0; 16] || ts.topic_id == id {
-            return;
-        }
-        let recreated = ts.topic_id != [0; 16];
-        ts.replaced_topic_id = ts.topic_id;
-        ts.topic_id = id;
-        if recreated {
-            for p in &mut ts.partitions {
-                p.forget_leader_epoch();
+    /// the ids current when each request is built). An id that is another topic's is refused:
+    /// nothing changes, and the caller refuses the topic's entry.
+    fn note_topic_id(&mut self, t: u32, id: [u8; 16]) -> Result<(), Violation> {
+        match self.topics.set_topic_id(t, id) {
+            Ok(false) => {}
+            Ok(true) => {
+                for p in &mut self.topics.get_mut(t).partitions {
+                    p.forget_leader_epoch();
+                }
+                self.stats.topics_recreated += 1;
             }
-            self.stats.topics_recreated += 1;
+            Err(_other) => return Err(Violation::TopicIdTaken),
         }
+        Ok(())
     }
 
     /// Metadata reported a permanent error for a topic (authorization, invalid name): records

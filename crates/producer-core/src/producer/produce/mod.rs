@@ -213,7 +213,7 @@ impl<T> Producer<T> {
         let version = if negotiated >= FIRST_VERSION_BY_TOPIC_ID
             && chosen
                 .iter()
-                .any(|b| self.topics.get(b.topic).topic_id == [0; 16])
+                .any(|b| self.topics.get(b.topic).topic_id() == [0; 16])
         {
             FIRST_VERSION_BY_TOPIC_ID - 1
         } else {
@@ -249,7 +249,7 @@ impl<T> Producer<T> {
             let topic = self.topics.get(t);
             topics.push(SplicedTopic {
                 name: &topic.name,
-                topic_id: topic.topic_id,
+                topic_id: topic.topic_id(),
                 partitions: n,
             });
             i += n;
@@ -347,10 +347,7 @@ impl<T> Producer<T> {
         let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> = HashMap::new();
         for topic in &resp.topics {
             let t = if topic.topic_id != [0; 16] {
-                batches
-                    .iter()
-                    .map(|b| b.topic)
-                    .find(|&t| self.topics.get(t).has_topic_id(topic.topic_id))
+                self.topics.by_topic_id(topic.topic_id)
             } else {
                 self.topics.lookup(&topic.name)
             };
