@@ -257,9 +257,10 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         &self.core
     }
 
-    /// The core, to change it directly (the threaded producer, after a panic).
-    pub(crate) fn core_mut(&mut self) -> &mut Producer<T> {
-        &mut self.core
+    /// The core and the sink, to change both between driver calls (the threaded producer's
+    /// command layer is its sink).
+    pub(crate) fn parts_mut(&mut self) -> (&mut Producer<T>, &mut S) {
+        (&mut self.core, &mut self.sink)
     }
 
     /// Accepts a record; its report comes out of [`MioDriver::poll_delivery`]. A record without
