@@ -52,6 +52,38 @@ pub trait Replies {
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
 }
 
+/// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
+/// a blocking `sync_channel(1)`).
+pub trait Channel {
+    /// The sending half, for a value of type `V`.
+    type Sender<V>;
+    /// Sends `value`; a receiver that is gone is no error (nobody waits any more).
+    fn send<V>(sender: Self::Sender<V>, value: V);
+}
+
+/// The [`Replies`] of a driver whose records carry `O` and whose waiting calls are answered
+/// through channels of kind `C`.
+pub struct Answered<O, C>(std::marker::PhantomData<(fn(O), C)>);
+
+impl<O, C: Channel> Replies for Answered<O, C> {
+    type Opaque = O;
+    type Done = C::Sender<()>;
+    type Metrics = C::Sender<MetricsSnapshot>;
+    type Transaction = C::Sender<Result<(), TransactionError>>;
+
+    fn done(waiter: Self::Done) {
+        C::send(waiter, ());
+    }
+
+    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot) {
+        C::send(waiter, snapshot);
+    }
+
+    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
+        C::send(waiter, result);
+    }
+}
+
 /// What a driver supplies to its [`DriverLoop`]: where reports and events go.
 pub trait Host {
     /// How its waiting calls are answered.

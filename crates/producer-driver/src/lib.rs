@@ -62,8 +62,8 @@ mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
 pub use driver_loop::{
-    step, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque, Replies, Tracked,
-    TransactionCall,
+    step, Answered, Channel, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque,
+    Replies, Tracked, TransactionCall,
 };
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};

@@ -15,8 +15,8 @@ use producer_core::{
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
-    contain, step, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host, Intake, LastWords,
-    Refused, Replies, Tracked, TransactionCall,
+    contain, step, Answered, Channel, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host,
+    Intake, LastWords, Refused, Tracked, TransactionCall,
 };
 
 use crate::driver::MioDriver;
@@ -63,24 +63,16 @@ impl<T> TrySendError<T> {
 type Cmd<T> = Command<MioReplies<T>>;
 
 /// How the thread answers the handles' waiting calls: down a channel of one.
-struct MioReplies<T>(std::marker::PhantomData<fn(T)>);
+type MioReplies<T> = Answered<T, SyncChannel>;
 
-impl<T> Replies for MioReplies<T> {
-    type Opaque = T;
-    type Done = SyncSender<()>;
-    type Metrics = SyncSender<MetricsSnapshot>;
-    type Transaction = SyncSender<Result<(), TransactionError>>;
+/// `std::sync::mpsc::sync_channel(1)`: the handle blocks on its receiver.
+struct SyncChannel;
 
-    fn done(waiter: Self::Done) {
-        let _ = waiter.try_send(());
-    }
+impl Channel for SyncChannel {
+    type Sender<V> = SyncSender<V>;
 
-    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot) {
-        let _ = waiter.try_send(snapshot);
-    }
-
-    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
-        let _ = waiter.try_send(result);
+    fn send<V>(sender: SyncSender<V>, value: V) {
+        let _ = sender.try_send(value);
     }
 }
 

@@ -5,15 +5,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use producer_core::{Delivery, Event, MetricsSnapshot, TransactionError};
-use producer_driver::{Command, CommandQueue, Host, LastWords, Replies};
+use producer_core::{Delivery, Event};
+use producer_driver::{Answered, Channel, Command, CommandQueue, Host, LastWords};
 use tokio::sync::{oneshot, Notify};
 
 use crate::delivery::{OnDelivery, ReplyTo};
 use crate::error::DeliveryError;
 
 /// What the handles put in the producer task's queue.
-pub(crate) type Cmd = Command<TokioHost>;
+pub(crate) type Cmd = Command<Answered<ReplyTo, Oneshot>>;
 
 /// State shared by the handles and the producer task.
 pub(crate) struct Shared {
@@ -80,27 +80,19 @@ pub(crate) struct TokioHost {
     pub(crate) shared: Arc<Shared>,
 }
 
-impl Replies for TokioHost {
-    type Opaque = ReplyTo;
-    type Done = oneshot::Sender<()>;
-    type Metrics = oneshot::Sender<MetricsSnapshot>;
-    type Transaction = oneshot::Sender<Result<(), TransactionError>>;
+/// tokio's oneshot channel: the handle awaits its receiver.
+pub(crate) struct Oneshot;
 
-    fn done(waiter: Self::Done) {
-        let _ = waiter.send(());
-    }
+impl Channel for Oneshot {
+    type Sender<V> = oneshot::Sender<V>;
 
-    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot) {
-        let _ = waiter.send(snapshot);
-    }
-
-    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
-        let _ = waiter.send(result);
+    fn send<V>(sender: oneshot::Sender<V>, value: V) {
+        let _ = sender.send(value);
     }
 }
 
 impl Host for TokioHost {
-    type Replies = Self;
+    type Replies = Answered<ReplyTo, Oneshot>;
 
     #[inline]
     fn deliver(&mut self, delivery: Delivery<ReplyTo>) {
