@@ -13,6 +13,7 @@
 //! [`Driver`]: crate::drive::Driver
 
 pub mod bounds;
+pub mod metrics;
 pub mod panics;
 
 /// Runs the shared driver tests named (`module::test`) against `$driver`, one `#[test]` each
@@ -43,6 +44,7 @@ macro_rules! every_driver_test {
             panics::a_panic_while_failing_the_records_still_returns_every_call,
             panics::a_panic_in_a_transaction_fails_its_records_honestly,
             bounds::the_command_queue_counts_bytes_against_buffer_memory,
+            metrics::the_metrics_count_the_run,
         );
     };
 }
