@@ -1,4 +1,4 @@
-//! The values of the transactional API: what [`crate::Producer::send_offsets_to_transaction`]
+//! The values of the transactional API: what [`crate::Transactions::send_offsets`]
 //! takes, what each operation answers with ([`TransactionResult`] in
 //! [`crate::Output::Transaction`]), and why an operation fails ([`TransactionError`]).
 //!
@@ -71,15 +71,15 @@ impl OffsetToCommit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransactionOperation {
-    /// [`crate::Producer::init_transactions`].
+    /// [`crate::Transactions::init`].
     Init,
-    /// [`crate::Producer::begin_transaction`].
+    /// [`crate::Transactions::begin`].
     Begin,
-    /// [`crate::Producer::send_offsets_to_transaction`].
+    /// [`crate::Transactions::send_offsets`].
     SendOffsets,
-    /// [`crate::Producer::commit_transaction`].
+    /// [`crate::Transactions::commit`].
     Commit,
-    /// [`crate::Producer::abort_transaction`].
+    /// [`crate::Transactions::abort`].
     Abort,
 }
 
@@ -95,7 +95,7 @@ impl std::fmt::Display for TransactionOperation {
     }
 }
 
-/// Where a transactional producer stands ([`crate::Producer::transaction_state`]).
+/// Where a transactional producer stands ([`crate::Transactions::state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransactionState {
@@ -200,7 +200,7 @@ pub enum InvalidOffsets {
 }
 
 impl InvalidOffsets {
-    /// Checks what [`crate::Producer::send_offsets_to_transaction`] was given, before anything
+    /// Checks what [`crate::Transactions::send_offsets`] was given, before anything
     /// of it is sent.
     pub(crate) fn check(
         offsets: &[OffsetToCommit],

@@ -155,15 +155,15 @@ impl<R: Replies> Command<R> {
 /// The transactional operations, as a handle queues them.
 #[derive(Debug)]
 pub enum TransactionCall {
-    /// [`producer_core::Producer::init_transactions`].
+    /// [`producer_core::Transactions::init`].
     Init,
-    /// [`producer_core::Producer::begin_transaction`].
+    /// [`producer_core::Transactions::begin`].
     Begin,
-    /// [`producer_core::Producer::send_offsets_to_transaction`].
+    /// [`producer_core::Transactions::send_offsets`].
     SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
-    /// [`producer_core::Producer::commit_transaction`].
+    /// [`producer_core::Transactions::commit`].
     Commit,
-    /// [`producer_core::Producer::abort_transaction`].
+    /// [`producer_core::Transactions::abort`].
     Abort,
 }
 
@@ -475,18 +475,20 @@ impl<H: Host> DriverLoop<H> {
         call: TransactionCall,
         waiter: TxnWaiter<H>,
     ) {
+        let Some(mut txn) = core.transactions() else {
+            H::Replies::transaction(waiter, Err(TransactionError::NotTransactional));
+            return;
+        };
         let started = match call {
-            TransactionCall::Init => core.init_transactions(now),
+            TransactionCall::Init => txn.init(now),
             TransactionCall::Begin => {
                 // Local: done at once, no completion output follows.
-                H::Replies::transaction(waiter, core.begin_transaction(now));
+                H::Replies::transaction(waiter, txn.begin(now));
                 return;
             }
-            TransactionCall::SendOffsets(offsets, group) => {
-                core.send_offsets_to_transaction(now, offsets, group)
-            }
-            TransactionCall::Commit => core.commit_transaction(now),
-            TransactionCall::Abort => core.abort_transaction(now),
+            TransactionCall::SendOffsets(offsets, group) => txn.send_offsets(now, offsets, group),
+            TransactionCall::Commit => txn.commit(now),
+            TransactionCall::Abort => txn.abort(now),
         };
         match started {
             // The core runs one operation at a time: at most one waiter.
@@ -652,14 +654,18 @@ impl<H: Host> DriverLoop<H> {
     /// (closed, or with the panic: they surely never went out) and answers every waiting call.
     pub fn shutdown(
         &mut self,
-        core: &CoreOf<H>,
+        core: &mut CoreOf<H>,
         queue: &CommandQueue<Cmd<H>>,
         last_words: &LastWords,
     ) {
         let (last, failure) = if self.core_broken {
             (None, None)
         } else {
-            contain(|| (Some(core.metrics()), core.transaction_failure())).unwrap_or((None, None))
+            contain(|| {
+                let failure = core.transactions().and_then(|t| t.failure());
+                (Some(core.metrics()), failure)
+            })
+            .unwrap_or((None, None))
         };
         last_words.set(last.clone(), failure.clone());
         let stopped = failure.unwrap_or(TransactionError::Closed);

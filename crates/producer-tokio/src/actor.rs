@@ -241,7 +241,7 @@ impl Actor {
         }
         self.shared.closing.store(true, Ordering::Release);
         self.layer
-            .shutdown(&self.core, &self.shared.queue, &self.shared.last_words);
+            .shutdown(&mut self.core, &self.shared.queue, &self.shared.last_words);
         info!("producer task stopped");
     }
 

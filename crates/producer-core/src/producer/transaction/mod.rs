@@ -59,7 +59,7 @@ enum OffsetsStep {
 
 /// The transactional state of a producer with a `transactional.id`.
 #[derive(Debug)]
-pub(super) struct Transactions<T> {
+pub(super) struct TransactionBook<T> {
     id: String,
     timeout_ms: i32,
     state: TransactionState,
@@ -110,11 +110,11 @@ pub(super) struct Transactions<T> {
     began_at: Option<Instant>,
 }
 
-impl<T> Transactions<T> {
+impl<T> TransactionBook<T> {
     /// The transactional state for `config`, if it has a `transactional.id`.
     pub(super) fn new(config: &Config) -> Option<Self> {
         let id = config.transactional_id.clone()?;
-        Some(Transactions {
+        Some(TransactionBook {
             id,
             timeout_ms: config.transaction_timeout.as_millis().min(i32::MAX as u128) as i32,
             state: TransactionState::Uninitialized,
@@ -179,7 +179,7 @@ impl<T> Producer<T> {
     // ---------------------------------------------------------------------------------------
 
     /// The transactional state, or why an operation cannot start at all.
-    fn txn_for(&mut self) -> Result<&mut Transactions<T>, TransactionError> {
+    fn txn_for(&mut self) -> Result<&mut TransactionBook<T>, TransactionError> {
         if let Some(fatal) = &self.lifecycle.fatal {
             // The error that stopped the producer, for every operation after it.
             return match self.txn.as_ref() {
@@ -200,7 +200,7 @@ impl<T> Producer<T> {
         Ok(txn)
     }
 
-    /// [`Producer::init_transactions`].
+    /// [`crate::Transactions::init`].
     pub(super) fn start_init_transactions(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Init;
         let txn = self.txn_for()?;
@@ -216,7 +216,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::begin_transaction`].
+    /// [`crate::Transactions::begin`].
     pub(super) fn start_transaction(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Begin;
         let now = self.now;
@@ -239,7 +239,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::send_offsets_to_transaction`].
+    /// [`crate::Transactions::send_offsets`].
     pub(super) fn start_send_offsets(
         &mut self,
         offsets: Vec<OffsetToCommit>,
@@ -275,7 +275,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::commit_transaction`]: flushes, then commits once every record of the
+    /// [`crate::Transactions::commit`]: flushes, then commits once every record of the
     /// transaction is acknowledged.
     pub(super) fn start_commit(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Commit;
@@ -305,7 +305,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::abort_transaction`]: records not sent yet fail at once; once the batches in
+    /// [`crate::Transactions::abort`]: records not sent yet fail at once; once the batches in
     /// flight are answered, the transaction is aborted.
     pub(super) fn start_abort(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Abort;
@@ -375,7 +375,7 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
-    /// The state for [`Producer::transaction_state`].
+    /// The state for [`crate::Transactions::state`].
     pub(super) fn current_transaction_state(&self) -> TransactionState {
         match &self.txn {
             None => TransactionState::Uninitialized,
