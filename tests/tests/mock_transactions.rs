@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use producer_core::{Delivery, ProduceError, Record};
+use producer_core::{Delivery, ProduceError, Record, TransactionError, TransactionOperation};
 use producer_tests::mock::MockKafka;
 use producer_tests::read_back_all;
 
@@ -164,4 +164,131 @@ fn mio_threaded_commits_aborts_and_commits_again() {
     ));
     let committed: HashSet<u64> = (0..120).chain(180..200).collect();
     check_log(&mock, &committed, 200);
+}
+
+/// Each broker answers its next EndTxn only after `delay` (only the coordinator's is used).
+fn delay_end_txn(mock: &MockKafka, delay: Duration) {
+    for b in 1..=mock.broker_count() {
+        mock.push_broker_request_errors(b, API_END_TXN, &[(0, delay)])
+            .unwrap();
+    }
+}
+
+/// With `max.block.ms` 300 ms.
+const MAX_BLOCK: Duration = Duration::from_millis(300);
+/// How long the coordinator takes to answer the commit: far past `MAX_BLOCK`, so the first
+/// call times out.
+const END_TXN_DELAY: Duration = Duration::from_secs(4);
+
+fn is_commit_timeout(r: &Result<(), TransactionError>) -> bool {
+    matches!(
+        r,
+        Err(TransactionError::OperationTimedOut {
+            operation: TransactionOperation::Commit,
+            max_block_ms: 300
+        })
+    )
+}
+
+/// A commit whose EndTxn the coordinator answers late: through the tokio driver, the call
+/// returns the typed timeout (the driver has no timer of its own: the core's), every other
+/// operation is refused, and the commit called again completes. The records are committed.
+#[test]
+fn tokio_a_timed_out_commit_is_called_again_and_completes() {
+    let mock = MockKafka::new(3, &[(TOPIC, PARTITIONS)]).unwrap();
+    let config = mock
+        .producer_config()
+        .transactional_id("mock-tokio-block")
+        .max_block(MAX_BLOCK)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let p = producer_tokio::ProducerHandle::start(config).unwrap();
+        p.init_transactions().await.expect("init_transactions");
+        p.begin_transaction().await.unwrap();
+        let mut reports = Vec::new();
+        for i in 0..50 {
+            reports.push(p.send(record(i)).await.unwrap());
+        }
+        p.flush().await;
+        delay_end_txn(&mock, END_TXN_DELAY);
+        let first = p.commit_transaction().await;
+        assert!(is_commit_timeout(&first), "{first:?}");
+        let busy = Err(TransactionError::InProgress {
+            operation: TransactionOperation::Commit,
+        });
+        assert_eq!(p.begin_transaction().await, busy);
+        assert_eq!(p.abort_transaction().await, busy);
+        let mut timeouts = 1;
+        loop {
+            let r = p.commit_transaction().await;
+            if is_commit_timeout(&r) {
+                timeouts += 1;
+                continue;
+            }
+            assert_eq!(r, Ok(()));
+            break;
+        }
+        for (i, r) in reports.into_iter().enumerate() {
+            let m = r.await.unwrap_or_else(|e| panic!("record {i}: {e}"));
+            assert!(m.committed);
+        }
+        println!("tokio: the commit returned its timeout {timeouts} times, then completed");
+        p.close().await;
+    });
+    check_log(&mock, &(0..50).collect(), 50);
+}
+
+/// The same through producer-mio's ThreadedProducer.
+#[test]
+fn mio_threaded_a_timed_out_commit_is_called_again_and_completes() {
+    let mock = MockKafka::new(3, &[(TOPIC, PARTITIONS)]).unwrap();
+    let config = mock
+        .producer_config()
+        .transactional_id("mock-mio-block")
+        .max_block(MAX_BLOCK)
+        .build()
+        .unwrap();
+    let reports: Arc<Mutex<Vec<Delivery<u64>>>> = Arc::default();
+    let sink = reports.clone();
+    let p = producer_mio::ThreadedProducer::<u64>::spawn(config, 10_000, move |d| {
+        sink.lock().unwrap().push(d)
+    })
+    .unwrap();
+    p.init_transactions().expect("init_transactions");
+    p.begin_transaction().unwrap();
+    for i in 0..50 {
+        p.send_with(record(i), i).unwrap();
+    }
+    p.flush();
+    delay_end_txn(&mock, END_TXN_DELAY);
+    let first = p.commit_transaction();
+    assert!(is_commit_timeout(&first), "{first:?}");
+    let busy = Err(TransactionError::InProgress {
+        operation: TransactionOperation::Commit,
+    });
+    assert_eq!(p.begin_transaction(), busy);
+    assert_eq!(p.abort_transaction(), busy);
+    let mut timeouts = 1;
+    loop {
+        let r = p.commit_transaction();
+        if is_commit_timeout(&r) {
+            timeouts += 1;
+            continue;
+        }
+        assert_eq!(r, Ok(()));
+        break;
+    }
+    // The commit's reports reached the callback before the call returned.
+    let got = reports.lock().unwrap().len();
+    assert_eq!(got, 50);
+    assert!(reports
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|d| matches!(&d.result, Ok(m) if m.committed)));
+    println!("mio: the commit returned its timeout {timeouts} times, then completed");
+    p.close();
+    check_log(&mock, &(0..50).collect(), 50);
 }

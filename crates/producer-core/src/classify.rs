@@ -98,6 +98,13 @@ pub enum Action {
     /// The broker lost or rejected our sequence state: bump the epoch, restart sequences, retry
     /// after a backoff. Produce, idempotent mode.
     Reset,
+    /// The coordinator moved the transactional producer's epoch on (it aborted the
+    /// transaction past its timeout, KIP-588, or another producer fenced this one): the batch's
+    /// records fail, and the transaction can only be aborted, with the KIP-360 epoch bump from
+    /// the current epoch, which the coordinator answers with a new epoch after its own abort
+    /// and with the fatal `PRODUCER_FENCED` after a fence (Java's `InvalidProducerEpoch`
+    /// class: abortable, not fatal). Produce, transactional mode.
+    EpochMovedOn,
     /// The coordinator moved: look it up again, then retry after a backoff. The transaction
     /// APIs.
     FindCoordinator,
@@ -224,13 +231,16 @@ fn produce(code: ErrorCode, mode: Mode) -> Action {
             if matches!(
                 code,
                 ErrorCode::PRODUCER_FENCED
-                    | ErrorCode::INVALID_PRODUCER_EPOCH
                     | ErrorCode::INVALID_TXN_STATE
                     | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             ) =>
         {
             Fatal
         }
+        // An older epoch than the partition's: the coordinator bumped it, most often by
+        // aborting the transaction past its timeout (a commit stalled by broker faults). The
+        // abort's epoch bump tells that from a fence; Java aborts too.
+        (Mode::Transactional, _) if code == ErrorCode::INVALID_PRODUCER_EPOCH => EpochMovedOn,
         // No sequence restart inside a transaction: the batch fails, the transaction aborts,
         // and the epoch bump after it restarts the sequences.
         (Mode::Transactional, Reset) => Fail,
@@ -271,12 +281,14 @@ fn coordinator(code: ErrorCode) -> Action {
 
 /// Whether an EndTxn that aborts a transaction the coordinator never confirmed, answered with
 /// `code`, found nothing to abort (so the abort is complete): the requests that would have
-/// started the transaction were lost, or (transaction version 2, `tv2`) its Produce requests
-/// failed before adding a partition. Kafka then answers INVALID_TXN_STATE (nothing since the
-/// init) or, with TV2, PRODUCER_FENCED (the last transaction ended and its epoch bump is the
-/// current epoch: a new end would need a newer one). A real fence shows at the next request.
-pub fn unconfirmed_abort_found_nothing(code: ErrorCode, tv2: bool) -> bool {
-    code == ErrorCode::INVALID_TXN_STATE || (tv2 && code == ErrorCode::PRODUCER_FENCED)
+/// started the transaction (transaction version 1) were lost. Kafka then answers
+/// INVALID_TXN_STATE, and the epoch bump after the abort closes any sequence hole. A version 2
+/// coordinator aborts such a transaction as an empty one and bumps the epoch (Kafka 4.1.1), so
+/// none of its answers ends the abort here: ending it would keep the epoch and leave the holes
+/// of the batches sent, and the next transaction's batches would be refused with
+/// OUT_OF_ORDER_SEQUENCE_NUMBER; its PRODUCER_FENCED is a fence.
+pub fn unconfirmed_abort_found_nothing(code: ErrorCode) -> bool {
+    code == ErrorCode::INVALID_TXN_STATE
 }
 
 /// Classifies a partition-level error code of a Produce answer for an idempotent producer:
@@ -533,12 +545,17 @@ mod tests {
     fn a_transactional_producers_epoch_errors_are_fatal_not_resets() {
         for code in [
             ErrorCode::PRODUCER_FENCED,
-            ErrorCode::INVALID_PRODUCER_EPOCH,
             ErrorCode::INVALID_TXN_STATE,
             ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ] {
             assert_eq!(txn(Request::Produce, code), Fatal, "{code}");
         }
+        // An epoch the coordinator moved on: the transaction aborts, with the epoch bump that
+        // tells a timeout's abort from a fence.
+        assert_eq!(
+            txn(Request::Produce, ErrorCode::INVALID_PRODUCER_EPOCH),
+            EpochMovedOn
+        );
         // Its sequences restart with the epoch bump after the abort, not within a transaction.
         assert_eq!(
             txn(Request::Produce, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
@@ -620,21 +637,12 @@ mod tests {
             assert_eq!(txn(request, ErrorCode::OPERATION_NOT_ATTEMPTED), Backoff);
         }
         assert!(unconfirmed_abort_found_nothing(
-            ErrorCode::INVALID_TXN_STATE,
-            false
+            ErrorCode::INVALID_TXN_STATE
         ));
-        assert!(!unconfirmed_abort_found_nothing(
-            ErrorCode::PRODUCER_FENCED,
-            false
-        ));
-        assert!(unconfirmed_abort_found_nothing(
-            ErrorCode::PRODUCER_FENCED,
-            true
-        ));
-        assert!(!unconfirmed_abort_found_nothing(
-            ErrorCode::NOT_COORDINATOR,
-            true
-        ));
+        // Transaction version 2 aborts an unconfirmed transaction as an empty one (with an epoch
+        // bump): PRODUCER_FENCED then is a fence, not an abort found empty.
+        assert!(!unconfirmed_abort_found_nothing(ErrorCode::PRODUCER_FENCED));
+        assert!(!unconfirmed_abort_found_nothing(ErrorCode::NOT_COORDINATOR));
         // A lookup that finds no coordinator yet is retried like any lookup.
         assert_eq!(
             txn(Request::FindCoordinator, ErrorCode::NOT_COORDINATOR),

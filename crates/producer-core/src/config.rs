@@ -186,7 +186,9 @@ pub struct Config {
     /// also go back to the bootstrap list when a wanted metadata refresh has not been answered
     /// for this long (KIP-1102).
     pub rebootstrap_trigger: Duration,
-    /// `max.block.ms`: how long records wait for their topic's metadata before failing.
+    /// `max.block.ms`: how long records wait for their topic's metadata before failing, and
+    /// how long a transactional operation's call waits for it (see
+    /// [`crate::Transactions::commit`]).
     pub max_block: Duration,
     /// `sasl.login.read.timeout.ms`: how long the application's OAUTHBEARER token provider may
     /// take to answer one [`crate::Output::TokenRequest`]. After it the connections waiting for

@@ -39,7 +39,9 @@ pub(crate) enum TimerKind {
     /// InitProducerId may be retried.
     ProducerId,
     /// The transactional producer's coordinator request may be retried, a coordinator may be
-    /// connected to again, or the open transaction reaches `transaction.timeout.ms`.
+    /// connected to again, the open transaction reaches `transaction.timeout.ms`, the call
+    /// waiting for a transactional operation reaches `max.block.ms`, or a close stops waiting
+    /// for the transaction's end.
     Transaction,
     /// A connection's SASL session nears its end: authenticate again.
     Reauthenticate { slot: u32 },

@@ -8,6 +8,17 @@
 //! `commit_transaction` or `abort_transaction`. Records are reported only when their
 //! transaction ends: delivered ([`crate::RecordMetadata::committed`]) after the commit, failed
 //! with [`crate::ProduceError::TransactionAborted`] (record handed back) after an abort.
+//!
+//! Every operation that completes with a [`TransactionResult`] is bounded by `max.block.ms`
+//! ([`crate::Config::max_block`]): past it, it completes with
+//! [`TransactionError::OperationTimedOut`] and goes on; the same operation called again waits
+//! for it. What may be called in each state:
+//!
+//! | after | allowed |
+//! | --- | --- |
+//! | an operation's call, until its result | nothing else ([`TransactionError::InProgress`]) |
+//! | its [`TransactionError::OperationTimedOut`] | the same operation again (send offsets: with the same offsets and group), which gets the result; every other: `InProgress` |
+//! | the result, claimed | what the [`TransactionState`] allows |
 
 use crate::ErrorCode;
 
@@ -95,7 +106,7 @@ impl std::fmt::Display for TransactionOperation {
     }
 }
 
-/// Where a transactional producer stands ([`crate::Transactions::state`]).
+/// Where a transactional producer stands ([`crate::Producer::transaction_state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransactionState {
@@ -135,7 +146,8 @@ pub enum TransactionError {
         state: TransactionState,
     },
     /// Another operation has not completed yet (each completes with its
-    /// [`TransactionResult`]).
+    /// [`TransactionResult`]), or its call timed out
+    /// ([`TransactionError::OperationTimedOut`]) and it has not been called again since.
     #[error("{operation} is still under way")]
     InProgress {
         /// The operation under way.
@@ -174,6 +186,21 @@ pub enum TransactionError {
     /// The producer was closed before the operation completed.
     #[error("producer closed")]
     Closed,
+    /// The operation did not complete within `max.block.ms` of its call (Java's
+    /// `TimeoutException`). It was not cancelled: the producer goes on with it. Call the same
+    /// operation again to wait for it once more: that call completes with the operation's
+    /// result (at once when it completed meanwhile), or with this error again after another
+    /// `max.block.ms`. Until then every other operation is refused with
+    /// [`TransactionError::InProgress`] naming this one (for
+    /// [`crate::Transactions::send_offsets`], the call again must carry the same
+    /// offsets and group). See [`crate::Transactions::commit`].
+    #[error("{operation} did not complete within max.block.ms ({max_block_ms} ms) and goes on: call it again to wait for its result")]
+    OperationTimedOut {
+        /// The operation that goes on.
+        operation: TransactionOperation,
+        /// The configured `max.block.ms`.
+        max_block_ms: u64,
+    },
     /// `send_offsets_to_transaction` was given something its requests cannot carry: a group
     /// id, member id, group instance id or offset metadata longer than
     /// [`crate::Config::MAX_ID_LEN`] bytes (they go as INT16-length strings), or a topic name

@@ -658,6 +658,12 @@ pub enum ProduceError {
     /// written.
     #[error("the record's transaction was aborted")]
     TransactionAborted,
+    /// The producer was closed while the record's transaction was being committed: the record
+    /// was written, and the commit was asked for but not answered before the close stopped
+    /// waiting (`max.block.ms`). The transaction may have committed (the record is then
+    /// visible to `read_committed` consumers) or not (the coordinator then aborts it).
+    #[error("the producer closed before its transaction's commit was answered: the record may be committed or aborted")]
+    TransactionInDoubt,
     /// The batch could not be compressed (when it was closed, or when a batch too large for
     /// the broker was split and its halves re-encoded).
     #[error("compression failed: {0}")]
@@ -706,6 +712,8 @@ impl ProduceError {
             | ProduceError::Panicked {
                 possibly_persisted, ..
             } => *possibly_persisted,
+            // Written, and its transaction's commit asked for: it may be committed.
+            ProduceError::TransactionInDoubt => true,
             _ => false,
         }
     }

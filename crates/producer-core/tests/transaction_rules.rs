@@ -80,10 +80,7 @@ fn each_operation_is_refused_in_a_state_that_does_not_allow_it() {
         );
     }
     assert_eq!(p.transactions().unwrap().init(now), Ok(()));
-    assert_eq!(
-        p.transactions().unwrap().state(),
-        TransactionState::Initializing
-    );
+    assert_eq!(p.transaction_state(), TransactionState::Initializing);
     // One operation at a time: the init has not completed (no broker answered).
     assert_eq!(
         p.transactions().unwrap().init(now),

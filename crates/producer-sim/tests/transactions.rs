@@ -309,7 +309,7 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
     }
     start_every_broker(&mut h);
     // The last transaction ends committed, unless the producer was fenced.
-    if h.producer.transactions().unwrap().state() != producer_core::TransactionState::FatalError {
+    if h.producer.transaction_state() != producer_core::TransactionState::FatalError {
         match end(&mut h, true) {
             Ended::Committed => {
                 committed_ids.extend(open.drain(..));
@@ -646,7 +646,7 @@ fn abortable_errors_refuse_the_commit_and_allow_the_abort() {
             other => panic!("{api}/{code}: {other:?}"),
         }
         assert_eq!(
-            h.producer.transactions().unwrap().state(),
+            h.producer.transaction_state(),
             producer_core::TransactionState::AbortableError
         );
         assert!(matches!(
@@ -702,14 +702,13 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
         })
     ));
     assert_eq!(
-        h.producer.transactions().unwrap().state(),
+        h.producer.transaction_state(),
         producer_core::TransactionState::FatalError
     );
 
     let rows: &[(i16, ErrorCode, i16)] = &[
         (API_END_TXN, ErrorCode::PRODUCER_FENCED, 2),
         (API_END_TXN, ErrorCode::INVALID_TXN_STATE, 1),
-        (API_PRODUCE, ErrorCode::INVALID_PRODUCER_EPOCH, 2),
         (API_PRODUCE, ErrorCode::PRODUCER_FENCED, 1),
         (API_ADD_PARTITIONS_TO_TXN, ErrorCode::INVALID_TXN_STATE, 1),
         (API_TXN_OFFSET_COMMIT, ErrorCode::PRODUCER_FENCED, 2),
@@ -729,7 +728,7 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             other => panic!("{api}/{code}: {other:?}"),
         }
         assert_eq!(
-            h.producer.transactions().unwrap().state(),
+            h.producer.transaction_state(),
             producer_core::TransactionState::FatalError
         );
         assert!(
@@ -752,6 +751,110 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             Err(TransactionError::Fatal { code: c, .. }) if c == code
         ));
         assert!(h.send(record(99, "a", true), 99).is_err());
+    }
+}
+
+/// An abort whose EndTxn the coordinator answers with a code of the abortable class (one the
+/// retry table neither retries nor makes fatal: UNKNOWN_SERVER_ERROR here) cannot make the
+/// transaction more abortable than it is: the EndTxn is asked again after a backoff each time,
+/// and the abort completes once the coordinator takes it. (It went again at once before, for
+/// as long as the coordinator answered so: a request loop, and an abort that never returned.)
+#[test]
+fn an_abort_refused_with_an_abortable_code_is_asked_again_after_a_backoff() {
+    use producer_sim::API_END_TXN;
+    let mut h = transactional(5, 2, "abort-refused");
+    init_and_begin(&mut h);
+    for id in 0..3 {
+        h.send(record(id, "a", true), id).unwrap();
+    }
+    h.producer.flush(h.now);
+    h.run_for(Duration::from_secs(1));
+    inject(&mut h, API_END_TXN, ErrorCode::UNKNOWN_SERVER_ERROR, 8);
+    let before = h.cluster.request_log().len();
+    h.producer.transactions().unwrap().abort(h.now).unwrap();
+    let r = wait_result(&mut h, TransactionOperation::Abort);
+    assert_eq!(r.result, Ok(()));
+    let ends: Vec<_> = h.cluster.request_log()[before..]
+        .iter()
+        .filter(|r| r.api_key == API_END_TXN)
+        .map(|r| r.at)
+        .collect();
+    assert_eq!(ends.len(), 9, "8 refused, then the abort");
+    // retry.backoff.ms (100 ms, with jitter) at least between two of them.
+    for w in ends.windows(2) {
+        assert!(
+            w[1] - w[0] >= Duration::from_millis(50),
+            "{:?}",
+            w[1] - w[0]
+        );
+    }
+    for id in 0..3 {
+        assert!(report(&h, id).is_err(), "record {id} failed with the abort");
+    }
+    assert_eq!(visible(&h, &[0, 1, 2]), 0);
+}
+
+/// A Produce answered `INVALID_PRODUCER_EPOCH` (the coordinator moved the epoch on, as when it
+/// aborted the transaction past its timeout while a commit stalled): as in Java, the record
+/// fails and the transaction can only be aborted. The abort is a KIP-360 bump from the current
+/// epoch (an InitProducerId, not an EndTxn). With TV2 the coordinator answers it with a new
+/// epoch and the next transaction commits; with TV1 its abort fences the epoch and the bump is
+/// answered with the fatal `PRODUCER_FENCED` (as a transaction past its timeout is, below).
+#[test]
+fn a_produce_answered_invalid_producer_epoch_aborts_the_transaction_not_the_producer() {
+    use producer_sim::{API_END_TXN, API_INIT_PRODUCER_ID};
+    for tv in [2, 1] {
+        let mut h = transactional(u64::from(tv as u16), tv, "epoch-moved");
+        init_and_begin(&mut h);
+        inject(&mut h, API_PRODUCE, ErrorCode::INVALID_PRODUCER_EPOCH, 1);
+        let (r, ids) = commit_one(&mut h, 0, 5, false);
+        assert!(
+            matches!(
+                r.result,
+                Err(TransactionError::Abortable {
+                    code: ErrorCode::INVALID_PRODUCER_EPOCH,
+                    ..
+                })
+            ),
+            "TV{tv}: {:?}",
+            r.result
+        );
+        let (inits, ends) = (
+            requests(&h, API_INIT_PRODUCER_ID),
+            requests(&h, API_END_TXN),
+        );
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
+        let r = wait_result(&mut h, TransactionOperation::Abort);
+        match tv {
+            2 => assert_eq!(r.result, Ok(()), "TV2: the abort"),
+            _ => assert!(
+                matches!(
+                    r.result,
+                    Err(TransactionError::Fatal {
+                        code: ErrorCode::PRODUCER_FENCED,
+                        ..
+                    })
+                ),
+                "TV1: the abort: {:?}",
+                r.result
+            ),
+        }
+        assert!(
+            requests(&h, API_INIT_PRODUCER_ID) > inits,
+            "TV{tv}: the abort bumps the epoch"
+        );
+        assert_eq!(requests(&h, API_END_TXN), ends, "TV{tv}: no EndTxn");
+        for &id in &ids {
+            assert!(report(&h, id).is_err(), "TV{tv}: record {id} failed");
+        }
+        assert_eq!(visible(&h, &ids), 0);
+        if tv == 1 {
+            continue;
+        }
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
+        let (r, ids) = commit_one(&mut h, 10, 3, false);
+        assert_eq!(r.result, Ok(()), "TV2: the next transaction");
+        assert_eq!(visible(&h, &ids), 3);
     }
 }
 
@@ -868,4 +971,70 @@ fn a_dead_transaction_coordinator_is_looked_up_again() {
         );
         assert_eq!(visible(&h, &(0..5).collect::<Vec<_>>()), 5);
     }
+}
+
+/// TV2: a transaction whose batch was sent but refused before it reached the coordinator
+/// (NOT_ENOUGH_REPLICAS twice), then aborted: the coordinator aborts it as a transaction with
+/// no partition and bumps the epoch (Kafka 4.1.1), and the producer moves to that epoch. The
+/// sequences the refused batch took leave no hole in the next transaction, whose batches would
+/// otherwise be refused with OUT_OF_ORDER_SEQUENCE_NUMBER and the transaction fail (found by
+/// the rolling-fault property, `transactions_rolling.rs`).
+#[test]
+fn tv2_an_abort_of_a_batch_that_never_landed_moves_to_the_new_epoch() {
+    let mut h = transactional(21, 2, "never-landed");
+    init_and_begin(&mut h);
+    h.cluster.inject_error(InjectedError {
+        api_key: API_PRODUCE,
+        topic: Some("a".into()),
+        partition: Some(0),
+        error_code: ErrorCode::NOT_ENOUGH_REPLICAS.0,
+        count: 2,
+        persist: false,
+    });
+    let refused = |h: &Harness<u64>| {
+        h.cluster
+            .request_log()
+            .iter()
+            .flat_map(|r| &r.produce)
+            .filter(|p| p.error_code == ErrorCode::NOT_ENOUGH_REPLICAS.0)
+            .count()
+    };
+    for id in 0..3 {
+        h.send(record(id, "a", false).with_partition(0), id)
+            .unwrap();
+    }
+    h.producer.flush(h.now);
+    assert!(h.run_until(Duration::from_secs(10), |h| refused(h) == 2));
+    let epoch = h
+        .cluster
+        .transaction("never-landed")
+        .unwrap()
+        .producer_epoch;
+    // Aborted while the batch waits to be retried: it fails, never having landed.
+    h.producer.transactions().unwrap().abort(h.now).unwrap();
+    assert_eq!(
+        wait_result(&mut h, TransactionOperation::Abort).result,
+        Ok(())
+    );
+    assert_eq!(
+        h.cluster
+            .transaction("never-landed")
+            .unwrap()
+            .producer_epoch,
+        epoch + 1,
+        "the abort bumped the epoch"
+    );
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
+    for id in 10..13 {
+        h.send(record(id, "a", false).with_partition(0), id)
+            .unwrap();
+    }
+    h.producer.transactions().unwrap().commit(h.now).unwrap();
+    assert_eq!(
+        wait_result(&mut h, TransactionOperation::Commit).result,
+        Ok(()),
+        "the next transaction commits"
+    );
+    assert_eq!(visible(&h, &[10, 11, 12]), 3);
+    assert_eq!(visible(&h, &[0, 1, 2]), 0);
 }

@@ -1494,3 +1494,47 @@ fn find_coordinator_rejects_an_unknown_key_type_and_injections_answer_every_key(
     let r = t.find(conn, 4, CoordinatorType::Transaction, &["tx-1"]);
     assert_eq!(r.coordinators[0].error_code, ErrorCode::NONE);
 }
+
+/// At transaction version 2, as Kafka 4.1.1's coordinator decides (read from the bytecode of
+/// its `TransactionCoordinator.endTransaction`): after a completed end, the current epoch is
+/// valid too, and an abort with it is the abort of a new transaction with no partition: NONE,
+/// the epoch bumped, no marker written; so is an abort from Empty. Its retry (the epoch
+/// before the bump) is NONE again; a commit there is INVALID_TXN_STATE. (A producer whose
+/// Produce requests never added a partition aborts this way and moves to the new epoch.)
+#[test]
+fn tv2_an_abort_with_no_partition_added_bumps_the_epoch() {
+    let mut t = setup(2);
+    let co = t.conn(3);
+    let (pid, e0) = t.init(co, "tx-1");
+    let answer = |r: EndTxnResponse| (r.error_code, r.producer_id, r.producer_epoch);
+    // From Empty.
+    let r = t.end(co, 5, "tx-1", (pid, e0), false);
+    assert_eq!(answer(r), (ErrorCode::NONE, pid, e0 + 1));
+    assert_eq!(t.state("tx-1"), TransactionState::CompleteAbort);
+    let r = t.end(co, 5, "tx-1", (pid, e0), false);
+    assert_eq!(answer(r), (ErrorCode::NONE, pid, e0 + 1), "a retry");
+    // After a committed transaction, with the epoch its end answered.
+    let e1 = e0 + 1;
+    t.add(co, 3, "tx-1", (pid, e1), &[("t", &[0])]);
+    let r = t.end(co, 5, "tx-1", (pid, e1), true);
+    assert_eq!(answer(r), (ErrorCode::NONE, pid, e1 + 1));
+    let e2 = e1 + 1;
+    let markers = t.c.sim.log("t", 0).len();
+    let r = t.end(co, 5, "tx-1", (pid, e2), false);
+    assert_eq!(answer(r), (ErrorCode::NONE, pid, e2 + 1));
+    assert_eq!(
+        t.c.sim.log("t", 0).len(),
+        markers,
+        "no partition: no marker"
+    );
+    assert_eq!(
+        t.end(co, 5, "tx-1", (pid, e2 + 1), true).error_code,
+        ErrorCode::INVALID_TXN_STATE,
+        "a commit of nothing"
+    );
+    assert_eq!(
+        t.end(co, 5, "tx-1", (pid, e2 + 2), false).error_code,
+        ErrorCode::PRODUCER_FENCED,
+        "an epoch never handed out"
+    );
+}

@@ -21,6 +21,8 @@ use std::sync::OnceLock;
 const POM: &str = include_str!("../../kafka/pom.xml");
 /// The admin and read-back program.
 const KAFKA_CTL_JAVA: &str = include_str!("../../kafka/java/KafkaCtl.java");
+/// Java's producer in the rolling-fault transaction loop, compiled beside KafkaCtl.
+const TXN_LOOP_JAVA: &str = include_str!("../../kafka/java/TxnLoop.java");
 /// Broker and KafkaCtl logging.
 const LOG4J2: &str = include_str!("../../kafka/log4j2.properties");
 
@@ -86,7 +88,9 @@ impl fmt::Display for DistError {
                 "Maven could not fetch {artifact} from Maven Central (is it reachable?); \
                  Maven said:\n{log}"
             ),
-            DistError::Javac { log } => write!(f, "javac failed on KafkaCtl.java:\n{log}"),
+            DistError::Javac { log } => {
+                write!(f, "javac failed on KafkaCtl.java or TxnLoop.java:\n{log}")
+            }
             DistError::Io { what, error } => write!(f, "{what}: {error}"),
         }
     }
@@ -340,7 +344,7 @@ fn fnv(s: &str) -> u64 {
 }
 
 fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
-    let stamp = format!("{:016x}", fnv(KAFKA_CTL_JAVA));
+    let stamp = format!("{:016x}{:016x}", fnv(KAFKA_CTL_JAVA), fnv(TXN_LOOP_JAVA));
     let stamp_file = dist.ctl_classes.join(".source-hash");
     if fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(());
@@ -349,6 +353,8 @@ fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
     fs::create_dir_all(&src_dir).map_err(io_err("create ctl-src"))?;
     let src = src_dir.join("KafkaCtl.java");
     write_if_changed(&src, KAFKA_CTL_JAVA)?;
+    let txn_loop = src_dir.join("TxnLoop.java");
+    write_if_changed(&txn_loop, TXN_LOOP_JAVA)?;
     let tmp = base.join("ctl.tmp");
     let _ = fs::remove_dir_all(&tmp);
     let out = Command::new("javac")
@@ -357,6 +363,7 @@ fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
         .arg("-cp")
         .arg(dist.classpath())
         .arg(&src)
+        .arg(&txn_loop)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| match e.kind() {

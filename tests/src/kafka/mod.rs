@@ -23,6 +23,7 @@ pub mod dist;
 pub mod probe;
 pub mod process;
 pub mod proxy;
+pub mod rolling;
 pub mod suite;
 pub mod txn;
 pub mod wire;

@@ -246,6 +246,12 @@ impl<T> Producer<T> {
         Some(Transactions { producer: self })
     }
 
+    /// Where the transactional producer stands ([`crate::TransactionState::Uninitialized`]
+    /// for a producer without a `transactional.id`): see [`Transactions`] for what moves it.
+    pub fn transaction_state(&self) -> crate::TransactionState {
+        self.current_transaction_state()
+    }
+
     /// Closes every open batch now, ignoring `linger`, so everything buffered is sent as soon
     /// as the ordering rules allow. Records sent afterwards linger as usual. Watch
     /// [`Producer::buffered_records`] reach zero to know the flush completed.
@@ -269,6 +275,15 @@ impl<T> Producer<T> {
     /// Stops accepting records, flushes, and once every record has its report emits
     /// [`crate::Event::Closed`] and disconnects. Records keep their delivery timeout, so this
     /// ends.
+    ///
+    /// A transactional producer aborts the open transaction first, and waits for a commit or
+    /// an abort under way, but not for ever: once `max_block` has passed since this call, it
+    /// stops waiting for the coordinator as soon as every record of the transaction has been
+    /// answered and no coordinator request is in flight. Its held records then fail with
+    /// [`ProduceError::TransactionInDoubt`] when the commit had been asked for, else with
+    /// [`ProduceError::TransactionAborted`]. So [`crate::Event::Closed`] comes at the latest
+    /// when `max_block` has passed since the close and `delivery_timeout` since the last
+    /// record was sent, plus `request_timeout` for a request in flight then.
     pub fn close(&mut self, now: Instant) {
         self.touch(now);
         self.begin_close();

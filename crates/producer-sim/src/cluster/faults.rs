@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::network::Stall;
+use super::transactions::{CoordinatorKind, INTERNAL_PARTITIONS};
 use super::SimCluster;
 use crate::{ConnId, SimError};
 
@@ -113,6 +114,52 @@ impl SimCluster {
         b.running = false;
         self.reset_conns(now, |c| c.broker == Some(broker_id));
         Ok(())
+    }
+
+    /// The controller gives up on `broker_id` (Kafka: its session timed out, or it shut down
+    /// in a controlled way): every partition it leads moves to another running broker (leader
+    /// epoch + 1), and so does every internal partition it leads, with the coordination of
+    /// every key hashing there ([`SimCluster::move_coordinator`]). The new leaders are the
+    /// running brokers other than `broker_id` in turn, in node-id order. The broker itself
+    /// keeps running or not as it was. Returns how many partitions moved (internal ones
+    /// included); none when no other broker runs.
+    pub fn fail_over(&mut self, broker_id: i32) -> Result<usize, SimError> {
+        if !self.brokers.contains_key(&broker_id) {
+            return Err(SimError::UnknownBroker(broker_id));
+        }
+        let others: Vec<i32> = self
+            .brokers
+            .iter()
+            .filter(|(id, b)| **id != broker_id && b.running)
+            .map(|(id, _)| *id)
+            .collect();
+        if others.is_empty() {
+            return Ok(0);
+        }
+        let mut moved = 0;
+        for t in self.topics.values_mut() {
+            for p in t.partitions.iter_mut().filter(|p| p.leader == broker_id) {
+                p.leader = others[moved % others.len()];
+                p.leader_epoch += 1;
+                moved += 1;
+            }
+        }
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        for kind in [CoordinatorKind::Group, CoordinatorKind::Transaction] {
+            for p in 0..INTERNAL_PARTITIONS {
+                let leader = self
+                    .coordinator_moves
+                    .get(&(kind, p))
+                    .copied()
+                    .unwrap_or(ids[p as usize % ids.len()]);
+                if leader == broker_id {
+                    self.coordinator_moves
+                        .insert((kind, p), others[moved % others.len()]);
+                    moved += 1;
+                }
+            }
+        }
+        Ok(moved)
     }
 
     /// Restarts a stopped broker (its partitions' logs were never lost).

@@ -414,6 +414,12 @@ impl SimCluster {
     /// end that completed with the same outcome is answered NONE (under TV2 the retry carries
     /// the epoch before the bump); the other outcome is INVALID_TXN_STATE; a retry while the
     /// markers are being written is CONCURRENT_TRANSACTIONS.
+    ///
+    /// Under TV2 (as Kafka 4.1.1's `TransactionCoordinator.endTransaction` decides, read from
+    /// its bytecode): after a completed end, the current epoch is valid too, and an abort with
+    /// it is a new, empty transaction's abort (no partition added: no markers), which bumps the
+    /// epoch like any TV2 end; so is an abort from Empty. An abort of a transaction whose
+    /// partitions never reached the coordinator is answered so, not fenced.
     pub(super) fn txn_end(
         &mut self,
         at: Instant,
@@ -427,6 +433,9 @@ impl SimCluster {
         if transactional_id.is_empty() {
             return Err(ErrorCode::INVALID_REQUEST.0);
         }
+        // A v5 request on a cluster below transaction version 2 (a violation the caller
+        // records) keeps the version-1 rules.
+        let tv2_rules = tv2 && self.cfg.transaction_version >= 2;
         let m = self
             .transactions
             .get(transactional_id)
@@ -434,11 +443,18 @@ impl SimCluster {
         let retry_on_overflow =
             m.tv2 && m.previous_producer_id == pid && epoch == i16::MAX - 1 && m.epoch == 0;
         let retry_on_bump = m.tv2 && i32::from(m.epoch) == i32::from(epoch) + 1;
-        let valid_epoch = if m.tv2 {
+        let is_retry = retry_on_bump || retry_on_overflow;
+        let valid_epoch = if tv2_rules {
             match m.state {
                 Ongoing | Empty => epoch == m.epoch,
                 PrepareCommit | PrepareAbort => retry_on_bump,
-                CompleteCommit | CompleteAbort => retry_on_bump || retry_on_overflow,
+                CompleteCommit | CompleteAbort => is_retry || epoch == m.epoch,
+            }
+        } else if m.tv2 {
+            match m.state {
+                Ongoing | Empty => epoch == m.epoch,
+                PrepareCommit | PrepareAbort => retry_on_bump,
+                CompleteCommit | CompleteAbort => is_retry,
             }
         } else {
             epoch == m.epoch
@@ -456,25 +472,41 @@ impl SimCluster {
                 Err(ErrorCode::INVALID_TXN_STATE.0)
             }
         };
+        // TV2: a new end where the last one completed, or from Empty, is an abort of a
+        // transaction with no partitions (Kafka's `noPartitionAdded`).
+        let new_empty_abort = tv2_rules
+            && !commit
+            && match m.state {
+                Empty => true,
+                CompleteCommit | CompleteAbort => !is_retry,
+                _ => false,
+            };
         match m.state {
-            Ongoing => {
-                self.txn_begin_end(at, transactional_id, commit, tv2);
-                let m = self
-                    .transactions
-                    .get(transactional_id)
-                    .ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING.0)?;
-                Ok(if m.next_producer_id >= 0 {
-                    (m.next_producer_id, 0)
-                } else {
-                    (m.producer_id, m.epoch)
-                })
-            }
-            CompleteCommit => same(true).map(|()| (m.producer_id, m.epoch)),
-            CompleteAbort => same(false).map(|()| (m.producer_id, m.epoch)),
-            PrepareCommit => same(true).and(Err(ErrorCode::CONCURRENT_TRANSACTIONS.0)),
-            PrepareAbort => same(false).and(Err(ErrorCode::CONCURRENT_TRANSACTIONS.0)),
-            Empty => Err(ErrorCode::INVALID_TXN_STATE.0),
+            Ongoing => {}
+            _ if new_empty_abort => {}
+            CompleteCommit if tv2_rules && !is_retry => return Err(ErrorCode::INVALID_TXN_STATE.0),
+            CompleteCommit => return same(true).map(|()| (m.producer_id, m.epoch)),
+            CompleteAbort => return same(false).map(|()| (m.producer_id, m.epoch)),
+            PrepareCommit => return same(true).and(Err(ErrorCode::CONCURRENT_TRANSACTIONS.0)),
+            PrepareAbort => return same(false).and(Err(ErrorCode::CONCURRENT_TRANSACTIONS.0)),
+            Empty => return Err(ErrorCode::INVALID_TXN_STATE.0),
         }
+        if new_empty_abort {
+            if let Some(m) = self.transactions.get_mut(transactional_id) {
+                m.partitions.clear();
+                m.offsets.clear();
+            }
+        }
+        self.txn_begin_end(at, transactional_id, commit, tv2);
+        let m = self
+            .transactions
+            .get(transactional_id)
+            .ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING.0)?;
+        Ok(if m.next_producer_id >= 0 {
+            (m.next_producer_id, 0)
+        } else {
+            (m.producer_id, m.epoch)
+        })
     }
 
     /// Fences the producer of an open transaction and aborts it (Kafka's

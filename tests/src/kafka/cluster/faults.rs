@@ -112,6 +112,20 @@ impl KafkaCluster {
         Ok(started.elapsed())
     }
 
+    /// Starts node `id` again like [`restart`](Self::restart), without waiting for it to
+    /// rejoin: the JVM is launched and the call returns (a rolling schedule that does not
+    /// wait for the cluster to recover).
+    pub fn relaunch(&self, id: i32) -> Result<(), LaunchError> {
+        let node = self.try_node(id)?;
+        let mut jvm = node.jvm.lock().unwrap();
+        if jvm.as_mut().is_some_and(|j| j.exited().is_none()) {
+            return Err(other(format!("node {id} is running")));
+        }
+        *jvm = Some(self.launch(node)?);
+        node.paused.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Waits until `done()` holds, checking every 100 ms; fails with the logs after
     /// `timeout`, or at once when `watched` exits.
     pub(super) fn wait_until(

@@ -497,6 +497,10 @@ impl<T> Producer<T> {
                 self.retry(t, p, i, code, None);
             }
             Action::Fail => self.fail_answered(t, p, i, r, broker_error(), false),
+            Action::EpochMovedOn => {
+                self.txn_epoch_moved_on();
+                self.fail_answered(t, p, i, r, broker_error(), false);
+            }
             Action::Reject => self.fail_answered(t, p, i, r, broker_error(), true),
             Action::FailTopic => {
                 self.topics.get_mut(t).error = Some(code);

@@ -15,8 +15,7 @@ use crate::protocol::txn_offset_commit::{
     TxnOffsetCommitResponse,
 };
 use crate::protocol::ApiKey;
-use crate::transaction::{TransactionOperation, TransactionResult, TransactionState};
-use crate::types::Output;
+use crate::transaction::{TransactionOperation, TransactionState};
 use crate::ErrorCode;
 
 use super::super::identity::PidState;
@@ -231,12 +230,7 @@ impl<T> Producer<T> {
                 let txn = self.txn.as_mut().expect("transactional");
                 txn.offsets = None;
                 if txn.pending == Some(TransactionOperation::SendOffsets) {
-                    txn.pending = None;
-                    self.outputs
-                        .push_back(Output::Transaction(TransactionResult {
-                            operation: TransactionOperation::SendOffsets,
-                            result: Ok(()),
-                        }));
+                    self.complete_operation(Ok(()));
                 }
             }
             Some(code) if class(code) == Class::FindAgain => {
@@ -274,6 +268,9 @@ impl<T> Producer<T> {
         };
         let mut body = Vec::new();
         req.encode(version, &mut body);
+        if let Some(txn) = self.txn.as_mut() {
+            txn.commit_sent |= commit;
+        }
         self.send_txn_request(
             conn,
             ApiKey::EndTxn,
@@ -288,12 +285,9 @@ impl<T> Producer<T> {
             return false;
         };
         let resp = parsed.body;
-        let (unconfirmed, tv2) = self
-            .txn
-            .as_ref()
-            .map_or((false, false), |t| (!t.confirmed, t.tv2));
+        let unconfirmed = self.txn.as_ref().is_some_and(|t| !t.confirmed);
         // An abort of a transaction the coordinator never confirmed may find none there.
-        let nothing_there = crate::classify::unconfirmed_abort_found_nothing(resp.error_code, tv2);
+        let nothing_there = crate::classify::unconfirmed_abort_found_nothing(resp.error_code);
         if !commit && unconfirmed && nothing_there {
             self.txn_answered();
             self.end_after_endtxn(false);

@@ -63,8 +63,24 @@ pub(super) struct TransactionBook<T> {
     id: String,
     timeout_ms: i32,
     state: TransactionState,
-    /// The accepted operation awaiting its [`TransactionResult`].
+    /// The accepted operation under way: it completes with its [`TransactionResult`].
     pending: Option<TransactionOperation>,
+    /// When the call waiting for `pending` gives up (`max.block.ms` after it), completing
+    /// with [`TransactionError::OperationTimedOut`] while the operation goes on. `None` while
+    /// no call waits: the call timed out, or a close began the abort under way.
+    deadline: Option<Instant>,
+    /// The result of an operation whose call timed out, completed since: the next call of the
+    /// same operation gets it (see [`Producer::txn_call`]).
+    unclaimed: Option<TransactionResult>,
+    /// The offsets and group of the last `send_offsets_to_transaction` call: a call again
+    /// after its timeout must carry the same.
+    call_offsets: Option<(Vec<OffsetToCommit>, ConsumerGroupMetadata)>,
+    /// A close is under way: from this instant (`max.block.ms` after `close`) it stops waiting
+    /// for the transaction's end (see [`Producer::txn_abandon`]).
+    close_deadline: Option<Instant>,
+    /// EndTxn(commit) was sent for the open transaction: until it is answered, the commit may
+    /// or may not have taken effect.
+    commit_sent: bool,
     /// The transaction coordinator's node id, once found.
     coordinator: Option<i32>,
     /// A coordinator request is in flight (one at a time).
@@ -83,10 +99,10 @@ pub(super) struct TransactionBook<T> {
     /// The open transaction has something on the brokers (a partition added, a Produce sent,
     /// offsets added): it ends with EndTxn. Otherwise it ends locally.
     started: bool,
-    /// The coordinator confirmed the open transaction (a partition or the offsets' group
-    /// added, or, with TV2, a batch acknowledged). An abort whose EndTxn the coordinator
-    /// answers `INVALID_TXN_STATE` while this is false found nothing to abort (the requests
-    /// that would have started it were lost), and ends here.
+    /// The coordinator confirmed the open transaction (TV1: a partition or the offsets' group
+    /// added). An abort whose EndTxn the coordinator answers `INVALID_TXN_STATE` while this is
+    /// false found nothing to abort (the requests that would have started it were lost), and
+    /// ends here.
     confirmed: bool,
     offsets: Option<PendingOffsets>,
     /// Why the open transaction can only be aborted.
@@ -110,6 +126,14 @@ pub(super) struct TransactionBook<T> {
     began_at: Option<Instant>,
 }
 
+/// What a call of a transactional operation finds (see [`Producer::txn_call`]).
+enum Call<'a, T> {
+    /// Nothing under way: the operation starts.
+    Start(&'a mut TransactionBook<T>),
+    /// The same operation's earlier call timed out: this call waits for that operation.
+    Rejoined,
+}
+
 impl<T> TransactionBook<T> {
     /// The transactional state for `config`, if it has a `transactional.id`.
     pub(super) fn new(config: &Config) -> Option<Self> {
@@ -119,6 +143,11 @@ impl<T> TransactionBook<T> {
             timeout_ms: config.transaction_timeout.as_millis().min(i32::MAX as u128) as i32,
             state: TransactionState::Uninitialized,
             pending: None,
+            deadline: None,
+            unclaimed: None,
+            call_offsets: None,
+            close_deadline: None,
+            commit_sent: false,
             coordinator: None,
             in_flight: false,
             retry_at: None,
@@ -178,8 +207,17 @@ impl<T> Producer<T> {
     // The operations
     // ---------------------------------------------------------------------------------------
 
-    /// The transactional state, or why an operation cannot start at all.
-    fn txn_for(&mut self) -> Result<&mut TransactionBook<T>, TransactionError> {
+    /// What a call of `op` finds (with `offsets`, the arguments of a
+    /// `send_offsets_to_transaction` call): an operation may start ([`Call::Start`]), or the
+    /// call waits for the same operation, whose earlier call timed out ([`Call::Rejoined`]:
+    /// its result comes when it completes, at once when it completed meanwhile, or another
+    /// timeout `max.block.ms` from now), or why it cannot (the producer failed or is closing,
+    /// or another operation is under way or timed out and was not called again).
+    fn txn_call(
+        &mut self,
+        op: TransactionOperation,
+        offsets: Option<(&[OffsetToCommit], &ConsumerGroupMetadata)>,
+    ) -> Result<Call<'_, T>, TransactionError> {
         if let Some(fatal) = &self.lifecycle.fatal {
             // The error that stopped the producer, for every operation after it.
             return match self.txn.as_ref() {
@@ -190,20 +228,72 @@ impl<T> Producer<T> {
         if self.lifecycle.closing {
             return Err(TransactionError::Closed);
         }
+        let deadline = self.now + self.config.max_block;
         let txn = self
             .txn
             .as_mut()
             .ok_or(TransactionError::NotTransactional)?;
+        let same_call = |txn: &TransactionBook<T>, earlier: TransactionOperation| {
+            earlier == op
+                && (op != TransactionOperation::SendOffsets
+                    || txn
+                        .call_offsets
+                        .as_ref()
+                        .zip(offsets)
+                        .is_some_and(|((o, g), (o2, g2))| o.as_slice() == o2 && g == g2))
+        };
         if let Some(operation) = txn.pending {
-            return Err(TransactionError::InProgress { operation });
+            if txn.deadline.is_some() || !same_call(txn, operation) {
+                return Err(TransactionError::InProgress { operation });
+            }
+            txn.deadline = Some(deadline);
+            self.timers.arm(deadline, TimerKind::Transaction);
+            return Ok(Call::Rejoined);
         }
-        Ok(txn)
+        if let Some(r) = txn.unclaimed.take() {
+            if !same_call(txn, r.operation) {
+                let operation = r.operation;
+                txn.unclaimed = Some(r);
+                return Err(TransactionError::InProgress { operation });
+            }
+            self.outputs.push_back(Output::Transaction(r));
+            return Ok(Call::Rejoined);
+        }
+        Ok(Call::Start(txn))
+    }
+
+    /// `op` starts: it is under way until it completes, and its call waits `max.block.ms` at
+    /// most.
+    fn begin_operation(&mut self, op: TransactionOperation) {
+        let deadline = self.now + self.config.max_block;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.pending = Some(op);
+            txn.deadline = Some(deadline);
+            self.timers.arm(deadline, TimerKind::Transaction);
+        }
+    }
+
+    /// The operation under way completed with `result`: the call waiting for it gets it; when
+    /// that call timed out, the same operation's next call gets it. Nothing when no operation
+    /// is under way (an abort a close began).
+    pub(super) fn complete_operation(&mut self, result: Result<(), TransactionError>) {
+        let Some(txn) = self.txn.as_mut() else { return };
+        let Some(operation) = txn.pending.take() else {
+            return;
+        };
+        let r = TransactionResult { operation, result };
+        match txn.deadline.take() {
+            Some(_) => self.outputs.push_back(Output::Transaction(r)),
+            None => txn.unclaimed = Some(r),
+        }
     }
 
     /// [`crate::Transactions::init`].
     pub(super) fn start_init_transactions(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Init;
-        let txn = self.txn_for()?;
+        let Call::Start(txn) = self.txn_call(op, None)? else {
+            return Ok(());
+        };
         if txn.state != TransactionState::Uninitialized {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -211,7 +301,7 @@ impl<T> Producer<T> {
             });
         }
         txn.state = TransactionState::Initializing;
-        txn.pending = Some(op);
+        self.begin_operation(op);
         self.pid = PidState::Needed { retry_at: None };
         Ok(())
     }
@@ -221,7 +311,9 @@ impl<T> Producer<T> {
         let op = TransactionOperation::Begin;
         let now = self.now;
         let timeout = self.config.transaction_timeout;
-        let txn = self.txn_for()?;
+        let Call::Start(txn) = self.txn_call(op, None)? else {
+            return Ok(());
+        };
         if txn.state != TransactionState::Ready {
             return Err(TransactionError::InvalidState {
                 operation: op,
@@ -232,6 +324,7 @@ impl<T> Producer<T> {
         txn.began_at = Some(now);
         txn.started = false;
         txn.confirmed = false;
+        txn.commit_sent = false;
         txn.added.clear();
         txn.to_add.clear();
         txn.abortable = None;
@@ -246,7 +339,9 @@ impl<T> Producer<T> {
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
         let op = TransactionOperation::SendOffsets;
-        let txn = self.txn_for()?;
+        let Call::Start(txn) = self.txn_call(op, Some((&offsets, &group)))? else {
+            return Ok(());
+        };
         if txn.state != TransactionState::InTransaction {
             return Err(match (&txn.abortable, txn.state) {
                 (Some(e), TransactionState::AbortableError) => e.clone(),
@@ -265,12 +360,13 @@ impl<T> Producer<T> {
                 }));
             return Ok(());
         }
-        txn.pending = Some(op);
+        txn.call_offsets = Some((offsets.clone(), group.clone()));
         txn.offsets = Some(PendingOffsets {
             offsets,
             group,
             step: OffsetsStep::AddToTransaction,
         });
+        self.begin_operation(op);
         self.work_pending = true;
         Ok(())
     }
@@ -279,7 +375,9 @@ impl<T> Producer<T> {
     /// transaction is acknowledged.
     pub(super) fn start_commit(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Commit;
-        let txn = self.txn_for()?;
+        let Call::Start(txn) = self.txn_call(op, None)? else {
+            return Ok(());
+        };
         match txn.state {
             TransactionState::InTransaction => {}
             TransactionState::AbortableError => {
@@ -299,7 +397,7 @@ impl<T> Producer<T> {
             }
         }
         txn.state = TransactionState::Committing;
-        txn.pending = Some(op);
+        self.begin_operation(op);
         self.close_all_open_batches();
         self.work_pending = true;
         Ok(())
@@ -309,7 +407,9 @@ impl<T> Producer<T> {
     /// flight are answered, the transaction is aborted.
     pub(super) fn start_abort(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Abort;
-        let txn = self.txn_for()?;
+        let Call::Start(txn) = self.txn_call(op, None)? else {
+            return Ok(());
+        };
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {}
             state => {
@@ -319,7 +419,7 @@ impl<T> Producer<T> {
                 })
             }
         }
-        txn.pending = Some(op);
+        self.begin_operation(op);
         self.begin_txn_abort();
         Ok(())
     }
@@ -375,7 +475,7 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
-    /// The state for [`crate::Transactions::state`].
+    /// The state for [`crate::Producer::transaction_state`].
     pub(super) fn current_transaction_state(&self) -> TransactionState {
         match &self.txn {
             None => TransactionState::Uninitialized,
@@ -487,29 +587,59 @@ impl<T> Producer<T> {
         txn.state = TransactionState::AbortableError;
         txn.to_add.clear();
         txn.abortable = Some(error.clone());
-        let failed = match txn.pending {
-            Some(op @ (TransactionOperation::Commit | TransactionOperation::SendOffsets)) => {
-                txn.pending = None;
-                txn.offsets = None;
-                Some(op)
-            }
-            _ => None,
-        };
-        if let Some(operation) = failed {
-            self.outputs
-                .push_back(Output::Transaction(TransactionResult {
-                    operation,
-                    result: Err(error),
-                }));
+        if matches!(
+            txn.pending,
+            Some(TransactionOperation::Commit | TransactionOperation::SendOffsets)
+        ) {
+            txn.offsets = None;
+            self.complete_operation(Err(error));
         }
     }
 
-    /// [`TimerKind::Transaction`]: the open transaction may have run past its timeout, or a
-    /// coordinator request's backoff ended.
+    /// A Produce of the open transaction was answered `INVALID_PRODUCER_EPOCH`: the
+    /// coordinator moved the epoch on, aborting the transaction past its timeout (or another
+    /// producer fenced this one). The transaction is then ended as one past its timeout is
+    /// (see `timed_out`): its abort is the KIP-360 bump from the current epoch, which the
+    /// coordinator answers with the new epoch after its own timeout abort (KIP-588), and with
+    /// the fatal `PRODUCER_FENCED` after a real fence. The failing batch makes it abortable.
+    pub(in crate::producer) fn txn_epoch_moved_on(&mut self) {
+        if let Some(txn) = self.txn.as_mut() {
+            if matches!(
+                txn.state,
+                TransactionState::InTransaction
+                    | TransactionState::Committing
+                    | TransactionState::AbortableError
+                    | TransactionState::Aborting
+            ) {
+                txn.timed_out = true;
+            }
+        }
+    }
+
+    /// [`TimerKind::Transaction`]: the open transaction may have run past its timeout, the
+    /// call waiting for the operation under way may give up (`max.block.ms`), a close may stop
+    /// waiting for the transaction's end, or a coordinator request's backoff ended.
     pub(super) fn txn_timer_fired(&mut self) {
         self.work_pending = true;
         let now = self.now;
         let timeout = self.config.transaction_timeout;
+        let max_block_ms = self.config.max_block.as_millis().min(u64::MAX as u128) as u64;
+        let Some(txn) = self.txn.as_mut() else { return };
+        if let (Some(operation), Some(at)) = (txn.pending, txn.deadline) {
+            if now >= at {
+                // The call gives up; the operation goes on, and its result waits for the
+                // same operation's next call.
+                txn.deadline = None;
+                self.outputs
+                    .push_back(Output::Transaction(TransactionResult {
+                        operation,
+                        result: Err(TransactionError::OperationTimedOut {
+                            operation,
+                            max_block_ms,
+                        }),
+                    }));
+            }
+        }
         let Some(txn) = self.txn.as_ref() else { return };
         let expired = txn.began_at.is_some_and(|at| now >= at + timeout);
         if expired && txn.state == TransactionState::InTransaction {
@@ -556,9 +686,8 @@ impl<T> Producer<T> {
         txn.offsets = None;
         txn.abortable = None;
         txn.timed_out = false;
+        txn.commit_sent = false;
         txn.retries = 0;
-        // `None` for an abort that a close began: nobody waits for its result.
-        let operation = txn.pending.take();
         for h in held {
             if committed {
                 self.report_held_committed(h);
@@ -566,13 +695,8 @@ impl<T> Producer<T> {
                 self.fail_held(h, ProduceError::TransactionAborted);
             }
         }
-        if let Some(operation) = operation {
-            self.outputs
-                .push_back(Output::Transaction(TransactionResult {
-                    operation,
-                    result: Ok(()),
-                }));
-        }
+        // No operation for an abort that a close began: nobody waits for its result.
+        self.complete_operation(Ok(()));
         for slot in 0..self.brokers.len() {
             self.mark_broker_dirty(slot);
         }
@@ -621,38 +745,32 @@ impl<T> Producer<T> {
         let Some(txn) = self.txn.as_mut() else { return };
         txn.state = TransactionState::FatalError;
         let held = std::mem::take(&mut txn.held);
-        let pending = txn.pending.take();
         // Acknowledged, so in the log, but their transaction never commits.
         let written = error.clone().with_possibly_persisted(true);
         for h in held {
             self.fail_held(h, written.clone());
         }
-        if let Some(operation) = pending {
-            self.outputs
-                .push_back(Output::Transaction(TransactionResult {
-                    operation,
-                    result: Err(fatal_transaction_error(error)),
-                }));
-        }
+        self.complete_operation(Err(fatal_transaction_error(error)));
     }
 
-    /// A close with a transaction open aborts it first (as the Java client does); a close
-    /// before `init_transactions` completed fails that operation.
+    /// A close with a transaction open aborts it first (as the Java client does), failing
+    /// offsets on their way; a close before `init_transactions` completed fails that operation.
+    /// A commit or an abort under way goes on. The close waits for the transaction's end until
+    /// `max.block.ms` from now at most (see [`Producer::txn_abandon`]).
     pub(super) fn txn_close(&mut self) {
+        let deadline = self.now + self.config.max_block;
         let Some(txn) = self.txn.as_mut() else { return };
+        txn.close_deadline = Some(deadline);
+        self.timers.arm(deadline, TimerKind::Transaction);
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {
+                // Offsets on their way are not committed: their call fails.
+                self.complete_operation(Err(TransactionError::Closed));
                 self.begin_txn_abort()
             }
             TransactionState::Initializing => {
                 txn.state = TransactionState::Uninitialized;
-                if let Some(operation) = txn.pending.take() {
-                    self.outputs
-                        .push_back(Output::Transaction(TransactionResult {
-                            operation,
-                            result: Err(TransactionError::Closed),
-                        }));
-                }
+                self.complete_operation(Err(TransactionError::Closed));
             }
             _ => {}
         }
@@ -666,5 +784,45 @@ impl<T> Producer<T> {
                 TransactionState::Committing | TransactionState::Aborting
             ) && self.lifecycle.fatal.is_none()
         })
+    }
+
+    /// Whether a close gives up on the transaction's end now: `max.block.ms` has passed since
+    /// `close`, every record of the transaction has been answered (within its delivery
+    /// timeout), and no coordinator request is in flight (within the request timeout).
+    pub(super) fn txn_close_expired(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| {
+            t.close_deadline.is_some_and(|at| self.now >= at)
+                && !t.in_flight
+                && matches!(
+                    t.state,
+                    TransactionState::Committing | TransactionState::Aborting
+                )
+        }) && self.txn_records_settled()
+    }
+
+    /// A close stops waiting for the transaction's end (see
+    /// [`Producer::txn_close_expired`]): the coordinator could not be reached or kept
+    /// answering retriable errors. The records held fail: with
+    /// [`ProduceError::TransactionInDoubt`] when EndTxn(commit) went out unanswered (the
+    /// commit may have taken effect), else with [`ProduceError::TransactionAborted`] (no
+    /// commit was asked for: the coordinator aborts the transaction at its timeout). The
+    /// operation under way fails with [`TransactionError::Closed`].
+    pub(super) fn txn_abandon(&mut self) {
+        let Some(txn) = self.txn.as_mut() else { return };
+        let error = match txn.state == TransactionState::Committing && txn.commit_sent {
+            true => ProduceError::TransactionInDoubt,
+            false => ProduceError::TransactionAborted,
+        };
+        let held = std::mem::take(&mut txn.held);
+        txn.state = TransactionState::Ready;
+        txn.began_at = None;
+        txn.offsets = None;
+        txn.to_add.clear();
+        txn.bump_after_abort = false;
+        for h in held {
+            self.fail_held(h, error.clone());
+        }
+        self.complete_operation(Err(TransactionError::Closed));
+        self.check_closed();
     }
 }

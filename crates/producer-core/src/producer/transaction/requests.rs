@@ -20,7 +20,7 @@ use crate::protocol::find_coordinator::{
 use crate::protocol::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::{ApiKey, TopicPartitionErrors};
 use crate::timer::{backoff, TimerKind};
-use crate::transaction::{TransactionError, TransactionResult, TransactionState};
+use crate::transaction::{TransactionError, TransactionState};
 use crate::types::{ConnId, Event, Output, ProduceError};
 use crate::ErrorCode;
 
@@ -100,6 +100,11 @@ impl<T> Producer<T> {
         if txn.in_flight || self.lifecycle.fatal.is_some() {
             return;
         }
+        if self.txn_close_expired() {
+            self.txn_abandon();
+            return;
+        }
+        let Some(txn) = self.txn.as_ref() else { return };
         if let Some(at) = txn.retry_at {
             if now < at {
                 self.timers.arm(at, TimerKind::Transaction);
@@ -282,9 +287,17 @@ impl<T> Producer<T> {
     /// Applies an error `code` of `api`'s answer by its class; `find_again` is what a
     /// coordinator error means for this request (the group's coordinator for offsets).
     pub(super) fn txn_error(&mut self, api: &str, code: ErrorCode, message: Option<String>) {
+        let aborting = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.state == TransactionState::Aborting);
         match class(code) {
             Class::FindAgain => self.txn_retry_later(true),
             Class::Retry => self.txn_retry_later(false),
+            // An abort cannot become more abortable: the request is asked again after a
+            // backoff (without it, the same request went again at once, for as long as the
+            // coordinator answered so, and the abort never completed).
+            Class::Abortable if aborting => self.txn_retry_later(false),
             Class::Abortable => self.txn_becomes_abortable(TransactionError::Abortable {
                 code,
                 message: Some(message.unwrap_or_else(|| api.to_owned())),
@@ -454,13 +467,7 @@ impl<T> Producer<T> {
             return true;
         }
         txn.state = TransactionState::Ready;
-        if let Some(operation) = txn.pending.take() {
-            self.outputs
-                .push_back(Output::Transaction(TransactionResult {
-                    operation,
-                    result: Ok(()),
-                }));
-        }
+        self.complete_operation(Ok(()));
         true
     }
 
