@@ -792,7 +792,7 @@ fn send_mio(
     batched: bool,
     full: impl Fn(),
 ) -> Result<(), Error> {
-    use producer_mio::SendError;
+    use producer_mio::TrySendError;
     let topic: Arc<str> = Arc::from(TOPIC);
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
@@ -811,7 +811,7 @@ fn send_mio(
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
-                    Err(SendError::Full(r, ())) => {
+                    Err(TrySendError::Full(r, ())) => {
                         record = r;
                         full();
                     }
@@ -1215,7 +1215,7 @@ fn run_mio_open_loop(
     idempotence: bool,
     rate: f64,
 ) -> Result<Outcome, Error> {
-    use producer_mio::{SendError, ThreadedProducer};
+    use producer_mio::{ThreadedProducer, TrySendError};
     let config = our_config(w, idempotence)?;
     let timed = Arc::new(Timed::new(w.records, rate));
     let producer = {
@@ -1229,7 +1229,7 @@ fn run_mio_open_loop(
         loop {
             match producer.send_with(record, i) {
                 Ok(()) => return Ok(()),
-                Err(SendError::Full(r, _)) => {
+                Err(TrySendError::Full(r, _)) => {
                     record = r;
                     std::thread::sleep(Duration::from_micros(200));
                 }

@@ -392,7 +392,7 @@ fn produce_mio_threaded(
         loop {
             match producer.send_with(r, i) {
                 Ok(()) => break,
-                Err(producer_mio::SendError::Full(back, _)) => {
+                Err(producer_mio::TrySendError::Full(back, _)) => {
                     r = back;
                     // Queued records guarantee a report comes (at the latest at their
                     // delivery timeout): wait for one, which frees room.

@@ -230,7 +230,7 @@ impl Running {
                 })
             }
             Inner::Mio(p) => p.send_with(record, id).map_err(|e| match e {
-                producer_mio::SendError::Full(r, _) => TryRefused::Full(r),
+                producer_mio::TrySendError::Full(r, _) => TryRefused::Full(r),
                 other => TryRefused::Closed(other.into_parts().0),
             }),
         }

@@ -463,7 +463,7 @@ fn mio_send_after_close_hands_the_record_back() {
     assert!(other.is_closed());
     let late = good(1000);
     match other.send_with(late.clone(), 9) {
-        Err(producer_mio::SendError::Closed(r, o)) => assert_eq!((r, o), (late, 9)),
+        Err(producer_mio::TrySendError::Closed(r, o)) => assert_eq!((r, o), (late, 9)),
         other => panic!("send after close: {other:?}"),
     }
 }

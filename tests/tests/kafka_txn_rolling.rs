@@ -215,7 +215,7 @@ fn our_loop(
             loop {
                 match producer.send_with(r.0, r.1) {
                     Ok(()) => break,
-                    Err(producer_mio::SendError::Full(rec, o)) => {
+                    Err(producer_mio::TrySendError::Full(rec, o)) => {
                         r = (rec, o);
                         std::thread::sleep(Duration::from_millis(1));
                     }

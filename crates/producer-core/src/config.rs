@@ -137,7 +137,7 @@ pub struct Config {
     /// `enable.idempotence` after validation.
     pub idempotence: bool,
     /// `transactional.id`: set, the producer is transactional (see
-    /// [`crate::Producer::init_transactions`]); it implies idempotence.
+    /// [`crate::Transactions::init`]); it implies idempotence.
     pub transactional_id: Option<String>,
     /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open
     /// (default 60 s).
@@ -188,7 +188,7 @@ pub struct Config {
     pub rebootstrap_trigger: Duration,
     /// `max.block.ms`: how long records wait for their topic's metadata before failing, and
     /// how long a transactional operation's call waits for it (see
-    /// [`crate::Producer::commit_transaction`]).
+    /// [`crate::Transactions::commit`]).
     pub max_block: Duration,
     /// `sasl.login.read.timeout.ms`: how long the application's OAUTHBEARER token provider may
     /// take to answer one [`crate::Output::TokenRequest`]. After it the connections waiting for
@@ -473,7 +473,7 @@ impl ConfigBuilder {
     }
 
     /// `transactional.id` (default none): makes the producer transactional. Records are then
-    /// sent inside transactions only ([`crate::Producer::init_transactions`] once, then
+    /// sent inside transactions only ([`crate::Transactions::init`] once, then
     /// `begin_transaction` ... `commit_transaction`); it needs idempotence, so
     /// `enable_idempotence(false)` or `acks` other than `all` with it fail
     /// [`ConfigBuilder::build`].

@@ -1,4 +1,4 @@
-//! The values of the transactional API: what [`crate::Producer::send_offsets_to_transaction`]
+//! The values of the transactional API: what [`crate::Transactions::send_offsets`]
 //! takes, what each operation answers with ([`TransactionResult`] in
 //! [`crate::Output::Transaction`]), and why an operation fails ([`TransactionError`]).
 //!
@@ -82,15 +82,15 @@ impl OffsetToCommit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransactionOperation {
-    /// [`crate::Producer::init_transactions`].
+    /// [`crate::Transactions::init`].
     Init,
-    /// [`crate::Producer::begin_transaction`].
+    /// [`crate::Transactions::begin`].
     Begin,
-    /// [`crate::Producer::send_offsets_to_transaction`].
+    /// [`crate::Transactions::send_offsets`].
     SendOffsets,
-    /// [`crate::Producer::commit_transaction`].
+    /// [`crate::Transactions::commit`].
     Commit,
-    /// [`crate::Producer::abort_transaction`].
+    /// [`crate::Transactions::abort`].
     Abort,
 }
 
@@ -192,8 +192,8 @@ pub enum TransactionError {
     /// result (at once when it completed meanwhile), or with this error again after another
     /// `max.block.ms`. Until then every other operation is refused with
     /// [`TransactionError::InProgress`] naming this one (for
-    /// [`crate::Producer::send_offsets_to_transaction`], the call again must carry the same
-    /// offsets and group). See [`crate::Producer::commit_transaction`].
+    /// [`crate::Transactions::send_offsets`], the call again must carry the same
+    /// offsets and group). See [`crate::Transactions::commit`].
     #[error("{operation} did not complete within max.block.ms ({max_block_ms} ms) and goes on: call it again to wait for its result")]
     OperationTimedOut {
         /// The operation that goes on.
@@ -227,7 +227,7 @@ pub enum InvalidOffsets {
 }
 
 impl InvalidOffsets {
-    /// Checks what [`crate::Producer::send_offsets_to_transaction`] was given, before anything
+    /// Checks what [`crate::Transactions::send_offsets`] was given, before anything
     /// of it is sent.
     pub(crate) fn check(
         offsets: &[OffsetToCommit],

@@ -370,3 +370,303 @@ fn public_type_names_are_unique_within_a_crate() {
         clashes.join("\n")
     );
 }
+
+/// One crate's source files and the imports between them, to find circles.
+mod imports {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    /// A file's module path from the crate root (`["producer", "cluster"]`), `[]` for the root.
+    fn module_of(src: &Path, file: &Path) -> Vec<String> {
+        let rel = file.strip_prefix(src).unwrap();
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|s| s.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        if matches!(
+            parts.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            parts.pop();
+        }
+        parts
+    }
+
+    /// Code without comments and without its `#[cfg(test)] mod tests`.
+    fn code(file: &Path) -> String {
+        let text = super::non_test_source(file);
+        text.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every `crate::a::b` / `super::a` / `self::a` path in the code, braces of `use` lists
+    /// expanded, as absolute module paths.
+    fn paths(code: &str, module: &[String], is_mod_file: bool) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        // `use` statements, whole (they may span lines), braces expanded.
+        for stmt in code.split(';') {
+            let stmt = stmt.trim();
+            let Some(i) = stmt.find("use ") else { continue };
+            if !(i == 0
+                || stmt[..i].trim_end().ends_with(')')
+                || stmt[..i].trim().starts_with("pub"))
+            {
+                continue;
+            }
+            let body: String = stmt[i + 4..]
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            for p in expand(&body) {
+                out.push(p);
+            }
+        }
+        // Paths written inline.
+        for (i, _) in code.match_indices("crate::") {
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let p: String = code[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            out.push(p.split("::").map(str::to_string).collect());
+        }
+        out.into_iter()
+            .filter_map(|p| absolute(&p, module, is_mod_file))
+            .collect()
+    }
+
+    /// `a::{b, c::{d, e}}` -> `a::b`, `a::c::d`, `a::c::e`.
+    fn expand(s: &str) -> Vec<Vec<String>> {
+        let Some(open) = s.find('{') else {
+            let s = s.split(" as ").next().unwrap_or(s);
+            return vec![s
+                .split("::")
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()];
+        };
+        let prefix = &s[..open];
+        let inner = &s[open + 1..s.rfind('}').unwrap_or(s.len())];
+        let mut out = Vec::new();
+        let (mut depth, mut start) = (0, 0);
+        let bytes: Vec<char> = inner.chars().collect();
+        let mut parts = Vec::new();
+        for (k, c) in bytes.iter().enumerate() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(bytes[start..k].iter().collect::<String>());
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(bytes[start..].iter().collect::<String>());
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            for tail in expand(&part) {
+                let mut p: Vec<String> = prefix
+                    .split("::")
+                    .filter(|x| !x.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                p.extend(tail);
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// A path made absolute from the crate root, or `None` for an outside crate.
+    fn absolute(p: &[String], module: &[String], is_mod_file: bool) -> Option<Vec<String>> {
+        let first = p.first()?.as_str();
+        // The module a file's `super` and `self` are relative to.
+        let here: Vec<String> = module.to_vec();
+        match first {
+            "crate" => Some(p[1..].to_vec()),
+            "self" => {
+                let mut b = here;
+                b.extend(p[1..].iter().cloned());
+                Some(b)
+            }
+            "super" => {
+                let mut b = here;
+                let mut rest = p;
+                while rest.first().map(String::as_str) == Some("super") {
+                    b.pop()?;
+                    rest = &rest[1..];
+                }
+                b.extend(rest.iter().cloned());
+                Some(b)
+            }
+            // A child module declared in this file (`use child::X`).
+            _ if is_mod_file || module.is_empty() => None,
+            _ => None,
+        }
+    }
+
+    pub(super) struct Graph {
+        pub(super) edges: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    }
+
+    impl Graph {
+        pub(super) fn of_crate(src: &Path) -> Graph {
+            let files = super::sources(src);
+            let by_module: BTreeMap<Vec<String>, PathBuf> = files
+                .iter()
+                .map(|f| (module_of(src, f), f.clone()))
+                .collect();
+            // Re-exports (`pub use x::Y` / `pub(crate) use x::Y`) of each module: item -> the
+            // path it stands for.
+            let mut reexports: BTreeMap<(Vec<String>, String), Vec<String>> = BTreeMap::new();
+            for f in &files {
+                let module = module_of(src, f);
+                let is_mod = f.ends_with("mod.rs") || f.ends_with("lib.rs");
+                let text = code(f);
+                for stmt in text.split(';') {
+                    let stmt = stmt.trim();
+                    if !stmt.starts_with("pub") {
+                        continue;
+                    }
+                    let Some(i) = stmt.find("use ") else { continue };
+                    let body: String = stmt[i + 4..]
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect();
+                    for p in expand(&body) {
+                        let Some(name) = p.last().cloned() else {
+                            continue;
+                        };
+                        // Relative to this module: `use child::X` means module::child::X.
+                        let abs = match p.first().map(String::as_str) {
+                            Some("crate" | "super" | "self") => absolute(&p, &module, is_mod),
+                            Some(_) => {
+                                let mut b = module.clone();
+                                b.extend(p.iter().cloned());
+                                Some(b)
+                            }
+                            None => None,
+                        };
+                        if let Some(abs) = abs {
+                            reexports.insert((module.clone(), name), abs);
+                        }
+                    }
+                }
+            }
+            // The file a path lands in: the longest module prefix that is a file, following
+            // that file's re-export of the next name.
+            let resolve = |p: &[String]| -> Option<PathBuf> {
+                let mut path = p.to_vec();
+                for _ in 0..8 {
+                    let k = (0..=path.len())
+                        .rev()
+                        .find(|&k| by_module.contains_key(&path[..k]))?;
+                    let module = path[..k].to_vec();
+                    match path
+                        .get(k)
+                        .and_then(|n| reexports.get(&(module.clone(), n.clone())))
+                    {
+                        Some(target) if target != &path => {
+                            let mut next = target.clone();
+                            next.extend(path[k + 1..].iter().cloned());
+                            path = next;
+                        }
+                        _ => return by_module.get(&module).cloned(),
+                    }
+                }
+                None
+            };
+            let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+            for f in &files {
+                let module = module_of(src, f);
+                let is_mod = f.ends_with("mod.rs") || f.ends_with("lib.rs");
+                let set = edges.entry(f.clone()).or_default();
+                for p in paths(&code(f), &module, is_mod) {
+                    let Some(to) = resolve(&p) else { continue };
+                    let to_module = module_of(src, &to);
+                    // A module using its own ancestors' items (its parent's `Producer`) is the
+                    // module tree, not an import between peers; the crate root's re-exports
+                    // were followed above.
+                    if &to == f || module.starts_with(&to_module) {
+                        continue;
+                    }
+                    set.insert(to);
+                }
+            }
+            Graph { edges }
+        }
+
+        /// Every file that imports one that imports it back, directly or around a loop: each
+        /// circle once, as its files in order.
+        pub(super) fn circles(&self) -> Vec<Vec<PathBuf>> {
+            let mut out: Vec<Vec<PathBuf>> = Vec::new();
+            let mut seen: BTreeSet<BTreeSet<PathBuf>> = BTreeSet::new();
+            for start in self.edges.keys() {
+                // Shortest path from each neighbour back to `start` (breadth first).
+                for first in &self.edges[start] {
+                    let mut prev: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+                    let mut queue = std::collections::VecDeque::from([first.clone()]);
+                    let mut found = false;
+                    while let Some(n) = queue.pop_front() {
+                        if &n == start {
+                            found = true;
+                            break;
+                        }
+                        for m in self.edges.get(&n).into_iter().flatten() {
+                            if !prev.contains_key(m) && m != first {
+                                prev.insert(m.clone(), n.clone());
+                                queue.push_back(m.clone());
+                            }
+                        }
+                    }
+                    if !found {
+                        continue;
+                    }
+                    let mut circle = vec![start.clone()];
+                    let mut n = start.clone();
+                    while let Some(p) = prev.get(&n) {
+                        circle.push(p.clone());
+                        n = p.clone();
+                    }
+                    if n != *first {
+                        circle.push(first.clone());
+                    }
+                    let key: BTreeSet<PathBuf> = circle.iter().cloned().collect();
+                    if seen.insert(key) {
+                        out.push(circle);
+                    }
+                }
+            }
+            out
+        }
+    }
+}
+
+/// No file imports one that imports it back, directly or around a loop, in any crate of the
+/// workspace (a module using its own ancestors' items is the module tree, not a circle).
+#[test]
+fn no_file_imports_one_that_imports_it_back() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut all = Vec::new();
+    let mut checked = 0;
+    for entry in fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        checked += 1;
+        for circle in imports::Graph::of_crate(&src).circles() {
+            let names: Vec<String> = circle
+                .iter()
+                .map(|f| f.strip_prefix(&crates).unwrap().display().to_string())
+                .collect();
+            all.push(names.join(" -> "));
+        }
+    }
+    assert!(checked >= 6, "only {checked} crates found");
+    assert!(all.is_empty(), "import circles:\n{}", all.join("\n"));
+}

@@ -18,28 +18,14 @@ fn transactional() -> Producer<u32> {
     Producer::new(config, Instant::now())
 }
 
+/// Without a `transactional.id` there is no transactional API to call: the illegal calls are
+/// not representable (they were refused with `TransactionError::NotTransactional` before).
 #[test]
-fn a_producer_without_transactional_id_refuses_every_operation() {
+fn a_producer_without_transactional_id_has_no_transactional_api() {
     let config = Config::builder([("localhost", 9092)]).build().unwrap();
     let mut p = Producer::<u32>::new(config, Instant::now());
     let now = Instant::now();
-    assert_eq!(
-        p.init_transactions(now),
-        Err(TransactionError::NotTransactional)
-    );
-    assert_eq!(
-        p.begin_transaction(now),
-        Err(TransactionError::NotTransactional)
-    );
-    assert_eq!(
-        p.commit_transaction(now),
-        Err(TransactionError::NotTransactional)
-    );
-    assert_eq!(
-        p.abort_transaction(now),
-        Err(TransactionError::NotTransactional)
-    );
-    assert_eq!(p.transaction_state(), TransactionState::Uninitialized);
+    assert!(p.transactions().is_none());
     // And its records need no transaction.
     assert!(p.send(now, Record::new("t", "v"), 1).is_ok());
 }
@@ -63,12 +49,21 @@ fn each_operation_is_refused_in_a_state_that_does_not_allow_it() {
     let mut p = transactional();
     let now = Instant::now();
     for (op, r) in [
-        (TransactionOperation::Begin, p.begin_transaction(now)),
-        (TransactionOperation::Commit, p.commit_transaction(now)),
-        (TransactionOperation::Abort, p.abort_transaction(now)),
+        (
+            TransactionOperation::Begin,
+            p.transactions().unwrap().begin(now),
+        ),
+        (
+            TransactionOperation::Commit,
+            p.transactions().unwrap().commit(now),
+        ),
+        (
+            TransactionOperation::Abort,
+            p.transactions().unwrap().abort(now),
+        ),
         (
             TransactionOperation::SendOffsets,
-            p.send_offsets_to_transaction(
+            p.transactions().unwrap().send_offsets(
                 now,
                 vec![OffsetToCommit::new("in", 0, 5)],
                 ConsumerGroupMetadata::new("g"),
@@ -84,17 +79,17 @@ fn each_operation_is_refused_in_a_state_that_does_not_allow_it() {
             "{op} before init_transactions"
         );
     }
-    assert_eq!(p.init_transactions(now), Ok(()));
+    assert_eq!(p.transactions().unwrap().init(now), Ok(()));
     assert_eq!(p.transaction_state(), TransactionState::Initializing);
     // One operation at a time: the init has not completed (no broker answered).
     assert_eq!(
-        p.init_transactions(now),
+        p.transactions().unwrap().init(now),
         Err(TransactionError::InProgress {
             operation: TransactionOperation::Init
         })
     );
     assert_eq!(
-        p.begin_transaction(now),
+        p.transactions().unwrap().begin(now),
         Err(TransactionError::InProgress {
             operation: TransactionOperation::Init
         })
@@ -105,7 +100,7 @@ fn each_operation_is_refused_in_a_state_that_does_not_allow_it() {
 fn a_close_before_the_init_completed_fails_it() {
     let mut p = transactional();
     let now = Instant::now();
-    p.init_transactions(now).unwrap();
+    p.transactions().unwrap().init(now).unwrap();
     p.close(now);
     let mut results = Vec::new();
     while let Some(o) = p.poll_output() {
@@ -116,7 +111,10 @@ fn a_close_before_the_init_completed_fails_it() {
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].operation, TransactionOperation::Init);
     assert_eq!(results[0].result, Err(TransactionError::Closed));
-    assert_eq!(p.begin_transaction(now), Err(TransactionError::Closed));
+    assert_eq!(
+        p.transactions().unwrap().begin(now),
+        Err(TransactionError::Closed)
+    );
 }
 
 #[test]
@@ -214,12 +212,14 @@ fn offsets_too_long_for_their_request_are_refused_typed() {
         ),
     ] {
         assert_eq!(
-            p.send_offsets_to_transaction(now, offsets, group),
+            p.transactions().unwrap().send_offsets(now, offsets, group),
             Err(TransactionError::InvalidOffsets(expected))
         );
     }
     assert_eq!(
-        p.send_offsets_to_transaction(now, offsets(), member(&at_limit, Some(&at_limit))),
+        p.transactions()
+            .unwrap()
+            .send_offsets(now, offsets(), member(&at_limit, Some(&at_limit))),
         Err(TransactionError::InvalidState {
             operation: TransactionOperation::SendOffsets,
             state: TransactionState::Uninitialized

@@ -9,6 +9,9 @@
 //!   writes and advanced by what each write took.
 //! * [`CommandQueue`]: the bounded queue between the application's handles and the owner of
 //!   the core, taken whole by swapping buffers.
+//! * [`DriverLoop`]: the command layer around the core: the handles' commands applied to it,
+//!   flush, close and transaction bookkeeping, reports and events handed to the application,
+//!   the rule for a panic in the producer's own code. A driver implements its [`Host`].
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
 //!   clock).
 //! * [`log_event`]: the core's events, logged with `tracing`.
@@ -46,6 +49,7 @@
 #![warn(unreachable_pub)]
 
 mod command_queue;
+mod driver_loop;
 mod events;
 mod flush;
 #[cfg(feature = "metrics")]
@@ -57,6 +61,10 @@ pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
+pub use driver_loop::{
+    step, Answered, Channel, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque,
+    Replies, Tracked, TransactionCall,
+};
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
 pub use panic::{call_user, contain};

@@ -80,7 +80,7 @@ mod tokens;
 pub use driver::MioDriver;
 pub use error::StartError;
 pub use sink::{DeliveryQueue, DeliverySink};
-pub use threaded::{BatchClosed, SendError, ThreadedBuilder, ThreadedProducer};
+pub use threaded::{BatchClosed, ThreadedBuilder, ThreadedProducer, TrySendError};
 pub use tokens::TokenRange;
 
 pub use producer_core::{

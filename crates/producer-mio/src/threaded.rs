@@ -1,7 +1,6 @@
 //! The ready-made threaded producer: a thread running its own `mio::Poll` with a
 //! [`MioDriver`], fed through a bounded command queue.
 
-use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
@@ -11,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Callback, Config, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OAuthToken,
-    OffsetToCommit, ProduceError, Record, SendErrorReason, TransactionError, TransactionOperation,
+    Config, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OAuthToken, OffsetToCommit,
+    Record, TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
-    call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker, Refused,
+    contain, step, Answered, Channel, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host,
+    Intake, LastWords, Refused, Tracked, TransactionCall,
 };
 
 use crate::driver::MioDriver;
@@ -33,7 +33,7 @@ pub struct BatchClosed;
 /// [`ThreadedProducer::send`] refused a record; it comes back with its opaque value.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SendError<T = ()> {
+pub enum TrySendError<T = ()> {
     /// The command queue is full (the producer thread is behind, or the core's buffer is full
     /// and the thread is waiting for deliveries). Retry later, or drop the record.
     #[error("producer queue full")]
@@ -43,76 +43,53 @@ pub enum SendError<T = ()> {
     Closed(Record, T),
 }
 
-impl<T> SendError<T> {
+impl<T> TrySendError<T> {
     /// The record handed back.
     pub fn record(&self) -> &Record {
         match self {
-            SendError::Full(r, _) | SendError::Closed(r, _) => r,
+            TrySendError::Full(r, _) | TrySendError::Closed(r, _) => r,
         }
     }
 
     /// The record and opaque value handed back.
     pub fn into_parts(self) -> (Record, T) {
         match self {
-            SendError::Full(r, o) | SendError::Closed(r, o) => (r, o),
+            TrySendError::Full(r, o) | TrySendError::Closed(r, o) => (r, o),
         }
     }
 }
 
-enum Command<T> {
-    /// A record, with the bytes handling it frees in the queue (see
-    /// [`CommandQueue::push_burst`]).
-    Send(Record, T, usize),
-    Flush(SyncSender<()>),
-    Metrics(SyncSender<MetricsSnapshot>),
-    /// A transactional operation, answered when the core reports it complete.
-    Txn(TxnCmd, TxnReply),
-}
+/// What the handles put in the thread's queue.
+type Cmd<T> = Command<MioReplies<T>>;
 
-/// The transactional operations, as a handle queues them.
-enum TxnCmd {
-    Init,
-    Begin,
-    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
-    Commit,
-    Abort,
-}
+/// How the thread answers the handles' waiting calls: down a channel of one.
+type MioReplies<T> = Answered<T, SyncChannel>;
 
-impl TxnCmd {
-    fn operation(&self) -> TransactionOperation {
-        match self {
-            TxnCmd::Init => TransactionOperation::Init,
-            TxnCmd::Begin => TransactionOperation::Begin,
-            TxnCmd::SendOffsets(..) => TransactionOperation::SendOffsets,
-            TxnCmd::Commit => TransactionOperation::Commit,
-            TxnCmd::Abort => TransactionOperation::Abort,
-        }
+/// `std::sync::mpsc::sync_channel(1)`: the handle blocks on its receiver.
+struct SyncChannel;
+
+impl Channel for SyncChannel {
+    type Sender<V> = SyncSender<V>;
+
+    fn send<V>(sender: SyncSender<V>, value: V) {
+        let _ = sender.try_send(value);
     }
 }
-
-/// Where a transactional operation's result goes.
-type TxnReply = SyncSender<Result<(), TransactionError>>;
 
 /// What the handles and the thread share.
 struct Shared<T> {
     /// Records and flushes for the thread. The thread lowers its count of held commands every
-    /// [`RELEASE_EVERY`] records, so a sender may see the queue a little fuller than it is.
-    queue: CommandQueue<Command<T>>,
+    /// 256 commands ([`INTAKE`]), so a sender may see the queue a little fuller than it is.
+    queue: CommandQueue<Cmd<T>>,
     waker: Arc<Waker>,
     /// `close` was called.
     close_requested: AtomicBool,
     /// A wake-up is pending: senders skip the (syscall) wake while it is set.
     wake_pending: AtomicBool,
-    /// The core's metrics as the thread stopped (set before the queue stops).
-    final_metrics: Mutex<Option<MetricsSnapshot>>,
-    /// The fatal error of a transactional producer, set before the queue stops: operations
-    /// after it get this rather than `Closed`.
-    transaction_failure: Mutex<Option<TransactionError>>,
+    /// The core's metrics and transactional failure as the thread stopped (set before the
+    /// queue stops): calls after it get these.
+    last_words: LastWords,
 }
-
-/// How many records the thread hands to the driver between two releases of the queue's held
-/// count (and two readings of the clock).
-const RELEASE_EVERY: usize = 256;
 
 impl<T> Shared<T> {
     fn wake(&self) {
@@ -151,7 +128,7 @@ impl<T> Drop for Inner<T> {
 ///
 /// - [`ThreadedProducer::send`] never blocks: the command queue is bounded (its capacity is
 ///   given to [`ThreadedProducer::spawn`]); when it is full the record comes back at once in
-///   [`SendError::Full`]. Behind the queue, the core's own limits (`buffer_memory`,
+///   [`TrySendError::Full`]. Behind the queue, the core's own limits (`buffer_memory`,
 ///   `buffer_max_records`) apply: when the core is full the thread holds one record back and
 ///   stops reading the queue until deliveries free space, so the queue fills and `send`
 ///   answers `Full`. Nothing is buffered without bound.
@@ -242,25 +219,28 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     }
 
     /// Queues a record with `opaque`, handed back in its report. Never blocks: when the queue
-    /// is full the record comes back in [`SendError::Full`]; after `close`, in
-    /// [`SendError::Closed`].
-    pub fn send_with(&self, record: Record, opaque: T) -> Result<(), SendError<T>> {
+    /// is full the record comes back in [`TrySendError::Full`]; after `close`, in
+    /// [`TrySendError::Closed`].
+    pub fn send_with(&self, record: Record, opaque: T) -> Result<(), TrySendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
-            return Err(SendError::Closed(record, opaque));
+            return Err(TrySendError::Closed(record, opaque));
         }
         let bytes = charge::<T>(&record);
         let sent = (record, opaque);
         match shared
             .queue
-            .push(sent, bytes, false, |(r, o)| Command::Send(r, o, bytes))
-        {
+            .push(sent, bytes, false, |(record, opaque)| Command::Send {
+                record,
+                opaque,
+                bytes,
+            }) {
             Ok(_) => {
                 shared.wake();
                 Ok(())
             }
-            Err(Refused::Full((record, opaque))) => Err(SendError::Full(record, opaque)),
-            Err(Refused::Stopped((record, opaque))) => Err(SendError::Closed(record, opaque)),
+            Err(Refused::Full((record, opaque))) => Err(TrySendError::Full(record, opaque)),
+            Err(Refused::Stopped((record, opaque))) => Err(TrySendError::Closed(record, opaque)),
         }
     }
 
@@ -270,7 +250,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     ///
     /// Records are taken from the front of `records`, in order, while the queue has room;
     /// returns how many were taken. Those left in `records` were not queued (the queue is
-    /// full, as [`SendError::Full`] means for `send`): call again later with what is left.
+    /// full, as [`TrySendError::Full`] means for `send`): call again later with what is left.
     /// Never blocks. After [`ThreadedProducer::close`] it takes nothing and returns
     /// [`BatchClosed`], leaving every record in `records`.
     pub fn send_batch(&self, records: &mut Vec<(Record, T)>) -> Result<usize, BatchClosed> {
@@ -284,7 +264,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
                 records,
                 false,
                 |(record, _)| charge::<T>(record),
-                |(record, opaque), bytes| Command::Send(record, opaque, bytes),
+                |(record, opaque), bytes| Command::Send {
+                    record,
+                    opaque,
+                    bytes,
+                },
             )
             .map_err(|_| BatchClosed)?;
         if burst.taken > 0 {
@@ -295,7 +279,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
 
     /// Queues a record (see [`ThreadedProducer::send_with`]); its report carries
     /// `T::default()`.
-    pub fn send(&self, record: Record) -> Result<(), SendError<T>>
+    pub fn send(&self, record: Record) -> Result<(), TrySendError<T>>
     where
         T: Default,
     {
@@ -327,7 +311,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let _ = done_rx.recv();
     }
 
-    /// Stops intake (later sends return [`SendError::Closed`]), then waits until every record
+    /// Stops intake (later sends return [`TrySendError::Closed`]), then waits until every record
     /// has been delivered or failed, the connections are closed and the thread has exited.
     /// Records queued before the call are still sent. Called from the delivery callback it
     /// starts the close and returns without waiting.
@@ -372,36 +356,30 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             }
         }
         // The thread stopped: it left its last snapshot before stopping the queue.
-        let last = self.inner.shared.final_metrics.lock();
-        last.unwrap_or_else(|e| e.into_inner()).clone()
+        self.inner.shared.last_words.metrics()
     }
 
     /// Queues a transactional operation and blocks until its result. From the delivery
     /// callback (the producer thread) it cannot wait: refused with
     /// [`TransactionError::InProgress`].
-    fn transaction(&self, op: TxnCmd) -> Result<(), TransactionError> {
+    fn transaction(&self, call: TransactionCall) -> Result<(), TransactionError> {
         if thread::current().id() == self.inner.thread_id {
             return Err(TransactionError::InProgress {
-                operation: op.operation(),
+                operation: call.operation(),
             });
         }
         let (tx, rx) = mpsc::sync_channel(1);
-        let stopped = || {
-            let failure = self.inner.shared.transaction_failure.lock();
-            let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
-            Err(failure.unwrap_or(TransactionError::Closed))
-        };
-        if self
-            .inner
-            .shared
+        let shared = &self.inner.shared;
+        if shared
             .queue
-            .push_control(Command::Txn(op, tx))
+            .push_control(Command::Transaction(call, tx))
             .is_err()
         {
-            return stopped();
+            return Err(shared.last_words.transaction_error());
         }
-        self.inner.shared.wake();
-        rx.recv().unwrap_or_else(|_| stopped())
+        shared.wake();
+        rx.recv()
+            .unwrap_or_else(|_| Err(shared.last_words.transaction_error()))
     }
 
     /// Starts the transactional producer (`transactional.id` in the config): finds its
@@ -409,13 +387,13 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Blocks until done. Call it once, before the first
     /// [`ThreadedProducer::begin_transaction`].
     pub fn init_transactions(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Init)
+        self.transaction(TransactionCall::Init)
     }
 
     /// Opens a transaction: records sent from now on belong to it (a transactional
     /// producer's records sent outside one fail with `SendErrorReason::NoTransaction`).
     pub fn begin_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Begin)
+        self.transaction(TransactionCall::Begin)
     }
 
     /// Adds a consumer group's offsets to the open transaction (committed for the group if
@@ -425,20 +403,20 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         offsets: Vec<OffsetToCommit>,
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::SendOffsets(offsets, group))
+        self.transaction(TransactionCall::SendOffsets(offsets, group))
     }
 
     /// Commits the open transaction: flushes its records and blocks until each is
     /// acknowledged and the transaction ended; the records' reports (with `committed` set)
     /// reach the callback before this returns. On [`TransactionError::Abortable`], abort.
     pub fn commit_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Commit)
+        self.transaction(TransactionCall::Commit)
     }
 
     /// Aborts the open transaction and blocks until done: its records fail with
     /// `ProduceError::TransactionAborted`, each handed back in its report.
     pub fn abort_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Abort)
+        self.transaction(TransactionCall::Abort)
     }
 
     /// Whether `close` was called or the producer thread ended.
@@ -539,11 +517,14 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             poll.registry(),
             TokenRange::new(mio::Token(0), 1024),
             None,
-            Reports {
-                on_delivery,
-                on_event,
-                flushes: FlushTracker::default(),
-            },
+            DriverLoop::new(
+                Reports {
+                    on_delivery,
+                    on_event,
+                    _reports: std::marker::PhantomData,
+                },
+                injected,
+            ),
         )?;
         if let Some(provider) = token_provider {
             driver.set_token_provider(provider);
@@ -553,8 +534,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             waker: driver.waker().clone(),
             close_requested: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
-            final_metrics: Mutex::new(None),
-            transaction_failure: Mutex::new(None),
+            last_words: LastWords::default(),
         });
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()
@@ -565,18 +545,6 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
                     driver,
                     poll,
                     shared: loop_shared,
-                    taken: VecDeque::with_capacity(CHUNK),
-                    unreleased: 0,
-                    unreleased_bytes: 0,
-                    stash: None,
-                    closing: false,
-                    txn_waiter: None,
-                    txn_flushes: Vec::new(),
-                    handed: 0,
-                    injected,
-                    panic_at: injected.panic_at(),
-                    panicked: None,
-                    core_broken: false,
                 };
                 state.run();
             })?;
@@ -607,135 +575,60 @@ impl<T> Drop for StopOnDrop<T> {
 /// charge for it.
 #[inline]
 fn charge<T>(record: &Record) -> usize {
-    producer_core::Producer::<Tracked<T>>::buffer_charge(record)
+    producer_driver::DriverLoop::<Reports<T, fn(Delivery<T>)>>::charge(record)
 }
 
-/// The opaque value inside the core: the caller's, plus the flush cohort it was sent in.
-struct Tracked<T> {
-    cohort: Cohort,
-    opaque: T,
-}
-
-/// A flush waiting for its records, answered on its channel.
-type FlushDone = SyncSender<()>;
-
-/// Answers flushes that are done (on every report: inlined, as there is rarely any).
-#[inline(always)]
-fn answer(done: impl Iterator<Item = FlushDone>) {
-    for waiter in done {
-        let _ = waiter.try_send(());
-    }
-}
-
-/// The thread's [`DeliverySink`]: each report goes straight from the core to the callback,
-/// each event to the event callback; a callback's panic is caught around that call.
-struct Reports<F> {
+/// The thread's [`Host`]: each report goes straight from the core to the delivery callback,
+/// each event to the event callback.
+struct Reports<T, F> {
     on_delivery: F,
     on_event: Option<OnEvent>,
-    flushes: FlushTracker<FlushDone>,
+    _reports: std::marker::PhantomData<fn(T)>,
 }
 
-impl<F> Reports<F> {
-    /// Hands a report to the delivery callback; a panic in it is named by an event, and the
-    /// report counts as handed over.
+impl<T, F: FnMut(Delivery<T>)> Host for Reports<T, F> {
+    type Replies = MioReplies<T>;
+
     #[inline]
-    fn hand_over<T>(&mut self, d: Delivery<T>)
-    where
-        F: FnMut(Delivery<T>),
-    {
-        let on_delivery = &mut self.on_delivery;
-        // The report moves into the callback through the closure's reference, not by value
-        // into the closure.
-        let mut d = Some(d);
-        let call = || {
-            if let Some(d) = d.take() {
-                on_delivery(d)
-            }
-        };
-        if let Err(panicked) = call_user(Callback::Delivery, call) {
-            self.emit(&panicked);
-        }
+    fn deliver(&mut self, delivery: Delivery<T>) {
+        (self.on_delivery)(delivery)
     }
 
-    /// Logs an event and hands it to the event callback. A callback that panics is named by an
-    /// event of its own, logged and handed to it once (a second panic is only logged).
-    fn emit(&mut self, event: &Event) {
-        log_event(event);
-        self.show(event);
-    }
-
-    /// Hands an event (logged already) to the event callback, as [`Reports::emit`] does.
     fn show(&mut self, event: &Event) {
-        let Some(f) = self.on_event.as_mut() else {
-            return;
-        };
-        if let Err(panicked) = call_user(Callback::Event, || f(event)) {
-            log_event(&panicked);
-            if let Err(again) = call_user(Callback::Event, || f(&panicked)) {
-                log_event(&again);
-            }
+        if let Some(f) = self.on_event.as_mut() {
+            f(event)
         }
     }
 }
 
-impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for Reports<F> {
+/// The command layer is the driver's sink: reports reach it, and the callbacks, the moment
+/// the core produces them.
+impl<T, F: FnMut(Delivery<T>)> DeliverySink<Tracked<T>> for DriverLoop<Reports<T, F>> {
     #[inline]
     fn deliver(&mut self, d: Delivery<Tracked<T>>) {
-        let mut cohort = self.flushes.current();
-        let d = d.map_opaque(|t| {
-            cohort = t.cohort;
-            t.opaque
-        });
-        self.hand_over(d);
-        answer(self.flushes.reported(cohort));
+        DriverLoop::deliver(self, d);
     }
 
     fn event(&mut self, event: &Event) {
         // The driver has logged it.
-        self.show(event);
+        DriverLoop::event(self, event);
     }
 }
 
 /// Most commands handled per loop iteration; then the loop polls its sockets (without
-/// sleeping) before handling more.
-const CHUNK: usize = 4096;
-
-/// A record the core refused as `Full`, retried before handling more commands. Its bytes
-/// stay counted in the command queue's held bytes until the core takes it.
-struct Stashed<T> {
-    record: Record,
-    opaque: T,
-    bytes: usize,
-}
+/// sleeping) before handling more. The queue's held count is lowered every 256 commands (and
+/// the clock read again).
+const INTAKE: Intake = Intake {
+    per_call: 4096,
+    release_every: 256,
+};
 
 /// The producer thread's state.
 struct Loop<T, F: FnMut(Delivery<T>)> {
-    /// The driver; its sink holds the callbacks and the flush tracker.
-    driver: MioDriver<Tracked<T>, Reports<F>>,
+    /// The driver; its sink is the command layer.
+    driver: MioDriver<Tracked<T>, DriverLoop<Reports<T, F>>>,
     poll: Poll,
     shared: Arc<Shared<T>>,
-    /// Commands taken from the queue and not handled yet (still held in the queue's count).
-    taken: VecDeque<Command<T>>,
-    /// Commands handled since the queue's held count was last lowered, and their bytes.
-    unreleased: usize,
-    unreleased_bytes: usize,
-    /// One record the core refused as `Full`, retried before handling more commands.
-    stash: Option<Stashed<T>>,
-    closing: bool,
-    /// Who waits for the transactional operation under way (the core runs one at a time).
-    txn_waiter: Option<TxnReply>,
-    /// Flushes of a transactional producer, answered once every record is acknowledged.
-    txn_flushes: Vec<FlushDone>,
-    /// Records handed to the core so far (for [`InjectedPanics`]).
-    handed: u64,
-    injected: InjectedPanics,
-    /// `injected.panic_at()`, compared with `handed` before every record.
-    panic_at: u64,
-    /// The message of a panic in the producer's own code: the thread is stopping because of
-    /// it.
-    panicked: Option<String>,
-    /// Failing the records after that panic panicked too: the core is not touched again.
-    core_broken: bool,
 }
 
 /// What one turn of the producer thread's loop found.
@@ -748,16 +641,7 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     fn run(&mut self) {
         tracing::debug!("producer thread started");
         let mut events = Events::with_capacity(1024);
-        loop {
-            match contain(|| self.turn(&mut events)) {
-                Ok(Turn::Again) => {}
-                Ok(Turn::Closed) => break,
-                Err(message) => {
-                    self.after_panic(message);
-                    break;
-                }
-            }
-        }
+        while let Some(Turn::Again) = step(self, |l| l.turn(&mut events)) {}
         self.shutdown();
         tracing::debug!("producer thread stopped");
     }
@@ -765,11 +649,9 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
     /// One turn: commands, the core's outputs, the sockets' events, the deadlines.
     fn turn(&mut self, events: &mut Events) -> Turn {
         self.shared.wake_pending.store(false, Ordering::SeqCst);
-        self.retry_stash();
         let more = self.take_commands();
         // Records were handed over without acting on the core's outputs: once for all now.
-        self.driver.drive(Instant::now());
-        self.answer_transactions();
+        self.act_on_outputs();
         if self.driver.is_closed() {
             return Turn::Closed;
         }
@@ -790,285 +672,63 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
             }
         }
         self.driver.handle_timeout();
-        self.answer_transactions();
+        self.settle();
         Turn::Again
     }
 
-    /// Handles up to [`CHUNK`] commands, taking the whole queue (one lock, a swap) when
-    /// the previous take is used up. Returns true when more may be waiting (the chunk was used
-    /// up). Stops at a stashed record. Starts closing once the queue is found empty after `close` was
-    /// requested, or when every handle is gone. The clock is read once per
-    /// [`RELEASE_EVERY`] records.
+    /// Retries the record held aside, then hands the queued commands to the command layer;
+    /// starts closing once the queue is found empty after `close` was requested. Returns
+    /// whether more commands wait.
     fn take_commands(&mut self) -> bool {
-        if self.stash.is_some() {
+        let (core, layer) = self.driver.parts_mut();
+        let queue = &self.shared.queue;
+        layer.retry_stash(core, queue, Instant::now());
+        if !layer.reads_commands() {
             return false;
         }
-        if self.taken.is_empty() {
-            // The whole queue at once; every command taken before was handled and released.
-            let refill = self
-                .shared
-                .queue
-                .refill(&mut self.taken, self.driver.core().buffered_bytes());
-            if self.taken.is_empty() {
-                if self.shared.close_requested.load(Ordering::SeqCst) || refill.finished {
-                    self.begin_close();
-                }
-                return false;
-            }
+        let more = layer.take_commands(core, queue, INTAKE, Instant::now);
+        if !more && layer.reads_commands() && self.shared.close_requested.load(Ordering::SeqCst) {
+            layer.close(core, Instant::now());
         }
-        // Records without a timestamp get the wall clock here rather than in `send`: one
-        // reading per run of commands, as for the monotonic clock.
-        let mut now = Instant::now();
-        let mut wall_ms = timestamp::wall_clock_ms();
-        let mut handled = 0;
-        while self.stash.is_none() && handled < CHUNK {
-            if self.handed == self.panic_at && matches!(self.taken.front(), Some(Command::Send(..)))
-            {
-                InjectedPanics::before_record(self.handed);
-            }
-            let Some(command) = self.taken.pop_front() else {
-                break;
-            };
-            handled += 1;
-            self.unreleased += 1;
-            if self.unreleased == RELEASE_EVERY {
-                self.release();
-                now = Instant::now();
-                wall_ms = timestamp::wall_clock_ms();
-            }
-            match command {
-                Command::Send(mut record, opaque, bytes) => {
-                    self.unreleased_bytes += bytes;
-                    timestamp::fill_at(&mut record, wall_ms);
-                    self.submit(now, record, opaque, bytes)
-                }
-                Command::Flush(done) if self.driver.core().config().transactional_id.is_some() => {
-                    // Reports wait for the transaction's end: the flush is done once every
-                    // record is acknowledged (as the Java client's, which waits for all).
-                    self.driver.flush();
-                    self.txn_flushes.push(done);
-                    now = Instant::now();
-                }
-                Command::Flush(done) => {
-                    self.driver.flush();
-                    answer(self.driver.sink_mut().flushes.flush(done));
-                    now = Instant::now();
-                }
-                Command::Metrics(reply) => {
-                    let _ = reply.try_send(self.driver.metrics());
-                }
-                Command::Txn(op, reply) => {
-                    self.start_transaction_op(op, reply);
-                    now = Instant::now();
-                }
-            }
-        }
-        if let Some(s) = &self.stash {
-            // Held aside: it stays counted until the core takes it.
-            self.unreleased_bytes -= s.bytes;
-        }
-        if self.taken.is_empty() && self.unreleased > 0 {
-            // All taken commands are handled: senders see the exact count again.
-            self.release();
-        }
-        handled == CHUNK
+        more
     }
 
-    /// Lowers the queue's held count by the commands handled since the last release (the
-    /// records among them count in the core now).
-    fn release(&mut self) {
-        let core_bytes = self.driver.core().buffered_bytes();
-        self.shared
-            .queue
-            .release(self.unreleased, self.unreleased_bytes, core_bytes);
-        self.unreleased = 0;
-        self.unreleased_bytes = 0;
-    }
-
-    /// Hands a transactional operation to the driver; its result is answered now when it was
-    /// refused (or is local), else when the core reports it complete.
-    fn start_transaction_op(&mut self, op: TxnCmd, reply: TxnReply) {
-        let started = match op {
-            TxnCmd::Init => self.driver.init_transactions(),
-            TxnCmd::Begin => {
-                let _ = reply.try_send(self.driver.begin_transaction());
+    /// Answers the waiter of each transactional operation the core completed, lets the queue
+    /// see the bytes reports freed, and answers the flushes of a transactional producer once
+    /// every record is acknowledged; flushes again when metadata arrived for a pending flush.
+    fn settle(&mut self) {
+        loop {
+            while let Some(r) = self.driver.poll_transaction() {
+                self.driver.sink_mut().transaction_done(r);
+            }
+            let (core, layer) = self.driver.parts_mut();
+            if !layer.settle(core, &self.shared.queue) {
                 return;
             }
-            TxnCmd::SendOffsets(offsets, group) => {
-                self.driver.send_offsets_to_transaction(offsets, group)
-            }
-            TxnCmd::Commit => self.driver.commit_transaction(),
-            TxnCmd::Abort => self.driver.abort_transaction(),
-        };
-        match started {
-            Ok(()) => self.txn_waiter = Some(reply),
-            Err(e) => {
-                let _ = reply.try_send(Err(e));
-            }
+            self.driver.flush();
         }
-    }
-
-    /// Answers the waiter of each transactional operation the core completed, and the
-    /// flushes of a transactional producer once every record is acknowledged; wakes nothing
-    /// (senders never wait here), but lets the queue see the bytes reports freed.
-    fn answer_transactions(&mut self) {
-        let _ = self
-            .shared
-            .queue
-            .settle(self.driver.core().buffered_bytes());
-        if !self.txn_flushes.is_empty() && self.driver.core().unacknowledged_records() == 0 {
-            answer(self.txn_flushes.drain(..));
-        }
-        while let Some(r) = self.driver.poll_transaction() {
-            if let Some(w) = self.txn_waiter.take() {
-                let _ = w.try_send(r.result);
-            }
-        }
-    }
-
-    fn begin_close(&mut self) {
-        if !self.closing {
-            self.closing = true;
-            tracing::info!("closing the producer");
-            self.driver.close();
-        }
-    }
-
-    fn submit(&mut self, now: Instant, record: Record, opaque: T, bytes: usize) {
-        let cohort = self.driver.sink_mut().flushes.accept();
-        self.handed += 1;
-        match self.driver.accept(now, record, Tracked { cohort, opaque }) {
-            Ok(()) => {}
-            Err(e) if e.reason == SendErrorReason::Full => {
-                // Held back, no longer counted: it joins the cohort of the time it is retried.
-                self.handed -= 1;
-                answer(self.driver.sink_mut().flushes.reported(cohort));
-                self.stash = Some(Stashed {
-                    record: e.record,
-                    opaque: e.opaque.opaque,
-                    bytes,
-                });
-            }
-            Err(e) => {
-                answer(self.driver.sink_mut().flushes.reported(cohort));
-                let error = ProduceError::Refused(Box::new(e.reason));
-                let d = Delivery::failed(e.opaque.opaque, error, e.record);
-                self.driver.sink_mut().hand_over(d);
-            }
-        }
-    }
-
-    /// Hands the record held aside to the core again; once the core took it, its bytes leave
-    /// the command queue's count.
-    fn retry_stash(&mut self) {
-        if let Some(s) = self.stash.take() {
-            let bytes = s.bytes;
-            self.submit(Instant::now(), s.record, s.opaque, bytes);
-            if self.stash.is_none() {
-                let core_bytes = self.driver.core().buffered_bytes();
-                self.shared.queue.release(0, bytes, core_bytes);
-            }
-        }
-    }
-
-    /// The producer's own code panicked (the core's, or this loop's): fails every record the
-    /// core holds, with the panic's message, and closes it; if that panics too, the core is
-    /// left alone (its records cannot be reported). The thread then stops
-    /// ([`Loop::shutdown`]).
-    fn after_panic(&mut self, message: String) {
-        tracing::error!(
-            %message,
-            "the producer thread panicked in its own code; every record fails"
-        );
-        self.panicked = Some(message.clone());
-        let injected = self.injected;
-        let failed = contain(|| {
-            injected.before_recovery();
-            self.driver.core_mut().fail_after_panic(message);
-            self.driver.drive(Instant::now());
-            self.answer_transactions();
-            self.driver.is_closed()
-        });
-        if failed != Ok(true) {
-            tracing::error!(
-                "failing the records after the panic failed too; \
-                 the records the core held get no report"
-            );
-            self.core_broken = true;
-        }
-    }
-
-    /// The core's last metrics and its transactional failure, as the thread stops; none when
-    /// the core cannot be trusted to give them (after a panic in failing its records).
-    fn last_words(&self) -> (Option<MetricsSnapshot>, Option<TransactionError>) {
-        if self.core_broken {
-            return (None, None);
-        }
-        contain(|| {
-            (
-                Some(self.driver.metrics()),
-                self.driver.core().transaction_failure(),
-            )
-        })
-        .unwrap_or((None, None))
     }
 
     /// After the core closed (or a panic stopped the loop): refuse new sends, fail what is
-    /// still queued, answer flushes.
+    /// still queued, answer every waiting call.
     fn shutdown(&mut self) {
-        let (last, failure) = self.last_words();
-        *self
-            .shared
-            .transaction_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = failure.clone();
-        let stopped = failure.unwrap_or(TransactionError::Closed);
-        *self
-            .shared
-            .final_metrics
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = last.clone();
-        let queued = self.shared.queue.stop();
-        // Records the core never took: closed, or failed with the panic that stopped the
-        // thread (they surely never went out).
-        let never_sent = match &self.panicked {
-            Some(message) => ProduceError::Panicked {
-                message: message.clone(),
-                possibly_persisted: false,
-            },
-            None => ProduceError::Closed,
-        };
-        if let Some(s) = self.stash.take() {
-            let d = Delivery::failed(s.opaque, never_sent.clone(), s.record);
-            self.driver.sink_mut().hand_over(d);
+        if self.driver.sink().core_usable() {
+            let _ = contain(|| self.settle());
         }
-        let taken = std::mem::take(&mut self.taken);
-        for command in taken.into_iter().chain(queued) {
-            match command {
-                Command::Send(record, opaque, _) => {
-                    let d = Delivery::failed(opaque, never_sent.clone(), record);
-                    self.driver.sink_mut().hand_over(d);
-                }
-                Command::Flush(done) => {
-                    let _ = done.try_send(());
-                }
-                Command::Metrics(reply) => {
-                    if let Some(m) = &last {
-                        let _ = reply.try_send(m.clone());
-                    }
-                }
-                Command::Txn(_, reply) => {
-                    let _ = reply.try_send(Err(stopped.clone()));
-                }
-            }
-        }
-        if !self.core_broken {
-            let _ = contain(|| self.answer_transactions());
-        }
-        answer(self.txn_flushes.drain(..));
-        if let Some(w) = self.txn_waiter.take() {
-            let _ = w.try_send(Err(stopped));
-        }
-        answer(self.driver.sink_mut().flushes.release_all());
+        let (core, layer) = self.driver.parts_mut();
+        layer.shutdown(core, &self.shared.queue, &self.shared.last_words);
+    }
+}
+
+impl<T, F: FnMut(Delivery<T>)> Driven for Loop<T, F> {
+    type Host = Reports<T, F>;
+
+    fn parts(&mut self) -> (&mut CoreOf<Reports<T, F>>, &mut DriverLoop<Reports<T, F>>) {
+        self.driver.parts_mut()
+    }
+
+    fn act_on_outputs(&mut self) {
+        self.driver.drive(Instant::now());
+        self.settle();
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use mio::{Events, Poll, Token};
 use producer_core::{Config, Delivery, ProduceError, Record, SendErrorReason};
-use producer_mio::{BatchClosed, MioDriver, SendError, ThreadedProducer, TokenRange};
+use producer_mio::{BatchClosed, MioDriver, ThreadedProducer, TokenRange, TrySendError};
 
 use support::{
     assert_burst_take, now_ms, record, verify_delivered, with_hang_guard, Cluster, Reports,
@@ -111,7 +111,7 @@ fn threaded_producer_produces_20k_records() {
     while next < N {
         match producer.send_with(records[next].clone(), next) {
             Ok(()) => next += 1,
-            Err(SendError::Full(r, i)) => {
+            Err(TrySendError::Full(r, i)) => {
                 assert_eq!(
                     (r.key, r.value, i),
                     (records[next].key.clone(), records[next].value.clone(), next)
@@ -245,7 +245,7 @@ fn threaded_producer_full_and_closed() {
             "a queue of 4 accepted more than 4 records while the thread was blocked"
         );
     };
-    let SendError::Full(r, i) = full else {
+    let TrySendError::Full(r, i) = full else {
         panic!("expected Full, got {full:?}")
     };
     assert_eq!(i, sent);
@@ -264,7 +264,7 @@ fn threaded_producer_full_and_closed() {
     producer.close();
     assert!(clone.is_closed());
     match clone.send_with(record(topic, 99), 99) {
-        Err(SendError::Closed(r, 99)) => assert_eq!(r.value, record(topic, 99).value),
+        Err(TrySendError::Closed(r, 99)) => assert_eq!(r.value, record(topic, 99).value),
         other => panic!("expected Closed, got {other:?}"),
     }
     clone.flush(); // returns at once

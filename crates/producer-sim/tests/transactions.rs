@@ -113,10 +113,10 @@ fn wait_result(h: &mut Harness<u64>, op: TransactionOperation) -> TransactionRes
 
 /// Starts the producer and opens the first transaction.
 fn init_and_begin(h: &mut Harness<u64>) {
-    h.producer.init_transactions(h.now).unwrap();
+    h.producer.transactions().unwrap().init(h.now).unwrap();
     let r = wait_result(h, TransactionOperation::Init);
     assert_eq!(r.result, Ok(()));
-    h.producer.begin_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
 }
 
 /// How a transaction ended.
@@ -133,11 +133,11 @@ enum Ended {
 fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
     let fatal = |r: &Result<(), TransactionError>| matches!(r, Err(TransactionError::Fatal { .. }));
     if commit {
-        match h.producer.commit_transaction(h.now) {
+        match h.producer.transactions().unwrap().commit(h.now) {
             Ok(()) => {
                 let r = wait_result(h, TransactionOperation::Commit).result;
                 if r.is_ok() {
-                    h.producer.begin_transaction(h.now).unwrap();
+                    h.producer.transactions().unwrap().begin(h.now).unwrap();
                     return Ended::Committed;
                 }
                 if fatal(&r) {
@@ -149,7 +149,7 @@ fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
             Err(e) => panic!("commit refused: {e}"),
         }
     }
-    match h.producer.abort_transaction(h.now) {
+    match h.producer.transactions().unwrap().abort(h.now) {
         Ok(()) => {}
         Err(TransactionError::Fatal { .. }) => return Ended::Fatal,
         Err(e) => panic!("abort refused: {e}"),
@@ -159,7 +159,7 @@ fn end(h: &mut Harness<u64>, commit: bool) -> Ended {
         return Ended::Fatal;
     }
     assert_eq!(r, Ok(()), "abort failed");
-    h.producer.begin_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
     Ended::Aborted
 }
 
@@ -228,7 +228,9 @@ fn run(seed: u64, tv: i16, ops: &[Op]) {
                 let offsets = vec![OffsetToCommit::new("a", 0, offset as i64)];
                 let group = ConsumerGroupMetadata::new(GROUP);
                 if h.producer
-                    .send_offsets_to_transaction(h.now, offsets, group)
+                    .transactions()
+                    .unwrap()
+                    .send_offsets(h.now, offsets, group)
                     .is_ok()
                 {
                     let r = wait_result(&mut h, TransactionOperation::SendOffsets);
@@ -483,14 +485,16 @@ fn commit_one(
     if offsets {
         let o = vec![OffsetToCommit::new("a", 0, first as i64)];
         h.producer
-            .send_offsets_to_transaction(h.now, o, ConsumerGroupMetadata::new(GROUP))
+            .transactions()
+            .unwrap()
+            .send_offsets(h.now, o, ConsumerGroupMetadata::new(GROUP))
             .unwrap();
         let r = wait_result(h, TransactionOperation::SendOffsets);
         if r.result.is_err() {
             return (r, ids);
         }
     }
-    let r = match h.producer.commit_transaction(h.now) {
+    let r = match h.producer.transactions().unwrap().commit(h.now) {
         Ok(()) => wait_result(h, TransactionOperation::Commit),
         Err(e) => TransactionResult {
             operation: TransactionOperation::Commit,
@@ -646,7 +650,7 @@ fn abortable_errors_refuse_the_commit_and_allow_the_abort() {
             producer_core::TransactionState::AbortableError
         );
         assert!(matches!(
-            h.producer.commit_transaction(h.now),
+            h.producer.transactions().unwrap().commit(h.now),
             Err(TransactionError::Abortable { .. })
         ));
         assert_eq!(
@@ -654,7 +658,7 @@ fn abortable_errors_refuse_the_commit_and_allow_the_abort() {
             producer_core::SendErrorReason::NoTransaction,
             "{api}/{code}: no record joins a failed transaction"
         );
-        h.producer.abort_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
         assert_eq!(
             wait_result(&mut h, TransactionOperation::Abort).result,
             Ok(())
@@ -664,7 +668,7 @@ fn abortable_errors_refuse_the_commit_and_allow_the_abort() {
             assert!(report(&h, id).is_err(), "{api}/{code}: record {id} failed");
         }
         // The producer goes on.
-        h.producer.begin_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
         let (r, ids) = commit_one(&mut h, 100, 3, false);
         assert_eq!(
             r.result,
@@ -688,7 +692,7 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         1,
     );
-    h.producer.init_transactions(h.now).unwrap();
+    h.producer.transactions().unwrap().init(h.now).unwrap();
     let r = wait_result(&mut h, TransactionOperation::Init);
     assert!(matches!(
         r.result,
@@ -728,7 +732,7 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             producer_core::TransactionState::FatalError
         );
         assert!(
-            matches!(h.producer.transaction_failure(), Some(TransactionError::Fatal { code: c, .. }) if c == code),
+            matches!(h.producer.transactions().unwrap().failure(), Some(TransactionError::Fatal { code: c, .. }) if c == code),
             "{api}/{code}: the failure a driver hands on"
         );
         for &id in &ids {
@@ -743,7 +747,7 @@ fn fatal_errors_stop_the_producer_and_hand_every_record_back() {
             "{api}/{code}: a fenced producer commits nothing"
         );
         assert!(matches!(
-            h.producer.begin_transaction(h.now),
+            h.producer.transactions().unwrap().begin(h.now),
             Err(TransactionError::Fatal { code: c, .. }) if c == code
         ));
         assert!(h.send(record(99, "a", true), 99).is_err());
@@ -767,7 +771,7 @@ fn an_abort_refused_with_an_abortable_code_is_asked_again_after_a_backoff() {
     h.run_for(Duration::from_secs(1));
     inject(&mut h, API_END_TXN, ErrorCode::UNKNOWN_SERVER_ERROR, 8);
     let before = h.cluster.request_log().len();
-    h.producer.abort_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().abort(h.now).unwrap();
     let r = wait_result(&mut h, TransactionOperation::Abort);
     assert_eq!(r.result, Ok(()));
     let ends: Vec<_> = h.cluster.request_log()[before..]
@@ -819,7 +823,7 @@ fn a_produce_answered_invalid_producer_epoch_aborts_the_transaction_not_the_prod
             requests(&h, API_INIT_PRODUCER_ID),
             requests(&h, API_END_TXN),
         );
-        h.producer.abort_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
         let r = wait_result(&mut h, TransactionOperation::Abort);
         match tv {
             2 => assert_eq!(r.result, Ok(()), "TV2: the abort"),
@@ -847,7 +851,7 @@ fn a_produce_answered_invalid_producer_epoch_aborts_the_transaction_not_the_prod
         if tv == 1 {
             continue;
         }
-        h.producer.begin_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
         let (r, ids) = commit_one(&mut h, 10, 3, false);
         assert_eq!(r.result, Ok(()), "TV2: the next transaction");
         assert_eq!(visible(&h, &ids), 3);
@@ -883,10 +887,10 @@ fn a_transaction_past_its_timeout_is_aborted_by_the_coordinator() {
         });
         assert!(aborted, "TV{tv}: the coordinator aborted the transaction");
         assert!(matches!(
-            h.producer.commit_transaction(h.now),
+            h.producer.transactions().unwrap().commit(h.now),
             Err(TransactionError::TimedOut { timeout_ms: 2000 })
         ));
-        h.producer.abort_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
         let r = wait_result(&mut h, TransactionOperation::Abort);
         for id in 0..4 {
             assert!(report(&h, id).is_err(), "TV{tv}: record {id} failed");
@@ -894,7 +898,7 @@ fn a_transaction_past_its_timeout_is_aborted_by_the_coordinator() {
         assert_eq!(visible(&h, &[0, 1, 2, 3]), 0);
         if tv == 2 {
             assert_eq!(r.result, Ok(()), "TV2: the abort goes on");
-            h.producer.begin_transaction(h.now).unwrap();
+            h.producer.transactions().unwrap().begin(h.now).unwrap();
             let (r, ids) = commit_one(&mut h, 10, 3, false);
             assert_eq!(r.result, Ok(()));
             assert_eq!(visible(&h, &ids), 3);
@@ -943,7 +947,7 @@ fn a_dead_transaction_coordinator_is_looked_up_again() {
         // The commit needs the coordinator, which FindCoordinator still names for a while
         // (Kafka's controller has not noticed).
         let finds = requests(&h, producer_sim::API_FIND_COORDINATOR);
-        h.producer.commit_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().commit(h.now).unwrap();
         h.run_for(Duration::from_secs(4));
         // Each lookup that names the dead broker backs off further (100 ms doubling, at most
         // 1 s): a handful of lookups, not one every retry.backoff.ms.
@@ -1007,7 +1011,7 @@ fn tv2_an_abort_of_a_batch_that_never_landed_moves_to_the_new_epoch() {
         .unwrap()
         .producer_epoch;
     // Aborted while the batch waits to be retried: it fails, never having landed.
-    h.producer.abort_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().abort(h.now).unwrap();
     assert_eq!(
         wait_result(&mut h, TransactionOperation::Abort).result,
         Ok(())
@@ -1020,12 +1024,12 @@ fn tv2_an_abort_of_a_batch_that_never_landed_moves_to_the_new_epoch() {
         epoch + 1,
         "the abort bumped the epoch"
     );
-    h.producer.begin_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
     for id in 10..13 {
         h.send(record(id, "a", false).with_partition(0), id)
             .unwrap();
     }
-    h.producer.commit_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().commit(h.now).unwrap();
     assert_eq!(
         wait_result(&mut h, TransactionOperation::Commit).result,
         Ok(()),

@@ -70,13 +70,13 @@ fn timed_out(op: TransactionOperation) -> Result<(), TransactionError> {
 }
 
 fn init(h: &mut Harness<u64>) {
-    h.producer.init_transactions(h.now).unwrap();
+    h.producer.transactions().unwrap().init(h.now).unwrap();
     assert_eq!(next_result(h).result, Ok(()));
 }
 
 /// Sends `n` records (ids from `first`) in a new transaction and lets them be acknowledged.
 fn begin_and_send(h: &mut Harness<u64>, first: u64, n: u64) -> Vec<u64> {
-    h.producer.begin_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
     let ids: Vec<u64> = (first..first + n).collect();
     for &id in &ids {
         h.send(record(id, "a", true), id).unwrap();
@@ -111,20 +111,23 @@ fn others_refused(h: &mut Harness<u64>, op: TransactionOperation) {
     let now = h.now;
     let p = &mut h.producer;
     if op != TransactionOperation::Begin {
-        assert_eq!(p.begin_transaction(now), busy, "begin");
+        assert_eq!(p.transactions().unwrap().begin(now), busy, "begin");
     }
     if op != TransactionOperation::Commit {
-        assert_eq!(p.commit_transaction(now), busy, "commit");
+        assert_eq!(p.transactions().unwrap().commit(now), busy, "commit");
     }
     if op != TransactionOperation::Abort {
-        assert_eq!(p.abort_transaction(now), busy, "abort");
+        assert_eq!(p.transactions().unwrap().abort(now), busy, "abort");
     }
     if op != TransactionOperation::Init {
-        assert_eq!(p.init_transactions(now), busy, "init");
+        assert_eq!(p.transactions().unwrap().init(now), busy, "init");
     }
     if op != TransactionOperation::SendOffsets {
         let o = vec![OffsetToCommit::new("a", 0, 1)];
-        let r = p.send_offsets_to_transaction(now, o, ConsumerGroupMetadata::new("g"));
+        let r = p
+            .transactions()
+            .unwrap()
+            .send_offsets(now, o, ConsumerGroupMetadata::new("g"));
         assert_eq!(r, busy, "send offsets");
     }
 }
@@ -142,7 +145,7 @@ fn a_timed_out_commit_goes_on_and_the_call_again_waits_for_it() {
         // About 25 s of retries (backoff up to 1 s): several max.block.ms periods.
         inject(&mut h, API_END_TXN, ErrorCode::CONCURRENT_TRANSACTIONS, 25);
         let called = h.now;
-        h.producer.commit_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().commit(h.now).unwrap();
         let r = next_result(&mut h);
         assert_eq!(r.operation, TransactionOperation::Commit);
         assert_eq!(r.result, timed_out(TransactionOperation::Commit), "TV{tv}");
@@ -160,7 +163,7 @@ fn a_timed_out_commit_goes_on_and_the_call_again_waits_for_it() {
         let mut timeouts = 1;
         loop {
             let called = h.now;
-            h.producer.commit_transaction(h.now).unwrap();
+            h.producer.transactions().unwrap().commit(h.now).unwrap();
             let r = next_result(&mut h);
             assert_eq!(r.operation, TransactionOperation::Commit);
             if r.result.is_ok() {
@@ -178,7 +181,7 @@ fn a_timed_out_commit_goes_on_and_the_call_again_waits_for_it() {
         }
         // The producer goes on.
         let ids = begin_and_send(&mut h, 100, 3);
-        h.producer.commit_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().commit(h.now).unwrap();
         assert_eq!(next_result(&mut h).result, Ok(()));
         assert_eq!(visible(&h, &ids), 3);
     }
@@ -193,7 +196,7 @@ fn a_commit_completed_after_its_timeout_answers_the_call_again_at_once() {
     init(&mut h);
     let ids = begin_and_send(&mut h, 0, 4);
     inject(&mut h, API_END_TXN, ErrorCode::CONCURRENT_TRANSACTIONS, 8);
-    h.producer.commit_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().commit(h.now).unwrap();
     assert_eq!(
         next_result(&mut h).result,
         timed_out(TransactionOperation::Commit)
@@ -211,20 +214,20 @@ fn a_commit_completed_after_its_timeout_answers_the_call_again_at_once() {
     assert_eq!(visible(&h, &ids), 4);
     others_refused(&mut h, TransactionOperation::Commit);
     let at = h.now;
-    h.producer.commit_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().commit(h.now).unwrap();
     h.drain();
     assert_eq!(h.transactions.len(), results + 1, "answered at once");
     assert_eq!(h.transactions[results].result, Ok(()));
     assert_eq!(h.now, at);
     // Claimed: the next call is a new operation.
     assert_eq!(
-        h.producer.commit_transaction(h.now),
+        h.producer.transactions().unwrap().commit(h.now),
         Err(TransactionError::InvalidState {
             operation: TransactionOperation::Commit,
             state: TransactionState::Ready
         })
     );
-    h.producer.begin_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().begin(h.now).unwrap();
 }
 
 /// An abort and an init time out and go on the same way; the abort's records fail once, with
@@ -240,7 +243,7 @@ fn a_timed_out_abort_or_init_goes_on_and_the_call_again_waits_for_it() {
             ErrorCode::COORDINATOR_NOT_AVAILABLE,
             12,
         );
-        h.producer.init_transactions(h.now).unwrap();
+        h.producer.transactions().unwrap().init(h.now).unwrap();
         assert_eq!(
             next_result(&mut h).result,
             timed_out(TransactionOperation::Init),
@@ -252,7 +255,7 @@ fn a_timed_out_abort_or_init_goes_on_and_the_call_again_waits_for_it() {
         );
         others_refused(&mut h, TransactionOperation::Init);
         loop {
-            h.producer.init_transactions(h.now).unwrap();
+            h.producer.transactions().unwrap().init(h.now).unwrap();
             match next_result(&mut h).result {
                 Ok(()) => break,
                 r => assert_eq!(r, timed_out(TransactionOperation::Init)),
@@ -265,7 +268,7 @@ fn a_timed_out_abort_or_init_goes_on_and_the_call_again_waits_for_it() {
             ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
             25,
         );
-        h.producer.abort_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
         assert_eq!(
             next_result(&mut h).result,
             timed_out(TransactionOperation::Abort)
@@ -276,7 +279,7 @@ fn a_timed_out_abort_or_init_goes_on_and_the_call_again_waits_for_it() {
             "TV{tv}: reported before the abort ended"
         );
         loop {
-            h.producer.abort_transaction(h.now).unwrap();
+            h.producer.transactions().unwrap().abort(h.now).unwrap();
             match next_result(&mut h).result {
                 Ok(()) => break,
                 r => assert_eq!(r, timed_out(TransactionOperation::Abort)),
@@ -309,7 +312,9 @@ fn a_timed_out_send_offsets_is_joined_by_the_same_call_only() {
     let offsets = vec![OffsetToCommit::new("a", 0, 42)];
     let group = ConsumerGroupMetadata::new("grp");
     h.producer
-        .send_offsets_to_transaction(h.now, offsets.clone(), group.clone())
+        .transactions()
+        .unwrap()
+        .send_offsets(h.now, offsets.clone(), group.clone())
         .unwrap();
     assert_eq!(
         next_result(&mut h).result,
@@ -322,9 +327,11 @@ fn a_timed_out_send_offsets_is_joined_by_the_same_call_only() {
     let other = vec![OffsetToCommit::new("a", 0, 43)];
     let r = h
         .producer
-        .send_offsets_to_transaction(h.now, other, group.clone());
+        .transactions()
+        .unwrap()
+        .send_offsets(h.now, other, group.clone());
     assert_eq!(r, busy, "other offsets");
-    let r = h.producer.send_offsets_to_transaction(
+    let r = h.producer.transactions().unwrap().send_offsets(
         h.now,
         offsets.clone(),
         ConsumerGroupMetadata::new("other-group"),
@@ -332,14 +339,16 @@ fn a_timed_out_send_offsets_is_joined_by_the_same_call_only() {
     assert_eq!(r, busy, "another group");
     loop {
         h.producer
-            .send_offsets_to_transaction(h.now, offsets.clone(), group.clone())
+            .transactions()
+            .unwrap()
+            .send_offsets(h.now, offsets.clone(), group.clone())
             .unwrap();
         match next_result(&mut h).result {
             Ok(()) => break,
             r => assert_eq!(r, timed_out(TransactionOperation::SendOffsets)),
         }
     }
-    h.producer.commit_transaction(h.now).unwrap();
+    h.producer.transactions().unwrap().commit(h.now).unwrap();
     assert_eq!(next_result(&mut h).result, Ok(()));
     assert_eq!(visible(&h, &ids), 3);
     let committed = h.cluster.committed_offsets("grp");
@@ -377,8 +386,8 @@ fn a_close_stops_waiting_for_an_unanswered_end_after_max_block() {
             h.cluster.stall_connections_to(coordinator, None).unwrap();
         }
         match commit {
-            true => h.producer.commit_transaction(h.now).unwrap(),
-            false => h.producer.abort_transaction(h.now).unwrap(),
+            true => h.producer.transactions().unwrap().commit(h.now).unwrap(),
+            false => h.producer.transactions().unwrap().abort(h.now).unwrap(),
         }
         // The call times out; the application closes.
         let r = next_result(&mut h);

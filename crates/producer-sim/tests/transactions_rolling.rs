@@ -243,14 +243,14 @@ fn transaction_loop(seed: u64, tv: i16, records: u64, steps: Vec<Step>) {
         &mut s,
         &mut calls,
         TransactionOperation::Init,
-        |h| h.producer.init_transactions(h.now),
+        |h| h.producer.transactions().unwrap().init(h.now),
     );
     assert_eq!(r, Ok(()), "init_transactions");
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut id = 0u64;
     let mut by_txn: HashMap<u64, u64> = HashMap::new();
     for t in 0..TRANSACTIONS {
-        h.producer.begin_transaction(h.now).unwrap();
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
         let names = ["a", "b"];
         for k in 0..records {
             let r = record(id, names[(k % 2) as usize], true);
@@ -274,7 +274,7 @@ fn transaction_loop(seed: u64, tv: i16, records: u64, steps: Vec<Step>) {
                 &mut s,
                 &mut calls,
                 TransactionOperation::Commit,
-                |h| h.producer.commit_transaction(h.now),
+                |h| h.producer.transactions().unwrap().commit(h.now),
             ) {
                 Ok(()) => outcome = Outcome::Committed,
                 Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {}
@@ -287,7 +287,7 @@ fn transaction_loop(seed: u64, tv: i16, records: u64, steps: Vec<Step>) {
                 &mut s,
                 &mut calls,
                 TransactionOperation::Abort,
-                |h| h.producer.abort_transaction(h.now),
+                |h| h.producer.transactions().unwrap().abort(h.now),
             );
             assert_eq!(r, Ok(()), "transaction {t}: abort");
         }

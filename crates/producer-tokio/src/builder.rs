@@ -11,6 +11,7 @@ use crate::actor::{self, Settings};
 use crate::delivery::{OnDelivery, Report};
 use crate::error::StartError;
 use crate::handle::ProducerHandle;
+use crate::shared::OnEvent;
 use crate::token::TokenProvider;
 
 /// Driver settings (queue and buffer sizes, the delivery callback) for a producer about to
@@ -176,12 +177,16 @@ impl ProducerBuilder {
     }
 }
 
-/// The callback of [`ProducerBuilder::on_event`].
-#[derive(Clone)]
-pub(crate) struct OnEvent(pub(crate) Arc<dyn Fn(&Event) + Send + Sync>);
+impl ProducerHandle {
+    /// Spawns the producer task on the current tokio runtime with the default driver settings
+    /// and returns a handle to it. Call it from within a runtime.
+    pub fn start(config: Config) -> Result<ProducerHandle, StartError> {
+        ProducerBuilder::new(config).start()
+    }
 
-impl std::fmt::Debug for OnEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnEvent(..)")
+    /// A builder for the driver's own settings (queue and buffer sizes, the delivery
+    /// callback); its [`ProducerBuilder::start`] spawns the task.
+    pub fn builder(config: Config) -> ProducerBuilder {
+        ProducerBuilder::new(config)
     }
 }

@@ -5,8 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use producer_core::{DeliveryFailure, ProduceError, Record, RecordMetadata};
-use producer_driver::Cohort;
+use producer_core::RecordMetadata;
 use tracing::warn;
 
 use crate::completion;
@@ -77,12 +76,6 @@ impl OnDelivery {
     pub(crate) fn new(f: impl Fn(Report) + Send + Sync + 'static) -> Self {
         OnDelivery(Arc::new(f))
     }
-
-    /// Hands `report` to the callback.
-    #[inline]
-    pub(crate) fn call(&self, report: Report) {
-        (self.0)(report)
-    }
 }
 
 impl std::fmt::Debug for OnDelivery {
@@ -115,17 +108,4 @@ impl ReplyTo {
             },
         }
     }
-}
-
-/// The opaque value each record carries through the core: where its report goes, and the
-/// flush cohort it was accepted in.
-pub(crate) struct Reply {
-    pub(crate) to: ReplyTo,
-    pub(crate) cohort: Cohort,
-}
-
-/// The failure report of a record the driver fails itself (the core refused it when handed
-/// over, or the producer closed before it was).
-pub(crate) fn failure(error: ProduceError, record: Record) -> DeliveryResult {
-    Err(DeliveryError::Failed(DeliveryFailure::new(error, record)))
 }

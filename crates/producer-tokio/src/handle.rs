@@ -1,113 +1,23 @@
 //! The application's side: a cloneable handle that queues commands for the producer task.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use producer_core::{
-    Config, ConsumerGroupMetadata, MetricsSnapshot, OffsetToCommit, Record, TransactionError,
+    ConsumerGroupMetadata, MetricsSnapshot, OffsetToCommit, Record, TransactionError,
 };
-use producer_driver::{CommandQueue, Refused};
-use std::sync::Mutex;
-use tokio::sync::{oneshot, Notify};
+use producer_driver::{Command, DriverLoop, Refused, TransactionCall};
+use tokio::sync::oneshot;
 
-use crate::builder::ProducerBuilder;
-use crate::delivery::{DeliveryFuture, Reply, ReplyTo};
-use crate::error::{BatchClosed, SendError, StartError, TrySendError};
+use crate::delivery::{DeliveryFuture, ReplyTo};
+use crate::error::{BatchClosed, SendError, TrySendError};
+use crate::shared::{Shared, TokioHost};
 
 /// What `record` counts against `buffer_memory` in the command queue: what the core will
 /// charge for it.
 #[inline]
 fn charge(record: &Record) -> usize {
-    producer_core::Producer::<Reply>::buffer_charge(record)
-}
-
-/// What the handles put in the producer task's queue.
-pub(crate) enum Cmd {
-    /// A record, with the bytes handling it frees in the queue (see
-    /// [`CommandQueue::push_burst`]).
-    Send {
-        record: Record,
-        reply: ReplyTo,
-        bytes: usize,
-    },
-    Flush(oneshot::Sender<()>),
-    Close(oneshot::Sender<()>),
-    Metrics(oneshot::Sender<MetricsSnapshot>),
-    /// A transactional operation; answered when the core reports it complete.
-    Txn {
-        op: TxnCmd,
-        reply: oneshot::Sender<Result<(), TransactionError>>,
-    },
-}
-
-impl Cmd {
-    /// What handling the command frees of the queue's byte budget.
-    #[inline]
-    pub(crate) fn bytes(&self) -> usize {
-        match self {
-            Cmd::Send { bytes, .. } => *bytes,
-            _ => 0,
-        }
-    }
-}
-
-/// The transactional operations, as the handle queues them.
-pub(crate) enum TxnCmd {
-    Init,
-    Begin,
-    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
-    Commit,
-    Abort,
-}
-
-/// State shared by the handles and the producer task.
-pub(crate) struct Shared {
-    /// `close` was called: new sends are refused at once.
-    pub(crate) closing: AtomicBool,
-    /// The core refused a record as `Full` and the task holds it aside: `try_send` answers
-    /// `Full` without queueing.
-    pub(crate) core_full: AtomicBool,
-    /// The commands; its capacity bounds the `Send`s queued or held by the task, and its byte
-    /// budget (`buffer_memory`) their bytes together with what the core holds.
-    pub(crate) queue: CommandQueue<Cmd>,
-    /// Wakes the task: notified when a command lands in an empty queue (the task looks at the
-    /// queue again before sleeping whenever it took something).
-    pub(crate) cmd_ready: Notify,
-    /// Wakes senders waiting for space.
-    pub(crate) space: Notify,
-    /// The core's metrics as the task stopped (set before the queue stops).
-    pub(crate) final_metrics: Mutex<Option<MetricsSnapshot>>,
-    /// The fatal error of a transactional producer, set before the queue stops: operations
-    /// after it get this rather than `Closed`.
-    pub(crate) transaction_failure: Mutex<Option<TransactionError>>,
-}
-
-impl Shared {
-    pub(crate) fn new(command_capacity: usize, buffer_memory: usize) -> Self {
-        Shared {
-            closing: AtomicBool::new(false),
-            core_full: AtomicBool::new(false),
-            queue: CommandQueue::new(command_capacity, buffer_memory),
-            cmd_ready: Notify::new(),
-            space: Notify::new(),
-            final_metrics: Mutex::new(None),
-            transaction_failure: Mutex::new(None),
-        }
-    }
-
-    /// Queues a flush or a close (not counted against the capacity): false when the task has
-    /// stopped.
-    fn push_control(&self, cmd: Cmd) -> bool {
-        match self.queue.push_control(cmd) {
-            Ok(was_empty) => {
-                if was_empty {
-                    self.cmd_ready.notify_one();
-                }
-                true
-            }
-            Err(_) => false,
-        }
-    }
+    DriverLoop::<TokioHost>::charge(record)
 }
 
 /// What the handles hold: when the last one is dropped, the task is told.
@@ -139,18 +49,6 @@ impl std::fmt::Debug for ProducerHandle {
 }
 
 impl ProducerHandle {
-    /// Spawns the producer task on the current tokio runtime with the default driver settings
-    /// and returns a handle to it. Call it from within a runtime.
-    pub fn start(config: Config) -> Result<ProducerHandle, StartError> {
-        ProducerBuilder::new(config).start()
-    }
-
-    /// A builder for the driver's own settings (queue and buffer sizes, the delivery
-    /// callback); its [`ProducerBuilder::start`] spawns the task.
-    pub fn builder(config: Config) -> ProducerBuilder {
-        ProducerBuilder::new(config)
-    }
-
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         ProducerHandle {
             inner: Arc::new(HandleInner { shared }),
@@ -184,7 +82,7 @@ impl ProducerHandle {
     }
 
     /// Like [`ProducerHandle::send`], but the report goes to the
-    /// [`ProducerBuilder::on_delivery`] callback as a [`crate::Report`] carrying `tag` (for
+    /// [`crate::ProducerBuilder::on_delivery`] callback as a [`crate::Report`] carrying `tag` (for
     /// instance an index into the caller's own table), instead of a future per record. The
     /// cheapest way to send many records. Waits while the producer's buffer is full; resolves
     /// once the record is queued for the producer task. Returns [`SendError::Closed`] with the
@@ -213,7 +111,7 @@ impl ProducerHandle {
     }
 
     /// Like [`ProducerHandle::try_send`], but the report goes to the
-    /// [`ProducerBuilder::on_delivery`] callback with `tag` (see
+    /// [`crate::ProducerBuilder::on_delivery`] callback with `tag` (see
     /// [`ProducerHandle::send_detached`]). Never waits: [`TrySendError::Full`] hands the
     /// record back when the producer's buffer or the command queue is full.
     pub fn try_send_detached(&self, record: Record, tag: u64) -> Result<(), TrySendError> {
@@ -225,7 +123,7 @@ impl ProducerHandle {
     /// when records arrive in bursts (a consumer's poll, a file read) and the per-record cost
     /// matters, from code that must not wait (else see
     /// [`ProducerHandle::send_batch_detached`]). Reports go to the
-    /// [`ProducerBuilder::on_delivery`] callback with each record's tag.
+    /// [`crate::ProducerBuilder::on_delivery`] callback with each record's tag.
     ///
     /// Records are taken from the front of `records`, in order, while the command queue has
     /// room; returns how many were taken. Those left in `records` were not queued (the queue
@@ -247,8 +145,8 @@ impl ProducerHandle {
     }
 
     /// Queues every record of `records` as detached records (reports to the
-    /// [`ProducerBuilder::on_delivery`] callback with each record's tag), waiting for room as
-    /// [`ProducerHandle::send_detached`] does. One queue lock per chunk that fits in the
+    /// [`crate::ProducerBuilder::on_delivery`] callback with each record's tag), waiting for
+    /// room as [`ProducerHandle::send_detached`] does. One queue lock per chunk that fits in the
     /// queue, instead of one each per record: the cheapest way to send
     /// records that come in bursts. Records keep their order (per partition, as with
     /// `send_detached`); `records` is empty when this resolves `Ok`.
@@ -291,7 +189,7 @@ impl ProducerHandle {
     /// delay it.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
-        if !self.shared().push_control(Cmd::Flush(tx)) {
+        if !self.shared().push_control(Command::Flush(tx)) {
             return; // The task has finished: every record was reported.
         }
         let _ = rx.await;
@@ -303,7 +201,7 @@ impl ProducerHandle {
     pub async fn close(&self) {
         self.shared().closing.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();
-        if !self.shared().push_control(Cmd::Close(tx)) {
+        if !self.shared().push_control(Command::Close(tx)) {
             return; // Already stopped.
         }
         let _ = rx.await;
@@ -315,32 +213,27 @@ impl ProducerHandle {
     /// scrape interval, not for every record.
     pub async fn metrics(&self) -> MetricsSnapshot {
         let (tx, rx) = oneshot::channel();
-        if self.shared().push_control(Cmd::Metrics(tx)) {
+        if self.shared().push_control(Command::Metrics(tx)) {
             if let Ok(m) = rx.await {
                 return m;
             }
         }
         // The task stopped: it left its last snapshot before stopping the queue.
-        let last = self.shared().final_metrics.lock();
-        last.unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default()
+        self.shared().last_words.metrics().unwrap_or_default()
     }
 
     /// Queues a transactional operation and waits for its result.
-    async fn transaction(&self, op: TxnCmd) -> Result<(), TransactionError> {
+    async fn transaction(&self, call: TransactionCall) -> Result<(), TransactionError> {
         let (reply, rx) = oneshot::channel();
-        let stopped = || {
-            let failure = self.shared().transaction_failure.lock();
-            let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
-            Err(failure.unwrap_or(TransactionError::Closed))
-        };
-        if !self.shared().push_control(Cmd::Txn { op, reply }) {
-            return stopped();
+        if !self
+            .shared()
+            .push_control(Command::Transaction(call, reply))
+        {
+            return Err(self.shared().last_words.transaction_error());
         }
         match rx.await {
             Ok(r) => r,
-            Err(_) => stopped(),
+            Err(_) => Err(self.shared().last_words.transaction_error()),
         }
     }
 
@@ -349,13 +242,13 @@ impl ProducerHandle {
     /// id. Call it once, before the first [`ProducerHandle::begin_transaction`]; resolves when
     /// that is done.
     pub async fn init_transactions(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Init).await
+        self.transaction(TransactionCall::Init).await
     }
 
     /// Opens a transaction: records sent from now on belong to it (sent outside one, a
     /// transactional producer's records fail with `SendErrorReason::NoTransaction`).
     pub async fn begin_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Begin).await
+        self.transaction(TransactionCall::Begin).await
     }
 
     /// Adds a consumer group's offsets to the open transaction: committed for the group if
@@ -365,20 +258,21 @@ impl ProducerHandle {
         offsets: Vec<OffsetToCommit>,
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::SendOffsets(offsets, group)).await
+        self.transaction(TransactionCall::SendOffsets(offsets, group))
+            .await
     }
 
     /// Commits the open transaction: flushes its records, waits for each to be acknowledged,
     /// then ends it. The records' [`DeliveryFuture`]s resolve (with `committed` set) just
     /// before this does. On [`TransactionError::Abortable`] abort the transaction.
     pub async fn commit_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Commit).await
+        self.transaction(TransactionCall::Commit).await
     }
 
     /// Aborts the open transaction: its records fail with
     /// [`producer_core::ProduceError::TransactionAborted`] (each handed back in its report).
     pub async fn abort_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TxnCmd::Abort).await
+        self.transaction(TransactionCall::Abort).await
     }
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
@@ -401,9 +295,9 @@ impl ProducerHandle {
                 records,
                 waiting,
                 |(record, _)| charge(record),
-                |(record, tag), bytes| Cmd::Send {
+                |(record, tag), bytes| Command::Send {
                     record,
-                    reply: ReplyTo::Detached(tag),
+                    opaque: ReplyTo::Detached(tag),
                     bytes,
                 },
             )
@@ -427,9 +321,9 @@ impl ProducerHandle {
         let was_empty = shared
             .queue
             .push((record, reply), bytes, waiting, |(record, reply)| {
-                Cmd::Send {
+                Command::Send {
                     record,
-                    reply,
+                    opaque: reply,
                     bytes,
                 }
             })?;

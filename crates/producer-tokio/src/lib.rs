@@ -102,6 +102,7 @@ mod connection;
 mod delivery;
 mod error;
 mod handle;
+mod shared;
 mod token;
 
 pub use builder::ProducerBuilder;

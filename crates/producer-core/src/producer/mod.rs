@@ -29,6 +29,7 @@ mod partitioning;
 mod produce;
 mod reports;
 pub(crate) mod transaction;
+mod transactions;
 
 use std::time::Instant;
 
@@ -47,7 +48,8 @@ use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
 use partitioning::Partitioning;
-use transaction::Transactions;
+use transaction::TransactionBook;
+pub use transactions::Transactions;
 
 use crate::stats::Stats;
 
@@ -95,7 +97,7 @@ pub struct Producer<T> {
     /// Inputs made work due (connections, requests); `poll_output` does it.
     work_pending: bool,
     /// The transactional state, with a `transactional.id`.
-    txn: Option<Transactions<T>>,
+    txn: Option<TransactionBook<T>>,
 }
 
 impl<T> Producer<T> {
@@ -124,7 +126,7 @@ impl<T> Producer<T> {
             metrics: Metrics::default(),
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
-            txn: Transactions::new(&config),
+            txn: TransactionBook::new(&config),
             config,
         }
     }
@@ -235,103 +237,17 @@ impl<T> Producer<T> {
         self.accept(record, opaque)
     }
 
-    /// Starts a transactional producer: finds its transaction coordinator and gets the producer
-    /// id and epoch for its `transactional.id`, fencing any earlier producer with the same id
-    /// (whose open transaction the coordinator aborts). Call it once, before the first
-    /// [`Producer::begin_transaction`]. It completes with [`Output::Transaction`]
-    /// ([`crate::TransactionOperation::Init`]); the state is then
-    /// [`crate::TransactionState::Ready`].
-    ///
-    /// Refused (and nothing changes) without a `transactional.id`, when called twice, or while
-    /// another operation is under way.
-    ///
-    /// Like every transactional operation that completes with [`Output::Transaction`], it is
-    /// bounded by `max_block` (Java's `max.block.ms`): past it, it completes with
-    /// [`crate::TransactionError::OperationTimedOut`] and goes on; see
-    /// [`Producer::commit_transaction`] for what may be called then.
-    pub fn init_transactions(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
-        self.touch(now);
-        self.start_init_transactions()
-    }
-
-    /// Opens a transaction: from now on [`Producer::send`] accepts records, which belong to
-    /// it. Local: it completes at once (no [`Output::Transaction`]), and the coordinator learns
-    /// of the transaction with its first partition or offsets. The transaction's
-    /// `transaction.timeout.ms` counts from here.
-    ///
-    /// Refused unless the state is [`crate::TransactionState::Ready`].
-    pub fn begin_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
-        self.touch(now);
-        self.start_transaction()
-    }
-
-    /// Adds a consumer group's offsets to the open transaction (consume-transform-produce):
-    /// they are committed for `group` if and only if the transaction commits. Completes with
-    /// [`Output::Transaction`] ([`crate::TransactionOperation::SendOffsets`]); records may be
-    /// sent meanwhile, but no other operation starts before it completes. Refused, with
-    /// nothing sent, with [`crate::TransactionError::InvalidOffsets`] when a name or the
-    /// metadata cannot go in its request (too long, or a topic name outside Kafka's rules).
-    /// Bounded by `max_block` (see [`Producer::commit_transaction`]).
-    pub fn send_offsets_to_transaction(
-        &mut self,
-        now: Instant,
-        offsets: Vec<crate::OffsetToCommit>,
-        group: crate::ConsumerGroupMetadata,
-    ) -> Result<(), crate::TransactionError> {
-        self.touch(now);
-        crate::transaction::InvalidOffsets::check(&offsets, &group)
-            .map_err(crate::TransactionError::InvalidOffsets)?;
-        self.start_send_offsets(offsets, group)
-    }
-
-    /// Commits the open transaction: flushes its records (ignoring `linger`), waits until each
-    /// is acknowledged, then ends the transaction on the coordinator. Completes with
-    /// [`Output::Transaction`] ([`crate::TransactionOperation::Commit`]); the records' success
-    /// reports (with [`crate::RecordMetadata::committed`]) come just before it. If a record of
-    /// the transaction failed, it completes with [`crate::TransactionError::Abortable`] and the
-    /// transaction must be aborted.
-    ///
-    /// Refused with the abortable error when the transaction already failed, and with
-    /// [`crate::TransactionError::InvalidState`] when none is open.
-    ///
-    /// Bounded by `max_block`: when the commit has not completed `max_block` after this call
-    /// (its records are still being retried, or the coordinator cannot be reached), it
-    /// completes with [`crate::TransactionError::OperationTimedOut`], and the commit goes on.
-    /// Until the commit is called again, every other operation (begin, send offsets, abort,
-    /// init) is refused with [`crate::TransactionError::InProgress`]; the commit called again
-    /// completes with the commit's result (at once when it completed meanwhile), or times out
-    /// again `max_block` later. The same holds for [`Producer::init_transactions`],
-    /// [`Producer::send_offsets_to_transaction`] (called again with the same offsets and
-    /// group) and [`Producer::abort_transaction`], as for Java's producer.
-    pub fn commit_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
-        self.touch(now);
-        self.start_commit()
-    }
-
-    /// Aborts the open transaction (also after an abortable error): records not sent yet fail
-    /// at once with [`ProduceError::TransactionAborted`] (each handed back), the batches in
-    /// flight are answered first, then the coordinator writes the abort markers and every
-    /// record of the transaction fails the same way. Completes with [`Output::Transaction`]
-    /// ([`crate::TransactionOperation::Abort`]); the state is then Ready again. Bounded by
-    /// `max_block` (see [`Producer::commit_transaction`]).
-    pub fn abort_transaction(&mut self, now: Instant) -> Result<(), crate::TransactionError> {
-        self.touch(now);
-        self.start_abort()
-    }
-
-    /// The fatal error a transactional producer answers every operation with once it failed
-    /// for good (fenced, not authorized, ...), or `None`. For a driver that outlives its core:
-    /// operations queued after the core stopped get this instead of a bare "closed".
-    pub fn transaction_failure(&self) -> Option<crate::TransactionError> {
+    /// The transactional API, when the producer has a `transactional.id`
+    /// ([`crate::ConfigBuilder::transactional_id`]); `None` otherwise, so a producer without one
+    /// cannot call it. Borrowed for each call (or a few in a row): see [`Transactions`] for
+    /// when to call each operation and what changes after it.
+    pub fn transactions(&mut self) -> Option<Transactions<'_, T>> {
         self.txn.as_ref()?;
-        self.lifecycle
-            .fatal
-            .as_ref()
-            .map(transaction::fatal_transaction_error)
+        Some(Transactions { producer: self })
     }
 
     /// Where the transactional producer stands ([`crate::TransactionState::Uninitialized`]
-    /// for a producer without a `transactional.id`).
+    /// for a producer without a `transactional.id`): see [`Transactions`] for what moves it.
     pub fn transaction_state(&self) -> crate::TransactionState {
         self.current_transaction_state()
     }

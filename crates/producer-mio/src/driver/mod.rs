@@ -10,7 +10,7 @@ use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
     Callback, Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer,
-    Record, SendError, SendErrorReason, TransactionError, TransactionResult,
+    Record, SendError, SendErrorReason, TransactionError, TransactionResult, Transactions,
 };
 use producer_driver::tls::TlsSetup;
 use producer_driver::{call_user, log_event, timestamp, ReadSizing};
@@ -257,9 +257,10 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         &self.core
     }
 
-    /// The core, to change it directly (the threaded producer, after a panic).
-    pub(crate) fn core_mut(&mut self) -> &mut Producer<T> {
-        &mut self.core
+    /// The core and the sink, to change both between driver calls (the threaded producer's
+    /// command layer is its sink).
+    pub(crate) fn parts_mut(&mut self) -> (&mut Producer<T>, &mut S) {
+        (&mut self.core, &mut self.sink)
     }
 
     /// Accepts a record; its report comes out of [`MioDriver::poll_delivery`]. A record without
@@ -305,18 +306,12 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// coordinator and gets its producer id. Returns once the operation is accepted; its
     /// result comes out of [`MioDriver::poll_transaction`] while the loop runs.
     pub fn init_transactions(&mut self) -> Result<(), TransactionError> {
-        let now = Instant::now();
-        let r = self.core.init_transactions(now);
-        self.drive(now);
-        r
+        self.transaction(|t, now| t.init(now))
     }
 
     /// Opens a transaction (local: done when it returns; no result to poll).
     pub fn begin_transaction(&mut self) -> Result<(), TransactionError> {
-        let now = Instant::now();
-        let r = self.core.begin_transaction(now);
-        self.drive(now);
-        r
+        self.transaction(|t, now| t.begin(now))
     }
 
     /// Adds a consumer group's offsets to the open transaction; the result comes out of
@@ -326,26 +321,32 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         offsets: Vec<OffsetToCommit>,
         group: ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
-        let now = Instant::now();
-        let r = self.core.send_offsets_to_transaction(now, offsets, group);
-        self.drive(now);
-        r
+        self.transaction(|t, now| t.send_offsets(now, offsets, group))
     }
 
     /// Commits the open transaction (flushing its records first); the result comes out of
     /// [`MioDriver::poll_transaction`], right after the records' reports.
     pub fn commit_transaction(&mut self) -> Result<(), TransactionError> {
-        let now = Instant::now();
-        let r = self.core.commit_transaction(now);
-        self.drive(now);
-        r
+        self.transaction(|t, now| t.commit(now))
     }
 
     /// Aborts the open transaction; its records fail with `TransactionAborted`. The result
     /// comes out of [`MioDriver::poll_transaction`].
     pub fn abort_transaction(&mut self) -> Result<(), TransactionError> {
+        self.transaction(|t, now| t.abort(now))
+    }
+
+    /// Runs a transactional operation on the core (refused without a `transactional.id`),
+    /// then acts on the outputs.
+    fn transaction(
+        &mut self,
+        op: impl FnOnce(&mut Transactions<'_, T>, Instant) -> Result<(), TransactionError>,
+    ) -> Result<(), TransactionError> {
         let now = Instant::now();
-        let r = self.core.abort_transaction(now);
+        let r = match self.core.transactions() {
+            Some(mut t) => op(&mut t, now),
+            None => Err(TransactionError::NotTransactional),
+        };
         self.drive(now);
         r
     }

@@ -59,7 +59,7 @@ enum OffsetsStep {
 
 /// The transactional state of a producer with a `transactional.id`.
 #[derive(Debug)]
-pub(super) struct Transactions<T> {
+pub(super) struct TransactionBook<T> {
     id: String,
     timeout_ms: i32,
     state: TransactionState,
@@ -129,16 +129,16 @@ pub(super) struct Transactions<T> {
 /// What a call of a transactional operation finds (see [`Producer::txn_call`]).
 enum Call<'a, T> {
     /// Nothing under way: the operation starts.
-    Start(&'a mut Transactions<T>),
+    Start(&'a mut TransactionBook<T>),
     /// The same operation's earlier call timed out: this call waits for that operation.
     Rejoined,
 }
 
-impl<T> Transactions<T> {
+impl<T> TransactionBook<T> {
     /// The transactional state for `config`, if it has a `transactional.id`.
     pub(super) fn new(config: &Config) -> Option<Self> {
         let id = config.transactional_id.clone()?;
-        Some(Transactions {
+        Some(TransactionBook {
             id,
             timeout_ms: config.transaction_timeout.as_millis().min(i32::MAX as u128) as i32,
             state: TransactionState::Uninitialized,
@@ -233,7 +233,7 @@ impl<T> Producer<T> {
             .txn
             .as_mut()
             .ok_or(TransactionError::NotTransactional)?;
-        let same_call = |txn: &Transactions<T>, earlier: TransactionOperation| {
+        let same_call = |txn: &TransactionBook<T>, earlier: TransactionOperation| {
             earlier == op
                 && (op != TransactionOperation::SendOffsets
                     || txn
@@ -288,7 +288,7 @@ impl<T> Producer<T> {
         }
     }
 
-    /// [`Producer::init_transactions`].
+    /// [`crate::Transactions::init`].
     pub(super) fn start_init_transactions(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Init;
         let Call::Start(txn) = self.txn_call(op, None)? else {
@@ -306,7 +306,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::begin_transaction`].
+    /// [`crate::Transactions::begin`].
     pub(super) fn start_transaction(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Begin;
         let now = self.now;
@@ -332,7 +332,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::send_offsets_to_transaction`].
+    /// [`crate::Transactions::send_offsets`].
     pub(super) fn start_send_offsets(
         &mut self,
         offsets: Vec<OffsetToCommit>,
@@ -371,7 +371,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::commit_transaction`]: flushes, then commits once every record of the
+    /// [`crate::Transactions::commit`]: flushes, then commits once every record of the
     /// transaction is acknowledged.
     pub(super) fn start_commit(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Commit;
@@ -403,7 +403,7 @@ impl<T> Producer<T> {
         Ok(())
     }
 
-    /// [`Producer::abort_transaction`]: records not sent yet fail at once; once the batches in
+    /// [`crate::Transactions::abort`]: records not sent yet fail at once; once the batches in
     /// flight are answered, the transaction is aborted.
     pub(super) fn start_abort(&mut self) -> Result<(), TransactionError> {
         let op = TransactionOperation::Abort;
@@ -475,7 +475,7 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
-    /// The state for [`Producer::transaction_state`].
+    /// The state for [`crate::Producer::transaction_state`].
     pub(super) fn current_transaction_state(&self) -> TransactionState {
         match &self.txn {
             None => TransactionState::Uninitialized,

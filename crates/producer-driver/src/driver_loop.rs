@@ -1,0 +1,900 @@
+//! The command layer every threaded driver runs around the core: the commands the
+//! application's handles queue, applied to the core; the flush, close and transaction
+//! bookkeeping; the core's reports and events handed to the application; and the rule for a
+//! panic in the producer's own code. A driver keeps only its sockets, its wake-ups and the
+//! shape of its public handle.
+//!
+//! A driver implements [`Host`] (where reports and events go, how a waiting call is
+//! answered), owns one [`DriverLoop`] and one [`producer_core::Producer`] of [`Tracked`]
+//! values, and calls, in its own loop:
+//!
+//! 1. [`DriverLoop::retry_stash`] and [`DriverLoop::take_commands`] when commands may be
+//!    waiting (only while [`DriverLoop::reads_commands`]);
+//! 2. after every input to the core, [`DriverLoop::drain`] (or, when another part of the
+//!    driver polls the core's outputs, [`DriverLoop::deliver`], [`DriverLoop::event`] and
+//!    [`DriverLoop::transaction_done`] for the outputs that are reports), then
+//!    [`DriverLoop::settle`];
+//! 3. each step through [`step`], which contains a panic in the producer's own code (the
+//!    driver implements [`Driven`] for it);
+//! 4. once the core is closed (or after a panic), [`DriverLoop::shutdown`].
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use producer_core::{
+    Callback, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OffsetToCommit, Output,
+    ProduceError, Producer, Record, SendErrorReason, TransactionError, TransactionOperation,
+    TransactionResult,
+};
+
+use crate::panic::InjectedPanics;
+use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
+
+/// How a driver answers the calls that wait for the producer (a flush, a close, a metrics
+/// snapshot, a transactional operation), and what its records carry: the types of its
+/// [`Command`]s.
+pub trait Replies {
+    /// The value a record was sent with, handed back in its report.
+    type Opaque;
+    /// Waits for a flush or a close to be done.
+    type Done;
+    /// Waits for a metrics snapshot.
+    type Metrics;
+    /// Waits for a transactional operation's result.
+    type Transaction;
+
+    /// Answers a flush or a close: it is done.
+    fn done(waiter: Self::Done);
+    /// Answers a metrics request.
+    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot);
+    /// Answers a transactional operation.
+    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
+}
+
+/// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
+/// a blocking `sync_channel(1)`).
+pub trait Channel {
+    /// The sending half, for a value of type `V`.
+    type Sender<V>;
+    /// Sends `value`; a receiver that is gone is no error (nobody waits any more).
+    fn send<V>(sender: Self::Sender<V>, value: V);
+}
+
+/// The [`Replies`] of a driver whose records carry `O` and whose waiting calls are answered
+/// through channels of kind `C`.
+pub struct Answered<O, C>(std::marker::PhantomData<(fn(O), C)>);
+
+impl<O, C: Channel> Replies for Answered<O, C> {
+    type Opaque = O;
+    type Done = C::Sender<()>;
+    type Metrics = C::Sender<MetricsSnapshot>;
+    type Transaction = C::Sender<Result<(), TransactionError>>;
+
+    fn done(waiter: Self::Done) {
+        C::send(waiter, ());
+    }
+
+    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot) {
+        C::send(waiter, snapshot);
+    }
+
+    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
+        C::send(waiter, result);
+    }
+}
+
+/// What a driver supplies to its [`DriverLoop`]: where reports and events go.
+pub trait Host {
+    /// How its waiting calls are answered.
+    type Replies: Replies;
+
+    /// Hands one report to where it goes (a future, the application's callback). Called inside
+    /// [`call_user`]: a panic here is named by an [`Event::CallbackPanicked`], and the report
+    /// counts as handed over.
+    fn deliver(&mut self, delivery: Delivery<Opaque<Self>>);
+    /// Shows an event (already logged) to the application's event callback, if any. Called
+    /// inside [`call_user`].
+    fn show(&mut self, event: &Event);
+    /// The core refused a record as full and the loop holds it aside (`true`), or the core
+    /// took it (`false`). Does nothing by default.
+    fn core_full(&mut self, full: bool) {
+        let _ = full;
+    }
+    /// Senders waiting for room in the command queue may go now. Does nothing by default
+    /// (for handles that never wait).
+    fn wake_senders(&mut self) {}
+}
+
+/// The value a host's records are sent with.
+pub type Opaque<H> = <<H as Host>::Replies as Replies>::Opaque;
+/// A host's waiter for a flush or a close.
+type Done<H> = <<H as Host>::Replies as Replies>::Done;
+/// A host's waiter for a transactional operation.
+type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
+/// The core as a host's loop drives it.
+pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
+/// A host's commands.
+type Cmd<H> = Command<<H as Host>::Replies>;
+
+/// What the application's handles queue for the loop.
+pub enum Command<R: Replies> {
+    /// A record, with the bytes handling it frees in the queue (see
+    /// [`CommandQueue::push_burst`]).
+    Send {
+        /// The record.
+        record: Record,
+        /// Handed back in its report.
+        opaque: R::Opaque,
+        /// What the record counts against the queue's byte budget.
+        bytes: usize,
+    },
+    /// Send everything buffered now; answered once every record sent before has its report
+    /// (for a transactional producer: once every record is acknowledged).
+    Flush(R::Done),
+    /// Close the producer; answered once it is closed.
+    Close(R::Done),
+    /// A metrics snapshot.
+    Metrics(R::Metrics),
+    /// A transactional operation; answered when the core reports it complete (refused or
+    /// local ones at once).
+    Transaction(TransactionCall, R::Transaction),
+}
+
+impl<R: Replies> Command<R> {
+    /// What handling the command frees of the queue's byte budget.
+    #[inline]
+    pub fn bytes(&self) -> usize {
+        match self {
+            Command::Send { bytes, .. } => *bytes,
+            _ => 0,
+        }
+    }
+}
+
+/// The transactional operations, as a handle queues them.
+#[derive(Debug)]
+pub enum TransactionCall {
+    /// [`producer_core::Transactions::init`].
+    Init,
+    /// [`producer_core::Transactions::begin`].
+    Begin,
+    /// [`producer_core::Transactions::send_offsets`].
+    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
+    /// [`producer_core::Transactions::commit`].
+    Commit,
+    /// [`producer_core::Transactions::abort`].
+    Abort,
+}
+
+impl TransactionCall {
+    /// The operation it starts.
+    pub fn operation(&self) -> TransactionOperation {
+        match self {
+            TransactionCall::Init => TransactionOperation::Init,
+            TransactionCall::Begin => TransactionOperation::Begin,
+            TransactionCall::SendOffsets(..) => TransactionOperation::SendOffsets,
+            TransactionCall::Commit => TransactionOperation::Commit,
+            TransactionCall::Abort => TransactionOperation::Abort,
+        }
+    }
+}
+
+/// The value each record carries through the core: the caller's, and the flush cohort it was
+/// accepted in.
+pub struct Tracked<O> {
+    cohort: Cohort,
+    opaque: O,
+}
+
+/// How many commands [`DriverLoop::take_commands`] handles at a time.
+#[derive(Debug, Clone, Copy)]
+pub struct Intake {
+    /// Most commands handled per call.
+    pub per_call: usize,
+    /// Commands handled between two releases of the queue's held count (and two readings of
+    /// the clocks).
+    pub release_every: usize,
+}
+
+/// The producer's last words, left by the loop as it stops for the handles that ask after:
+/// its last metrics and its transactional failure.
+#[derive(Debug, Default)]
+pub struct LastWords {
+    metrics: Mutex<Option<MetricsSnapshot>>,
+    transaction_failure: Mutex<Option<TransactionError>>,
+}
+
+impl LastWords {
+    /// The core's metrics as the loop stopped (`None` before, or when the core could not be
+    /// trusted to give them after a panic).
+    pub fn metrics(&self) -> Option<MetricsSnapshot> {
+        self.metrics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// What a transactional operation gets once the loop stopped: the producer's fatal error,
+    /// else [`TransactionError::Closed`].
+    pub fn transaction_error(&self) -> TransactionError {
+        let failure = self.transaction_failure.lock();
+        let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
+        failure.unwrap_or(TransactionError::Closed)
+    }
+
+    fn set(&self, metrics: Option<MetricsSnapshot>, failure: Option<TransactionError>) {
+        *self
+            .transaction_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failure;
+        *self.metrics.lock().unwrap_or_else(|e| e.into_inner()) = metrics;
+    }
+}
+
+/// A record the core refused as full, held aside until reports free space: while it is here
+/// no command is read. Its bytes stay counted in the command queue's held bytes.
+struct Stashed<O> {
+    record: Record,
+    opaque: Tracked<O>,
+    bytes: usize,
+}
+
+/// The command layer around the core, shared by the drivers: see the crate documentation.
+pub struct DriverLoop<H: Host> {
+    host: H,
+    /// Commands taken from the queue and not handled yet (still held in the queue's count).
+    taken: VecDeque<Cmd<H>>,
+    /// Commands handled since the queue's held count was last lowered, and their bytes.
+    unreleased: usize,
+    unreleased_bytes: usize,
+    /// The one record the core refused as full; while it is here no command is read.
+    stash: Option<Stashed<Opaque<H>>>,
+    /// Unreported records per flush cohort, and the flushes waiting for them.
+    flushes: FlushTracker<Done<H>>,
+    /// Flushes of a transactional producer, answered once every record is acknowledged.
+    txn_flushes: Vec<Done<H>>,
+    close_waiters: Vec<Done<H>>,
+    /// Who waits for the transactional operation under way (the core runs one at a time).
+    txn_waiter: Option<TxnWaiter<H>>,
+    /// The loop asked the core to close.
+    closing: bool,
+    /// Every handle is gone and nothing is left to handle: no command will come again.
+    senders_gone: bool,
+    /// Metadata arrived while a flush is pending: flush the core again.
+    reflush: bool,
+    /// Records handed to the core so far (for [`InjectedPanics`]).
+    handed: u64,
+    injected: InjectedPanics,
+    /// `injected.panic_at()`, compared with `handed` before every record.
+    panic_at: u64,
+    /// The message of a panic in the producer's own code: the loop is stopping because of it.
+    panicked: Option<String>,
+    /// Failing the records after that panic panicked too: the core is not touched again.
+    core_broken: bool,
+}
+
+/// Answers flushes that are done (on every report: inlined, as there is rarely any).
+#[inline(always)]
+fn answer<H: Host>(done: impl Iterator<Item = Done<H>>) {
+    for waiter in done {
+        H::Replies::done(waiter);
+    }
+}
+
+impl<H: Host> DriverLoop<H> {
+    /// A loop handing reports and events to `host`; `injected` panics for tests
+    /// ([`InjectedPanics::default`] otherwise).
+    pub fn new(host: H, injected: InjectedPanics) -> Self {
+        DriverLoop {
+            host,
+            taken: VecDeque::new(),
+            unreleased: 0,
+            unreleased_bytes: 0,
+            stash: None,
+            flushes: FlushTracker::default(),
+            txn_flushes: Vec::new(),
+            close_waiters: Vec::new(),
+            txn_waiter: None,
+            closing: false,
+            senders_gone: false,
+            reflush: false,
+            handed: 0,
+            injected,
+            panic_at: injected.panic_at(),
+            panicked: None,
+            core_broken: false,
+        }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// What the core charges for `record` against `buffer_memory`: what a handle counts it
+    /// as in the command queue.
+    #[inline]
+    pub fn charge(record: &Record) -> usize {
+        Producer::<Tracked<Opaque<H>>>::buffer_charge(record)
+    }
+
+    /// Whether the loop reads commands now: not while it holds a record aside, nor once every
+    /// handle is gone.
+    pub fn reads_commands(&self) -> bool {
+        self.stash.is_none() && !self.senders_gone
+    }
+
+    /// Whether the loop holds commands it took and has not handled yet (the next
+    /// [`DriverLoop::take_commands`] handles them without waiting for the queue).
+    pub fn holds_commands(&self) -> bool {
+        !self.taken.is_empty()
+    }
+
+    /// Handles up to `intake.per_call` commands, taking the whole queue (one lock, a swap)
+    /// when the previous take is used up, and again after the last one if it is. Stops at a
+    /// record the core refused as full. `clock` reads the monotonic clock the core runs on
+    /// (once per `intake.release_every` commands and after each flush and transactional
+    /// operation); records without a timestamp get the wall clock, read as often. Starts
+    /// closing once every handle is gone and nothing is left. Returns whether commands are
+    /// left to handle at once.
+    pub fn take_commands(
+        &mut self,
+        core: &mut CoreOf<H>,
+        queue: &CommandQueue<Cmd<H>>,
+        intake: Intake,
+        clock: impl Fn() -> Instant,
+    ) -> bool {
+        if self.stash.is_some() {
+            return false;
+        }
+        if self.taken.is_empty() {
+            self.refill(core, queue, &clock);
+        }
+        let mut now = clock();
+        let mut wall_ms = timestamp::wall_clock_ms();
+        let mut handled = 0;
+        while self.stash.is_none() && handled < intake.per_call {
+            if self.handed == self.panic_at
+                && matches!(self.taken.front(), Some(Command::Send { .. }))
+            {
+                InjectedPanics::before_record(self.handed);
+            }
+            let Some(command) = self.taken.pop_front() else {
+                break;
+            };
+            handled += 1;
+            self.unreleased += 1;
+            if self.unreleased == intake.release_every {
+                self.release(core, queue);
+                now = clock();
+                wall_ms = timestamp::wall_clock_ms();
+            }
+            match command {
+                Command::Send {
+                    mut record,
+                    opaque,
+                    bytes,
+                } => {
+                    self.unreleased_bytes += bytes;
+                    timestamp::fill_at(&mut record, wall_ms);
+                    let cohort = self.flushes.accept();
+                    self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+                }
+                Command::Flush(done) => {
+                    self.flush(core, now, done);
+                    now = clock();
+                }
+                Command::Close(done) => {
+                    self.close_waiters.push(done);
+                    self.close(core, now);
+                }
+                Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
+                Command::Transaction(call, waiter) => {
+                    self.start_transaction(core, now, call, waiter);
+                    now = clock();
+                }
+            }
+        }
+        if let Some(s) = &self.stash {
+            // Held aside: it stays counted until the core takes it.
+            self.unreleased_bytes -= s.bytes;
+        }
+        self.release(core, queue);
+        if self.taken.is_empty() && self.stash.is_none() {
+            self.refill(core, queue, &clock);
+        }
+        self.stash.is_none() && !self.taken.is_empty()
+    }
+
+    /// Takes everything queued into `taken`; wakes the waiting senders once there is room;
+    /// starts closing when every handle is gone and nothing is left.
+    fn refill(
+        &mut self,
+        core: &mut CoreOf<H>,
+        queue: &CommandQueue<Cmd<H>>,
+        clock: &impl Fn() -> Instant,
+    ) {
+        let refill = queue.refill(&mut self.taken, core.buffered_bytes());
+        // Waiting senders are woken once half the capacity is free, not for every batch: a
+        // sender that outpaces the loop then sleeps once per half queue, not per batch.
+        if refill.wake_senders {
+            self.host.wake_senders();
+        }
+        if refill.finished && !self.senders_gone {
+            tracing::debug!("every producer handle dropped; closing");
+            self.senders_gone = true;
+            self.close(core, clock());
+        }
+    }
+
+    /// Lowers the queue's held count by the commands handled since the last release (the
+    /// records among them count in the core now).
+    fn release(&mut self, core: &CoreOf<H>, queue: &CommandQueue<Cmd<H>>) {
+        if self.unreleased == 0 && self.unreleased_bytes == 0 {
+            return;
+        }
+        queue.release(
+            self.unreleased,
+            self.unreleased_bytes,
+            core.buffered_bytes(),
+        );
+        self.unreleased = 0;
+        self.unreleased_bytes = 0;
+    }
+
+    /// A flush: the core sends everything buffered now. Answered once every record sent before
+    /// it has its report; for a transactional producer, whose reports wait for the
+    /// transaction's end, once every record is acknowledged (as the Java client's flush).
+    fn flush(&mut self, core: &mut CoreOf<H>, now: Instant, done: Done<H>) {
+        if core.config().transactional_id.is_some() {
+            core.flush(now);
+            self.txn_flushes.push(done);
+        } else {
+            answer::<H>(self.flushes.flush(done));
+            core.flush(now);
+        }
+    }
+
+    /// Starts closing the core (once): it stops taking records and reports every record it
+    /// holds; [`producer_core::Producer::is_closed`] turns true at the end.
+    pub fn close(&mut self, core: &mut CoreOf<H>, now: Instant) {
+        if !self.closing {
+            self.closing = true;
+            tracing::info!("closing the producer");
+            core.close(now);
+        }
+    }
+
+    /// Hands a transactional operation to the core; its result is answered now when it was
+    /// refused (or is local), else when the core reports it complete.
+    fn start_transaction(
+        &mut self,
+        core: &mut CoreOf<H>,
+        now: Instant,
+        call: TransactionCall,
+        waiter: TxnWaiter<H>,
+    ) {
+        let Some(mut txn) = core.transactions() else {
+            H::Replies::transaction(waiter, Err(TransactionError::NotTransactional));
+            return;
+        };
+        let started = match call {
+            TransactionCall::Init => txn.init(now),
+            TransactionCall::Begin => {
+                // Local: done at once, no completion output follows.
+                H::Replies::transaction(waiter, txn.begin(now));
+                return;
+            }
+            TransactionCall::SendOffsets(offsets, group) => txn.send_offsets(now, offsets, group),
+            TransactionCall::Commit => txn.commit(now),
+            TransactionCall::Abort => txn.abort(now),
+        };
+        match started {
+            // The core runs one operation at a time: at most one waiter.
+            Ok(()) => self.txn_waiter = Some(waiter),
+            Err(e) => H::Replies::transaction(waiter, Err(e)),
+        }
+    }
+
+    /// Hands a record to the core (it counts `bytes` in the command queue until the core has
+    /// it); `Full` keeps it aside, any other refusal fails it.
+    fn submit(
+        &mut self,
+        core: &mut CoreOf<H>,
+        now: Instant,
+        record: Record,
+        opaque: Tracked<Opaque<H>>,
+        bytes: usize,
+    ) {
+        self.handed += 1;
+        match core.send(now, record, opaque) {
+            Ok(()) => {}
+            Err(e) if e.reason == SendErrorReason::Full => {
+                self.handed -= 1;
+                self.stash = Some(Stashed {
+                    record: e.record,
+                    opaque: e.opaque,
+                    bytes,
+                });
+                self.host.core_full(true);
+            }
+            Err(e) => {
+                let error = ProduceError::Refused(Box::new(e.reason));
+                self.deliver(Delivery::failed(e.opaque, error, e.record));
+            }
+        }
+    }
+
+    /// Hands the record held aside to the core again; once the core took it, its bytes leave
+    /// the command queue's count. Call it after reports may have freed space, before
+    /// [`DriverLoop::take_commands`].
+    pub fn retry_stash(
+        &mut self,
+        core: &mut CoreOf<H>,
+        queue: &CommandQueue<Cmd<H>>,
+        now: Instant,
+    ) {
+        if let Some(s) = self.stash.take() {
+            self.host.core_full(false);
+            let bytes = s.bytes;
+            self.submit(core, now, s.record, s.opaque, bytes);
+            if self.stash.is_none() {
+                queue.release(0, bytes, core.buffered_bytes());
+            }
+        }
+    }
+
+    /// Acts on every output the core has: reports and transactional results here, the rest
+    /// (connections, writes, token requests) by `io`; call [`DriverLoop::settle`] after.
+    /// Events are logged. For a driver that polls the core's outputs itself.
+    pub fn drain(
+        &mut self,
+        core: &mut CoreOf<H>,
+        mut io: impl FnMut(&mut CoreOf<H>, Output<Tracked<Opaque<H>>>),
+    ) {
+        while let Some(out) = core.poll_output() {
+            match out {
+                Output::Delivery(d) => self.deliver(d),
+                Output::Transaction(r) => self.transaction_done(r),
+                Output::Event(e) => {
+                    log_event(&e);
+                    self.event(&e);
+                }
+                other => io(core, other),
+            }
+        }
+    }
+
+    /// After the core's outputs were acted on: lets the queue see the space reports freed
+    /// (waking the senders waiting for it), and answers the flushes of a transactional
+    /// producer once every record is acknowledged. Returns whether to flush the core again:
+    /// metadata arrived while a flush is pending, so records that waited for it were just
+    /// appended to batches that linger as usual (then call
+    /// [`producer_core::Producer::flush`], act on the outputs and settle again).
+    #[must_use = "a pending flush covers the records that waited for metadata: flush again"]
+    pub fn settle(&mut self, core: &CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
+        if queue.settle(core.buffered_bytes()) {
+            self.host.wake_senders();
+        }
+        if !self.txn_flushes.is_empty() && core.unacknowledged_records() == 0 {
+            answer::<H>(self.txn_flushes.drain(..));
+        }
+        std::mem::take(&mut self.reflush)
+    }
+
+    /// Hands one report from the core to the host, then counts it reported (answering the
+    /// flushes it completes).
+    #[inline]
+    pub fn deliver(&mut self, delivery: Delivery<Tracked<Opaque<H>>>) {
+        let mut cohort = self.flushes.current();
+        let delivery = delivery.map_opaque(|t| {
+            cohort = t.cohort;
+            t.opaque
+        });
+        self.hand_over(delivery);
+        answer::<H>(self.flushes.reported(cohort));
+    }
+
+    /// Hands a report to the host; a panic in it is named by an event, and the report counts
+    /// as handed over.
+    #[inline]
+    fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
+        let host = &mut self.host;
+        // The report moves into the call through the closure's reference, not by value into
+        // the closure.
+        let mut delivery = Some(delivery);
+        let call = || {
+            if let Some(d) = delivery.take() {
+                host.deliver(d)
+            }
+        };
+        if let Err(panicked) = call_user(Callback::Delivery, call) {
+            self.emit(&panicked);
+        }
+    }
+
+    /// An event the driver made itself (a callback's panic): logged, then as
+    /// [`DriverLoop::event`].
+    pub fn emit(&mut self, event: &Event) {
+        log_event(event);
+        self.event(event);
+    }
+
+    /// One of the core's events (logged already, as [`log_event`] does): shown to the host's
+    /// event callback. A callback that panics is named by an event of its own, logged and
+    /// shown to it once (a second panic is only logged).
+    pub fn event(&mut self, event: &Event) {
+        if *event == Event::MetadataUpdated && self.flushes.is_waiting() {
+            self.reflush = true;
+        }
+        let host = &mut self.host;
+        if let Err(panicked) = call_user(Callback::Event, || host.show(event)) {
+            log_event(&panicked);
+            if let Err(again) = call_user(Callback::Event, || host.show(&panicked)) {
+                log_event(&again);
+            }
+        }
+    }
+
+    /// A transactional operation the core completed: answers its waiter.
+    pub fn transaction_done(&mut self, result: TransactionResult) {
+        if let Some(w) = self.txn_waiter.take() {
+            H::Replies::transaction(w, result.result);
+        }
+    }
+
+    /// Whether the core may be called: false after a panic in failing its records.
+    pub fn core_usable(&self) -> bool {
+        !self.core_broken
+    }
+
+    /// The core closed (or a panic stopped the loop): leaves the last words for the handles,
+    /// stops the queue (later sends are refused), fails every record the core never took
+    /// (closed, or with the panic: they surely never went out) and answers every waiting call.
+    pub fn shutdown(
+        &mut self,
+        core: &mut CoreOf<H>,
+        queue: &CommandQueue<Cmd<H>>,
+        last_words: &LastWords,
+    ) {
+        let (last, failure) = if self.core_broken {
+            (None, None)
+        } else {
+            contain(|| {
+                let failure = core.transactions().and_then(|t| t.failure());
+                (Some(core.metrics()), failure)
+            })
+            .unwrap_or((None, None))
+        };
+        last_words.set(last.clone(), failure.clone());
+        let stopped = failure.unwrap_or(TransactionError::Closed);
+        let queued = queue.stop();
+        // Senders waiting for space see the queue stopped and give up.
+        self.host.wake_senders();
+        let never_sent = match &self.panicked {
+            Some(message) => ProduceError::Panicked {
+                message: message.clone(),
+                possibly_persisted: false,
+            },
+            None => ProduceError::Closed,
+        };
+        if let Some(s) = self.stash.take() {
+            let d = Delivery::failed(s.opaque.opaque, never_sent.clone(), s.record);
+            self.hand_over(d);
+        }
+        let taken = std::mem::take(&mut self.taken);
+        for command in taken.into_iter().chain(queued) {
+            match command {
+                Command::Send { record, opaque, .. } => {
+                    self.hand_over(Delivery::failed(opaque, never_sent.clone(), record));
+                }
+                Command::Flush(done) | Command::Close(done) => H::Replies::done(done),
+                Command::Metrics(waiter) => {
+                    if let Some(m) = &last {
+                        H::Replies::metrics(waiter, m.clone());
+                    }
+                }
+                Command::Transaction(_, waiter) => {
+                    H::Replies::transaction(waiter, Err(stopped.clone()))
+                }
+            }
+        }
+        if let Some(w) = self.txn_waiter.take() {
+            H::Replies::transaction(w, Err(stopped));
+        }
+        answer::<H>(self.txn_flushes.drain(..));
+        answer::<H>(self.flushes.release_all());
+        answer::<H>(self.close_waiters.drain(..));
+    }
+}
+
+/// A driver's state, as the rule for a panic in the producer's own code needs it: the core,
+/// its command layer, and how the driver acts on the core's outputs.
+pub trait Driven {
+    /// Where the driver's reports and events go.
+    type Host: Host;
+
+    /// The core and the command layer.
+    fn parts(&mut self) -> (&mut CoreOf<Self::Host>, &mut DriverLoop<Self::Host>);
+
+    /// Acts on every output the core has (connections, writes, reports, events), then
+    /// [`DriverLoop::settle`]s.
+    fn act_on_outputs(&mut self);
+}
+
+/// Runs one step of a driver's loop inside [`contain`]. A panic in it (the producer's own
+/// code: the core's or the driver's) fails every record the core holds with the panic's
+/// message and closes the core; if that panics too, the core is not touched again. Returns
+/// `None` after a panic: the loop stops, then calls [`DriverLoop::shutdown`].
+pub fn step<D: Driven, R>(driver: &mut D, f: impl FnOnce(&mut D) -> R) -> Option<R> {
+    let message = match contain(|| f(driver)) {
+        Ok(r) => return Some(r),
+        Err(message) => message,
+    };
+    tracing::error!(
+        %message,
+        "the producer panicked in its own code; every record fails"
+    );
+    let layer = driver.parts().1;
+    layer.panicked = Some(message.clone());
+    let injected = layer.injected;
+    let closed = contain(|| {
+        injected.before_recovery();
+        driver.parts().0.fail_after_panic(message);
+        driver.act_on_outputs();
+        driver.parts().0.is_closed()
+    });
+    if closed != Ok(true) {
+        tracing::error!(
+            "failing the records after the panic failed too; the records the core held get no \
+             report"
+        );
+        driver.parts().1.core_broken = true;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+    use std::time::Duration;
+
+    use producer_core::Config;
+
+    use super::*;
+
+    /// `sync_channel(1)`, as the threaded mio producer answers.
+    struct Blocking;
+
+    impl Channel for Blocking {
+        type Sender<V> = SyncSender<V>;
+
+        fn send<V>(sender: SyncSender<V>, value: V) {
+            let _ = sender.try_send(value);
+        }
+    }
+
+    /// Keeps every report and event it is handed.
+    #[derive(Default)]
+    struct Recorder {
+        reports: Vec<Delivery<u32>>,
+        events: Vec<Event>,
+    }
+
+    impl Host for Recorder {
+        type Replies = Answered<u32, Blocking>;
+
+        fn deliver(&mut self, delivery: Delivery<u32>) {
+            self.reports.push(delivery);
+        }
+
+        fn show(&mut self, event: &Event) {
+            self.events.push(event.clone());
+        }
+    }
+
+    fn channel<V>() -> (SyncSender<V>, Receiver<V>) {
+        sync_channel(1)
+    }
+
+    /// Without a broker and without a runtime: a record the core refuses is reported failed at
+    /// once with the record; a flush waits for the record sent before it; metrics and a
+    /// refused transactional call are answered at once; once the core fails the record (its
+    /// delivery timeout) the flush is answered, and the close once the core is closed; the
+    /// commands queued after the loop stopped are answered too.
+    #[test]
+    fn every_command_is_applied_and_every_waiting_call_answered() {
+        let config = Config::builder([("127.0.0.1", 9)])
+            .max_request_size(1024)
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let mut core = Producer::new(config, t0);
+        let queue = CommandQueue::new(64, 1 << 20);
+        let mut layer = DriverLoop::new(Recorder::default(), InjectedPanics::default());
+        let send = |record: Record, opaque: u32| Command::Send {
+            bytes: DriverLoop::<Recorder>::charge(&record),
+            record,
+            opaque,
+        };
+        let (flushed, flush_rx) = channel();
+        let (metrics, metrics_rx) = channel();
+        let (init, init_rx) = channel();
+        let (closed, close_rx) = channel();
+        for command in [
+            send(Record::new("t", "v"), 1),
+            send(Record::new("t", vec![0u8; 4096]), 2),
+            Command::Flush(flushed),
+            Command::Metrics(metrics),
+            Command::Transaction(TransactionCall::Init, init),
+            Command::Close(closed),
+        ] {
+            let bytes = command.bytes();
+            queue.push(command, bytes, false, |c| c).ok().unwrap();
+        }
+        let intake = Intake {
+            per_call: 16,
+            release_every: 4,
+        };
+        assert!(!layer.take_commands(&mut core, &queue, intake, || t0));
+
+        let reports = &layer.host().reports;
+        assert_eq!(reports.len(), 1, "only the refused record is reported yet");
+        let failure = reports[0].result.as_ref().unwrap_err();
+        assert_eq!(reports[0].opaque, 2);
+        let ProduceError::Refused(reason) = &failure.error else {
+            panic!("refused at send, got {:?}", failure.error)
+        };
+        assert!(matches!(**reason, SendErrorReason::RecordTooLarge { .. }));
+        assert_eq!(failure.record.value.as_ref().map(|v| v.len()), Some(4096));
+        assert!(flush_rx.try_recv().is_err(), "record 1 has no report yet");
+        assert_eq!(metrics_rx.try_recv().unwrap().buffered_records, 1);
+        assert_eq!(
+            init_rx.try_recv().unwrap(),
+            Err(TransactionError::NotTransactional)
+        );
+
+        // No broker: the core fails record 1 once its delivery timeout passes, then closes.
+        let mut t = t0;
+        while !core.is_closed() {
+            t += Duration::from_secs(1);
+            assert!(t < t0 + Duration::from_secs(600), "the core never closed");
+            if core.poll_timeout().is_some_and(|d| d <= t) {
+                core.handle_timeout(t);
+            }
+            layer.drain(&mut core, |_, _| {});
+            let _ = layer.settle(&core, &queue);
+        }
+        let reports = &layer.host().reports;
+        assert_eq!(reports.len(), 2);
+        assert_eq!(reports[1].opaque, 1);
+        assert!(reports[1].result.is_err(), "nothing can be delivered");
+        assert_eq!(flush_rx.try_recv(), Ok(()), "the flush is done");
+
+        let (late_flush, late_rx) = channel();
+        queue.push_control(Command::Flush(late_flush)).ok().unwrap();
+        queue
+            .push(send(Record::new("t", "late"), 3), 0, false, |c| c)
+            .ok()
+            .unwrap();
+        let words = LastWords::default();
+        layer.shutdown(&mut core, &queue, &words);
+        assert_eq!(close_rx.try_recv(), Ok(()), "the close is answered");
+        assert_eq!(
+            late_rx.try_recv(),
+            Ok(()),
+            "a flush queued after the end too"
+        );
+        let last = layer.host().reports.last().unwrap();
+        assert_eq!(last.opaque, 3);
+        assert!(matches!(
+            last.result.as_ref().unwrap_err().error,
+            ProduceError::Closed
+        ));
+        // The core's last metrics count the record it took and failed (not the one it
+        // refused at `send`, nor the one it never saw).
+        assert_eq!(words.metrics().unwrap().counters.records_failed, 1);
+        assert_eq!(words.transaction_error(), TransactionError::Closed);
+    }
+}
