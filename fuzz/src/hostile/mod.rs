@@ -353,7 +353,7 @@ fn execute(s: Settings, config: Config, ops: &[u8], vals: &[u8]) {
     trace!("settings {:?}", run.s);
     if run.s.mode == Mode::Transactional {
         run.rates.call(t0);
-        let r = run.producer.init_transactions(t0);
+        let r = run.producer.transactions().map(|mut t| t.init(t0));
         trace!("init_transactions: {r:?}");
     }
     run.pump();
@@ -494,7 +494,8 @@ impl Run<'_> {
         if self.s.mode == Mode::Transactional
             && self.producer.transaction_state() == TransactionState::Ready
         {
-            let r = self.producer.begin_transaction(self.now);
+            let now = self.now;
+            let r = self.producer.transactions().map(|mut t| t.begin(now));
             trace!("begin_transaction: {r:?}");
         }
         let topic = ["t0", "t1", "t2", "t0"][usize::from(arg >> 2) & 3];
@@ -542,11 +543,14 @@ impl Run<'_> {
             return;
         }
         let now = self.now;
+        let Some(mut txn) = self.producer.transactions() else {
+            return;
+        };
         let r = match arg % 5 {
-            0 => self.producer.begin_transaction(now),
-            1 | 4 => self.producer.commit_transaction(now),
-            2 => self.producer.abort_transaction(now),
-            _ => self.producer.send_offsets_to_transaction(
+            0 => txn.begin(now),
+            1 | 4 => txn.commit(now),
+            2 => txn.abort(now),
+            _ => txn.send_offsets(
                 now,
                 vec![OffsetToCommit::new("t0", 0, 42)],
                 ConsumerGroupMetadata::new("group"),
