@@ -1,6 +1,6 @@
 //! One running producer of either threaded driver behind one synchronous API, for the tests
 //! the drivers share: each such test is written once, as a function of the [`Driver`], and
-//! each driver's crate runs it (see [`crate::driver_suite`]). Beside [`crate::drive`], the
+//! each driver's crate runs it (see [`mod@crate::driver_suite`]). Beside [`crate::drive`], the
 //! only place of the test suites that calls the drivers' APIs.
 //!
 //! Reports come through the drivers' callbacks (the tokio driver's detached records, or with
