@@ -255,24 +255,49 @@ pub fn read_back_each(
     }
     assign_from_start(&c, topics);
     let deadline = Instant::now() + timeout;
-    while !todo.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "read back timed out; partitions not at their end: {todo:?}"
-        );
-        match c.poll(left.min(Duration::from_millis(100))) {
-            Some(Ok(m)) => {
-                let key = (m.topic().to_owned(), m.partition());
-                if todo.get(&key).is_some_and(|&hi| m.offset() + 1 >= hi) {
-                    todo.remove(&key);
+    // (topic, partition) -> the offset after the last record read.
+    let mut reached: HashMap<(String, i32), i64> = HashMap::new();
+    loop {
+        while !todo.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "read back timed out; partitions not at their end: {todo:?}"
+            );
+            match c.poll(left.min(Duration::from_millis(100))) {
+                Some(Ok(m)) => {
+                    let key = (m.topic().to_owned(), m.partition());
+                    reached.insert(key.clone(), m.offset() + 1);
+                    if todo.get(&key).is_some_and(|&hi| m.offset() + 1 >= hi) {
+                        todo.remove(&key);
+                    }
+                    f(to_consumed(&m));
                 }
-                f(to_consumed(&m));
+                Some(Err(e)) => {
+                    handle_error(e);
+                }
+                None => {}
             }
-            Some(Err(e)) => {
-                handle_error(e);
+        }
+        // A leader elected meanwhile may have answered a high watermark behind the old
+        // leader's until its followers caught up: read on while the watermark moved.
+        for &(t, n) in topics {
+            for p in 0..n {
+                if let Ok((lo, hi)) = c.fetch_watermarks(t, p, Duration::from_secs(10)) {
+                    if hi
+                        > reached
+                            .get(&(t.to_owned(), p))
+                            .copied()
+                            .unwrap_or(0)
+                            .max(lo)
+                    {
+                        todo.insert((t.to_owned(), p), hi);
+                    }
+                }
             }
-            None => {}
+        }
+        if todo.is_empty() {
+            return;
         }
     }
 }
