@@ -587,12 +587,19 @@ impl<T> Producer<T> {
         txn.state = TransactionState::AbortableError;
         txn.to_add.clear();
         txn.abortable = Some(error.clone());
+        let closing = txn.close_deadline.is_some();
         if matches!(
             txn.pending,
             Some(TransactionOperation::Commit | TransactionOperation::SendOffsets)
         ) {
             txn.offsets = None;
             self.complete_operation(Err(error));
+        }
+        // A close under way aborts a transaction that can no longer commit, as it aborts one
+        // it finds open (see `txn_close`): the close's bound then covers the abort (a close
+        // that found a commit under way waited for ever once that commit failed).
+        if closing {
+            self.begin_txn_abort();
         }
     }
 
