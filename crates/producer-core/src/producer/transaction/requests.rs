@@ -287,17 +287,21 @@ impl<T> Producer<T> {
     /// Applies an error `code` of `api`'s answer by its class; `find_again` is what a
     /// coordinator error means for this request (the group's coordinator for offsets).
     pub(super) fn txn_error(&mut self, api: &str, code: ErrorCode, message: Option<String>) {
-        let aborting = self
-            .txn
-            .as_ref()
-            .is_some_and(|t| t.state == TransactionState::Aborting);
+        // Only an open transaction (or one committing) can become abortable.
+        let open = self.txn.as_ref().is_some_and(|t| {
+            matches!(
+                t.state,
+                TransactionState::InTransaction | TransactionState::Committing
+            )
+        });
         match class(code) {
             Class::FindAgain => self.txn_retry_later(true),
             Class::Retry => self.txn_retry_later(false),
-            // An abort cannot become more abortable: the request is asked again after a
-            // backoff (without it, the same request went again at once, for as long as the
-            // coordinator answered so, and the abort never completed).
-            Class::Abortable if aborting => self.txn_retry_later(false),
+            // An abort cannot become more abortable, nor can an init or a transaction already
+            // abortable: the request is asked again after a backoff (without it, the same
+            // request went again at once, for as long as the coordinator answered so: an
+            // abort that never completed, a FindCoordinator storm during init).
+            Class::Abortable if !open => self.txn_retry_later(false),
             Class::Abortable => self.txn_becomes_abortable(TransactionError::Abortable {
                 code,
                 message: Some(message.unwrap_or_else(|| api.to_owned())),
