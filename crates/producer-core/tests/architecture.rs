@@ -26,6 +26,27 @@ fn non_test_source(path: &Path) -> String {
     }
 }
 
+/// [`non_test_source`] without its `//` comments (doc comments included).
+fn code_without_comments(path: &Path) -> String {
+    non_test_source(path)
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `src` directory of every crate of the workspace.
+fn crate_source_dirs() -> Vec<PathBuf> {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(&crates)
+        .unwrap()
+        .map(|entry| entry.unwrap().path().join("src"))
+        .filter(|src| src.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -234,11 +255,7 @@ fn the_drivers_use_only_the_cores_root_and_metrics() {
     let mut found = Vec::new();
     for driver in ["producer-driver", "producer-mio", "producer-tokio"] {
         for file in sources(&crates.join(driver).join("src")) {
-            let code: String = non_test_source(&file)
-                .lines()
-                .map(|l| l.split("//").next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n");
+            let code = code_without_comments(&file);
             for (i, _) in code.match_indices("producer_core::") {
                 let rest = &code[i + "producer_core::".len()..];
                 // The first segment of each path: one name, or each item of a `{...}` list.
@@ -338,14 +355,9 @@ fn reexported_names(src: &Path) -> Vec<String> {
 /// another crate.
 #[test]
 fn public_type_names_are_unique_within_a_crate() {
-    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut clashes = Vec::new();
     let mut checked = 0;
-    for entry in fs::read_dir(&crates).unwrap() {
-        let src = entry.unwrap().path().join("src");
-        if !src.is_dir() {
-            continue;
-        }
+    for src in crate_source_dirs() {
         checked += 1;
         let names = public_type_names(&src);
         for (i, (name, file)) in names.iter().enumerate() {
@@ -390,15 +402,6 @@ mod imports {
             parts.pop();
         }
         parts
-    }
-
-    /// Code without comments and without its `#[cfg(test)] mod tests`.
-    fn code(file: &Path) -> String {
-        let text = super::non_test_source(file);
-        text.lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n")
     }
 
     /// Every `crate::a::b` / `super::a` / `self::a` path in the code, braces of `use` lists
@@ -526,7 +529,7 @@ mod imports {
             for f in &files {
                 let module = module_of(src, f);
                 let is_mod = f.ends_with("mod.rs") || f.ends_with("lib.rs");
-                let text = code(f);
+                let text = super::code_without_comments(f);
                 for stmt in text.split(';') {
                     let stmt = stmt.trim();
                     if !stmt.starts_with("pub") {
@@ -585,7 +588,7 @@ mod imports {
                 let module = module_of(src, f);
                 let is_mod = f.ends_with("mod.rs") || f.ends_with("lib.rs");
                 let set = edges.entry(f.clone()).or_default();
-                for p in paths(&code(f), &module, is_mod) {
+                for p in paths(&super::code_without_comments(f), &module, is_mod) {
                     let Some(to) = resolve(&p) else { continue };
                     let to_module = module_of(src, &to);
                     // A module using its own ancestors' items (its parent's `Producer`) is the
@@ -653,11 +656,7 @@ fn no_file_imports_one_that_imports_it_back() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut all = Vec::new();
     let mut checked = 0;
-    for entry in fs::read_dir(&crates).unwrap() {
-        let src = entry.unwrap().path().join("src");
-        if !src.is_dir() {
-            continue;
-        }
+    for src in crate_source_dirs() {
         checked += 1;
         for circle in imports::Graph::of_crate(&src).circles() {
             let names: Vec<String> = circle
