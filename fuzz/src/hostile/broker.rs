@@ -191,8 +191,13 @@ pub(crate) struct Broker {
     offsets: HashMap<(String, i32), i64>,
     epoch: i16,
     leader_epoch: i32,
-    /// Every topic id an answer named, with its name.
-    topic_ids: HashMap<[u8; 16], String>,
+    /// Every topic id an answer named, with every name an answer gave it (a hostile answer may
+    /// give one id to two topics; the producer keeps the first it took, which depends on which
+    /// of its checks each entry passed, so the broker does not guess which).
+    topic_ids: HashMap<[u8; 16], Vec<String>>,
+    /// The topic each record was sent to, by its opaque id: how a Produce request naming topics
+    /// by id (v13+) is read, when the id was given to more than one name.
+    record_topics: HashMap<u64, String>,
     /// Per topic, the largest n of an answer that listed its partitions as exactly 0..n-1.
     pub(crate) listed: HashMap<String, i32>,
     /// Requests decoded, by API key.
@@ -205,7 +210,7 @@ impl Broker {
     pub(crate) fn new(tv2: bool, mechanism: Option<&'static str>) -> Self {
         let mut topic_ids = HashMap::new();
         for (name, _, id) in TOPICS {
-            topic_ids.insert(id.to_be_bytes(), name.to_string());
+            topic_ids.insert(id.to_be_bytes(), vec![name.to_string()]);
         }
         Broker {
             policies: Policies::default(),
@@ -215,9 +220,32 @@ impl Broker {
             epoch: -1,
             leader_epoch: 0,
             topic_ids,
+            record_topics: HashMap::new(),
             listed: HashMap::new(),
             requests: HashMap::new(),
             renumbered: 0,
+        }
+    }
+
+    /// The producer accepted record `id` for `topic`: call for each record `send` accepted.
+    pub(crate) fn note_record(&mut self, id: u64, topic: &str) {
+        self.record_topics.insert(id, topic.to_string());
+    }
+
+    /// The topic a Produce request (v13+) names by `id`, for a batch carrying the records `ids`:
+    /// the records' topic when some answer gave `id` to it, else a label no answer listed (the
+    /// producer sent records under an id never given to their topic: `unlisted-partition`).
+    /// A batch with no records reads as the first name given to `id`.
+    fn name_of_id(&self, id: [u8; 16], ids: &[u64]) -> String {
+        let names = self.topic_ids.get(&id).map(Vec::as_slice).unwrap_or(&[]);
+        let uuid = uuid::Uuid::from_bytes(id);
+        match ids.first().and_then(|r| self.record_topics.get(r)) {
+            Some(topic) if names.contains(topic) => topic.clone(),
+            Some(topic) => format!("<id {uuid}, given to {names:?}, carrying records of {topic}>"),
+            None => names
+                .first()
+                .cloned()
+                .unwrap_or_else(|| format!("<id {uuid}>")),
         }
     }
 
@@ -500,7 +528,7 @@ impl Broker {
                         .name
                         .as_ref()
                         .map(|n| n.0.to_string())
-                        .or_else(|| self.topic_ids.get(&id).cloned());
+                        .or_else(|| self.topic_ids.get(&id).and_then(|n| n.first()).cloned());
                     (name, id)
                 })
                 .collect(),
@@ -539,8 +567,9 @@ impl Broker {
             };
             if version >= 10 {
                 t.topic_id = uuid::Uuid::from_bytes(id);
-                if !name_out.is_empty() {
-                    self.topic_ids.insert(id, name_out.clone());
+                let names = self.topic_ids.entry(id).or_default();
+                if !name_out.is_empty() && !names.contains(&name_out) {
+                    names.push(name_out.clone());
                 }
             }
             let leaders: &[i32] = known.map_or(&[], |(_, l, _)| l);
@@ -595,22 +624,18 @@ impl Broker {
         // Each batch's topic as the request names it (its id from v13, else its name).
         let mut batch_topics: Vec<Vec<u8>> = Vec::new();
         for t in &req.topic_data {
-            let topic = if version >= 13 {
-                let id = *t.topic_id.as_bytes();
-                self.topic_ids
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or_else(|| format!("<id {}>", t.topic_id))
-            } else {
-                t.name.0.to_string()
-            };
             for p in &t.partition_data {
                 let ids = match &p.records {
                     Some(records) => record_ids(records)?,
                     None => Vec::new(),
                 };
+                let topic = if version >= 13 {
+                    self.name_of_id(*t.topic_id.as_bytes(), &ids)
+                } else {
+                    t.name.0.to_string()
+                };
                 batches.push(SentBatch {
-                    topic: topic.clone(),
+                    topic,
                     partition: p.index,
                     ids,
                 });

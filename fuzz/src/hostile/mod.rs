@@ -523,6 +523,7 @@ impl Run<'_> {
                 Ok(()) => {
                     trace!("send {id} to {topic} {explicit:?}: accepted");
                     self.ledger.accept(id, &copy);
+                    self.broker.note_record(id, &copy.topic);
                 }
                 Err(e) => {
                     trace!("send {id} to {topic} {explicit:?}: {}", e.reason);
