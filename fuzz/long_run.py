@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=7200)
     ap.add_argument("--max-findings", type=int, default=20)
     ap.add_argument("seeds", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
 
     corpus = os.path.join(a.out, "corpus")
     findings = os.path.join(a.out, "findings") + "/"

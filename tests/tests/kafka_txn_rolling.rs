@@ -151,6 +151,30 @@ fn call_until_done(
     )))
 }
 
+/// Records the producer has put in Produce requests so far (each attempt counts).
+fn records_sent<T: Send + 'static>(producer: &ThreadedProducer<T>) -> u64 {
+    producer.metrics().map_or(0, |m| m.counters.records_sent)
+}
+
+/// Waits until the producer has put `target` records in Produce requests in all, polling its
+/// metrics, for at most `within`. Whether they went.
+fn records_on_the_wire<T: Send + 'static>(
+    producer: &ThreadedProducer<T>,
+    target: u64,
+    within: Duration,
+) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if records_sent(producer) >= target {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Our transactional loop, through producer-mio's ThreadedProducer. Returns each
 /// transaction's outcome, and how many times the producer was started.
 fn our_loop(
@@ -197,10 +221,12 @@ fn our_loop(
     let paced_from = Instant::now();
     let mut sent = 0u64;
     let mut outcomes = Vec::with_capacity(spec.transactions);
+    let mut aborted_on_the_wire = 0usize;
     for t in 0..spec.transactions {
         producer
             .begin_transaction()
             .map_err(|e| Stuck(format!("begin {t}: {e}")))?;
+        let sent_before = records_sent(&producer);
         for i in 0..spec.records {
             if spec.rate > 0 {
                 // Open loop: record n is due at n / rate.
@@ -224,6 +250,12 @@ fn our_loop(
             }
         }
         let mut outcome = if spec.aborts_on_purpose(t) {
+            // Abort once the records are on the wire (some written, some maybe in flight), so
+            // the abort ends a transaction the brokers hold records of and read_committed must
+            // hide them; a broker down may keep them back, and then they are aborted unsent.
+            if records_on_the_wire(&producer, sent_before + spec.records as u64, spec.max_block) {
+                aborted_on_the_wire += 1;
+            }
             Outcome::Aborted
         } else {
             match call_until_done(calls, TransactionOperation::Commit, max_repeats, || {
@@ -316,6 +348,18 @@ fn our_loop(
         }
     }
     producer.close();
+    let on_purpose = (0..spec.transactions)
+        .filter(|&t| spec.aborts_on_purpose(t))
+        .count();
+    println!(
+        "producer-mio: {aborted_on_the_wire} of the {on_purpose} transactions aborted on purpose \
+         had their records on the wire first"
+    );
+    // Else the read-back's "none of an aborted one" would hold of records never sent.
+    assert!(
+        on_purpose == 0 || aborted_on_the_wire > 0,
+        "no transaction aborted on purpose had its records on the wire"
+    );
     Ok((outcomes, starts))
 }
 

@@ -15,8 +15,13 @@
 //
 //   CALL OPERATION MILLIS ok|timeout|error:CLASS
 //   TXN T Committed|Aborted|Failed|InDoubt
+//   ONWIRE N   (transactions aborted on purpose with their records on the wire first)
 //   DONE STARTS
+//
+// A transaction aborted on purpose is aborted once its records are on the wire (the metric
+// record-send-total has grown by RECORDS), or after MAX_BLOCK_MS, as the Rust loop does.
 
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicLong;
@@ -25,6 +30,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.OutOfOrderSequenceException;
 import org.apache.kafka.common.errors.ProducerFencedException;
@@ -59,6 +66,30 @@ public final class TxnLoop {
                 throw e;
             }
         }
+    }
+
+    /** Records the producer has put in Produce requests so far (record-send-total). */
+    private static double recordsSent(KafkaProducer<?, ?> producer) {
+        for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+            MetricName n = e.getKey();
+            if (n.name().equals("record-send-total") && n.group().equals("producer-metrics")) {
+                return ((Number) e.getValue().metricValue()).doubleValue();
+            }
+        }
+        return 0;
+    }
+
+    /** Waits until record-send-total reaches target, for at most maxBlockMs; whether it did. */
+    private static boolean onTheWire(KafkaProducer<?, ?> producer, double target, long maxBlockMs)
+            throws InterruptedException {
+        long until = System.nanoTime() + maxBlockMs * 1_000_000L;
+        while (recordsSent(producer) < target) {
+            if (System.nanoTime() >= until) {
+                return false;
+            }
+            Thread.sleep(2);
+        }
+        return true;
     }
 
     private static long millis(long start) {
@@ -103,8 +134,11 @@ public final class TxnLoop {
         int starts = 1;
         long pacedFrom = System.nanoTime();
         long sent = 0;
+        long maxBlockMs = Long.parseLong(a[7]);
+        int abortedOnTheWire = 0;
         for (int t = 0; t < transactions; t++) {
             producer.beginTransaction();
+            double sentBefore = recordsSent(producer);
             for (int i = 0; i < records; i++) {
                 if (rate > 0) {
                     long due = pacedFrom + sent * 1_000_000_000L / rate;
@@ -126,6 +160,9 @@ public final class TxnLoop {
             final KafkaProducer<byte[], byte[]> pr = producer;
             boolean abort = t % abortEvery == abortEvery - 1;
             if (abort) {
+                if (onTheWire(producer, sentBefore + records, maxBlockMs)) {
+                    abortedOnTheWire++;
+                }
                 outcome = "Aborted";
             } else {
                 try {
@@ -153,6 +190,7 @@ public final class TxnLoop {
             }
         }
         producer.close();
+        line("ONWIRE " + abortedOnTheWire);
         line("DONE " + starts);
     }
 }

@@ -545,6 +545,10 @@ pub fn run_java_loop(spec: &JavaLoop, calls: &Calls) -> Result<(Vec<Outcome>, us
                 outcomes.push(o);
             }
             ["DONE", n] => starts = n.parse().ok(),
+            ["ONWIRE", n] => println!(
+                "java: {n} of the transactions aborted on purpose had their records on the wire \
+                 first"
+            ),
             _ => {}
         }
     }
