@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use producer_core::{Config, Event, MetricsSnapshot, Record, TransactionError};
 use producer_driver::panic::InjectedPanics;
+use producer_driver::tls::TlsSetupError;
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 
@@ -65,6 +66,34 @@ pub struct Reported {
     pub record: Option<Record>,
 }
 
+/// Why [`Running::try_start`] could not start the producer: the driver's `StartError`, with
+/// the variant both drivers share as a variant here.
+#[derive(Debug)]
+pub enum StartFailed {
+    /// The TLS settings cannot be used (`StartError::Tls` of either driver).
+    Tls(TlsSetupError),
+    /// Any other reason, as the driver words it.
+    Other(String),
+}
+
+impl From<producer_tokio::StartError> for StartFailed {
+    fn from(e: producer_tokio::StartError) -> Self {
+        match e {
+            producer_tokio::StartError::Tls(e) => StartFailed::Tls(e),
+            other => StartFailed::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<producer_mio::StartError> for StartFailed {
+    fn from(e: producer_mio::StartError) -> Self {
+        match e {
+            producer_mio::StartError::Tls(e) => StartFailed::Tls(e),
+            other => StartFailed::Other(other.to_string()),
+        }
+    }
+}
+
 /// [`Running::send`] refused the record: the producer is closed (or mio's queue full).
 #[derive(Debug)]
 pub struct Refused(pub Record);
@@ -96,8 +125,16 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts a producer of `driver` (tokio, or mio's threaded producer).
+    /// Starts a producer of `driver` (tokio, or mio's threaded producer); panics if it cannot
+    /// start.
     pub fn start(driver: Driver, options: Options) -> Running {
+        Running::try_start(driver, options)
+            .unwrap_or_else(|e| panic!("start the {driver:?} producer: {e:?}"))
+    }
+
+    /// Starts a producer of `driver` (tokio, or mio's threaded producer), or says why the
+    /// driver refused to start.
+    pub fn try_start(driver: Driver, options: Options) -> Result<Running, StartFailed> {
         let (report_tx, reports) = mpsc::channel::<Reported>();
         let (event_tx, events) = mpsc::channel::<Event>();
         let Options {
@@ -139,13 +176,18 @@ impl Running {
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || {
                         let tokens = tokens.clone();
-                        // Called inside the provider's task: a panic is the provider's.
-                        async move { tokens() }
+                        // Called inside the provider's task: a panic is the provider's. Pending
+                        // once first, as an identity provider that takes a while: the
+                        // producer's task must not wait on it.
+                        async move {
+                            tokio::task::yield_now().await;
+                            tokens()
+                        }
                     });
                 }
                 let handle = {
                     let _entered = rt.enter();
-                    builder.start().expect("start the tokio producer")
+                    builder.start()?
                 };
                 Inner::Tokio {
                     rt,
@@ -162,24 +204,22 @@ impl Running {
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
                 }
-                let producer = builder
-                    .spawn(move |d| {
-                        let (id, result, record) = core_report(d);
-                        let _ = report_tx.send(Reported { id, result, record });
-                        if let Some(hook) = &on_report {
-                            hook(&id);
-                        }
-                    })
-                    .expect("start the mio producer");
+                let producer = builder.spawn(move |d| {
+                    let (id, result, record) = core_report(d);
+                    let _ = report_tx.send(Reported { id, result, record });
+                    if let Some(hook) = &on_report {
+                        hook(&id);
+                    }
+                })?;
                 Inner::Mio(producer)
             }
             Driver::MioEmbedded => panic!("the embedded mio driver has no handle to share"),
         };
-        Running {
+        Ok(Running {
             inner,
             reports,
             events,
-        }
+        })
     }
 
     /// Queues `record` with `id` (tokio: waiting for room; mio: refused when the queue is

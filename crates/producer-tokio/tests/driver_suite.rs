@@ -1,5 +1,6 @@
 //! The tests every threaded driver must pass (`producer_tests::driver_suite`), run against
 //! this driver: panics contained, the command queue's bytes counted against
-//! `buffer.memory`, and the metrics snapshot.
+//! `buffer.memory`, the metrics snapshot, TLS (delivery, mTLS, every certificate failure, typed
+//! start errors) and the OAUTHBEARER token provider.
 
 producer_tests::every_driver_test!(producer_tests::drive::Driver::Tokio);

@@ -15,9 +15,10 @@ use producer_core::{
 };
 use producer_driver::panic::InjectedPanics;
 
+use super::reports_of;
 use crate::drive::{Driver, Failure};
 use crate::oauth_broker::OAuthBroker;
-use crate::running::{Options, Reported, Running, TryRefused, HANG_GUARD};
+use crate::running::{Options, Reported, Running, TryRefused};
 use crate::MockKafka;
 
 const TOPIC: &str = "panics";
@@ -35,26 +36,6 @@ fn assert_handed_back(back: Option<Record>, id: u64) {
     let mut back = back.unwrap_or_else(|| panic!("record {id} not handed back"));
     back.timestamp = None;
     assert_eq!(back, record(id), "record {id} handed back");
-}
-
-/// Waits for the reports of `ids` (each once; a second report for one fails the test).
-fn reports_of(p: &Running, ids: impl IntoIterator<Item = u64>) -> HashMap<u64, Reported> {
-    let mut want: Vec<u64> = ids.into_iter().collect();
-    want.sort_unstable();
-    let mut got = HashMap::new();
-    while got.len() < want.len() {
-        let r = p
-            .next_report(HANG_GUARD)
-            .expect("a report for every record");
-        assert!(
-            want.binary_search(&r.id).is_ok(),
-            "unexpected report {}",
-            r.id
-        );
-        let id = r.id;
-        assert!(got.insert(id, r).is_none(), "two reports for record {id}");
-    }
-    got
 }
 
 /// The panics named by events, as `(callback, message)`.
@@ -138,7 +119,8 @@ pub fn a_panicking_event_callback_is_contained(driver: Driver) {
 }
 
 /// A token provider that panics: the connections waiting for its token fail their records
-/// (the token is unavailable), the panic is named by an event, and the producer closes.
+/// (the token is unavailable, the reason naming the panic), the panic is named by an event,
+/// and the producer closes.
 pub fn a_panicking_token_provider_is_named_by_an_event(driver: Driver) {
     let broker = OAuthBroker::start().expect("broker");
     let config = Config::builder(broker.bootstrap())
@@ -158,7 +140,10 @@ pub fn a_panicking_token_provider_is_named_by_an_event(driver: Driver) {
             Err(Failure::Produce(ProduceError::Authentication {
                 error: AuthError::TokenUnavailable(reason),
                 ..
-            })) => assert!(reason.contains("token provider bug"), "{reason}"),
+            })) => assert!(
+                reason.contains("panicked") && reason.contains("token provider bug"),
+                "{reason}"
+            ),
             other => panic!("expected no token, got {other:?}"),
         }
     }
