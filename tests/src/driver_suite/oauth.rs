@@ -11,24 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use producer_core::{
-    AuthError, Config, ErrorCode, OAuthToken, ProduceError, Record, SaslConfig, SecurityProtocol,
+    AuthError, Config, ErrorCode, OAuthToken, ProduceError, SaslConfig, SecurityProtocol,
 };
 
 use super::{assert_sent_record_back, send_and_report};
 use crate::drive::{Driver, Failure, TokenSource};
 use crate::oauth_broker::{OAuthBroker, REJECTED, REJECTION_MESSAGE};
 use crate::running::{Options, Running};
+use crate::workload::{workload, Keys};
 
 const TOPIC: &str = "oauth";
-
-fn record(id: u64) -> Record {
-    let r = Record::new(TOPIC, format!("value-{id}")).with_header("h", Some("x".into()));
-    if id % 2 == 0 {
-        r.with_key(format!("key-{id}"))
-    } else {
-        r
-    }
-}
 
 /// Sends `n` records to `broker` with `tokens` as the driver's token provider (tokio: a
 /// delivery future per record) and returns each one's error, checking the record came back
@@ -49,7 +41,7 @@ fn failures(
     options.tokens = tokens;
     options.futures = true;
     let p = Running::start(driver, options);
-    let sent: Vec<Record> = (0..n).map(record).collect();
+    let sent = workload(n as usize, &[(TOPIC, 1)], Keys::Mixed, 20);
     let mut reports = send_and_report(&p, &sent);
     p.close();
     (0..n)

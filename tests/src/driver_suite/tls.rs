@@ -6,6 +6,7 @@
 //! timeout (120 s: a record failing by timeout would carry `DeliveryTimeout`, not the TLS
 //! error). Unusable TLS files are typed start errors.
 
+use std::path::Path;
 use std::time::Duration;
 
 use producer_core::{AuthError, Config, ProduceError, Record, SecurityProtocol, TlsConfig};
@@ -96,6 +97,27 @@ fn expect_tls_failures(driver: Driver, config: Config, n: usize) -> String {
     reasons.swap_remove(0)
 }
 
+/// Brokers presenting `cert` (and requiring a client certificate, with `client_auth`) to a
+/// client that trusts the CA file `trusted` picks from the test's PKI and has no certificate of
+/// its own: 50 records, each of which must fail with the TLS error and come back. Returns the
+/// first record's reason.
+fn handshake_failure(
+    driver: Driver,
+    cert: BrokerCert,
+    client_auth: bool,
+    trusted: fn(&TestPki) -> &Path,
+) -> String {
+    let pki = TestPki::new();
+    let cluster = tls_cluster(&pki, cert, client_auth, "127.0.0.1");
+    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(trusted(&pki)));
+    expect_tls_failures(driver, config, 50)
+}
+
+/// The test CA, which signed the brokers' certificates.
+fn test_ca(pki: &TestPki) -> &Path {
+    &pki.ca
+}
+
 /// 3,000 records through TLS to every broker, in large batches (requests of several hundred
 /// KB, more than rustls buffers at once, so frames wait in the write queue while the socket
 /// drains): each delivered once, read back as sent; no handshake failed.
@@ -137,40 +159,28 @@ pub fn endpoint_identification_off_accepts_a_certificate_for_another_name(driver
 /// Brokers whose certificate another CA signed: every record fails with the TLS error
 /// (`UnknownIssuer`) and comes back.
 pub fn wrong_ca_fails_every_record_with_the_tls_error(driver: Driver) {
-    let pki = TestPki::new();
-    let cluster = tls_cluster(&pki, BrokerCert::Valid, false, "127.0.0.1");
-    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(&pki.other_ca));
-    let reason = expect_tls_failures(driver, config, 50);
+    let reason = handshake_failure(driver, BrokerCert::Valid, false, |pki| &pki.other_ca);
     assert!(reason.contains("UnknownIssuer"), "{reason}");
 }
 
 /// Brokers whose certificate names another host: every record fails with the TLS error and
 /// comes back.
 pub fn hostname_mismatch_fails_every_record_with_the_tls_error(driver: Driver) {
-    let pki = TestPki::new();
-    let cluster = tls_cluster(&pki, BrokerCert::OtherName, false, "127.0.0.1");
-    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(&pki.ca));
-    let reason = expect_tls_failures(driver, config, 50);
+    let reason = handshake_failure(driver, BrokerCert::OtherName, false, test_ca);
     assert!(reason.contains("not valid for name"), "{reason}");
 }
 
 /// Brokers whose certificate has expired: every record fails with the TLS error and comes
 /// back.
 pub fn expired_certificate_fails_every_record_with_the_tls_error(driver: Driver) {
-    let pki = TestPki::new();
-    let cluster = tls_cluster(&pki, BrokerCert::Expired, false, "127.0.0.1");
-    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(&pki.ca));
-    let reason = expect_tls_failures(driver, config, 50);
+    let reason = handshake_failure(driver, BrokerCert::Expired, false, test_ca);
     assert!(reason.contains("expired"), "{reason}");
 }
 
 /// Brokers that require a client certificate, and none configured: every record fails with
 /// the TLS error and comes back.
 pub fn missing_client_certificate_fails_every_record_with_the_tls_error(driver: Driver) {
-    let pki = TestPki::new();
-    let cluster = tls_cluster(&pki, BrokerCert::Valid, true, "127.0.0.1");
-    let config = ssl_config(cluster.bootstrap(), TlsConfig::with_ca(&pki.ca));
-    let reason = expect_tls_failures(driver, config, 50);
+    let reason = handshake_failure(driver, BrokerCert::Valid, true, test_ca);
     // The broker's alert, or (when its close overtakes the alert, our first bytes being unread
     // there) the end of the connection during the handshake's last flight, as each driver's
     // TLS stack words it (tokio-rustls: "tls handshake eof").
