@@ -76,12 +76,14 @@ mod threaded;
 mod tls;
 mod token;
 mod tokens;
+mod transactions;
 
 pub use driver::MioDriver;
 pub use error::StartError;
 pub use sink::{DeliveryQueue, DeliverySink};
 pub use threaded::{BatchClosed, ThreadedBuilder, ThreadedProducer, TrySendError};
 pub use tokens::TokenRange;
+pub use transactions::{MioTransactions, ThreadedTransactions};
 
 pub use producer_core::{
     Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,

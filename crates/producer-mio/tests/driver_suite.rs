@@ -1,5 +1,5 @@
 //! The tests every threaded driver must pass (`producer_tests::driver_suite`), run against
 //! this driver: panics contained, the command queue's bytes counted against
-//! `buffer.memory`, and the metrics snapshot.
+//! `buffer.memory`, the metrics snapshot, and the transactional handle.
 
 producer_tests::every_driver_test!(producer_tests::drive::Driver::MioThreaded);

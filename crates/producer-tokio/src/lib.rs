@@ -104,11 +104,13 @@ mod error;
 mod handle;
 mod shared;
 mod token;
+mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
 pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
+pub use transactions::Transactions;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,

@@ -15,6 +15,7 @@
 pub mod bounds;
 pub mod metrics;
 pub mod panics;
+pub mod transactions;
 
 /// Runs the shared driver tests named (`module::test`) against `$driver`, one `#[test]` each
 /// (named after the test), under the hang guard.
@@ -45,6 +46,7 @@ macro_rules! every_driver_test {
             panics::a_panic_in_a_transaction_fails_its_records_honestly,
             bounds::the_command_queue_counts_bytes_against_buffer_memory,
             metrics::the_metrics_count_the_run,
+            transactions::transactions_exist_only_with_a_transactional_id,
         );
     };
 }
