@@ -103,8 +103,10 @@ async fn main() -> ExitCode {
         }
     };
     let producer = ProducerHandle::start(config).expect("the producer");
-    if let Err(e) = producer.init_transactions().await {
-        eprintln!("init_transactions: {e}");
+    // Some: the config has a transactional.id.
+    let txn = producer.transactions().expect("a transactional producer");
+    if let Err(e) = txn.init().await {
+        eprintln!("init: {e}");
         return ExitCode::FAILURE;
     }
 
@@ -129,7 +131,7 @@ async fn main() -> ExitCode {
 
     let (mut transactions, mut written, mut eofs) = (0u64, 0u64, 0);
     while eofs < args.partitions {
-        producer.begin_transaction().await.unwrap();
+        txn.begin().await.unwrap();
         let mut next: HashMap<i32, i64> = HashMap::new();
         let mut deliveries = Vec::new();
         while deliveries.len() < args.per_transaction && eofs < args.partitions {
@@ -156,9 +158,9 @@ async fn main() -> ExitCode {
             .map(|(&p, &o)| OffsetToCommit::new(args.input.as_str(), p, o))
             .collect();
         let group = ConsumerGroupMetadata::new(args.group.as_str());
-        let mut outcome = producer.send_offsets_to_transaction(offsets, group).await;
+        let mut outcome = txn.send_offsets(offsets, group).await;
         if outcome.is_ok() {
-            outcome = producer.commit_transaction().await;
+            outcome = txn.commit().await;
         }
         match outcome {
             Ok(()) => {
@@ -169,7 +171,7 @@ async fn main() -> ExitCode {
                 }
             }
             Err(TransactionError::Abortable { .. } | TransactionError::TimedOut { .. }) => {
-                producer.abort_transaction().await.unwrap();
+                txn.abort().await.unwrap();
                 eprintln!("aborted a transaction; its input is read again on the next run");
                 break;
             }

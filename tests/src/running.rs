@@ -308,28 +308,14 @@ impl Running {
         }
     }
 
-    /// `init_transactions` (the config needs a `transactional.id`).
-    pub fn init_transactions(&self) -> Result<(), TransactionError> {
-        match &self.inner {
-            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.init_transactions()),
-            Inner::Mio(p) => p.init_transactions(),
-        }
-    }
-
-    /// `begin_transaction`.
-    pub fn begin_transaction(&self) -> Result<(), TransactionError> {
-        match &self.inner {
-            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.begin_transaction()),
-            Inner::Mio(p) => p.begin_transaction(),
-        }
-    }
-
-    /// `commit_transaction`.
-    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
-        match &self.inner {
-            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.commit_transaction()),
-            Inner::Mio(p) => p.commit_transaction(),
-        }
+    /// The driver's transactional API (`ProducerHandle::transactions`,
+    /// `ThreadedProducer::transactions`): `None` unless the config has a `transactional.id`.
+    pub fn transactions(&self) -> Option<RunningTransactions<'_>> {
+        let inner = match &self.inner {
+            Inner::Tokio { rt, handle, .. } => TxnInner::Tokio(rt, handle.transactions()?),
+            Inner::Mio(p) => TxnInner::Mio(p.transactions()?),
+        };
+        Some(RunningTransactions { inner })
     }
 
     /// The next report, waiting at most `limit` for it.
@@ -345,6 +331,54 @@ impl Running {
     /// The events that have come (without waiting).
     pub fn events(&self) -> Vec<Event> {
         self.events.try_iter().collect()
+    }
+}
+
+/// The transactional API of a [`Running`] producer ([`Running::transactions`]), each call
+/// waiting for its result.
+pub struct RunningTransactions<'a> {
+    inner: TxnInner<'a>,
+}
+
+enum TxnInner<'a> {
+    Tokio(
+        &'a tokio::runtime::Runtime,
+        producer_tokio::Transactions<'a>,
+    ),
+    Mio(producer_mio::ThreadedTransactions<'a, u64>),
+}
+
+impl RunningTransactions<'_> {
+    /// `init`.
+    pub fn init(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            TxnInner::Tokio(rt, t) => rt.block_on(t.init()),
+            TxnInner::Mio(t) => t.init(),
+        }
+    }
+
+    /// `begin`.
+    pub fn begin(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            TxnInner::Tokio(rt, t) => rt.block_on(t.begin()),
+            TxnInner::Mio(t) => t.begin(),
+        }
+    }
+
+    /// `commit`.
+    pub fn commit(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            TxnInner::Tokio(rt, t) => rt.block_on(t.commit()),
+            TxnInner::Mio(t) => t.commit(),
+        }
+    }
+
+    /// `abort`.
+    pub fn abort(&self) -> Result<(), TransactionError> {
+        match &self.inner {
+            TxnInner::Tokio(rt, t) => rt.block_on(t.abort()),
+            TxnInner::Mio(t) => t.abort(),
+        }
     }
 }
 

@@ -372,11 +372,16 @@ fn txn_config(kafka: &TxnCluster, id: &str, timeout: Duration) -> Config {
         .expect("transactional config")
 }
 
-/// Starts a producer-tokio producer with `transactional.id` `id` and runs init_transactions.
+/// Starts a producer-tokio producer with `transactional.id` `id` and runs its `init`.
 async fn tokio_txn_producer(config: Config) -> ProducerHandle {
     let p = ProducerHandle::start(config).expect("start the producer");
-    p.init_transactions().await.expect("init_transactions");
+    txn_of(&p).init().await.expect("init");
     p
+}
+
+/// The transactional API of a producer started with a `transactional.id`.
+fn txn_of(p: &ProducerHandle) -> producer_tokio::Transactions<'_> {
+    p.transactions().expect("a transactional.id")
 }
 
 fn out_record(topic: &str, r: &Consumed) -> Record {
@@ -523,8 +528,8 @@ fn ctp_100k_kill_and_restart_tokio(tv: i16) {
                 !recs.is_empty(),
                 "no input within {WAIT:?} ({done} of {N} done)"
             );
-            producer
-                .begin_transaction()
+            txn_of(&producer)
+                .begin()
                 .await
                 .map_err(|e| at("begin", txns, done, &e))?;
             let out: Vec<Record> = recs.iter().map(|r| out_record(&output, r)).collect();
@@ -572,15 +577,12 @@ fn ctp_100k_kill_and_restart_tokio(tv: i16) {
                 );
                 continue;
             }
-            producer
-                .send_offsets_to_transaction(
-                    offsets_of(&consumer),
-                    ConsumerGroupMetadata::new(&group),
-                )
+            txn_of(&producer)
+                .send_offsets(offsets_of(&consumer), ConsumerGroupMetadata::new(&group))
                 .await
                 .map_err(|e| at("send offsets", txns, done, &e))?;
-            producer
-                .commit_transaction()
+            txn_of(&producer)
+                .commit()
                 .await
                 .map_err(|e| at("commit", txns, done, &e))?;
             let futures = sent.into_iter().map(|(_, f)| f).collect();
@@ -681,7 +683,7 @@ fn coordinator_kill_tokio(tv: i16) {
         };
         let p = tokio_txn_producer(config).await;
         for (i, recs) in [&first, &second].into_iter().enumerate() {
-            p.begin_transaction().await.map_err(|e| at("begin", &e))?;
+            txn_of(&p).begin().await.map_err(|e| at("begin", &e))?;
             let sent = send_all(&p, recs.clone()).await;
             if i == 0 {
                 let c = kafka.transaction_coordinator(&txn_id).unwrap();
@@ -695,10 +697,11 @@ fn coordinator_kill_tokio(tv: i16) {
                 );
             }
             let offsets = vec![OffsetToCommit::new(&topic, 0, (i as i64 + 1) * 10)];
-            p.send_offsets_to_transaction(offsets, ConsumerGroupMetadata::new(&group))
+            txn_of(&p)
+                .send_offsets(offsets, ConsumerGroupMetadata::new(&group))
                 .await
                 .map_err(|e| at("send offsets", &e))?;
-            p.commit_transaction().await.map_err(|e| at("commit", &e))?;
+            txn_of(&p).commit().await.map_err(|e| at("commit", &e))?;
             expect_committed(sent.into_iter().map(|(_, f)| f).collect()).await;
             println!(
                 "  {:.1} s: transaction {i} committed",
@@ -758,15 +761,15 @@ fn abort_tokio(tv: i16) {
     runtime().block_on(async {
         let p = tokio_txn_producer(config).await;
         for (recs, commit) in [(&first, true), (&aborted, false), (&second, true)] {
-            p.begin_transaction().await.expect("begin");
+            txn_of(&p).begin().await.expect("begin");
             let sent = send_all(&p, recs.clone()).await;
             if commit {
-                p.commit_transaction().await.expect("commit");
+                txn_of(&p).commit().await.expect("commit");
                 expect_committed(sent.into_iter().map(|(_, f)| f).collect()).await;
             } else {
                 // Written first (acknowledged), so read_uncommitted has them.
                 p.flush().await;
-                p.abort_transaction().await.expect("abort");
+                txn_of(&p).abort().await.expect("abort");
                 let kinds = expect_failed(sent, WAIT).await;
                 assert_eq!(
                     kinds.get("TransactionAborted"),
@@ -825,19 +828,19 @@ fn fencing_tokio(tv: i16) {
     let live_recs = numbered(&topic, "live", 30, 3);
     let (commit_err, kinds, begin_after) = runtime().block_on(async {
         let zombie = tokio_txn_producer(config.clone()).await;
-        zombie.begin_transaction().await.expect("begin");
+        txn_of(&zombie).begin().await.expect("begin");
         let sent = send_all(&zombie, zombie_recs.clone()).await;
         zombie.flush().await;
         let live = tokio_txn_producer(config).await;
-        let commit_err = zombie
-            .commit_transaction()
+        let commit_err = txn_of(&zombie)
+            .commit()
             .await
             .expect_err("the fenced producer's commit");
         let kinds = expect_failed(sent, WAIT).await;
-        let begin_after = zombie.begin_transaction().await;
-        live.begin_transaction().await.expect("begin");
+        let begin_after = txn_of(&zombie).begin().await;
+        txn_of(&live).begin().await.expect("begin");
         let sent = send_all(&live, live_recs.clone()).await;
-        live.commit_transaction().await.expect("commit");
+        txn_of(&live).commit().await.expect("commit");
         expect_committed(sent.into_iter().map(|(_, f)| f).collect()).await;
         live.close().await;
         zombie.close().await;
@@ -890,7 +893,7 @@ fn timeout_tokio(tv: i16) {
     let after = numbered(&topic, "after", 30, 3);
     let (commit_err, abort_res, kinds, open_ends, aborted_ends) = runtime().block_on(async {
         let p = tokio_txn_producer(config).await;
-        p.begin_transaction().await.expect("begin");
+        txn_of(&p).begin().await.expect("begin");
         let sent = send_all(&p, late.clone()).await;
         p.flush().await;
         let open_ends = tokio::task::block_in_place(|| kafka.partition_ends(&topic)).unwrap();
@@ -908,23 +911,19 @@ fn timeout_tokio(tv: i16) {
             )
         })
         .unwrap();
-        let commit_err = p
-            .commit_transaction()
+        let commit_err = txn_of(&p)
+            .commit()
             .await
             .expect_err("commit past the timeout");
         let abort_res = match commit_err {
             TransactionError::Fatal { .. } => None,
-            _ => Some(p.abort_transaction().await),
+            _ => Some(txn_of(&p).abort().await),
         };
         let kinds = expect_failed(sent, WAIT).await;
         if abort_res.as_ref().is_some_and(Result::is_ok) {
-            p.begin_transaction()
-                .await
-                .expect("begin after the timeout");
+            txn_of(&p).begin().await.expect("begin after the timeout");
             let sent = send_all(&p, after.clone()).await;
-            p.commit_transaction()
-                .await
-                .expect("commit after the timeout");
+            txn_of(&p).commit().await.expect("commit after the timeout");
             expect_committed(sent.into_iter().map(|(_, f)| f).collect()).await;
         }
         p.close().await;
@@ -1006,7 +1005,8 @@ fn ctp_mio(tv: i16) {
         let _ = tx.send(d);
     })
     .expect("spawn");
-    producer.init_transactions().expect("init_transactions");
+    let txn = producer.transactions().expect("a transactional.id");
+    txn.init().expect("init");
     let mut consumer =
         InputConsumer::open(&boot, &group, &input, PARTITIONS, WAIT).expect("input consumer");
     let (mut done, mut commits, mut aborts, mut aborted_records) = (0, 0, 0, 0);
@@ -1016,21 +1016,20 @@ fn ctp_mio(tv: i16) {
             !recs.is_empty(),
             "no input within {WAIT:?} ({done} of {N} done)"
         );
-        producer.begin_transaction().expect("begin");
+        txn.begin().expect("begin");
         for (i, r) in recs.iter().enumerate() {
             producer
                 .send_with(out_record(&output, r), i)
                 .map_err(|e| format!("{e:?}"))
                 .expect("send");
         }
-        producer
-            .send_offsets_to_transaction(offsets_of(&consumer), ConsumerGroupMetadata::new(&group))
+        txn.send_offsets(offsets_of(&consumer), ConsumerGroupMetadata::new(&group))
             .expect("send offsets");
         let abort = (commits + aborts) % 4 == 3;
         if abort {
-            producer.abort_transaction().expect("abort");
+            txn.abort().expect("abort");
         } else {
-            producer.commit_transaction().expect("commit");
+            txn.commit().expect("commit");
         }
         // The reports reach the callback before the call returns.
         let reports: Vec<Delivery<usize>> = rx.try_iter().collect();

@@ -22,7 +22,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use producer_core::{Delivery, ProduceError, Record, TransactionError, TransactionOperation};
-use producer_mio::ThreadedProducer;
+use producer_mio::{ThreadedProducer, ThreadedTransactions};
 use producer_tests::kafka::probe::Probe;
 use producer_tests::kafka::rolling::{
     check_read_back, count, record_of, run_faults, run_java_loop, CallSummary, Calls, FaultTally,
@@ -119,6 +119,11 @@ impl Drop for StopOnDrop<'_> {
 #[derive(Debug)]
 struct Stuck(String);
 
+/// The transactional API of a producer spawned with a `transactional.id`.
+fn txn_of<T: Send + 'static>(producer: &ThreadedProducer<T>) -> ThreadedTransactions<'_, T> {
+    producer.transactions().expect("a transactional.id")
+}
+
 /// What the producer held when an operation was found stuck, printed with it.
 fn stuck_state<T: Send + 'static>(producer: &ThreadedProducer<T>, e: Stuck) -> Stuck {
     if let Some(m) = producer.metrics() {
@@ -211,9 +216,9 @@ fn our_loop(
         })
         .expect("spawn the producer");
         let r = call_until_done(calls, TransactionOperation::Init, max_repeats, || {
-            p.init_transactions()
+            txn_of(&p).init()
         })?;
-        r.map_err(|e| Stuck(format!("init_transactions: {e}")))?;
+        r.map_err(|e| Stuck(format!("init: {e}")))?;
         Ok::<_, Stuck>(p)
     };
     let mut producer = start(tx.clone())?;
@@ -223,8 +228,8 @@ fn our_loop(
     let mut outcomes = Vec::with_capacity(spec.transactions);
     let mut aborted_on_the_wire = 0usize;
     for t in 0..spec.transactions {
-        producer
-            .begin_transaction()
+        txn_of(&producer)
+            .begin()
             .map_err(|e| Stuck(format!("begin {t}: {e}")))?;
         let sent_before = records_sent(&producer);
         for i in 0..spec.records {
@@ -259,7 +264,7 @@ fn our_loop(
             Outcome::Aborted
         } else {
             match call_until_done(calls, TransactionOperation::Commit, max_repeats, || {
-                producer.commit_transaction()
+                txn_of(&producer).commit()
             })
             .map_err(|e| stuck_state(&producer, e))?
             {
@@ -279,7 +284,7 @@ fn our_loop(
         };
         if matches!(outcome, Outcome::Aborted | Outcome::Failed) {
             match call_until_done(calls, TransactionOperation::Abort, max_repeats, || {
-                producer.abort_transaction()
+                txn_of(&producer).abort()
             })
             .map_err(|e| stuck_state(&producer, e))?
             {

@@ -1,4 +1,5 @@
-//! Both drivers' transactional APIs against librdkafka's mock cluster (its transaction
+//! The drivers' transactional handles (tokio's, mio's threaded and embeddable producers')
+//! against librdkafka's mock cluster (its transaction
 //! coordinator, classic transaction version: no finalized features in its ApiVersions): a
 //! committed, an aborted and a committed transaction, each record's report, and a retriable
 //! EndTxn error on the way. The mock keeps aborted records visible (it writes no control
@@ -11,7 +12,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use producer_core::{Delivery, ProduceError, Record, TransactionError, TransactionOperation};
+use mio::Token;
+use producer_core::{
+    Delivery, ProduceError, Record, TransactionError, TransactionOperation, TransactionResult,
+};
+use producer_mio::{MioDriver, TokenRange};
 use producer_tests::mock::MockKafka;
 use producer_tests::read_back_all;
 
@@ -62,25 +67,26 @@ fn tokio_commits_aborts_and_commits_again() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (committed, aborted) = rt.block_on(async {
         let p = producer_tokio::ProducerHandle::start(config).unwrap();
-        p.init_transactions().await.expect("init_transactions");
+        let txn = p.transactions().expect("a transactional.id");
+        txn.init().await.expect("init");
         let mut committed = HashSet::new();
         let mut aborted = HashSet::new();
         for (t, (range, commit)) in [(0..200u64, true), (200..300, false), (300..350, true)]
             .into_iter()
             .enumerate()
         {
-            p.begin_transaction().await.unwrap();
+            txn.begin().await.unwrap();
             let mut reports = Vec::new();
             for i in range.clone() {
                 reports.push((i, p.send(record(i)).await.unwrap()));
             }
             p.flush().await; // every record acknowledged, none reported yet
             if commit {
-                p.commit_transaction()
+                txn.commit()
                     .await
                     .unwrap_or_else(|e| panic!("commit {t}: {e}"));
             } else {
-                p.abort_transaction()
+                txn.abort()
                     .await
                     .unwrap_or_else(|e| panic!("abort {t}: {e}"));
             }
@@ -120,9 +126,10 @@ fn mio_threaded_commits_aborts_and_commits_again() {
         sink.lock().unwrap().push(d)
     })
     .unwrap();
-    p.init_transactions().expect("init_transactions");
+    let txn = p.transactions().expect("a transactional.id");
+    txn.init().expect("init");
     for (range, commit) in [(0..120u64, true), (120..180, false), (180..200, true)] {
-        p.begin_transaction().unwrap();
+        txn.begin().unwrap();
         for i in range.clone() {
             p.send_with(record(i), i).unwrap();
         }
@@ -134,9 +141,9 @@ fn mio_threaded_commits_aborts_and_commits_again() {
             .iter()
             .all(|d| !range.contains(&d.opaque)));
         if commit {
-            p.commit_transaction().unwrap();
+            txn.commit().unwrap();
         } else {
-            p.abort_transaction().unwrap();
+            txn.abort().unwrap();
         }
         // The end's reports all reached the callback before it returned.
         let got = reports.lock().unwrap();
@@ -164,6 +171,125 @@ fn mio_threaded_commits_aborts_and_commits_again() {
     ));
     let committed: HashSet<u64> = (0..120).chain(180..200).collect();
     check_log(&mock, &committed, 200);
+}
+
+/// Runs `driver`'s loop (the application's, as `MioDriver` is embedded) until the
+/// transactional operation under way completes, collecting the reports on the way.
+fn run_until_done(
+    driver: &mut MioDriver<u64>,
+    poll: &mut mio::Poll,
+    reports: &mut Vec<Delivery<u64>>,
+) -> TransactionResult {
+    loop {
+        // A commit's reports come out just before its result.
+        while let Some(d) = driver.poll_delivery() {
+            reports.push(d);
+        }
+        if let Some(r) = driver.poll_transaction() {
+            return r;
+        }
+        run_loop_once(driver, poll);
+    }
+}
+
+/// The same through producer-mio's embeddable `MioDriver`: each operation returns once
+/// accepted (`begin` when done), its result comes out of `poll_transaction` while the
+/// application's loop runs, a committed transaction's reports (`committed` set) come out
+/// before its result, an aborted one's records fail with `TransactionAborted` and come back.
+/// Each transaction is flushed before its end, so the log holds every record sent.
+#[test]
+fn mio_driver_commits_aborts_and_commits_again() {
+    producer_tests::running::with_hang_guard(|| {
+        let mock = MockKafka::new(3, &[(TOPIC, PARTITIONS)]).unwrap();
+        let config = mock
+            .producer_config()
+            .transactional_id("mock-mio-driver")
+            .build()
+            .unwrap();
+        let mut poll = mio::Poll::new().unwrap();
+        let mut driver =
+            MioDriver::<u64>::new(config, poll.registry(), TokenRange::new(Token(0), 64)).unwrap();
+        let mut reports = Vec::new();
+        driver
+            .transactions()
+            .expect("a transactional.id")
+            .init()
+            .expect("init accepted");
+        let r = run_until_done(&mut driver, &mut poll, &mut reports);
+        assert_eq!(
+            (r.operation, r.result),
+            (TransactionOperation::Init, Ok(()))
+        );
+        for (range, commit) in [(0..120u64, true), (120..180, false), (180..200, true)] {
+            driver
+                .transactions()
+                .expect("a transactional.id")
+                .begin()
+                .expect("begin");
+            assert!(
+                driver.poll_transaction().is_none(),
+                "begin has no result to poll"
+            );
+            for i in range.clone() {
+                driver.send(record(i), i).expect("room for every record");
+            }
+            // Written first (acknowledged), so the log holds the aborted records too.
+            driver.flush();
+            while driver.core().unacknowledged_records() > 0 {
+                run_loop_once(&mut driver, &mut poll);
+            }
+            while let Some(d) = driver.poll_delivery() {
+                reports.push(d);
+            }
+            assert!(
+                reports.iter().all(|d| !range.contains(&d.opaque)),
+                "acknowledged, but nothing reported before the end"
+            );
+            let mut txn = driver.transactions().expect("a transactional.id");
+            let (op, accepted) = if commit {
+                (TransactionOperation::Commit, txn.commit())
+            } else {
+                (TransactionOperation::Abort, txn.abort())
+            };
+            accepted.expect("accepted");
+            let r = run_until_done(&mut driver, &mut poll, &mut reports);
+            assert_eq!((r.operation, r.result), (op, Ok(())));
+            let ended: Vec<_> = reports
+                .iter()
+                .filter(|d| range.contains(&d.opaque))
+                .collect();
+            assert_eq!(ended.len() as u64, range.end - range.start);
+            for d in ended {
+                match &d.result {
+                    Ok(m) => assert!(commit && m.committed),
+                    Err(f) => {
+                        assert!(!commit);
+                        assert_eq!(f.error, ProduceError::TransactionAborted);
+                        assert_eq!(id_of(f.record.value.as_deref().unwrap()), d.opaque);
+                    }
+                }
+            }
+        }
+        assert_eq!(reports.len(), 200, "one report per record");
+        driver.close();
+        while !driver.is_closed() {
+            run_loop_once(&mut driver, &mut poll);
+        }
+        let committed: HashSet<u64> = (0..120).chain(180..200).collect();
+        check_log(&mock, &committed, 200);
+    });
+}
+
+/// One turn of `driver`'s loop.
+fn run_loop_once(driver: &mut MioDriver<u64>, poll: &mut mio::Poll) {
+    let mut events = mio::Events::with_capacity(64);
+    poll.poll(&mut events, driver.next_timeout()).unwrap();
+    for event in events.iter() {
+        if driver.owns_token(event.token()) {
+            driver.handle_event(event);
+        }
+    }
+    driver.handle_timeout();
 }
 
 /// Each broker answers its next EndTxn only after `delay` (only the coordinator's is used).
@@ -205,24 +331,25 @@ fn tokio_a_timed_out_commit_is_called_again_and_completes() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let p = producer_tokio::ProducerHandle::start(config).unwrap();
-        p.init_transactions().await.expect("init_transactions");
-        p.begin_transaction().await.unwrap();
+        let txn = p.transactions().expect("a transactional.id");
+        txn.init().await.expect("init");
+        txn.begin().await.unwrap();
         let mut reports = Vec::new();
         for i in 0..50 {
             reports.push(p.send(record(i)).await.unwrap());
         }
         p.flush().await;
         delay_end_txn(&mock, END_TXN_DELAY);
-        let first = p.commit_transaction().await;
+        let first = txn.commit().await;
         assert!(is_commit_timeout(&first), "{first:?}");
         let busy = Err(TransactionError::InProgress {
             operation: TransactionOperation::Commit,
         });
-        assert_eq!(p.begin_transaction().await, busy);
-        assert_eq!(p.abort_transaction().await, busy);
+        assert_eq!(txn.begin().await, busy);
+        assert_eq!(txn.abort().await, busy);
         let mut timeouts = 1;
         loop {
-            let r = p.commit_transaction().await;
+            let r = txn.commit().await;
             if is_commit_timeout(&r) {
                 timeouts += 1;
                 continue;
@@ -256,23 +383,24 @@ fn mio_threaded_a_timed_out_commit_is_called_again_and_completes() {
         sink.lock().unwrap().push(d)
     })
     .unwrap();
-    p.init_transactions().expect("init_transactions");
-    p.begin_transaction().unwrap();
+    let txn = p.transactions().expect("a transactional.id");
+    txn.init().expect("init");
+    txn.begin().unwrap();
     for i in 0..50 {
         p.send_with(record(i), i).unwrap();
     }
     p.flush();
     delay_end_txn(&mock, END_TXN_DELAY);
-    let first = p.commit_transaction();
+    let first = txn.commit();
     assert!(is_commit_timeout(&first), "{first:?}");
     let busy = Err(TransactionError::InProgress {
         operation: TransactionOperation::Commit,
     });
-    assert_eq!(p.begin_transaction(), busy);
-    assert_eq!(p.abort_transaction(), busy);
+    assert_eq!(txn.begin(), busy);
+    assert_eq!(txn.abort(), busy);
     let mut timeouts = 1;
     loop {
-        let r = p.commit_transaction();
+        let r = txn.commit();
         if is_commit_timeout(&r) {
             timeouts += 1;
             continue;

@@ -161,7 +161,7 @@ impl Args {
             // Its records would all be refused outside a transaction: say so instead.
             return Err(Failure::Usage(
                 "transactional.id: kafka-produce does not run transactions (use the library's \
-                 init_transactions / begin_transaction / commit_transaction)"
+                 transactions(): init / begin / commit)"
                     .into(),
             ));
         }

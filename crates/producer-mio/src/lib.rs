@@ -14,6 +14,11 @@
 //!   [`ThreadedProducer::flush`] and [`ThreadedProducer::close`]; reports go to a callback run
 //!   on the producer thread.
 //!
+//! With a `transactional.id`, each has its transactional operations behind a handle (`None`
+//! without one): [`MioDriver::transactions`] ([`MioTransactions`]: non-blocking, each result
+//! from [`MioDriver::poll_transaction`]) and [`ThreadedProducer::transactions`]
+//! ([`ThreadedTransactions`]: blocking).
+//!
 //! Both are thin: the protocol, batching, retries and timeouts are the core's, connection
 //! deadlines included (the core closes a connection still connecting after `request_timeout`;
 //! the drivers keep no timer of their own). The drivers open non-blocking connections
@@ -76,12 +81,14 @@ mod threaded;
 mod tls;
 mod token;
 mod tokens;
+mod transactions;
 
 pub use driver::MioDriver;
 pub use error::StartError;
 pub use sink::{DeliveryQueue, DeliverySink};
 pub use threaded::{BatchClosed, ThreadedBuilder, ThreadedProducer, TrySendError};
 pub use tokens::TokenRange;
+pub use transactions::{MioTransactions, ThreadedTransactions};
 
 pub use producer_core::{
     Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OAuthToken, OffsetToCommit,
-    Record, TransactionError,
+    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Record, TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
@@ -89,6 +88,8 @@ struct Shared<T> {
     /// The core's metrics and transactional failure as the thread stopped (set before the
     /// queue stops): calls after it get these.
     last_words: LastWords,
+    /// The producer has a `transactional.id`: the handles have the transactional API.
+    transactional: bool,
 }
 
 impl<T> Shared<T> {
@@ -359,10 +360,16 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         self.inner.shared.last_words.metrics()
     }
 
-    /// Queues a transactional operation and blocks until its result. From the delivery
-    /// callback (the producer thread) it cannot wait: refused with
-    /// [`TransactionError::InProgress`].
-    fn transaction(&self, call: TransactionCall) -> Result<(), TransactionError> {
+    /// Whether the producer has a `transactional.id` (and so
+    /// [`ThreadedProducer::transactions`]).
+    pub(crate) fn is_transactional(&self) -> bool {
+        self.inner.shared.transactional
+    }
+
+    /// Queues a transactional operation and blocks until its result (see
+    /// [`crate::ThreadedTransactions`]). From the delivery callback (the producer thread) it
+    /// cannot wait: refused with [`TransactionError::InProgress`].
+    pub(crate) fn transaction_call(&self, call: TransactionCall) -> Result<(), TransactionError> {
         if thread::current().id() == self.inner.thread_id {
             return Err(TransactionError::InProgress {
                 operation: call.operation(),
@@ -380,43 +387,6 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         shared.wake();
         rx.recv()
             .unwrap_or_else(|_| Err(shared.last_words.transaction_error()))
-    }
-
-    /// Starts the transactional producer (`transactional.id` in the config): finds its
-    /// coordinator and gets its producer id, fencing any earlier producer with the same id.
-    /// Blocks until done. Call it once, before the first
-    /// [`ThreadedProducer::begin_transaction`].
-    pub fn init_transactions(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Init)
-    }
-
-    /// Opens a transaction: records sent from now on belong to it (a transactional
-    /// producer's records sent outside one fail with `SendErrorReason::NoTransaction`).
-    pub fn begin_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Begin)
-    }
-
-    /// Adds a consumer group's offsets to the open transaction (committed for the group if
-    /// and only if the transaction commits); blocks until the group's coordinator has them.
-    pub fn send_offsets_to_transaction(
-        &self,
-        offsets: Vec<OffsetToCommit>,
-        group: ConsumerGroupMetadata,
-    ) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::SendOffsets(offsets, group))
-    }
-
-    /// Commits the open transaction: flushes its records and blocks until each is
-    /// acknowledged and the transaction ended; the records' reports (with `committed` set)
-    /// reach the callback before this returns. On [`TransactionError::Abortable`], abort.
-    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Commit)
-    }
-
-    /// Aborts the open transaction and blocks until done: its records fail with
-    /// `ProduceError::TransactionAborted`, each handed back in its report.
-    pub fn abort_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Abort)
     }
 
     /// Whether `close` was called or the producer thread ended.
@@ -512,6 +482,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         } = self;
         let poll = Poll::new()?;
         let buffer_memory = config.buffer_memory;
+        let transactional = config.transactional_id.is_some();
         let mut driver = MioDriver::with_sink(
             config,
             poll.registry(),
@@ -535,6 +506,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             close_requested: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             last_words: LastWords::default(),
+            transactional,
         });
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()

@@ -43,7 +43,11 @@ pub(crate) fn spawn(
     settings: Settings,
 ) -> ProducerHandle {
     let (net_tx, net_rx) = mpsc::channel(settings.event_capacity);
-    let shared = Arc::new(Shared::new(settings.command_capacity, config.buffer_memory));
+    let shared = Arc::new(Shared::new(
+        settings.command_capacity,
+        config.buffer_memory,
+        config.transactional_id.is_some(),
+    ));
     let host = TokioHost {
         on_delivery: settings.on_delivery,
         on_event: settings.on_event,

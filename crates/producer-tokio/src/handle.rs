@@ -3,10 +3,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use producer_core::{
-    ConsumerGroupMetadata, MetricsSnapshot, OffsetToCommit, Record, TransactionError,
-};
-use producer_driver::{Command, DriverLoop, Refused, TransactionCall};
+use producer_core::{MetricsSnapshot, Record};
+use producer_driver::{Command, DriverLoop, Refused};
 use tokio::sync::oneshot;
 
 use crate::delivery::{DeliveryFuture, ReplyTo};
@@ -55,7 +53,7 @@ impl ProducerHandle {
         }
     }
 
-    fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.inner.shared
     }
 
@@ -220,59 +218,6 @@ impl ProducerHandle {
         }
         // The task stopped: it left its last snapshot before stopping the queue.
         self.shared().last_words.metrics().unwrap_or_default()
-    }
-
-    /// Queues a transactional operation and waits for its result.
-    async fn transaction(&self, call: TransactionCall) -> Result<(), TransactionError> {
-        let (reply, rx) = oneshot::channel();
-        if !self
-            .shared()
-            .push_control(Command::Transaction(call, reply))
-        {
-            return Err(self.shared().last_words.transaction_error());
-        }
-        match rx.await {
-            Ok(r) => r,
-            Err(_) => Err(self.shared().last_words.transaction_error()),
-        }
-    }
-
-    /// Starts the transactional producer (it needs `transactional.id` in its config): finds
-    /// its coordinator and gets its producer id, fencing any earlier producer with the same
-    /// id. Call it once, before the first [`ProducerHandle::begin_transaction`]; resolves when
-    /// that is done.
-    pub async fn init_transactions(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Init).await
-    }
-
-    /// Opens a transaction: records sent from now on belong to it (sent outside one, a
-    /// transactional producer's records fail with `SendErrorReason::NoTransaction`).
-    pub async fn begin_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Begin).await
-    }
-
-    /// Adds a consumer group's offsets to the open transaction: committed for the group if
-    /// and only if the transaction commits. Resolves when the group's coordinator has them.
-    pub async fn send_offsets_to_transaction(
-        &self,
-        offsets: Vec<OffsetToCommit>,
-        group: ConsumerGroupMetadata,
-    ) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::SendOffsets(offsets, group))
-            .await
-    }
-
-    /// Commits the open transaction: flushes its records, waits for each to be acknowledged,
-    /// then ends it. The records' [`DeliveryFuture`]s resolve (with `committed` set) just
-    /// before this does. On [`TransactionError::Abortable`] abort the transaction.
-    pub async fn commit_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Commit).await
-    }
-
-    /// Aborts the open transaction: its records fail with
-    /// [`producer_core::ProduceError::TransactionAborted`] (each handed back in its report).
-    pub async fn abort_transaction(&self) -> Result<(), TransactionError> {
-        self.transaction(TransactionCall::Abort).await
     }
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.

@@ -89,6 +89,10 @@
 //!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
 //!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
 //!   [`metrics`](https://docs.rs/metrics) facade with `metrics_facade::publish`.
+//! * **Transactions.** A producer started with a `transactional.id` has a [`Transactions`]
+//!   handle ([`ProducerHandle::transactions`]; `None` without one): `init`, `begin`,
+//!   `send_offsets`, `commit` and `abort`, each queued for the task like a flush and resolved
+//!   when the core completes it (at the latest after `max_block`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
@@ -104,11 +108,13 @@ mod error;
 mod handle;
 mod shared;
 mod token;
+mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
 pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
+pub use transactions::Transactions;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,

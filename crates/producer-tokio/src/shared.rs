@@ -33,10 +33,12 @@ pub(crate) struct Shared {
     /// The core's metrics and transactional failure as the task stopped (set before the
     /// queue stops).
     pub(crate) last_words: LastWords,
+    /// The producer has a `transactional.id`: the handles have the transactional API.
+    pub(crate) transactional: bool,
 }
 
 impl Shared {
-    pub(crate) fn new(command_capacity: usize, buffer_memory: usize) -> Self {
+    pub(crate) fn new(command_capacity: usize, buffer_memory: usize, transactional: bool) -> Self {
         Shared {
             closing: AtomicBool::new(false),
             core_full: AtomicBool::new(false),
@@ -44,6 +46,7 @@ impl Shared {
             cmd_ready: Notify::new(),
             space: Notify::new(),
             last_words: LastWords::default(),
+            transactional,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod panics;
 pub mod tls;
+pub mod transactions;
 
 /// Waits for the reports of `ids` (each once; a second report for one fails the test).
 pub fn reports_of(p: &Running, ids: impl IntoIterator<Item = u64>) -> HashMap<u64, Reported> {
@@ -109,6 +110,7 @@ macro_rules! every_driver_test {
             oauth::the_providers_token_goes_on_the_wire_and_is_reused_while_valid,
             oauth::a_providers_error_fails_the_records_with_it,
             oauth::without_a_provider_the_records_fail_with_no_token,
+            transactions::transactions_exist_only_with_a_transactional_id,
         );
     };
 }

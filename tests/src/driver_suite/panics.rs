@@ -159,8 +159,9 @@ pub fn a_panicking_token_provider_is_named_by_an_event(driver: Driver) {
 /// the core (records 20..30 lingering in its batches, never sent), before it handles record
 /// 30. Checks what every case shares: each of the first 20 has its success, each record from
 /// 30 on that was accepted fails with the panic and is not persisted (or was refused at
-/// `send`: the producer had stopped), and every waiting call returns (flush, close, metrics, a
-/// transactional call, sends refused as closed). Returns the producer and the reports of
+/// `send`: the producer had stopped), and every waiting call returns (flush, close, metrics,
+/// sends refused as closed; the producer is not transactional, so it has no transactional call
+/// to make, stopped or not). Returns the producer and the reports of
 /// records 20..30 (the ones the core held), which `core_reports` says come.
 fn panic_in_the_loop(
     driver: Driver,
@@ -208,8 +209,8 @@ fn panic_in_the_loop(
     assert!(p.is_closed());
     assert_calls_return_after_the_panic(&p, !in_recovery);
     assert!(
-        matches!(p.begin_transaction(), Err(TransactionError::Closed)),
-        "not transactional, and stopped: closed"
+        p.transactions().is_none(),
+        "not transactional: no transactional call to make"
     );
     let from_queue: Vec<u64> = accepted.iter().copied().filter(|&id| id >= 30).collect();
     let from_core = if core_reports { 20..30 } else { 20..20 };
@@ -292,7 +293,7 @@ pub fn a_panic_while_failing_the_records_still_returns_every_call(driver: Driver
 /// A panic in the loop of a transactional producer in the middle of a transaction: the
 /// records the broker acknowledged (the transaction's flush waited for that) fail with the
 /// panic marked `possibly_persisted` (they are in the log, their transaction never commits),
-/// the record never handed over fails not persisted, and `commit_transaction` and every later
+/// the record never handed over fails not persisted, and `commit` and every later
 /// transactional call return the producer's fatal error, naming the panic.
 pub fn a_panic_in_a_transaction_fails_its_records_honestly(driver: Driver) {
     let mock = cluster();
@@ -307,8 +308,9 @@ pub fn a_panic_in_a_transaction_fails_its_records_honestly(driver: Driver) {
         in_recovery: false,
     };
     let p = Running::start(driver, options);
-    p.init_transactions().expect("init_transactions");
-    p.begin_transaction().expect("begin_transaction");
+    let txn = p.transactions().expect("transactional");
+    txn.init().expect("init");
+    txn.begin().expect("begin");
     for id in 0..10 {
         p.send(record(id), id).expect("open");
     }
@@ -343,8 +345,8 @@ pub fn a_panic_in_a_transaction_fails_its_records_honestly(driver: Driver) {
         }
         other => panic!("expected the fatal error that names the panic, got {other:?}"),
     };
-    fatal(p.commit_transaction());
-    fatal(p.begin_transaction());
+    fatal(txn.commit());
+    fatal(txn.begin());
     p.flush();
     p.close();
     assert!(p.is_closed());

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
-    Callback, Config, ConsumerGroupMetadata, Delivery, Event, OffsetToCommit, Output, Producer,
-    Record, SendError, SendErrorReason, TransactionError, TransactionResult, Transactions,
+    Callback, Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
+    TransactionResult,
 };
 use producer_driver::tls::TlsSetup;
 use producer_driver::{call_user, log_event, timestamp, ReadSizing};
@@ -302,57 +302,9 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         self.core.send(now, record, opaque)
     }
 
-    /// Starts the transactional producer (`transactional.id` in the config): finds its
-    /// coordinator and gets its producer id. Returns once the operation is accepted; its
-    /// result comes out of [`MioDriver::poll_transaction`] while the loop runs.
-    pub fn init_transactions(&mut self) -> Result<(), TransactionError> {
-        self.transaction(|t, now| t.init(now))
-    }
-
-    /// Opens a transaction (local: done when it returns; no result to poll).
-    pub fn begin_transaction(&mut self) -> Result<(), TransactionError> {
-        self.transaction(|t, now| t.begin(now))
-    }
-
-    /// Adds a consumer group's offsets to the open transaction; the result comes out of
-    /// [`MioDriver::poll_transaction`].
-    pub fn send_offsets_to_transaction(
-        &mut self,
-        offsets: Vec<OffsetToCommit>,
-        group: ConsumerGroupMetadata,
-    ) -> Result<(), TransactionError> {
-        self.transaction(|t, now| t.send_offsets(now, offsets, group))
-    }
-
-    /// Commits the open transaction (flushing its records first); the result comes out of
-    /// [`MioDriver::poll_transaction`], right after the records' reports.
-    pub fn commit_transaction(&mut self) -> Result<(), TransactionError> {
-        self.transaction(|t, now| t.commit(now))
-    }
-
-    /// Aborts the open transaction; its records fail with `TransactionAborted`. The result
-    /// comes out of [`MioDriver::poll_transaction`].
-    pub fn abort_transaction(&mut self) -> Result<(), TransactionError> {
-        self.transaction(|t, now| t.abort(now))
-    }
-
-    /// Runs a transactional operation on the core (refused without a `transactional.id`),
-    /// then acts on the outputs.
-    fn transaction(
-        &mut self,
-        op: impl FnOnce(&mut Transactions<'_, T>, Instant) -> Result<(), TransactionError>,
-    ) -> Result<(), TransactionError> {
-        let now = Instant::now();
-        let r = match self.core.transactions() {
-            Some(mut t) => op(&mut t, now),
-            None => Err(TransactionError::NotTransactional),
-        };
-        self.drive(now);
-        r
-    }
-
-    /// The next completed transactional operation, if any. Call it after each loop iteration
-    /// while an operation is under way.
+    /// The next completed transactional operation ([`MioDriver::transactions`]), if any. Call
+    /// it after each loop iteration while an operation is under way; a producer without a
+    /// `transactional.id` never has one.
     #[must_use = "the application waits for this result"]
     pub fn poll_transaction(&mut self) -> Option<TransactionResult> {
         self.transactions.pop_front()
