@@ -33,6 +33,10 @@
 //!   against `buffer_memory` (sampled every 2 ms), after the RSS in each run's line.
 //! * `--mock-rtt-ms N`: every mock broker answers N ms late (`MockKafka::set_rtt`), so a
 //!   producer faster than that fills its buffer: what `--buffer-memory` is measured with.
+//! * `--baseline-exe PATH`: another build of this example (an older commit's, copied out of its
+//!   target directory); a producer named `NAME@base` (`tokio@base`, `mio-idem@base`, ...) runs
+//!   NAME's worker from that build, beside this build's `NAME` in the same invocation: a
+//!   before/after comparison whose runs interleave on the same machine and mock.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -1563,6 +1567,8 @@ struct RunSpec<'a> {
     value_bytes: Option<usize>,
     /// `--mock-rtt-ms N`.
     mock_rtt_ms: Option<u64>,
+    /// `--baseline-exe PATH`: runs the workers of the `NAME@base` producers.
+    baseline_exe: Option<&'a std::path::Path>,
 }
 
 impl RunSpec<'_> {
@@ -1642,16 +1648,18 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
-            let mut cmd = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-            cmd.args([
-                "worker",
-                "--producer",
-                producer,
-                "--workload",
-                spec.workload,
-            ])
-            .args(["--records", &spec.records.to_string()])
-            .args(["--bootstrap", &mock.bootstrap]);
+            // NAME@base: the same worker, from the baseline build (`--baseline-exe`).
+            let (exe, ours) = match (producer.strip_suffix("@base"), spec.baseline_exe) {
+                (Some(ours), Some(exe)) => (exe.to_path_buf(), ours),
+                _ => (
+                    std::env::current_exe().map_err(|e| e.to_string())?,
+                    producer,
+                ),
+            };
+            let mut cmd = Command::new(exe);
+            cmd.args(["worker", "--producer", ours, "--workload", spec.workload])
+                .args(["--records", &spec.records.to_string()])
+                .args(["--bootstrap", &mock.bootstrap]);
             if let Some(n) = spec.batch_size {
                 cmd.args(["--batch-size", &n.to_string()]);
             }
@@ -1825,6 +1833,7 @@ const VALUE_FLAGS: &[&str] = &[
     "--buffer-memory",
     "--value-bytes",
     "--mock-rtt-ms",
+    "--baseline-exe",
 ];
 
 /// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
@@ -1862,6 +1871,8 @@ struct Plan {
     value_bytes: Option<usize>,
     /// `--mock-rtt-ms N`.
     mock_rtt_ms: Option<u64>,
+    /// `--baseline-exe PATH`: the bench_e2e build whose workers run the `NAME@base` producers.
+    baseline_exe: Option<std::path::PathBuf>,
 }
 
 fn usage() -> String {
@@ -1869,6 +1880,7 @@ fn usage() -> String {
         "usage: bench_e2e [--quick] [--runs N] [--records N] [--batch-size BYTES]\n\
          \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
          \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
+         \x20                [--baseline-exe PATH (then NAME@base producers)]\n\
          \x20                [--workloads {}]\n\
          \x20                [--producers {}]\n\
          \x20                (also: {})",
@@ -1919,7 +1931,22 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
     for w in &workloads {
         workload(w)?;
     }
+    let baseline_exe = flag::<String>(args, "--baseline-exe")?.map(std::path::PathBuf::from);
+    if let Some(exe) = &baseline_exe {
+        if !exe.is_file() {
+            return Err(format!("--baseline-exe {}: not a file", exe.display()).into());
+        }
+    }
     for p in &producers {
+        if let Some(ours) = p.strip_suffix("@base") {
+            if baseline_exe.is_none() || peer(ours).is_some() || !ALL_PRODUCERS.contains(&ours) {
+                return Err(format!(
+                    "{p:?}: NAME@base needs --baseline-exe and one of our producers as NAME"
+                )
+                .into());
+            }
+            continue;
+        }
         if peer(p).is_none()
             && !ALL_PRODUCERS.contains(&p.as_str())
             && !OTHER_PRODUCERS.contains(&p.as_str())
@@ -1977,6 +2004,7 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
         buffer_mib,
         value_bytes,
         mock_rtt_ms,
+        baseline_exe,
     })
 }
 
@@ -2116,6 +2144,7 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
                     buffer_mib: plan.buffer_mib,
                     value_bytes: plan.value_bytes,
                     mock_rtt_ms: plan.mock_rtt_ms,
+                    baseline_exe: plan.baseline_exe.as_deref(),
                 };
                 let s = run_one(p, &spec);
                 match &s {
