@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::classify::Request;
 use crate::protocol::add_offsets_to_txn::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use crate::protocol::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
@@ -80,7 +81,7 @@ impl<T> Producer<T> {
             self.txn_partitions_back(partitions);
             return false;
         };
-        let worst = worst_error(&parsed.body.topics);
+        let worst = worst_error(Request::AddPartitionsToTxn, &parsed.body.topics);
         match worst {
             None => {
                 self.txn_answered();
@@ -93,7 +94,7 @@ impl<T> Producer<T> {
             }
             Some(code) => {
                 self.txn_partitions_back(partitions);
-                self.txn_error("AddPartitionsToTxn", code, None);
+                self.txn_error(Request::AddPartitionsToTxn, code, None);
             }
         }
         true
@@ -149,7 +150,7 @@ impl<T> Producer<T> {
         };
         let code = parsed.body.error_code;
         if code != ErrorCode::NONE {
-            self.txn_error("AddOffsetsToTxn", code, None);
+            self.txn_error(Request::AddOffsetsToTxn, code, None);
             return true;
         }
         self.txn_answered();
@@ -224,7 +225,7 @@ impl<T> Producer<T> {
         let Ok(parsed) = TxnOffsetCommitResponse::parse(version, body) else {
             return false;
         };
-        match worst_error(&parsed.body.topics) {
+        match worst_error(Request::TxnOffsetCommit, &parsed.body.topics) {
             None => {
                 self.txn_answered();
                 let txn = self.txn.as_mut().expect("transactional");
@@ -233,14 +234,14 @@ impl<T> Producer<T> {
                     self.complete_operation(Ok(()));
                 }
             }
-            Some(code) if class(code) == Class::FindAgain => {
+            Some(code) if class(Request::TxnOffsetCommit, code) == Class::FindAgain => {
                 // The group's coordinator moved: look it up again.
                 if let Some(o) = self.txn.as_mut().and_then(|t| t.offsets.as_mut()) {
                     o.step = OffsetsStep::FindGroupCoordinator;
                 }
                 self.txn_retry_later(false);
             }
-            Some(code) => self.txn_error("TxnOffsetCommit", code, None),
+            Some(code) => self.txn_error(Request::TxnOffsetCommit, code, None),
         }
         true
     }
@@ -294,7 +295,7 @@ impl<T> Producer<T> {
             return true;
         }
         if resp.error_code != ErrorCode::NONE {
-            self.txn_error("EndTxn", resp.error_code, None);
+            self.txn_error(Request::EndTxn, resp.error_code, None);
             return true;
         }
         self.txn_answered();

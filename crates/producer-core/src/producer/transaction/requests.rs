@@ -46,10 +46,11 @@ pub(super) enum Class {
     Fatal,
 }
 
-/// KIP-1050's classes for the transactional APIs: the coordinator rows of the one retry table
-/// ([`crate::classify::decide`]).
-pub(super) fn class(code: ErrorCode) -> Class {
-    match decide(Request::AddPartitionsToTxn, code, Mode::Transactional) {
+/// KIP-1050's classes for the transactional APIs: `request`'s row of the one retry table
+/// ([`crate::classify::decide`]), read as the transaction applies it. Every coordinator answer
+/// is classed here, by its own request's row; no call site amends the table's answer.
+pub(super) fn class(request: Request, code: ErrorCode) -> Class {
+    match decide(request, code, Mode::Transactional) {
         Action::FindCoordinator => Class::FindAgain,
         Action::Backoff => Class::Retry,
         Action::Abortable => Class::Abortable,
@@ -284,9 +285,11 @@ impl<T> Producer<T> {
         self.work_pending = true;
     }
 
-    /// Applies an error `code` of `api`'s answer by its class; `find_again` is what a
-    /// coordinator error means for this request (the group's coordinator for offsets).
-    pub(super) fn txn_error(&mut self, api: &str, code: ErrorCode, message: Option<String>) {
+    /// Applies an error `code` of the answer to `request` by its class in the retry table.
+    /// Call it for any error code of a coordinator answer (a TxnOffsetCommit's lookup of the
+    /// group's coordinator excepted, which moves the offsets' own step first).
+    pub(super) fn txn_error(&mut self, request: Request, code: ErrorCode, message: Option<String>) {
+        let api = || format!("{request:?}");
         // Only an open transaction (or one committing) can become abortable.
         let open = self.txn.as_ref().is_some_and(|t| {
             matches!(
@@ -294,7 +297,7 @@ impl<T> Producer<T> {
                 TransactionState::InTransaction | TransactionState::Committing
             )
         });
-        match class(code) {
+        match class(request, code) {
             Class::FindAgain => self.txn_retry_later(true),
             Class::Retry => self.txn_retry_later(false),
             // An abort cannot become more abortable, nor can an init or a transaction already
@@ -304,11 +307,11 @@ impl<T> Producer<T> {
             Class::Abortable if !open => self.txn_retry_later(false),
             Class::Abortable => self.txn_becomes_abortable(TransactionError::Abortable {
                 code,
-                message: Some(message.unwrap_or_else(|| api.to_owned())),
+                message: Some(message.unwrap_or_else(api)),
             }),
             Class::Fatal => self.go_fatal(ProduceError::Broker {
                 code,
-                message: Some(message.unwrap_or_else(|| api.to_owned())),
+                message: Some(message.unwrap_or_else(api)),
                 possibly_persisted: false,
             }),
         }
@@ -353,11 +356,9 @@ impl<T> Producer<T> {
             return true;
         };
         if c.error_code != ErrorCode::NONE {
-            match (group, class(c.error_code)) {
-                // The group's coordinator being unknown is retried like any lookup.
-                (_, Class::FindAgain) => self.txn_retry_later(false),
-                _ => self.txn_error("FindCoordinator", c.error_code, c.error_message),
-            }
+            // A lookup that finds no coordinator (yet) is retried like any lookup: the table's
+            // FindCoordinator row.
+            self.txn_error(Request::FindCoordinator, c.error_code, c.error_message);
             return true;
         }
         // The retry count keeps growing until the coordinator itself answers: while Kafka
@@ -441,16 +442,9 @@ impl<T> Producer<T> {
             if !bump {
                 self.pid = PidState::Needed { retry_at: None };
             }
-            match class(resp.error_code) {
-                // Not fatal only for lookups and retries; an abortable code here cannot be
-                // aborted (no transaction is open), so it ends the producer too.
-                Class::Abortable => self.go_fatal(ProduceError::Broker {
-                    code: resp.error_code,
-                    message: Some("InitProducerId".into()),
-                    possibly_persisted: false,
-                }),
-                _ => self.txn_error("InitProducerId", resp.error_code, None),
-            }
+            // An abortable code here cannot be aborted (no transaction is open): the table's
+            // InitProducerId row makes it fatal.
+            self.txn_error(Request::InitProducerId, resp.error_code, None);
             return true;
         }
         self.txn_answered();
@@ -538,8 +532,8 @@ impl<T> Producer<T> {
 
 /// The first error of a per-partition answer, by severity: fatal, then abortable, then a
 /// coordinator lookup, then a retry; `None` when every partition succeeded.
-pub(super) fn worst_error(topics: &[TopicPartitionErrors]) -> Option<ErrorCode> {
-    let rank = |code: ErrorCode| match class(code) {
+pub(super) fn worst_error(request: Request, topics: &[TopicPartitionErrors]) -> Option<ErrorCode> {
+    let rank = |code: ErrorCode| match class(request, code) {
         Class::Fatal => 0,
         Class::Abortable => 1,
         Class::FindAgain => 2,
