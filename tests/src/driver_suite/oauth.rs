@@ -132,7 +132,8 @@ pub fn without_a_provider_the_records_fail_with_no_token(driver: Driver) {
     let broker = OAuthBroker::start().expect("broker");
     let call = match driver {
         Driver::Tokio => "oauth_token_provider",
-        Driver::MioThreaded | Driver::MioEmbedded => "set_token_provider",
+        Driver::MioThreaded => "ThreadedBuilder::oauth_token_provider",
+        Driver::MioEmbedded => "MioDriver::set_token_provider",
     };
     for e in failures(driver, &broker, 5, None) {
         match e {

@@ -25,9 +25,11 @@ use crate::tokens::TokenRange;
 
 mod sockets;
 
-/// Why OAUTHBEARER fails without a token provider ([`MioDriver::set_token_provider`]).
-pub(crate) const NO_TOKEN_PROVIDER: &str =
-    "producer-mio has no OAUTHBEARER token provider (MioDriver::set_token_provider)";
+/// Why OAUTHBEARER fails without a token provider: it names both ways to give one
+/// ([`crate::ThreadedBuilder::oauth_token_provider`], [`MioDriver::set_token_provider`]).
+pub(crate) const NO_TOKEN_PROVIDER: &str = "producer-mio has no OAUTHBEARER token provider \
+    (ThreadedBuilder::oauth_token_provider for a ThreadedProducer, \
+    MioDriver::set_token_provider for a MioDriver)";
 
 /// Most bytes read from a socket at a time: the read buffer grows with traffic up to this.
 const READ_BUF: usize = 64 * 1024;
