@@ -1,41 +1,20 @@
-//! What the mio drivers' tests share: a 3-broker mock cluster, a varied record workload, a
-//! hang guard; the record-by-record comparison against what an independent consumer reads
-//! back is `producer-tests`' (shared with the tokio driver's tests).
+//! What the mio drivers' tests share: a 3-broker mock cluster, a varied record workload; the
+//! hang guard and the record-by-record comparison against what an independent consumer reads
+//! back are `producer-tests`' (shared with the tokio driver's tests).
 #![allow(dead_code)]
 
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use producer_core::{Delivery, Record, RecordMetadata};
 use producer_tests::MockKafka;
 
 #[allow(unused_imports)]
+pub use producer_tests::running::{with_hang_guard, HANG_GUARD};
+#[allow(unused_imports)]
 pub use producer_tests::verify::{assert_burst_take, verify_delivered};
 
 pub const PARTITIONS: i32 = 6;
-/// How long a test may go on before it counts as hung. Not a timing assertion: a test that
-/// works finishes long before, whatever the machine's load.
-pub const HANG_GUARD: Duration = Duration::from_secs(120);
-
-/// Runs `test` on a thread of its own and waits for it to end: its panic is the test's, and a
-/// test still running after [`HANG_GUARD`] fails as hung instead of hanging the suite.
-pub fn with_hang_guard(test: impl FnOnce() + Send + 'static) {
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let runner = std::thread::spawn(move || {
-        test();
-        let _ = done_tx.send(());
-    });
-    match done_rx.recv_timeout(HANG_GUARD) {
-        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = runner.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test hung"),
-    }
-}
-
 /// A running mock cluster with one topic of 6 partitions.
 pub struct Cluster {
     pub mock: MockKafka,
