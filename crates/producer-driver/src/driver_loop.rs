@@ -587,12 +587,8 @@ impl<H: Host> DriverLoop<H> {
     /// flushes it completes).
     #[inline]
     pub fn deliver(&mut self, delivery: Delivery<Tracked<Opaque<H>>>) {
-        let mut cohort = self.flushes.current();
-        let delivery = delivery.map_opaque(|t| {
-            cohort = t.cohort;
-            t.opaque
-        });
-        self.hand_over(delivery);
+        let cohort = delivery.opaque.cohort;
+        self.hand_over(delivery.map_opaque(|t| t.opaque));
         answer::<H>(self.flushes.reported(cohort));
     }
 
@@ -601,15 +597,7 @@ impl<H: Host> DriverLoop<H> {
     #[inline]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
         let host = &mut self.host;
-        // The report moves into the call through the closure's reference, not by value into
-        // the closure.
-        let mut delivery = Some(delivery);
-        let call = || {
-            if let Some(d) = delivery.take() {
-                host.deliver(d)
-            }
-        };
-        if let Err(panicked) = call_user(Callback::Delivery, call) {
+        if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
             self.emit(&panicked);
         }
     }
