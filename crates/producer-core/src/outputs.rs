@@ -38,7 +38,9 @@ pub(crate) struct SuccessRun<T> {
 
 impl<T> SuccessRun<T> {
     /// The reports of `records`, acknowledged at `base_offset` (-1 unknown) and `append_time`
-    /// (-1 for create time).
+    /// (-1 for create time). A base offset no log can have (below -1, or one whose last record
+    /// would pass `i64::MAX`: a broker's answer is not trusted) is reported as unknown: the
+    /// records were acknowledged, where they landed is not known.
     pub(crate) fn new(
         records: Vec<Pending<T>>,
         topic: Arc<str>,
@@ -46,6 +48,13 @@ impl<T> SuccessRun<T> {
         base_offset: i64,
         append_time: i64,
     ) -> Self {
+        let last = i64::try_from(records.len().saturating_sub(1))
+            .ok()
+            .and_then(|n| base_offset.checked_add(n));
+        let base_offset = match last {
+            Some(_) if base_offset >= 0 => base_offset,
+            _ => -1,
+        };
         SuccessRun {
             records: records.into_iter(),
             topic,
@@ -67,7 +76,8 @@ impl<T> SuccessRun<T> {
         let r = self.records.next()?;
         let offset = self.next_offset;
         if offset >= 0 {
-            self.next_offset += 1;
+            // `new` checked the last record's offset; past it there is no report to number.
+            self.next_offset = offset.checked_add(1).unwrap_or(-1);
         }
         let timestamp = if self.append_time >= 0 {
             self.append_time
@@ -121,5 +131,48 @@ impl<T> OutputQueue<T> {
                 report
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(base_offset: i64, records: u64) -> Vec<i64> {
+        let pending = (0..records)
+            .map(|opaque| Pending {
+                opaque,
+                timestamp: -1,
+                explicit_partition: false,
+            })
+            .collect();
+        let mut run = SuccessRun::new(pending, Arc::from("t"), 0, base_offset, -1);
+        std::iter::from_fn(|| run.next_report())
+            .map(|o| match o {
+                Output::Delivery(d) => d.result.expect("acknowledged").offset,
+                _ => unreachable!("a success run reports deliveries"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn offsets_follow_the_base_offset() {
+        assert_eq!(offsets(42, 3), [42, 43, 44]);
+        assert_eq!(offsets(-1, 2), [-1, -1]);
+        assert_eq!(
+            offsets(i64::MAX - 2, 3),
+            [i64::MAX - 2, i64::MAX - 1, i64::MAX]
+        );
+    }
+
+    /// Fuzz regression `base-offset-overflow`: a broker's base offset whose last record would
+    /// pass `i64::MAX` overflowed the count (a panic with overflow checks, a wrapped negative
+    /// offset without). Acknowledged, at an offset no log can have: reported as unknown.
+    #[test]
+    fn an_impossible_base_offset_is_reported_unknown() {
+        assert_eq!(offsets(i64::MAX - 1, 3), [-1, -1, -1]);
+        assert_eq!(offsets(i64::MAX, 2), [-1, -1]);
+        assert_eq!(offsets(-7, 2), [-1, -1]);
+        assert_eq!(offsets(i64::MIN, 1), [-1]);
     }
 }

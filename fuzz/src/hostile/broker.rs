@@ -207,6 +207,12 @@ pub(crate) struct Broker {
 }
 
 impl Broker {
+    /// How many times [`MetadataHack::NewNodeIds`] renumbered the nodes: a host under a new
+    /// number is a new node to the producer, which connects to it anew.
+    pub(crate) fn naming(&self) -> i32 {
+        self.renumbered
+    }
+
     pub(crate) fn new(tv2: bool, mechanism: Option<&'static str>) -> Self {
         let mut topic_ids = HashMap::new();
         for (name, _, id) in TOPICS {
@@ -520,18 +526,18 @@ impl Broker {
                 .iter()
                 .map(|(n, _, id)| (Some(n.to_string()), id.to_be_bytes()))
                 .collect(),
-            Some(ts) => ts
-                .iter()
-                .map(|t| {
-                    let id = *t.topic_id.as_bytes();
-                    let name = t
-                        .name
-                        .as_ref()
-                        .map(|n| n.0.to_string())
-                        .or_else(|| self.topic_ids.get(&id).and_then(|n| n.first()).cloned());
-                    (name, id)
-                })
-                .collect(),
+            Some(ts) => {
+                ts.iter()
+                    .map(|t| {
+                        let id = *t.topic_id.as_bytes();
+                        let name =
+                            t.name.as_ref().map(|n| n.0.to_string()).or_else(|| {
+                                self.topic_ids.get(&id).and_then(|n| n.first()).cloned()
+                            });
+                        (name, id)
+                    })
+                    .collect()
+            }
         };
         let extra = usize::from(v.flag(false));
         for (i, (name, asked_id)) in wanted

@@ -643,7 +643,10 @@ impl Run<'_> {
             match out {
                 Output::Connect { conn, host, port } => {
                     trace!("connect {conn:?} {host}:{port}");
-                    if let Err(v) = self.rates.connect(self.now, &host, port) {
+                    if let Err(v) = self
+                        .rates
+                        .connect(self.now, &host, port, self.broker.naming())
+                    {
                         self.fail(v);
                     }
                     self.conns.insert(

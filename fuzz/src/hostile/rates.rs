@@ -3,7 +3,7 @@
 //! The window `W` is the shortest backoff the jitter allows (0.8 × `retry.backoff.ms`;
 //! reconnects back off as long). Within any window `(t - W, t]`:
 //! - Produce requests that carry only batches sent before (retries) number at most
-//!   `2·B·M + 2 + 2·D`: B brokers connected so far, M `max.in.flight`, D the distinct batches
+//!   `2·B·M + 2 + 2·D`: B nodes connected so far (as H below), M `max.in.flight`, D the distinct batches
 //!   those requests carry. Each batch may go once after its backoff and once more at once on a
 //!   new leader (KIP-951); each connection lost may resend up to M requests, and a broker's
 //!   reconnects are a backoff apart. Requests carrying a new batch are bounded by the records
@@ -12,7 +12,9 @@
 //!   at most `2·B + 4 + 2·A`, A the application's calls in the window (a send to a new topic,
 //!   `send_offsets_to_transaction`, a commit: each may ask once or twice). ApiVersions is
 //!   bounded per connection instead.
-//! - Connection attempts number at most `2·H + 2`, H the hosts ever connected to.
+//! - Connection attempts number at most `2·H + 2`, H the nodes ever connected to: a host under
+//!   each numbering of the nodes the broker gave (a broker that renumbers its nodes makes each
+//!   host a new node, which the producer connects to anew, as Java's connections are a node's).
 
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -27,7 +29,8 @@ type BatchKey = (String, i32, u64, usize);
 pub(crate) struct Rates {
     window: Duration,
     max_in_flight: usize,
-    hosts: HashSet<(String, u16)>,
+    /// The nodes connected to: host, port, and the broker's numbering then.
+    hosts: HashSet<(String, u16, i32)>,
     connects: VecDeque<Instant>,
     /// Retry-only Produce requests: when, and their batches.
     retries: VecDeque<(Instant, Vec<BatchKey>)>,
@@ -67,8 +70,14 @@ impl Rates {
         self.calls.push_back((now, ()));
     }
 
-    pub(crate) fn connect(&mut self, now: Instant, host: &str, port: u16) -> Result<(), Violation> {
-        self.hosts.insert((host.to_string(), port));
+    pub(crate) fn connect(
+        &mut self,
+        now: Instant,
+        host: &str,
+        port: u16,
+        naming: i32,
+    ) -> Result<(), Violation> {
+        self.hosts.insert((host.to_string(), port, naming));
         let window = self.window;
         while self
             .connects
@@ -83,7 +92,7 @@ impl Rates {
             return Err((
                 "connect-storm",
                 format!(
-                    "{} connection attempts within {:?} ({} hosts; bound {bound})",
+                    "{} connection attempts within {:?} ({} nodes; bound {bound})",
                     self.connects.len(),
                     self.window,
                     self.hosts.len()
