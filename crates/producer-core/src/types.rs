@@ -866,6 +866,91 @@ pub enum SendErrorReason {
 mod tests {
     use super::*;
 
+    /// `possibly_persisted` and `with_possibly_persisted` list the variants that say whether
+    /// a record may have been written twice (once by `&`, once by `&mut`): a variant added to
+    /// one list and not the other would make a report lie. The match below names every variant
+    /// (no wildcard), so a new one does not compile until it is said here whether it carries
+    /// the flag, and the two methods are then checked against that.
+    #[test]
+    fn every_error_that_says_possibly_persisted_reads_and_writes_the_same_flag() {
+        let errors = [
+            ProduceError::Broker {
+                code: ErrorCode::NOT_ENOUGH_REPLICAS,
+                message: None,
+                possibly_persisted: false,
+            },
+            ProduceError::InvalidRecord {
+                code: ErrorCode::INVALID_RECORD,
+                batch_index: 0,
+                message: None,
+                possibly_persisted: false,
+            },
+            ProduceError::BatchRejected {
+                code: ErrorCode::INVALID_RECORD,
+                invalid_records: 1,
+                message: None,
+                possibly_persisted: false,
+            },
+            ProduceError::DeliveryTimeout {
+                possibly_persisted: false,
+                last_connection_error: None,
+            },
+            ProduceError::UnknownTopic,
+            ProduceError::UnknownPartition {
+                partition: 3,
+                count: 1,
+            },
+            ProduceError::Refused(Box::new(SendErrorReason::Closed)),
+            ProduceError::Authentication {
+                error: crate::AuthError::BadServerSignature,
+                possibly_persisted: false,
+            },
+            ProduceError::Closed,
+            ProduceError::TransactionAborted,
+            ProduceError::TransactionInDoubt,
+            ProduceError::Compression("c".into()),
+            ProduceError::BatchDecode("d".into()),
+            ProduceError::Panicked {
+                message: "p".into(),
+                possibly_persisted: false,
+            },
+        ];
+        for e in errors {
+            // `Ok`: the variant carries the flag; `Err(always)`: it does not, and always says that.
+            let carries: Result<(), bool> = match &e {
+                ProduceError::Broker { .. }
+                | ProduceError::InvalidRecord { .. }
+                | ProduceError::BatchRejected { .. }
+                | ProduceError::DeliveryTimeout { .. }
+                | ProduceError::Authentication { .. }
+                | ProduceError::Panicked { .. } => Ok(()),
+                ProduceError::TransactionInDoubt => Err(true),
+                ProduceError::UnknownTopic
+                | ProduceError::UnknownPartition { .. }
+                | ProduceError::Refused(_)
+                | ProduceError::Closed
+                | ProduceError::TransactionAborted
+                | ProduceError::Compression(_)
+                | ProduceError::BatchDecode(_) => Err(false),
+            };
+            match carries {
+                Ok(()) => {
+                    assert!(!e.possibly_persisted(), "{e:?}");
+                    let written = e.clone().with_possibly_persisted(true);
+                    assert!(
+                        written.possibly_persisted(),
+                        "{e:?} keeps the flag it is given"
+                    );
+                    assert_eq!(written.with_possibly_persisted(false), e);
+                }
+                Err(always) => {
+                    assert_eq!(e.possibly_persisted(), always, "{e:?}");
+                    assert_eq!(e.clone().with_possibly_persisted(!always), e, "{e:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn wire_bytes_keep_their_pieces_in_order_without_the_empty_ones() {
         let w = WireBytes::from_pieces([
