@@ -86,9 +86,12 @@ impl BrokerSlot {
             .is_some_and(|c| c.state == ConnState::Ready)
     }
 
-    /// Whether a connection attempt is allowed at `now` (its reconnect backoff is over).
+    /// Whether a connection attempt is allowed at `now`: the slot has no connection (one
+    /// already open, even one that cannot serve the request at hand, is never replaced by a new
+    /// attempt: that left the old socket open and, for a bootstrap broker that does not offer
+    /// InitProducerId, reconnected on every answer) and its reconnect backoff is over.
     pub(crate) fn may_connect(&self, now: Instant) -> bool {
-        self.reconnect_at.is_none_or(|t| t <= now)
+        self.conn.is_none() && self.reconnect_at.is_none_or(|t| t <= now)
     }
 
     /// The connection succeeded in negotiating: the reconnect backoff starts over, and its
@@ -464,6 +467,27 @@ mod tests {
 
     fn brokers() -> Brokers {
         Brokers::new(&[("boot".to_string(), 9092)])
+    }
+
+    /// Fuzz regression `bootstrap-without-init-pid`: an idempotent producer whose bootstrap
+    /// broker offers no InitProducerId found no connection to ask for its id and picked the
+    /// bootstrap slot again, replacing its open connection (the socket left open) on every
+    /// answer: a slot with a connection is never picked for a new attempt.
+    #[test]
+    fn a_slot_with_a_connection_is_not_picked_to_connect() {
+        let now = Instant::now();
+        let mut b = brokers();
+        let s1 = b.node_slot(1, "b1", 9092).unwrap();
+        assert_eq!(b.pick_bootstrap_to_connect(now), Some(0));
+        assert_eq!(b.pick_node_to_connect(now), Some(s1));
+        let boot = b.open_connection(0, 1024, now);
+        let node = b.open_connection(s1, 1024, now);
+        assert_eq!(b.pick_bootstrap_to_connect(now), None);
+        assert_eq!(b.pick_node_to_connect(now), None);
+        b.take_conn(boot).unwrap();
+        b.take_conn(node).unwrap();
+        assert_eq!(b.pick_bootstrap_to_connect(now), Some(0));
+        assert_eq!(b.pick_node_to_connect(now), Some(s1));
     }
 
     #[test]
