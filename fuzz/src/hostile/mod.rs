@@ -831,9 +831,15 @@ impl Run<'_> {
 
     /// Lets the network run at the current instant until nothing moves: connection attempts
     /// complete (or are refused), answers are read (whole or in pieces), outputs executed.
+    ///
+    /// A round counts towards [`MAX_ROUNDS`] when the producer did something in it (outputs) or
+    /// an exchange completed (a whole answer read, a connection settled); a round that only
+    /// handed over a piece of an answer does not (answers in pieces of a few bytes would
+    /// otherwise count as the producer's livelock; the pieces of one frame are finite).
     fn pump(&mut self) {
-        for round in 0.. {
-            if round > MAX_ROUNDS {
+        let mut rounds = 0;
+        loop {
+            if rounds > MAX_ROUNDS {
                 self.fail((
                     "livelock",
                     format!("no rest after {MAX_ROUNDS} rounds at one instant"),
@@ -841,6 +847,7 @@ impl Run<'_> {
                 return;
             }
             let mut progress = self.drain();
+            let mut counted = progress;
             let now = self.now;
             let ids: Vec<ConnId> = self.conns.keys().copied().collect();
             for id in ids {
@@ -859,6 +866,7 @@ impl Run<'_> {
                         ),
                     );
                     progress = true;
+                    counted = true;
                     continue;
                 }
                 if !c.connected {
@@ -866,6 +874,7 @@ impl Run<'_> {
                         continue;
                     }
                     progress = true;
+                    counted = true;
                     if c.refuse || self.refuse_connects {
                         trace!("network: {id:?} refused");
                         self.conns.remove(&id);
@@ -896,6 +905,7 @@ impl Run<'_> {
                 let finished = if done { c.outbox.pop_front() } else { None };
                 let tainted = c.tainted;
                 progress = true;
+                counted |= finished.is_some();
                 // What the producer learns is settled before it reads the last byte, and its
                 // reports are drained before the next connection's bytes: each report is
                 // checked against what the producer had read when it made it (a producer that
@@ -913,10 +923,13 @@ impl Run<'_> {
                     }
                 }
                 self.producer.handle_read(now, id, &piece);
-                self.drain();
+                counted |= self.drain();
             }
             if !progress {
                 return;
+            }
+            if counted {
+                rounds += 1;
             }
         }
     }
