@@ -35,6 +35,26 @@ fn id_of(value: &[u8]) -> u64 {
 }
 
 /// Checks that every id of `committed` is in the topic once, each partition's in send order.
+/// The reports of `range` after its transaction ended: one each, committed or failed
+/// `TransactionAborted` with the record handed back, as `commit` says.
+fn assert_transaction_ended(reports: &[Delivery<u64>], range: &std::ops::Range<u64>, commit: bool) {
+    let ended: Vec<_> = reports
+        .iter()
+        .filter(|d| range.contains(&d.opaque))
+        .collect();
+    assert_eq!(ended.len() as u64, range.end - range.start);
+    for d in ended {
+        match &d.result {
+            Ok(m) => assert!(commit && m.committed),
+            Err(f) => {
+                assert!(!commit);
+                assert_eq!(f.error, ProduceError::TransactionAborted);
+                assert_eq!(id_of(f.record.value.as_deref().unwrap()), d.opaque);
+            }
+        }
+    }
+}
+
 fn check_log(mock: &MockKafka, committed: &HashSet<u64>, total: usize) {
     let read = read_back_all(
         &mock.bootstrap_servers(),
@@ -146,19 +166,7 @@ fn mio_threaded_commits_aborts_and_commits_again() {
             txn.abort().unwrap();
         }
         // The end's reports all reached the callback before it returned.
-        let got = reports.lock().unwrap();
-        let ended: Vec<_> = got.iter().filter(|d| range.contains(&d.opaque)).collect();
-        assert_eq!(ended.len() as u64, range.end - range.start);
-        for d in ended {
-            match &d.result {
-                Ok(m) => assert!(commit && m.committed),
-                Err(f) => {
-                    assert!(!commit);
-                    assert_eq!(f.error, ProduceError::TransactionAborted);
-                    assert_eq!(id_of(f.record.value.as_deref().unwrap()), d.opaque);
-                }
-            }
-        }
+        assert_transaction_ended(&reports.lock().unwrap(), &range, commit);
     }
     // A record outside a transaction comes back in its report.
     p.send_with(record(999), 999).unwrap();
@@ -254,21 +262,7 @@ fn mio_driver_commits_aborts_and_commits_again() {
             accepted.expect("accepted");
             let r = run_until_done(&mut driver, &mut poll, &mut reports);
             assert_eq!((r.operation, r.result), (op, Ok(())));
-            let ended: Vec<_> = reports
-                .iter()
-                .filter(|d| range.contains(&d.opaque))
-                .collect();
-            assert_eq!(ended.len() as u64, range.end - range.start);
-            for d in ended {
-                match &d.result {
-                    Ok(m) => assert!(commit && m.committed),
-                    Err(f) => {
-                        assert!(!commit);
-                        assert_eq!(f.error, ProduceError::TransactionAborted);
-                        assert_eq!(id_of(f.record.value.as_deref().unwrap()), d.opaque);
-                    }
-                }
-            }
+            assert_transaction_ended(&reports, &range, commit);
         }
         assert_eq!(reports.len(), 200, "one report per record");
         driver.close();
