@@ -352,12 +352,35 @@ pub enum Event {
         /// What was wrong.
         violation: Violation,
     },
+    /// The partitions of a topic asked for with [`crate::Producer::request_partitions`] are
+    /// known (at once when they were): [`crate::Producer::partitions`] gives them now.
+    /// Emitted once per request that was waiting.
+    PartitionsKnown {
+        /// The topic.
+        topic: Arc<str>,
+        /// Its partition count.
+        count: u32,
+    },
+    /// The partitions of a topic asked for with [`crate::Producer::request_partitions`] are
+    /// not to be had: the cluster says the topic may not be used (`error` is
+    /// [`ProduceError::Broker`] with the topic's error code), or `max_block` passed without
+    /// its metadata ([`ProduceError::UnknownTopic`] when the cluster answered without it,
+    /// [`ProduceError::DeliveryTimeout`] when no broker was reached), or the producer is
+    /// closing or failed ([`ProduceError::Closed`], the fatal error).
+    PartitionsUnavailable {
+        /// The topic.
+        topic: Arc<str>,
+        /// Why.
+        error: ProduceError,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
     /// The application's code that a driver runs panicked: the panic was caught around that
     /// one call and the producer goes on. A delivery callback's report counts as handed over
     /// (it is not retried); a token provider's panic answers the core as a provider's error
-    /// would. Emitted by the drivers, never by the core.
+    /// would. Emitted by the drivers, and by the core for the application's
+    /// [`crate::Partitioner`] (which runs inside it: the record it routed fails with
+    /// [`ProduceError::Partitioner`]).
     CallbackPanicked {
         /// Which callback.
         callback: Callback,
@@ -377,6 +400,9 @@ pub enum Callback {
     Event,
     /// The OAUTHBEARER token provider.
     TokenProvider,
+    /// The application's [`crate::Partitioner`] (run by the core: the record it was routing
+    /// fails with [`ProduceError::Partitioner`]).
+    Partitioner,
 }
 
 impl std::fmt::Display for Callback {
@@ -385,6 +411,7 @@ impl std::fmt::Display for Callback {
             Callback::Delivery => "delivery callback",
             Callback::Event => "event callback",
             Callback::TokenProvider => "OAUTHBEARER token provider",
+            Callback::Partitioner => "partitioner",
         })
     }
 }
@@ -677,6 +704,11 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// The application's [`crate::Partitioner`] did not route the record: it answered an
+    /// error, a partition the topic does not have, or panicked. Only this record failed (it
+    /// was never sent); the producer goes on, with the same partitioner.
+    #[error("{0}")]
+    Partitioner(crate::PartitionerError),
     /// The producer's own code (the core's, or its driver's) panicked: a bug. The producer
     /// closed, and every record it still held failed with this error (see
     /// [`crate::Producer::fail_after_panic`]).
@@ -910,6 +942,7 @@ mod tests {
             ProduceError::TransactionInDoubt,
             ProduceError::Compression("c".into()),
             ProduceError::BatchDecode("d".into()),
+            ProduceError::Partitioner(crate::PartitionerError::Failed("f".into())),
             ProduceError::Panicked {
                 message: "p".into(),
                 possibly_persisted: false,
@@ -931,7 +964,8 @@ mod tests {
                 | ProduceError::Closed
                 | ProduceError::TransactionAborted
                 | ProduceError::Compression(_)
-                | ProduceError::BatchDecode(_) => Err(false),
+                | ProduceError::BatchDecode(_)
+                | ProduceError::Partitioner(_) => Err(false),
             };
             match carries {
                 Ok(()) => {

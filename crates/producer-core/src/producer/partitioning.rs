@@ -13,7 +13,13 @@
 
 #[cfg(doc)]
 use crate::partitioner::Sticky;
+use std::time::{Duration, Instant};
+
+use crate::batch::Unrouted;
+use crate::partition::PartitionQueue;
 use crate::partitioner::{LoadStats, NodeLatency};
+use crate::partitioners::{LeaderSource, PartitionView, PartitionerError, Route};
+use crate::types::{Callback, Event, Output};
 
 use super::intake::Appended;
 use super::Producer;
@@ -24,6 +30,27 @@ use super::Producer;
 pub(super) struct Partitioning {
     loads: LoadStats,
     nodes: NodeLatency,
+}
+
+/// A topic's partitions as the application's partitioner sees them
+/// ([`crate::PartitionView`]): their leaders, and each leader's availability as
+/// [`Producer::next_sticky_partition`] weighs it.
+struct Live<'a, T> {
+    partitions: &'a [PartitionQueue<T>],
+    nodes: &'a NodeLatency,
+    now: Instant,
+    /// `partitioner.availability.timeout.ms` when tracked, else zero (off).
+    timeout: Duration,
+}
+
+impl<T> LeaderSource for Live<'_, T> {
+    fn leader(&self, p: u32) -> i32 {
+        self.partitions.get(p as usize).map_or(-1, |q| q.leader())
+    }
+
+    fn node_unavailable(&self, node: i32) -> bool {
+        !self.timeout.is_zero() && self.nodes.unavailable(node, self.now, self.timeout)
+    }
 }
 
 impl<T> Producer<T> {
@@ -116,6 +143,49 @@ impl<T> Producer<T> {
         let batch_size = self.sticky_batch_size();
         self.topics.get_mut(topic).sticky.stick_to(p, batch_size);
         p
+    }
+
+    /// Routes a record of `topic` (a known topic) with the application's partitioner (call
+    /// only when there is one), giving it the topic's partitions and their availability (the
+    /// leaders' as [`Producer::next_sticky_partition`] weighs them). A panic in it is caught
+    /// here (the record fails with it) and named by [`Event::CallbackPanicked`].
+    #[cold]
+    #[inline(never)]
+    pub(super) fn custom_route(
+        &mut self,
+        topic: u32,
+        pending: &Unrouted<T>,
+    ) -> Result<Route, PartitionerError> {
+        let timeout = if self.tracks_availability() {
+            self.config.partitioner_availability_timeout
+        } else {
+            Duration::ZERO
+        };
+        let t = self.topics.get(topic);
+        let live = Live {
+            partitions: &t.partitions,
+            nodes: &self.partitioning.nodes,
+            now: self.now,
+            timeout,
+        };
+        let view = PartitionView::live(t.partitions.len() as u32, &live);
+        let Some(custom) = self.partitioner.as_mut() else {
+            return Ok(Route::Sticky);
+        };
+        let routed = custom.route(
+            &t.name,
+            pending.key.as_deref(),
+            pending.value.as_deref(),
+            &view,
+        );
+        if let Err(PartitionerError::Panicked(message)) = &routed {
+            let event = Event::CallbackPanicked {
+                callback: Callback::Partitioner,
+                message: message.clone(),
+            };
+            self.outputs.push_back(Output::Event(event));
+        }
+        routed
     }
 
     /// Whether leaders' availability is tracked: adaptive partitioning with
