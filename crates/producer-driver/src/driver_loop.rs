@@ -19,7 +19,7 @@
 //! 4. once the core is closed (or after a panic), [`DriverLoop::shutdown`].
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use producer_core::{
@@ -29,6 +29,7 @@ use producer_core::{
 };
 
 use crate::panic::InjectedPanics;
+use crate::partitions::{PartitionWaiters, PartitionsError, PartitionsResult};
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
 
 /// How a driver answers the calls that wait for the producer (a flush, a close, a metrics
@@ -43,6 +44,8 @@ pub trait Replies {
     type Metrics;
     /// Waits for a transactional operation's result.
     type Transaction;
+    /// Waits for a topic's partitions.
+    type Partitions;
 
     /// Answers a flush or a close: it is done.
     fn done(waiter: Self::Done);
@@ -50,6 +53,8 @@ pub trait Replies {
     fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot);
     /// Answers a transactional operation.
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
+    /// Answers a topic's partitions.
+    fn partitions(waiter: Self::Partitions, result: PartitionsResult);
 }
 
 /// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
@@ -70,6 +75,7 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     type Done = C::Sender<()>;
     type Metrics = C::Sender<MetricsSnapshot>;
     type Transaction = C::Sender<Result<(), TransactionError>>;
+    type Partitions = C::Sender<PartitionsResult>;
 
     fn done(waiter: Self::Done) {
         C::send(waiter, ());
@@ -80,6 +86,10 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     }
 
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
+        C::send(waiter, result);
+    }
+
+    fn partitions(waiter: Self::Partitions, result: PartitionsResult) {
         C::send(waiter, result);
     }
 }
@@ -112,6 +122,8 @@ pub type Opaque<H> = <<H as Host>::Replies as Replies>::Opaque;
 type Done<H> = <<H as Host>::Replies as Replies>::Done;
 /// A host's waiter for a transactional operation.
 type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
+/// A host's waiter for a topic's partitions.
+type PartsWaiter<H> = <<H as Host>::Replies as Replies>::Partitions;
 /// The core as a host's loop drives it.
 pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
 /// A host's commands.
@@ -139,6 +151,8 @@ pub enum Command<R: Replies> {
     /// A transactional operation; answered when the core reports it complete (refused or
     /// local ones at once).
     Transaction(TransactionCall, R::Transaction),
+    /// A topic's partitions: answered from the core's events (see [`crate::PartitionsError`]).
+    Partitions(Arc<str>, R::Partitions),
 }
 
 impl<R: Replies> Command<R> {
@@ -257,6 +271,8 @@ pub struct DriverLoop<H: Host> {
     close_waiters: Vec<Done<H>>,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnWaiter<H>>,
+    /// Who waits for a topic's partitions.
+    partitions: PartitionWaiters<PartsWaiter<H>>,
     /// The loop asked the core to close.
     closing: bool,
     /// Every handle is gone and nothing is left to handle: no command will come again.
@@ -296,6 +312,7 @@ impl<H: Host> DriverLoop<H> {
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
             txn_waiter: None,
+            partitions: PartitionWaiters::default(),
             closing: false,
             senders_gone: false,
             reflush: false,
@@ -393,6 +410,10 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(call, waiter) => {
                     self.start_transaction(core, now, call, waiter);
                     now = clock();
+                }
+                Command::Partitions(topic, w) => {
+                    self.partitions
+                        .ask(core, now, topic, w, H::Replies::partitions)
                 }
             }
         }
@@ -580,6 +601,7 @@ impl<H: Host> DriverLoop<H> {
         if !self.txn_flushes.is_empty() && core.unacknowledged_records() == 0 {
             answer::<H>(self.txn_flushes.drain(..));
         }
+        self.partitions.settle(core, H::Replies::partitions);
         std::mem::take(&mut self.reflush)
     }
 
@@ -616,6 +638,7 @@ impl<H: Host> DriverLoop<H> {
         if *event == Event::MetadataUpdated && self.flushes.is_waiting() {
             self.reflush = true;
         }
+        self.partitions.event(event, H::Replies::partitions);
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Event, || host.show(event)) {
             log_event(&panicked);
@@ -686,6 +709,9 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(_, waiter) => {
                     H::Replies::transaction(waiter, Err(stopped.clone()))
                 }
+                Command::Partitions(_, w) => {
+                    H::Replies::partitions(w, Err(PartitionsError::Closed))
+                }
             }
         }
         if let Some(w) = self.txn_waiter.take() {
@@ -694,6 +720,7 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.txn_flushes.drain(..));
         answer::<H>(self.flushes.release_all());
         answer::<H>(self.close_waiters.drain(..));
+        self.partitions.close_all(H::Replies::partitions);
     }
 }
 

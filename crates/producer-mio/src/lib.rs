@@ -74,6 +74,7 @@
 
 mod driver;
 mod error;
+mod partitions;
 mod resolver;
 mod sink;
 mod socket;
@@ -92,8 +93,10 @@ pub use transactions::{MioTransactions, ThreadedTransactions};
 
 pub use producer_core::{
     Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,
-    OffsetToCommit, ProduceError, Record, RecordMetadata, TransactionError, TransactionResult,
+    OffsetToCommit, Partitioner, ProduceError, Record, RecordMetadata, TopicPartitions,
+    TransactionError, TransactionResult,
 };
+pub use producer_driver::PartitionsError;
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

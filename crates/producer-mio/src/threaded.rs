@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Record, TransactionError,
+    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Partitioner, Record, TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
@@ -59,13 +59,13 @@ impl<T> TrySendError<T> {
 }
 
 /// What the handles put in the thread's queue.
-type Cmd<T> = Command<MioReplies<T>>;
+pub(crate) type Cmd<T> = Command<MioReplies<T>>;
 
 /// How the thread answers the handles' waiting calls: down a channel of one.
-type MioReplies<T> = Answered<T, SyncChannel>;
+pub(crate) type MioReplies<T> = Answered<T, SyncChannel>;
 
 /// `std::sync::mpsc::sync_channel(1)`: the handle blocks on its receiver.
-struct SyncChannel;
+pub(crate) struct SyncChannel;
 
 impl Channel for SyncChannel {
     type Sender<V> = SyncSender<V>;
@@ -214,6 +214,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             on_event: None,
             token_provider: None,
+            partitioner: None,
             injected: InjectedPanics::default(),
             _reports: std::marker::PhantomData,
         }
@@ -360,6 +361,22 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         self.inner.shared.last_words.metrics()
     }
 
+    /// Queues a call that waits for the producer thread (`command` made with the sending half
+    /// of a channel of one) and wakes the thread; the receiving half, or `None` when called on
+    /// the producer thread (it cannot wait for itself) or after the thread stopped.
+    pub(crate) fn queue_call<V>(
+        &self,
+        command: impl FnOnce(SyncSender<V>) -> Cmd<T>,
+    ) -> Option<mpsc::Receiver<V>> {
+        if thread::current().id() == self.inner.thread_id {
+            return None;
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.inner.shared.queue.push_control(command(tx)).ok()?;
+        self.inner.shared.wake();
+        Some(rx)
+    }
+
     /// Whether the producer has a `transactional.id` (and so
     /// [`ThreadedProducer::transactions`]).
     pub(crate) fn is_transactional(&self) -> bool {
@@ -410,6 +427,7 @@ pub struct ThreadedBuilder<T> {
     queue_capacity: usize,
     on_event: Option<OnEvent>,
     token_provider: Option<crate::token::Provider>,
+    partitioner: Option<Box<dyn Partitioner>>,
     injected: InjectedPanics,
     _reports: std::marker::PhantomData<fn(T)>,
 }
@@ -420,6 +438,7 @@ impl<T> std::fmt::Debug for ThreadedBuilder<T> {
             .field("queue_capacity", &self.queue_capacity)
             .field("on_event", &self.on_event.is_some())
             .field("token_provider", &self.token_provider.is_some())
+            .field("partitioner", &self.partitioner.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -458,6 +477,15 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         self
     }
 
+    /// The partitioner of records sent without an explicit partition, instead of the
+    /// built-in rule (murmur2 of the key, the adaptive sticky partition for null keys): it runs
+    /// on the producer thread, once per such record (see [`producer_core::Partitioner`] for
+    /// its errors and panics, which fail that record alone).
+    pub fn partitioner(mut self, partitioner: Box<dyn Partitioner>) -> Self {
+        self.partitioner = Some(partitioner);
+        self
+    }
+
     /// For tests only: panics injected into the producer thread's loop, to prove that the
     /// producer contains them. Not part of the supported API.
     #[doc(hidden)]
@@ -477,6 +505,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             queue_capacity,
             on_event,
             token_provider,
+            partitioner,
             injected,
             ..
         } = self;
@@ -499,6 +528,9 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         )?;
         if let Some(provider) = token_provider {
             driver.set_token_provider(provider);
+        }
+        if let Some(partitioner) = partitioner {
+            driver.set_partitioner(partitioner);
         }
         let shared = Arc::new(Shared {
             queue: CommandQueue::new(queue_capacity, buffer_memory),

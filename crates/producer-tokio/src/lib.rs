@@ -118,9 +118,10 @@ pub use transactions::Transactions;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
-    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError, Record,
-    RecordMetadata, SendErrorReason, TransactionError,
+    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, Partitioner, ProduceError,
+    Record, RecordMetadata, SendErrorReason, TopicPartitions, TransactionError,
 };
+pub use producer_driver::PartitionsError;
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]
