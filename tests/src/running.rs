@@ -11,7 +11,10 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use producer_core::{Config, Event, MetricsSnapshot, Record, TransactionError};
+use producer_core::{
+    Config, Event, MetricsSnapshot, Partitioner, Record, TopicPartitions, TransactionError,
+};
+use producer_driver::PartitionsError;
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
 
@@ -37,6 +40,8 @@ pub struct Options {
     /// tokio: one delivery future per record (`send`) instead of the delivery callback
     /// (`send_detached`); `on_report` then never runs. Ignored by mio.
     pub futures: bool,
+    /// The application's partitioner, if any (the builders' `partitioner`).
+    pub partitioner: Option<Box<dyn Partitioner>>,
 }
 
 impl Options {
@@ -51,6 +56,7 @@ impl Options {
             tokens: None,
             injected: InjectedPanics::default(),
             futures: false,
+            partitioner: None,
         }
     }
 }
@@ -145,6 +151,7 @@ impl Running {
             tokens,
             injected,
             futures,
+            partitioner,
         } = options;
         let event_tx = std::sync::Mutex::new(event_tx);
         let on_event = move |e: &Event| {
@@ -173,6 +180,9 @@ impl Running {
                             hook(&id);
                         }
                     });
+                if let Some(partitioner) = partitioner {
+                    builder = builder.partitioner(partitioner);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || {
                         let tokens = tokens.clone();
@@ -203,6 +213,9 @@ impl Running {
                     .inject_panics(injected);
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
+                }
+                if let Some(partitioner) = partitioner {
+                    builder = builder.partitioner(partitioner);
                 }
                 let producer = builder.spawn(move |d| {
                     let (id, result, record) = core_report(d);
@@ -305,6 +318,19 @@ impl Running {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.metrics())),
             Inner::Mio(p) => p.metrics(),
+        }
+    }
+
+    /// The partitions of `topic` (tokio: `partitions_for`, bounded by `max.block.ms`; mio:
+    /// `partitions_for` with `timeout`).
+    pub fn partitions_for(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<TopicPartitions, PartitionsError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.partitions_for(topic)),
+            Inner::Mio(p) => p.partitions_for(topic, timeout),
         }
     }
 

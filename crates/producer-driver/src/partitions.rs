@@ -74,10 +74,10 @@ impl<W> PartitionWaiters<W> {
     /// topic's at the next [`PartitionWaiters::settle`].
     pub(crate) fn event(&mut self, event: &Event, mut answer: impl FnMut(W, PartitionsResult)) {
         match event {
-            Event::PartitionsKnown { topic, .. } => {
-                if self.waiting.iter().any(|(t, _)| t == topic) && !self.known.contains(topic) {
-                    self.known.push(topic.clone());
-                }
+            Event::PartitionsKnown { topic, .. }
+                if self.waiting.iter().any(|(t, _)| t == topic) && !self.known.contains(topic) =>
+            {
+                self.known.push(topic.clone());
             }
             Event::PartitionsUnavailable { topic, error } => {
                 for w in self.take(topic) {

@@ -22,6 +22,7 @@ pub mod bounds;
 pub mod metrics;
 pub mod oauth;
 pub mod panics;
+pub mod partitions;
 pub mod tls;
 pub mod transactions;
 
@@ -111,6 +112,7 @@ macro_rules! every_driver_test {
             oauth::a_providers_error_fails_the_records_with_it,
             oauth::without_a_provider_the_records_fail_with_no_token,
             transactions::transactions_exist_only_with_a_transactional_id,
+            partitions::a_custom_partitioner_routes_and_partitions_for_tells_the_count,
         );
     };
 }
