@@ -14,9 +14,9 @@ use std::time::Duration;
 use producer_core::{
     Config, Event, MetricsSnapshot, Partitioner, Record, TopicPartitions, TransactionError,
 };
-use producer_driver::PartitionsError;
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
+use producer_driver::PartitionsError;
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 

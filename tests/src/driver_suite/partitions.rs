@@ -38,7 +38,11 @@ impl Partitioner for FirstByte {
 /// The value of record `id`: its first byte chooses its partition (0xff for every 50th,
 /// which panics the partitioner), the id follows.
 fn value(id: u64) -> Vec<u8> {
-    let first = if id % 50 == 49 { 0xff } else { (id % 200) as u8 };
+    let first = if id % 50 == 49 {
+        0xff
+    } else {
+        (id % 200) as u8
+    };
     [&[first][..], &id.to_be_bytes()[..]].concat()
 }
 
@@ -60,7 +64,10 @@ pub fn a_custom_partitioner_routes_and_partitions_for_tells_the_count(driver: Dr
     assert_eq!(&**parts.topic(), TOPIC);
     for part in 0..PARTITIONS {
         let leader = parts.leader(part);
-        assert!((1..=3).contains(&leader), "partition {part}: leader {leader}");
+        assert!(
+            (1..=3).contains(&leader),
+            "partition {part}: leader {leader}"
+        );
     }
     assert!(matches!(
         p.partitions_for("not a topic!", HANG_GUARD),
