@@ -20,7 +20,7 @@ const RECORDS: u64 = 600;
 /// Tenant of record `id`: 0 for half of them, then 1..=5, so the partitions get uneven
 /// counts (a partitioner that did nothing would not match them by chance).
 fn tenant(id: u64) -> u8 {
-    if id % 2 == 0 {
+    if id.is_multiple_of(2) {
         0
     } else {
         (id % 5 + 1) as u8
