@@ -17,9 +17,12 @@
 //! get no report from the mio driver; their tokio delivery futures resolve as lost. Every
 //! call still returns.
 //!
-//! No application code runs before a record is accepted today (there are no partitioners or
-//! interceptors of the application's yet); when there is, [`call_user`] is the one place it
-//! runs, and a panic there fails that record with a typed error instead of going on with it.
+//! The application's partitioner ([`producer_core::Partitioner`]) runs inside the core, which
+//! applies the same rule itself: its panic is caught around that one call, the record it was
+//! routing fails with [`ProduceError::Partitioner`], the core names the panic with
+//! [`Event::CallbackPanicked`] (`Callback::Partitioner`), and the producer goes on.
+//!
+//! [`ProduceError::Partitioner`]: producer_core::ProduceError::Partitioner
 //!
 //! [`Producer::fail_after_panic`]: producer_core::Producer::fail_after_panic
 //! [`ProduceError::Panicked`]: producer_core::ProduceError::Panicked
