@@ -41,8 +41,9 @@ use crate::partitioner::partition_for_key;
 ///
 /// It runs on the producer's thread or task, once per record, inside the core: keep it short
 /// and non-blocking (no I/O, no locks held for long). `Send` because the producer moves to
-/// its driver's thread.
-pub trait Partitioner: Send {
+/// its driver's thread; `Sync` so that the producer stays `Sync` (shared read-only, e.g. in
+/// an `RwLock`), which costs a partitioner nothing: it changes its state through `&mut self`.
+pub trait Partitioner: Send + Sync {
     /// The route of one record of `topic` with `key` and `value` (each `None` when null).
     /// `partitions` is the topic's partition count and their availability at this moment
     /// (a leader known and, with `partitioner.availability.timeout.ms`, not stalled).

@@ -244,6 +244,18 @@ mod tests {
         }
     }
 
+    /// A producer with a partitioner is still `Send` and `Sync`, as without one.
+    #[test]
+    fn the_producer_stays_send_and_sync() {
+        fn send_sync<P: Send + Sync>(_: &P) {}
+        let p: Producer<u32> = Producer::with_partitioner(
+            config().build().unwrap(),
+            Instant::now(),
+            Box::new(RoundRobinPartitioner::new()),
+        );
+        send_sync(&p);
+    }
+
     /// Round-robin through the producer: one record per available partition in turn.
     #[test]
     fn round_robin_through_the_producer() {
