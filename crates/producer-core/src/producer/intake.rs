@@ -1,7 +1,7 @@
 //! Records in: the checks `send` makes, the holding area for topics whose metadata is unknown,
 //! routing to a partition (explicit, the application's partitioner when it set one, murmur2
-//! of the key, else the sticky partition that `partitioning` keeps), appending to the partition's open batch, and closing batches (full,
-//! lingered, flushed).
+//! of the key, else the sticky partition that `partitioning` keeps), appending to the
+//! partition's open batch, and closing batches (full, lingered, flushed).
 
 use std::time::Duration;
 
