@@ -54,7 +54,9 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Kafka's rules). Known partitions come back at once. Call it before sending to choose
     /// explicit partitions, or to size work per partition; a partition count only grows.
     /// [`PartitionsError::Closed`] after the producer stopped, and when called from the
-    /// delivery callback (the producer thread cannot wait for itself).
+    /// delivery callback (the producer thread cannot wait for itself). The ask queues behind
+    /// the commands before it: while the producer's buffer is full it waits for room as a
+    /// flush does (`timeout` still bounds the call).
     pub fn partitions_for(
         &self,
         topic: &str,

@@ -227,7 +227,9 @@ impl ProducerHandle {
     /// the wait), [`PartitionsError::InvalidTopic`] for a name that breaks Kafka's rules,
     /// [`PartitionsError::Closed`] once the producer stopped. Call it before sending to choose
     /// explicit partitions, or to size work per partition; a partition count only grows.
-    /// Cancelling the future leaves the ask to run out in the producer.
+    /// Cancelling the future leaves the ask to run out in the producer. The ask queues behind
+    /// the commands before it: while the producer's buffer is full and the task holds a record
+    /// aside, it waits for room as a flush does.
     pub async fn partitions_for(&self, topic: &str) -> Result<TopicPartitions, PartitionsError> {
         let (tx, rx) = oneshot::channel();
         if !self

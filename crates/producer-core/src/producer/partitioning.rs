@@ -228,6 +228,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use crate::config::{Config, ConfigBuilder};
+    use crate::partitioners::{PartitionView, Partitioner, PartitionerError, Route};
     use crate::types::Record;
 
     use super::Producer;
@@ -472,5 +473,46 @@ mod tests {
         };
         assert_eq!(run(11), run(11));
         assert_ne!(run(11), run(12));
+    }
+
+    /// What an application's partitioner is shown as available is what the adaptive
+    /// partitioner uses: a partition without a leader is not, nor, with
+    /// `partitioner.availability.timeout.ms`, one whose leader (node 2) left batches waiting
+    /// for longer than that; once it takes batches again it is.
+    #[test]
+    fn a_partitioner_sees_the_availability_the_adaptive_partitioner_uses() {
+        type Seen = Arc<std::sync::Mutex<Vec<Vec<u32>>>>;
+        struct Watch(Seen);
+        impl Partitioner for Watch {
+            fn partition(
+                &mut self,
+                _: &str,
+                _: Option<&[u8]>,
+                _: Option<&[u8]>,
+                partitions: &PartitionView<'_>,
+            ) -> Result<Route, PartitionerError> {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(partitions.available().collect());
+                Ok(Route::Partition(0))
+            }
+        }
+        let ms = Duration::from_millis;
+        let config = config().partitioner_availability_timeout(ms(100));
+        let (mut p, t0) = producer(config, &[1, 2, 3, -1]);
+        let seen = Seen::default();
+        p.set_partitioner(Box::new(Watch(seen.clone())));
+        p.partitioning.nodes.serviced(2, t0, true, false);
+        p.partitioning.nodes.serviced(2, t0 + ms(20), false, true);
+        for at in [90, 150] {
+            p.send(t0 + ms(at), Record::new(TOPIC, value()), ())
+                .unwrap();
+        }
+        p.partitioning.nodes.serviced(2, t0 + ms(160), true, false);
+        p.send(t0 + ms(170), Record::new(TOPIC, value()), ())
+            .unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(*seen, [vec![0, 1, 2], vec![0, 2], vec![0, 1, 2]]);
     }
 }
