@@ -110,8 +110,9 @@ impl IntoIterator for WireBytes {
 pub struct Record {
     /// The topic. An `Arc<str>` so callers sending many records to one topic share one name.
     pub topic: Arc<str>,
-    /// An explicit partition, or `None` to let the partitioner choose (murmur2 of the key,
-    /// the adaptive sticky partition for null keys).
+    /// An explicit partition, or `None` to let the partitioner choose (the application's
+    /// [`crate::Partitioner`] when one is set; else murmur2 of the key, the adaptive sticky
+    /// partition for null keys).
     pub partition: Option<i32>,
     /// The key, or null.
     pub key: Option<Bytes>,
