@@ -244,7 +244,7 @@ impl<T> Producer<T> {
             // The application's partitioner: one branch here while there is none.
             (None, _) if self.partitioner.is_some() => match self.custom_route(topic, &pending) {
                 Ok(Route::Partition(p)) => p,
-                Ok(_) => return self.append_sticky(topic, pending, payload),
+                Ok(Route::Sticky) => return self.append_sticky(topic, pending, payload),
                 Err(e) => {
                     self.fail_unrouted(topic, -1, pending, ProduceError::Partitioner(e));
                     return;
