@@ -77,7 +77,8 @@ impl<T> Producer<T> {
 
     /// Routes every record sent without an explicit partition with `partitioner` from now on,
     /// instead of the built-in rule (murmur2 of the key, the adaptive sticky partition for
-    /// null keys). Call it before the first `send` (records already in batches stay where they
+    /// null keys; `partitioner.ignore.keys` then has no effect, the adaptive settings still
+    /// govern [`crate::Route::Sticky`]). Call it before the first `send` (records already in batches stay where they
     /// are; records held for their topic's metadata are routed by it when the metadata
     /// arrives). It replaces any partitioner set before. See [`crate::Partitioner`] for when
     /// it is called and what its errors and panics do.
