@@ -486,4 +486,164 @@ mod tests {
             ["a ack x ok", "b ack x ok", "a ack y ok", "b ack y ok"]
         );
     }
+
+    /// Through the command layer, without a broker: `on_send` runs before the core's `send`,
+    /// so the core's size check sees the record as the interceptor grew it; a panicking
+    /// `on_send` fails that record only, with the typed error and an event; every report
+    /// (refused, failed by the interceptor, timed out in the core) is acknowledged once before
+    /// the host gets it, and the record the core held comes back with the stamped header.
+    #[test]
+    fn the_command_layer_runs_the_chain_around_the_core() {
+        use std::sync::mpsc::SyncSender;
+        use std::time::{Duration, Instant};
+
+        use producer_core::{Config, Producer, SendErrorReason};
+
+        use crate::panic::InjectedPanics;
+        use crate::{Answered, Channel, Command, CommandQueue, DriverLoop, Host, Intake};
+
+        struct Blocking;
+        impl Channel for Blocking {
+            type Sender<V> = SyncSender<V>;
+            fn send<V>(sender: SyncSender<V>, value: V) {
+                let _ = sender.try_send(value);
+            }
+        }
+
+        /// Keeps every report, the acknowledgements seen before it, and every event.
+        struct Recorder {
+            acked: Arc<Mutex<Vec<String>>>,
+            reports: Vec<(Delivery<u32>, usize)>,
+            events: Vec<Event>,
+        }
+        impl Host for Recorder {
+            type Replies = Answered<u32, Blocking>;
+            fn deliver(&mut self, delivery: Delivery<u32>) {
+                let seen = self.acked.lock().unwrap().len();
+                self.reports.push((delivery, seen));
+            }
+            fn show(&mut self, event: &Event) {
+                self.events.push(event.clone());
+            }
+        }
+
+        /// Stamps a header, grows "big" past `max.request.size`, panics on "boom".
+        struct Stamper(Log);
+        impl Interceptor for Stamper {
+            fn on_send(&mut self, record: &mut Record) {
+                record
+                    .headers
+                    .push(Header::new("stamp", Some("yes".into())));
+                match record.value.as_deref() {
+                    Some(b"big") => record.value = Some(vec![0u8; 4096].into()),
+                    Some(b"boom") => panic!("stamper bug"),
+                    _ => {}
+                }
+            }
+            fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) {
+                let value = match ack {
+                    Acknowledgement::Failed { record, .. } => record.value.clone(),
+                    Acknowledgement::Delivered(_) => None,
+                };
+                let value = value.unwrap_or_default();
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&value[..value.len().min(8)]).into_owned());
+            }
+        }
+
+        let config = Config::builder([("127.0.0.1", 9)])
+            .max_request_size(1024)
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let mut core = Producer::new(config, t0);
+        let queue = CommandQueue::new(64, 1 << 20);
+        let acked = Log::default();
+        let mut chain = Interceptors::default();
+        chain.push(Stamper(acked.clone()));
+        let host = Recorder {
+            acked: acked.clone(),
+            reports: Vec::new(),
+            events: Vec::new(),
+        };
+        let mut layer = DriverLoop::new(host, InjectedPanics::default()).with_interceptors(chain);
+        for (value, opaque) in [("small", 1), ("big", 2), ("boom", 3)] {
+            let record = Record::new("t", value);
+            let bytes = DriverLoop::<Recorder>::charge(&record);
+            let command = Command::Send {
+                record,
+                opaque,
+                bytes,
+            };
+            queue.push(command, bytes, false, |c| c).ok().unwrap();
+        }
+        let intake = Intake {
+            per_call: 16,
+            release_every: 4,
+        };
+        assert!(!layer.take_commands(&mut core, &queue, intake, || t0));
+        assert_eq!(core.buffered_records(), 1, "the core took the small record");
+        {
+            let host = layer.host();
+            assert_eq!(host.reports.len(), 2, "big refused, boom failed");
+            let (big, seen) = &host.reports[0];
+            assert_eq!((big.opaque, *seen), (2, 1), "acknowledged before the host");
+            let failure = big.result.as_ref().unwrap_err();
+            let ProduceError::Refused(reason) = &failure.error else {
+                panic!("refused by the core, got {:?}", failure.error)
+            };
+            assert!(matches!(**reason, SendErrorReason::RecordTooLarge { .. }));
+            assert_eq!(
+                failure.record.value.as_ref().map(|v| v.len()),
+                Some(4096),
+                "the core checked the record as the interceptor grew it"
+            );
+            let (boom, seen) = &host.reports[1];
+            assert_eq!((boom.opaque, *seen), (3, 2));
+            let failure = boom.result.as_ref().unwrap_err();
+            assert_eq!(
+                failure.error,
+                ProduceError::Interceptor {
+                    message: "stamper bug".into()
+                }
+            );
+            assert_eq!(failure.record.value.as_deref(), Some(&b"boom"[..]));
+            assert_eq!(
+                host.events,
+                [Event::CallbackPanicked {
+                    callback: Callback::Interceptor,
+                    message: "stamper bug".into()
+                }]
+            );
+        }
+
+        // No broker: the core fails the small record at its delivery timeout.
+        let mut t = t0;
+        core.close(t0);
+        while !core.is_closed() {
+            t += Duration::from_secs(1);
+            assert!(t < t0 + Duration::from_secs(600), "the core never closed");
+            if core.poll_timeout().is_some_and(|d| d <= t) {
+                core.handle_timeout(t);
+            }
+            layer.drain(&mut core, |_, _| {});
+            let _ = layer.settle(&core, &queue);
+        }
+        let host = layer.host();
+        assert_eq!(host.reports.len(), 3);
+        let (small, seen) = &host.reports[2];
+        assert_eq!((small.opaque, *seen), (1, 3));
+        let record = &small.result.as_ref().unwrap_err().record;
+        assert_eq!(seen_headers(record), ["stamp"], "the core sent it stamped");
+        assert_eq!(
+            *acked.lock().unwrap(),
+            ["\0\0\0\0\0\0\0\0", "boom", "small"]
+        );
+    }
+
+    fn seen_headers(record: &Record) -> Vec<&str> {
+        record.headers.iter().map(|h| h.key.as_str()).collect()
+    }
 }
