@@ -107,6 +107,18 @@ pub trait Interceptor: Send + 'static {
     }
 }
 
+/// A boxed interceptor is one: for interceptors chosen at run time
+/// (`builder.interceptor(boxed)`).
+impl<I: Interceptor + ?Sized> Interceptor for Box<I> {
+    fn on_send(&mut self, record: &mut Record) {
+        (**self).on_send(record);
+    }
+
+    fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) {
+        (**self).on_acknowledgement(ack);
+    }
+}
+
 /// A report as an [`Interceptor`] sees it: borrowed from the report the application gets next.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
