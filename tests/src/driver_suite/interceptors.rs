@@ -80,7 +80,10 @@ impl Interceptor for Stamper {
             }
         }
         let n = self.seen.acked.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.ack_panic_every.is_some_and(|every| n.is_multiple_of(every)) {
+        if self
+            .ack_panic_every
+            .is_some_and(|every| n.is_multiple_of(every))
+        {
             panic!("interceptor cannot count acknowledgement {n}");
         }
     }
