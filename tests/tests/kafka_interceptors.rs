@@ -26,10 +26,17 @@ fn traceparent(id: u64) -> String {
     format!("00-{TRACE_ID}-{:016x}-01", id + 1)
 }
 
+/// Where each acknowledged record landed, and how many failures were acknowledged.
+#[derive(Default, Clone)]
+struct Acked {
+    delivered: Vec<(i32, i64)>,
+    failed: usize,
+}
+
 /// Stamps each record with the `traceparent` of the id its value names, and notes where each
 /// acknowledged record landed (and how many failed).
 struct Tracer {
-    acked: Arc<Mutex<(Vec<(i32, i64)>, usize)>>,
+    acked: Arc<Mutex<Acked>>,
 }
 
 impl Interceptor for Tracer {
@@ -50,8 +57,8 @@ impl Interceptor for Tracer {
     fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) {
         let mut acked = self.acked.lock().unwrap();
         match ack {
-            Acknowledgement::Delivered(m) => acked.0.push((m.partition, m.offset)),
-            _ => acked.1 += 1,
+            Acknowledgement::Delivered(m) => acked.delivered.push((m.partition, m.offset)),
+            _ => acked.failed += 1,
         }
     }
 }
@@ -61,7 +68,7 @@ fn interceptor_headers_read_back(driver: Driver) {
         return;
     };
     let topic = kafka.topic("interceptors", PARTITIONS, 1, &[]);
-    let acked = Arc::new(Mutex::new((Vec::new(), 0)));
+    let acked = Arc::new(Mutex::new(Acked::default()));
     let mut options = Options::new(producer_config(&kafka).build().unwrap());
     options.interceptors = vec![Box::new(Tracer {
         acked: acked.clone(),
@@ -88,7 +95,10 @@ fn interceptor_headers_read_back(driver: Driver) {
         })
         .collect();
     landed.sort_unstable();
-    let (mut delivered, failed) = acked.lock().unwrap().clone();
+    let Acked {
+        mut delivered,
+        failed,
+    } = acked.lock().unwrap().clone();
     delivered.sort_unstable();
     assert_eq!(failed, 0, "no failure acknowledged");
     assert_eq!(delivered, landed, "every report acknowledged once");
