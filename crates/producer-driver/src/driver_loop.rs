@@ -619,15 +619,20 @@ impl<H: Host> DriverLoop<H> {
     #[inline]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
         if !self.interceptors.is_empty() {
-            let panics = self
-                .interceptors
-                .on_acknowledgement(Acknowledgement::of(&delivery));
-            for panicked in &panics {
-                self.emit(panicked);
-            }
+            self.acknowledge(&delivery);
         }
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
+            self.emit(&panicked);
+        }
+    }
+
+    /// Shows a report to the interceptors; their panics are named by events. Out of line: the
+    /// loop without interceptors keeps only the branch.
+    #[inline(never)]
+    fn acknowledge(&mut self, delivery: &Delivery<Opaque<H>>) {
+        let ack = Acknowledgement::of(delivery);
+        for panicked in self.interceptors.on_acknowledgement(ack) {
             self.emit(&panicked);
         }
     }

@@ -335,6 +335,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// [`MioDriver::accept`] through the interceptors: `on_send` before the core's `send`; a
     /// panic there fails the record with a report, a refusal of the core is acknowledged.
+    #[inline(never)]
     fn accept_intercepted(
         &mut self,
         now: Instant,
@@ -564,15 +565,19 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     #[inline]
     fn hand_to_sink(&mut self, d: Delivery<T>) {
         if !self.interceptors.is_empty() {
-            for panicked in self
-                .interceptors
-                .on_acknowledgement(Acknowledgement::of(&d))
-            {
-                self.keep_event(panicked);
-            }
+            self.acknowledge(&d);
         }
         let sink = &mut self.sink;
         if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
+            self.keep_event(panicked);
+        }
+    }
+
+    /// Shows a report to the interceptors; their panics are named by events. Out of line: a
+    /// driver without interceptors keeps only the branch.
+    #[inline(never)]
+    fn acknowledge(&mut self, d: &Delivery<T>) {
+        for panicked in self.interceptors.on_acknowledgement(Acknowledgement::of(d)) {
             self.keep_event(panicked);
         }
     }
