@@ -34,9 +34,10 @@ use crate::call_user;
 /// # When and where it runs
 /// - [`Interceptor::on_send`]: once per record the application sends, **on the producer's
 ///   thread (mio) or task (tokio)**, in the order the records were sent, right before the
-///   record goes to the core; it may change the record (add headers, change the value). The
-///   core's checks (`max.request.size`, the partition) and `buffer.memory` see the changed
-///   record.
+///   record goes to the core; it may change the record (add headers, change the key or the
+///   value). The core's checks (`max.request.size`, an explicit partition), its partitioner
+///   (which runs after `on_send`: the partition of a record without an explicit one is not
+///   known yet) and `buffer.memory` see the changed record.
 /// - [`Interceptor::on_acknowledgement`]: once per report, on the same thread or task, before
 ///   the report reaches the application's future or callback: a success (where the record
 ///   landed) or a failure (the error, and the record as it will be handed back).
@@ -157,6 +158,24 @@ impl<'a> Acknowledgement<'a> {
     #[must_use]
     pub fn is_delivered(&self) -> bool {
         matches!(self, Acknowledgement::Delivered(_))
+    }
+
+    /// Where the record landed, when it was written.
+    #[must_use]
+    pub fn metadata(&self) -> Option<&'a RecordMetadata> {
+        match self {
+            Acknowledgement::Delivered(m) => Some(m),
+            Acknowledgement::Failed { .. } => None,
+        }
+    }
+
+    /// Why the record failed, when it did.
+    #[must_use]
+    pub fn error(&self) -> Option<&'a ProduceError> {
+        match self {
+            Acknowledgement::Delivered(_) => None,
+            Acknowledgement::Failed { error, .. } => Some(error),
+        }
     }
 
     /// The record's topic.

@@ -104,6 +104,13 @@ fn the_chain_runs_in_the_order_added() {
     let failed = Delivery::failed((), ProduceError::UnknownTopic, Record::new("u", "w"));
     let ack = Acknowledgement::of(&failed);
     assert!(!ack.is_delivered());
+    assert_eq!(ack.error(), Some(&ProduceError::UnknownTopic));
+    assert!(ack.metadata().is_none());
+    assert_eq!(
+        Acknowledgement::of(&ok).metadata().map(|m| m.offset),
+        Some(7)
+    );
+    assert!(Acknowledgement::of(&ok).error().is_none());
     assert_eq!(ack.timestamp(), None);
     assert!(chain.on_acknowledgement(ack).is_empty());
     assert_eq!(
