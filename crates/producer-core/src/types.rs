@@ -357,7 +357,9 @@ pub enum Event {
     /// The application's code that a driver runs panicked: the panic was caught around that
     /// one call and the producer goes on. A delivery callback's report counts as handed over
     /// (it is not retried); a token provider's panic answers the core as a provider's error
-    /// would. Emitted by the drivers, never by the core.
+    /// would; an interceptor's panic in `on_send` fails that record with
+    /// [`ProduceError::Interceptor`], in `on_acknowledgement` leaves the report going on to the
+    /// application. Emitted by the drivers, never by the core.
     CallbackPanicked {
         /// Which callback.
         callback: Callback,
@@ -377,6 +379,9 @@ pub enum Callback {
     Event,
     /// The OAUTHBEARER token provider.
     TokenProvider,
+    /// An interceptor of the application's (a driver's `on_send` or `on_acknowledgement`
+    /// hook).
+    Interceptor,
 }
 
 impl std::fmt::Display for Callback {
@@ -385,6 +390,7 @@ impl std::fmt::Display for Callback {
             Callback::Delivery => "delivery callback",
             Callback::Event => "event callback",
             Callback::TokenProvider => "OAUTHBEARER token provider",
+            Callback::Interceptor => "interceptor",
         })
     }
 }
@@ -677,6 +683,15 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// An interceptor of the application's panicked in its `on_send` for this record (a
+    /// driver's interceptors run before the record reaches the core): the record was not sent
+    /// (never possibly persisted), and it is handed back as the interceptors left it. The
+    /// producer goes on with the other records.
+    #[error("an interceptor panicked on this record, which was not sent: {message}")]
+    Interceptor {
+        /// The panic's message.
+        message: String,
+    },
     /// The producer's own code (the core's, or its driver's) panicked: a bug. The producer
     /// closed, and every record it still held failed with this error (see
     /// [`crate::Producer::fail_after_panic`]).
@@ -910,6 +925,9 @@ mod tests {
             ProduceError::TransactionInDoubt,
             ProduceError::Compression("c".into()),
             ProduceError::BatchDecode("d".into()),
+            ProduceError::Interceptor {
+                message: "i".into(),
+            },
             ProduceError::Panicked {
                 message: "p".into(),
                 possibly_persisted: false,
@@ -931,7 +949,8 @@ mod tests {
                 | ProduceError::Closed
                 | ProduceError::TransactionAborted
                 | ProduceError::Compression(_)
-                | ProduceError::BatchDecode(_) => Err(false),
+                | ProduceError::BatchDecode(_)
+                | ProduceError::Interceptor { .. } => Err(false),
             };
             match carries {
                 Ok(()) => {

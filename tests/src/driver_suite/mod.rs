@@ -19,6 +19,7 @@ use producer_core::Record;
 use crate::running::{Reported, Running, HANG_GUARD};
 
 pub mod bounds;
+pub mod interceptors;
 pub mod metrics;
 pub mod oauth;
 pub mod panics;
@@ -111,6 +112,9 @@ macro_rules! every_driver_test {
             oauth::a_providers_error_fails_the_records_with_it,
             oauth::without_a_provider_the_records_fail_with_no_token,
             transactions::transactions_exist_only_with_a_transactional_id,
+            interceptors::an_interceptor_stamps_every_record_and_sees_every_report,
+            interceptors::a_panicking_on_send_fails_exactly_that_record,
+            interceptors::a_panicking_on_acknowledgement_is_named_and_the_report_arrives,
         );
     };
 }
