@@ -124,7 +124,8 @@ impl RequestedMetrics {
     pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
         let mut out = RequestedMetrics::default();
         for name in names {
-            assert!(out.push(name), "requested metric names past u32::MAX bytes");
+            let pushed = out.push(name);
+            assert!(pushed, "requested metric names past u32::MAX bytes");
         }
         out
     }
