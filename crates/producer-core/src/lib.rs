@@ -57,6 +57,7 @@ pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
+mod errors;
 pub mod limits;
 pub mod metrics;
 mod outputs;
