@@ -138,6 +138,25 @@ pub enum ProduceError {
         /// surely never went out.
         possibly_persisted: bool,
     },
+    /// [`crate::Producer::purge`] removed the record before it was acknowledged (or a
+    /// [`crate::Producer::close_within`] at its deadline removed it before it was sent). The
+    /// record is handed back. `possibly_persisted` is false for a record that was never in a
+    /// sent request (certainly not written: sending it again cannot duplicate it), true for
+    /// one whose batch was sent and abandoned ([`crate::InFlight::Abandon`]): its answer is
+    /// ignored, and it may have been written.
+    #[error("purged before it was acknowledged{}", if *possibly_persisted { " (it was sent and may have been written)" } else { " (never sent)" })]
+    Purged {
+        /// The record's batch was sent at least once, and may have been written.
+        possibly_persisted: bool,
+    },
+    /// [`crate::Producer::close_within`] reached its deadline while the record's batch was in
+    /// a sent request or waiting to be sent again after one: the producer stopped waiting for
+    /// its answer. It may have been written (`possibly_persisted` is then true).
+    #[error("the close's deadline passed before the record was acknowledged{}", if *possibly_persisted { " (it was sent and may have been written)" } else { "" })]
+    CloseTimedOut {
+        /// The record's batch was sent, and may have been written.
+        possibly_persisted: bool,
+    },
 }
 
 impl ProduceError {
@@ -164,7 +183,9 @@ impl ProduceError {
             }
             | ProduceError::Panicked {
                 possibly_persisted, ..
-            } => *possibly_persisted,
+            }
+            | ProduceError::Purged { possibly_persisted }
+            | ProduceError::CloseTimedOut { possibly_persisted } => *possibly_persisted,
             // Written, and its transaction's commit asked for: it may be committed.
             ProduceError::TransactionInDoubt => true,
             _ => false,
@@ -193,7 +214,9 @@ impl ProduceError {
             }
             | ProduceError::Panicked {
                 possibly_persisted, ..
-            } => *possibly_persisted = possibly,
+            }
+            | ProduceError::Purged { possibly_persisted }
+            | ProduceError::CloseTimedOut { possibly_persisted } => *possibly_persisted = possibly,
             _ => {}
         }
         self
@@ -336,6 +359,12 @@ mod tests {
                 message: "p".into(),
                 possibly_persisted: false,
             },
+            ProduceError::Purged {
+                possibly_persisted: false,
+            },
+            ProduceError::CloseTimedOut {
+                possibly_persisted: false,
+            },
         ];
         for e in errors {
             // `Ok`: the variant carries the flag; `Err(always)`: it does not, and always says that.
@@ -345,7 +374,9 @@ mod tests {
                 | ProduceError::BatchRejected { .. }
                 | ProduceError::DeliveryTimeout { .. }
                 | ProduceError::Authentication { .. }
-                | ProduceError::Panicked { .. } => Ok(()),
+                | ProduceError::Panicked { .. }
+                | ProduceError::Purged { .. }
+                | ProduceError::CloseTimedOut { .. } => Ok(()),
                 ProduceError::TransactionInDoubt => Err(true),
                 ProduceError::UnknownTopic
                 | ProduceError::UnknownPartition { .. }

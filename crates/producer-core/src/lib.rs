@@ -79,7 +79,7 @@ mod types;
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
 pub use metrics::MetricsSnapshot;
-pub use producer::{Producer, Transactions};
+pub use producer::{InFlight, Producer, PurgeScope, Transactions};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};

@@ -354,6 +354,29 @@ pub enum Event {
     },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
+    /// The flush that [`crate::Producer::flush_within`] started completed: every record
+    /// accepted is acknowledged (reported, or, in a transaction, held for its end). Emitted
+    /// once per pending `flush_within`, after the reports that completed it.
+    FlushCompleted,
+    /// [`crate::Producer::flush_within`]'s deadline passed before every record was
+    /// acknowledged. Nothing was cancelled: the records go on (they keep their delivery
+    /// timeout) and are reported as usual.
+    FlushTimedOut {
+        /// Records accepted and not acknowledged at the deadline
+        /// ([`crate::Producer::unacknowledged_records`]).
+        unacknowledged: usize,
+    },
+    /// [`crate::Producer::close_within`]'s deadline passed before the close completed: the
+    /// records still held were ended then (their reports come before this event), and
+    /// [`Event::Closed`] follows at once. Not emitted when the close completed in time.
+    CloseDeadlineReached {
+        /// Records never sent, reported with [`ProduceError::Purged`] (`possibly_persisted`
+        /// false).
+        purged: usize,
+        /// Records in a sent request or waiting to be sent again, reported with
+        /// [`ProduceError::CloseTimedOut`] (`possibly_persisted` true).
+        timed_out: usize,
+    },
     /// The application's code that a driver runs panicked: the panic was caught around that
     /// one call and the producer goes on. A delivery callback's report counts as handed over
     /// (it is not retried); a token provider's panic answers the core as a provider's error
