@@ -103,6 +103,7 @@ mod actor;
 mod builder;
 mod completion;
 mod connection;
+mod control;
 mod delivery;
 mod error;
 mod handle;
@@ -112,15 +113,16 @@ mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
-pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError};
+pub use error::{BatchClosed, DeliveryError, ProducerStopped, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
 pub use transactions::Transactions;
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
-    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError, Record,
-    RecordMetadata, SendErrorReason, TransactionError,
+    ErrorCode, Header, InFlight, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError,
+    PurgeScope, Record, RecordMetadata, SendErrorReason, TransactionError,
 };
+pub use producer_driver::{CloseOutcome, FlushOutcome};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]
