@@ -422,3 +422,81 @@ fn flush_within_reports_completion_or_its_deadline() {
     let failed = check_reports(&h, 400);
     assert!(failed.is_empty(), "nothing was cancelled: {failed:?}");
 }
+
+/// A transactional producer abandons batches in flight on a stalled broker (which writes
+/// them: a stall holds its answers only): the purge aborts the transaction, the application's
+/// abort completes once the broker answers again, nothing of the transaction is committed, and
+/// the next transaction commits. (The rule that the abort's EndTxn waits for the abandoned
+/// Produce requests to end is not what makes this pass: the simulated broker has written them
+/// before any EndTxn can reach it.)
+#[test]
+fn abandon_inside_a_transaction_aborts_it() {
+    for seed in 1..=3 {
+        let mut h = harness(seed, |b| {
+            b.transactional_id("abandoning")
+                .linger(Duration::from_millis(2))
+                .request_timeout(Duration::from_secs(5))
+        });
+        h.producer.transactions().unwrap().init(h.now).unwrap();
+        assert!(h.run_until(Duration::from_secs(30), |h| !h.transactions.is_empty()));
+        assert_eq!(h.transactions[0].result, Ok(()));
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
+        for n in 0..50 {
+            h.send(record(n), n).unwrap();
+        }
+        h.run_for(Duration::from_millis(200));
+        h.cluster.stall_connections_to(1, None).unwrap();
+        for n in 50..400 {
+            h.send(record(n), n).unwrap();
+            if n % 50 == 0 {
+                h.run_for(Duration::from_millis(3));
+            }
+        }
+        h.run_for(Duration::from_millis(20));
+        let removed = h.producer.purge(h.now, PurgeScope::All, InFlight::Abandon);
+        assert!(removed > 0, "seed {seed}");
+        h.drain();
+        let abandoned = h
+            .deliveries
+            .iter()
+            .filter(|d| {
+                matches!(&d.result,
+                    Err(f) if f.error == ProduceError::Purged { possibly_persisted: true })
+            })
+            .count();
+        assert!(
+            abandoned > 0,
+            "seed {seed}: batches in flight were abandoned"
+        );
+        let before = h.transactions.len();
+        h.producer.transactions().unwrap().abort(h.now).unwrap();
+        h.run_for(Duration::from_millis(100));
+        h.cluster.unstall_connections_to(1, h.now).unwrap();
+        assert!(h.run_until(Duration::from_secs(60), |h| h.transactions.len() > before));
+        assert_eq!(h.transactions[before].result, Ok(()), "seed {seed}");
+        assert_eq!(h.producer.buffered_records(), 0);
+        h.producer.transactions().unwrap().begin(h.now).unwrap();
+        for n in 400..450 {
+            h.send(record(n), n).unwrap();
+        }
+        h.producer.transactions().unwrap().commit(h.now).unwrap();
+        let before = h.transactions.len();
+        assert!(h.run_until(Duration::from_secs(60), |h| h.transactions.len() > before));
+        assert_eq!(h.transactions[before].result, Ok(()), "seed {seed}");
+        let failed = check_reports(&h, 450);
+        assert!((400..450).all(|i| !failed.contains_key(&i)));
+        assert!((0..400).all(|i| failed.contains_key(&i)), "seed {seed}");
+        let mut committed: Vec<u32> = (0..PARTITIONS)
+            .flat_map(|p| h.cluster.read_committed(TOPIC, p))
+            .filter(|r| r.control.is_none())
+            .map(|r| {
+                std::str::from_utf8(r.value.as_deref().unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        committed.sort_unstable();
+        assert_eq!(committed, (400..450).collect::<Vec<u32>>(), "seed {seed}");
+    }
+}
