@@ -77,6 +77,11 @@ impl ProducerHandle {
     /// Call it to shut down within a bound (Java's `close(Duration)`). Later sends are refused.
     /// Called again, or after `close`, the earlier deadline counts. Once the task has stopped
     /// it resolves at once with nothing ended.
+    ///
+    /// The timeout counts from when the producer's loop takes the call, after the commands
+    /// queued before it: while the core is full and the loop holds a record aside for it
+    /// (`buffer_max_records` reached), commands wait until that record is in, at the latest
+    /// until records leave the core (delivered, or failed at `delivery_timeout`).
     pub async fn close_within(&self, timeout: Duration) -> CloseOutcome {
         self.shared().closing.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();

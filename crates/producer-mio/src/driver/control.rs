@@ -106,6 +106,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     ///
     /// `None` when called from the delivery callback (the close starts, nobody waits) or when
     /// the thread had already stopped.
+    ///
+    /// The timeout counts from when the producer's loop takes the call, after the commands
+    /// queued before it: while the core is full and the loop holds a record aside for it
+    /// (`buffer_max_records` reached), commands wait until that record is in, at the latest
+    /// until records leave the core (delivered, or failed at `delivery_timeout`).
     pub fn close_within(&self, timeout: Duration) -> Option<CloseOutcome> {
         let outcome = self.ask(true, |tx| Command::CloseWithin(timeout, tx));
         if outcome.is_some() {
