@@ -16,7 +16,7 @@ use producer_core::{
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
-use producer_driver::{CloseOutcome, FlushOutcome};
+use producer_driver::{CloseOutcome, FlushOutcome, Interceptor};
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 
@@ -37,6 +37,8 @@ pub struct Options {
     pub tokens: Option<crate::drive::TokenSource>,
     /// Panics injected into the driver's loop.
     pub injected: InjectedPanics,
+    /// The interceptors, in the order added to the builder.
+    pub interceptors: Vec<Box<dyn Interceptor>>,
     /// tokio: one delivery future per record (`send`) instead of the delivery callback
     /// (`send_detached`); `on_report` then never runs. Ignored by mio.
     pub futures: bool,
@@ -53,6 +55,7 @@ impl Options {
             on_event: None,
             tokens: None,
             injected: InjectedPanics::default(),
+            interceptors: Vec::new(),
             futures: false,
         }
     }
@@ -147,6 +150,7 @@ impl Running {
             on_event,
             tokens,
             injected,
+            interceptors,
             futures,
         } = options;
         let event_tx = std::sync::Mutex::new(event_tx);
@@ -176,6 +180,9 @@ impl Running {
                             hook(&id);
                         }
                     });
+                for interceptor in interceptors {
+                    builder = builder.interceptor(interceptor);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || {
                         let tokens = tokens.clone();
@@ -204,6 +211,9 @@ impl Running {
                     .queue_capacity(queue_capacity)
                     .on_event(on_event)
                     .inject_panics(injected);
+                for interceptor in interceptors {
+                    builder = builder.interceptor(interceptor);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
                 }

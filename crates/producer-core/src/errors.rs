@@ -126,6 +126,15 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// An interceptor of the application's panicked in its `on_send` for this record (a
+    /// driver's interceptors run before the record reaches the core): the record was not sent
+    /// (never possibly persisted), and it is handed back as the interceptors left it. The
+    /// producer goes on with the other records.
+    #[error("an interceptor panicked on this record, which was not sent: {message}")]
+    Interceptor {
+        /// The panic's message.
+        message: String,
+    },
     /// The producer's own code (the core's, or its driver's) panicked: a bug. The producer
     /// closed, and every record it still held failed with this error (see
     /// [`crate::Producer::fail_after_panic`]).
@@ -355,6 +364,9 @@ mod tests {
             ProduceError::TransactionInDoubt,
             ProduceError::Compression("c".into()),
             ProduceError::BatchDecode("d".into()),
+            ProduceError::Interceptor {
+                message: "i".into(),
+            },
             ProduceError::Panicked {
                 message: "p".into(),
                 possibly_persisted: false,
@@ -384,7 +396,8 @@ mod tests {
                 | ProduceError::Closed
                 | ProduceError::TransactionAborted
                 | ProduceError::Compression(_)
-                | ProduceError::BatchDecode(_) => Err(false),
+                | ProduceError::BatchDecode(_)
+                | ProduceError::Interceptor { .. } => Err(false),
             };
             match carries {
                 Ok(()) => {

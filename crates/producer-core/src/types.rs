@@ -380,7 +380,9 @@ pub enum Event {
     /// The application's code that a driver runs panicked: the panic was caught around that
     /// one call and the producer goes on. A delivery callback's report counts as handed over
     /// (it is not retried); a token provider's panic answers the core as a provider's error
-    /// would. Emitted by the drivers, never by the core.
+    /// would; an interceptor's panic in `on_send` fails that record with
+    /// [`ProduceError::Interceptor`], in `on_acknowledgement` leaves the report going on to the
+    /// application. Emitted by the drivers, never by the core.
     CallbackPanicked {
         /// Which callback.
         callback: Callback,
@@ -400,6 +402,9 @@ pub enum Callback {
     Event,
     /// The OAUTHBEARER token provider.
     TokenProvider,
+    /// An interceptor of the application's (a driver's `on_send` or `on_acknowledgement`
+    /// hook).
+    Interceptor,
 }
 
 impl std::fmt::Display for Callback {
@@ -408,6 +413,7 @@ impl std::fmt::Display for Callback {
             Callback::Delivery => "delivery callback",
             Callback::Event => "event callback",
             Callback::TokenProvider => "OAUTHBEARER token provider",
+            Callback::Interceptor => "interceptor",
         })
     }
 }

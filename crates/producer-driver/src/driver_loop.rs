@@ -31,6 +31,7 @@ use producer_core::{
 use crate::control::{CloseOutcome, FlushOutcome, TimedWaiters};
 use crate::panic::InjectedPanics;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
+use crate::{Acknowledgement, Interceptors};
 
 /// How a driver answers the calls that wait for the producer (a flush, a close, a metrics
 /// snapshot, a transactional operation), and what its records carry: the types of its
@@ -315,6 +316,9 @@ pub struct DriverLoop<H: Host> {
     panicked: Option<String>,
     /// Failing the records after that panic panicked too: the core is not touched again.
     core_broken: bool,
+    /// The application's interceptors: each record before the core, each report before the
+    /// host.
+    interceptors: Interceptors,
 }
 
 /// Answers flushes that are done (on every report: inlined, as there is rarely any).
@@ -348,7 +352,17 @@ impl<H: Host> DriverLoop<H> {
             panic_at: injected.panic_at(),
             panicked: None,
             core_broken: false,
+            interceptors: Interceptors::default(),
         }
+    }
+
+    /// The loop with the application's `interceptors` (none by default): each record goes
+    /// through their `on_send` as the loop takes it from the queue, right before the core's
+    /// `send`, and each report through their `on_acknowledgement` before the host gets it.
+    #[must_use]
+    pub fn with_interceptors(mut self, interceptors: Interceptors) -> Self {
+        self.interceptors = interceptors;
+        self
     }
 
     /// The host.
@@ -422,6 +436,14 @@ impl<H: Host> DriverLoop<H> {
                 } => {
                     self.unreleased_bytes += bytes;
                     timestamp::fill_at(&mut record, wall_ms);
+                    if !self.interceptors.is_empty() {
+                        if let Err(panicked) = self.interceptors.on_send(&mut record) {
+                            self.emit(&panicked.event());
+                            let error = panicked.error();
+                            self.hand_over(Delivery::failed(opaque, error, record));
+                            continue;
+                        }
+                    }
                     let cohort = self.flushes.accept();
                     self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
                 }
@@ -653,12 +675,25 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.flushes.reported(cohort));
     }
 
-    /// Hands a report to the host; a panic in it is named by an event, and the report counts
-    /// as handed over.
+    /// Hands a report to the host, after the interceptors saw it; a panic in either is named
+    /// by an event, and the report counts as handed over.
     #[inline]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
+        if !self.interceptors.is_empty() {
+            self.acknowledge(&delivery);
+        }
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
+            self.emit(&panicked);
+        }
+    }
+
+    /// Shows a report to the interceptors; their panics are named by events. Out of line: the
+    /// loop without interceptors keeps only the branch.
+    #[inline(never)]
+    fn acknowledge(&mut self, delivery: &Delivery<Opaque<H>>) {
+        let ack = Acknowledgement::of(delivery);
+        for panicked in self.interceptors.on_acknowledgement(ack) {
             self.emit(&panicked);
         }
     }

@@ -19,6 +19,9 @@
 //! * [`log_event`]: the core's events, logged with `tracing`.
 //! * [`ReadSizing`]: how much to read from a socket at a time, growing with traffic and
 //!   shrinking back when it stops.
+//! * [`Interceptor`]: the application's hooks on every record taken ([`Interceptor::on_send`],
+//!   which may change it) and every report given ([`Interceptor::on_acknowledgement`]); a
+//!   driver keeps them in an [`Interceptors`] chain.
 //! * [`panic`](mod@panic): the one rule for panics: [`call_user`] around the application's
 //!   code (the producer goes on, an event names the panic), [`contain`] around the producer's
 //!   own.
@@ -55,6 +58,7 @@ mod control;
 mod driver_loop;
 mod events;
 mod flush;
+mod interceptors;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
 pub mod panic;
@@ -71,6 +75,7 @@ pub use driver_loop::{
 };
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
+pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked};
 pub use panic::{call_user, contain};
 pub use read_sizing::ReadSizing;
 pub use write_queue::{WriteQueue, MAX_IOV};

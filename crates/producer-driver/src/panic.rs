@@ -17,12 +17,13 @@
 //! get no report from the mio driver; their tokio delivery futures resolve as lost. Every
 //! call still returns.
 //!
-//! No application code runs before a record is accepted today (there are no partitioners or
-//! interceptors of the application's yet); when there is, [`call_user`] is the one place it
-//! runs, and a panic there fails that record with a typed error instead of going on with it.
+//! The application's code that runs before a record is accepted (an interceptor's `on_send`,
+//! see [`crate::Interceptors`]) runs inside [`call_user`] too, and a panic there fails that
+//! record with a typed error ([`ProduceError::Interceptor`]) instead of going on with it.
 //!
 //! [`Producer::fail_after_panic`]: producer_core::Producer::fail_after_panic
 //! [`ProduceError::Panicked`]: producer_core::ProduceError::Panicked
+//! [`ProduceError::Interceptor`]: producer_core::ProduceError::Interceptor
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

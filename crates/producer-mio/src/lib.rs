@@ -90,6 +90,8 @@ pub use threaded::{BatchClosed, ThreadedBuilder, ThreadedProducer, TrySendError}
 pub use tokens::TokenRange;
 pub use transactions::{MioTransactions, ThreadedTransactions};
 
+pub use producer_driver::{Acknowledgement, Interceptor};
+
 pub use producer_core::{
     Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, InFlight, MetricsSnapshot,
     OffsetToCommit, ProduceError, PurgeScope, Record, RecordMetadata, TransactionError,

@@ -15,7 +15,7 @@ use producer_core::{
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
     contain, step, Answered, Channel, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host,
-    Intake, LastWords, Refused, Tracked, TransactionCall,
+    Intake, Interceptor, Interceptors, LastWords, Refused, Tracked, TransactionCall,
 };
 
 use crate::driver::MioDriver;
@@ -214,6 +214,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             on_event: None,
             token_provider: None,
+            interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
             _reports: std::marker::PhantomData,
         }
@@ -439,6 +440,7 @@ pub struct ThreadedBuilder<T> {
     queue_capacity: usize,
     on_event: Option<OnEvent>,
     token_provider: Option<crate::token::Provider>,
+    interceptors: Interceptors,
     injected: InjectedPanics,
     _reports: std::marker::PhantomData<fn(T)>,
 }
@@ -449,6 +451,7 @@ impl<T> std::fmt::Debug for ThreadedBuilder<T> {
             .field("queue_capacity", &self.queue_capacity)
             .field("on_event", &self.on_event.is_some())
             .field("token_provider", &self.token_provider.is_some())
+            .field("interceptors", &self.interceptors.len())
             .finish_non_exhaustive()
     }
 }
@@ -487,6 +490,25 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         self
     }
 
+    /// Adds an [`Interceptor`]: its [`Interceptor::on_send`] sees (and may change) every record
+    /// before the core takes it, and its [`Interceptor::on_acknowledgement`] every report
+    /// before the delivery callback gets it. Call it once per interceptor; they run in the
+    /// order added. For header stamping, auditing, metrics and tracing (inject a
+    /// `traceparent` header in `on_send`).
+    ///
+    /// Both run **on the producer thread**, one record at a time: they must not block (the
+    /// producer waits for them). `on_send` runs when the thread takes the record from the
+    /// command queue, after the driver gave it a timestamp and right before the core's checks,
+    /// so `max.request.size` and `buffer.memory` see the changed record. A panicking `on_send`
+    /// fails that record with [`crate::ProduceError::Interceptor`] (not sent; the record comes
+    /// back in its report); a panicking `on_acknowledgement` does not stop the report. Either
+    /// panic is named by an [`Event::CallbackPanicked`] with
+    /// [`producer_core::Callback::Interceptor`], and the producer goes on.
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(interceptor);
+        self
+    }
+
     /// For tests only: panics injected into the producer thread's loop, to prove that the
     /// producer contains them. Not part of the supported API.
     #[doc(hidden)]
@@ -506,6 +528,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             queue_capacity,
             on_event,
             token_provider,
+            interceptors,
             injected,
             ..
         } = self;
@@ -524,7 +547,8 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
                     _reports: std::marker::PhantomData,
                 },
                 injected,
-            ),
+            )
+            .with_interceptors(interceptors),
         )?;
         if let Some(provider) = token_provider {
             driver.set_token_provider(provider);

@@ -32,6 +32,8 @@ pub(crate) struct Settings {
     pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
     /// The OAUTHBEARER token provider, if any.
     pub(crate) token_provider: Option<TokenProvider>,
+    /// The application's interceptors.
+    pub(crate) interceptors: producer_driver::Interceptors,
     /// Panics to inject (tests only).
     pub(crate) injected: InjectedPanics,
 }
@@ -55,7 +57,7 @@ pub(crate) fn spawn(
     };
     let actor = Actor {
         core: Producer::new(config, now()),
-        layer: DriverLoop::new(host, settings.injected),
+        layer: DriverLoop::new(host, settings.injected).with_interceptors(settings.interceptors),
         io: Io {
             net_tx,
             net_rx,

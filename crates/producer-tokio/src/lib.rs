@@ -85,6 +85,10 @@
 //!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 //!   [`ProducerHandle::send_batch_detached`] and [`ProducerHandle::try_send_batch_detached`]
 //!   queue a whole burst of them under one lock.
+//! * **Interceptors.** [`ProducerBuilder::interceptor`] adds an [`Interceptor`]: its
+//!   `on_send` sees and may change each record on the producer task before the core takes it
+//!   (stamp headers, such as a `traceparent`), its `on_acknowledgement` each report before the
+//!   application gets it.
 //! * **Metrics.** [`ProducerHandle::metrics`] asks the task for the core's [`MetricsSnapshot`]
 //!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
 //!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
@@ -116,6 +120,8 @@ pub use delivery::{DeliveryFuture, DeliveryResult, Report};
 pub use error::{BatchClosed, DeliveryError, ProducerStopped, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
 pub use transactions::Transactions;
+
+pub use producer_driver::{Acknowledgement, Interceptor};
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
