@@ -11,10 +11,12 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use producer_core::{Config, Event, MetricsSnapshot, Record, TransactionError};
+use producer_core::{
+    Config, Event, InFlight, MetricsSnapshot, PurgeScope, Record, TransactionError,
+};
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
-use producer_driver::Interceptor;
+use producer_driver::{CloseOutcome, FlushOutcome, Interceptor};
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 
@@ -300,6 +302,32 @@ impl Running {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => rt.block_on(handle.close()),
             Inner::Mio(p) => p.close(),
+        }
+    }
+
+    /// Purges (`ProducerHandle::purge`, `ThreadedProducer::purge`): how many records it
+    /// removed; `None` once the producer stopped.
+    pub fn purge(&self, scope: PurgeScope, in_flight: InFlight) -> Option<usize> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.purge(scope, in_flight)).ok(),
+            Inner::Mio(p) => p.purge(scope, in_flight),
+        }
+    }
+
+    /// A flush bounded by `timeout`; `None` (mio) once the producer stopped.
+    pub fn flush_within(&self, timeout: Duration) -> Option<FlushOutcome> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.flush_within(timeout))),
+            Inner::Mio(p) => p.flush_within(timeout),
+        }
+    }
+
+    /// A close bounded by `timeout`: returns once the producer stopped; `None` (mio) when it
+    /// had stopped already.
+    pub fn close_within(&self, timeout: Duration) -> Option<CloseOutcome> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.close_within(timeout))),
+            Inner::Mio(p) => p.close_within(timeout),
         }
     }
 

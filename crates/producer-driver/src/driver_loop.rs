@@ -20,14 +20,15 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use producer_core::{
-    Callback, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OffsetToCommit, Output,
-    ProduceError, Producer, Record, SendErrorReason, TransactionError, TransactionOperation,
-    TransactionResult,
+    Callback, ConsumerGroupMetadata, Delivery, Event, InFlight, MetricsSnapshot, OffsetToCommit,
+    Output, ProduceError, Producer, PurgeScope, Record, SendErrorReason, TransactionError,
+    TransactionOperation, TransactionResult,
 };
 
+use crate::control::{CloseOutcome, FlushOutcome, TimedWaiters};
 use crate::panic::InjectedPanics;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
 use crate::{Acknowledgement, Interceptors};
@@ -44,6 +45,12 @@ pub trait Replies {
     type Metrics;
     /// Waits for a transactional operation's result.
     type Transaction;
+    /// Waits for a purge's count.
+    type Purged;
+    /// Waits for a `flush_within`'s outcome.
+    type Flushed;
+    /// Waits for a `close_within`'s outcome.
+    type Closed;
 
     /// Answers a flush or a close: it is done.
     fn done(waiter: Self::Done);
@@ -51,6 +58,12 @@ pub trait Replies {
     fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot);
     /// Answers a transactional operation.
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
+    /// Answers a purge with how many records it removed.
+    fn purged(waiter: Self::Purged, count: usize);
+    /// Answers a `flush_within`.
+    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome);
+    /// Answers a `close_within`.
+    fn closed(waiter: Self::Closed, outcome: CloseOutcome);
 }
 
 /// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
@@ -71,6 +84,9 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     type Done = C::Sender<()>;
     type Metrics = C::Sender<MetricsSnapshot>;
     type Transaction = C::Sender<Result<(), TransactionError>>;
+    type Purged = C::Sender<usize>;
+    type Flushed = C::Sender<FlushOutcome>;
+    type Closed = C::Sender<CloseOutcome>;
 
     fn done(waiter: Self::Done) {
         C::send(waiter, ());
@@ -82,6 +98,18 @@ impl<O, C: Channel> Replies for Answered<O, C> {
 
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
         C::send(waiter, result);
+    }
+
+    fn purged(waiter: Self::Purged, count: usize) {
+        C::send(waiter, count);
+    }
+
+    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome) {
+        C::send(waiter, outcome);
+    }
+
+    fn closed(waiter: Self::Closed, outcome: CloseOutcome) {
+        C::send(waiter, outcome);
     }
 }
 
@@ -113,6 +141,10 @@ pub type Opaque<H> = <<H as Host>::Replies as Replies>::Opaque;
 type Done<H> = <<H as Host>::Replies as Replies>::Done;
 /// A host's waiter for a transactional operation.
 type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
+/// A host's waiter for a `flush_within`.
+type FlushedW<H> = <<H as Host>::Replies as Replies>::Flushed;
+/// A host's waiter for a `close_within`.
+type ClosedW<H> = <<H as Host>::Replies as Replies>::Closed;
 /// The core as a host's loop drives it.
 pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
 /// A host's commands.
@@ -140,6 +172,15 @@ pub enum Command<R: Replies> {
     /// A transactional operation; answered when the core reports it complete (refused or
     /// local ones at once).
     Transaction(TransactionCall, R::Transaction),
+    /// [`producer_core::Producer::purge`] of the records the core holds (every record sent
+    /// before this command is there); answered at once with how many it removed.
+    Purge(PurgeScope, InFlight, R::Purged),
+    /// [`producer_core::Producer::flush_within`] with its deadline this long after the loop
+    /// takes the command; answered when every record is acknowledged, or at the deadline.
+    FlushWithin(Duration, R::Flushed),
+    /// [`producer_core::Producer::close_within`] with its deadline this long after the loop
+    /// takes the command; answered once the core is closed, with what the deadline ended.
+    CloseWithin(Duration, R::Closed),
 }
 
 impl<R: Replies> Command<R> {
@@ -256,6 +297,8 @@ pub struct DriverLoop<H: Host> {
     /// Flushes of a transactional producer, answered once every record is acknowledged.
     txn_flushes: Vec<Done<H>>,
     close_waiters: Vec<Done<H>>,
+    /// The waiters of `flush_within` and `close_within`.
+    timed: TimedWaiters<FlushedW<H>, ClosedW<H>>,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnWaiter<H>>,
     /// The loop asked the core to close.
@@ -299,6 +342,7 @@ impl<H: Host> DriverLoop<H> {
             flushes: FlushTracker::default(),
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
+            timed: TimedWaiters::default(),
             txn_waiter: None,
             closing: false,
             senders_gone: false,
@@ -415,6 +459,19 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(call, waiter) => {
                     self.start_transaction(core, now, call, waiter);
                     now = clock();
+                }
+                Command::Purge(scope, in_flight, waiter) => {
+                    H::Replies::purged(waiter, core.purge(now, scope, in_flight));
+                }
+                Command::FlushWithin(timeout, waiter) => {
+                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
+                    self.timed.flush_within(core, now, deadline, waiter);
+                }
+                Command::CloseWithin(timeout, waiter) => {
+                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
+                    self.timed.close_within(waiter);
+                    self.closing = true;
+                    core.close_within(now, deadline);
                 }
             }
         }
@@ -594,15 +651,19 @@ impl<H: Host> DriverLoop<H> {
     /// metadata arrived while a flush is pending, so records that waited for it were just
     /// appended to batches that linger as usual (then call
     /// [`producer_core::Producer::flush`], act on the outputs and settle again).
+    ///
+    /// It also arms the core's timed flush again for the `flush_within`s still waiting after
+    /// an earlier one timed out; the core then has outputs too, and this returns true.
     #[must_use = "a pending flush covers the records that waited for metadata: flush again"]
-    pub fn settle(&mut self, core: &CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
+    pub fn settle(&mut self, core: &mut CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
         if queue.settle(core.buffered_bytes()) {
             self.host.wake_senders();
         }
         if !self.txn_flushes.is_empty() && core.unacknowledged_records() == 0 {
             answer::<H>(self.txn_flushes.drain(..));
         }
-        std::mem::take(&mut self.reflush)
+        let rearmed = self.timed.rearm(core);
+        std::mem::take(&mut self.reflush) || rearmed
     }
 
     /// Hands one report from the core to the host, then counts it reported (answering the
@@ -651,6 +712,7 @@ impl<H: Host> DriverLoop<H> {
         if *event == Event::MetadataUpdated && self.flushes.is_waiting() {
             self.reflush = true;
         }
+        self.timed.event(event, H::Replies::flushed);
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Event, || host.show(event)) {
             log_event(&panicked);
@@ -721,6 +783,13 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(_, waiter) => {
                     H::Replies::transaction(waiter, Err(stopped.clone()))
                 }
+                Command::Purge(_, _, waiter) => H::Replies::purged(waiter, 0),
+                Command::FlushWithin(_, waiter) => {
+                    H::Replies::flushed(waiter, FlushOutcome::new(0))
+                }
+                Command::CloseWithin(_, waiter) => {
+                    H::Replies::closed(waiter, self.timed.close_outcome())
+                }
             }
         }
         if let Some(w) = self.txn_waiter.take() {
@@ -729,8 +798,13 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.txn_flushes.drain(..));
         answer::<H>(self.flushes.release_all());
         answer::<H>(self.close_waiters.drain(..));
+        self.timed
+            .finish(0, H::Replies::flushed, H::Replies::closed);
     }
 }
+
+/// A deadline as good as none, for a timeout too large to add to an `Instant`.
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A driver's state, as the rule for a panic in the producer's own code needs it: the core,
 /// its command layer, and how the driver acts on the core's outputs.
@@ -887,7 +961,7 @@ mod tests {
                 core.handle_timeout(t);
             }
             layer.drain(&mut core, |_, _| {});
-            let _ = layer.settle(&core, &queue);
+            let _ = layer.settle(&mut core, &queue);
         }
         let reports = &layer.host().reports;
         assert_eq!(reports.len(), 2);

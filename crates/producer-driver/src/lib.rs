@@ -12,6 +12,8 @@
 //! * [`DriverLoop`]: the command layer around the core: the handles' commands applied to it,
 //!   flush, close and transaction bookkeeping, reports and events handed to the application,
 //!   the rule for a panic in the producer's own code. A driver implements its [`Host`].
+//! * [`FlushOutcome`], [`CloseOutcome`]: what a `flush_within` and a `close_within` of a
+//!   driver's handle answer (the waiters and the core's deadlines are kept by the loop).
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
 //!   clock).
 //! * [`log_event`]: the core's events, logged with `tracing`.
@@ -52,6 +54,7 @@
 #![warn(unreachable_pub)]
 
 mod command_queue;
+mod control;
 mod driver_loop;
 mod events;
 mod flush;
@@ -65,6 +68,7 @@ pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
+pub use control::{CloseOutcome, FlushOutcome};
 pub use driver_loop::{
     step, Answered, Channel, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque,
     Replies, Tracked, TransactionCall,

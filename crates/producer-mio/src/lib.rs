@@ -93,9 +93,11 @@ pub use transactions::{MioTransactions, ThreadedTransactions};
 pub use producer_driver::{Acknowledgement, Interceptor};
 
 pub use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,
-    OffsetToCommit, ProduceError, Record, RecordMetadata, TransactionError, TransactionResult,
+    Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, InFlight, MetricsSnapshot,
+    OffsetToCommit, ProduceError, PurgeScope, Record, RecordMetadata, TransactionError,
+    TransactionResult,
 };
+pub use producer_driver::{CloseOutcome, FlushOutcome};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

@@ -59,13 +59,13 @@ impl<T> TrySendError<T> {
 }
 
 /// What the handles put in the thread's queue.
-type Cmd<T> = Command<MioReplies<T>>;
+pub(crate) type Cmd<T> = Command<MioReplies<T>>;
 
 /// How the thread answers the handles' waiting calls: down a channel of one.
-type MioReplies<T> = Answered<T, SyncChannel>;
+pub(crate) type MioReplies<T> = Answered<T, SyncChannel>;
 
 /// `std::sync::mpsc::sync_channel(1)`: the handle blocks on its receiver.
-struct SyncChannel;
+pub(crate) struct SyncChannel;
 
 impl Channel for SyncChannel {
     type Sender<V> = SyncSender<V>;
@@ -323,16 +323,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             .close_requested
             .store(true, Ordering::SeqCst);
         self.inner.shared.wake();
-        if thread::current().id() == self.inner.thread_id {
-            return;
-        }
-        // Holding the lock while joining makes concurrent closers wait too.
-        let mut guard = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(handle) = guard.take() {
-            if handle.join().is_err() {
-                tracing::error!("the producer thread panicked (in the delivery callback?)");
-            }
-        }
+        self.join();
     }
 
     /// A snapshot of the core's metrics (see [`producer_core::metrics`]; render it with
@@ -388,6 +379,44 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         shared.wake();
         rx.recv()
             .unwrap_or_else(|_| Err(shared.last_words.transaction_error()))
+    }
+
+    /// Queues the command `make` builds around a reply channel and, unless called from the
+    /// delivery callback (the producer thread, which cannot wait for itself: then `None`, the
+    /// command applied after the callback returns), blocks until it is answered. `None` too
+    /// once the thread has stopped. With `closing`, later sends are refused from now on.
+    pub(crate) fn ask<V>(
+        &self,
+        closing: bool,
+        make: impl FnOnce(SyncSender<V>) -> Cmd<T>,
+    ) -> Option<V> {
+        let shared = &self.inner.shared;
+        if closing {
+            shared.close_requested.store(true, Ordering::SeqCst);
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        if shared.queue.push_control(make(tx)).is_err() {
+            return None;
+        }
+        shared.wake();
+        if thread::current().id() == self.inner.thread_id {
+            return None;
+        }
+        rx.recv().ok()
+    }
+
+    /// Waits for the producer thread to end (after a close). Not from the producer thread.
+    pub(crate) fn join(&self) {
+        if thread::current().id() == self.inner.thread_id {
+            return;
+        }
+        // Holding the lock while joining makes concurrent closers wait too.
+        let mut guard = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(handle) = guard.take() {
+            if handle.join().is_err() {
+                tracing::error!("the producer thread panicked (in the delivery callback?)");
+            }
+        }
     }
 
     /// Whether `close` was called or the producer thread ended.

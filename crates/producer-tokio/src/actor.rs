@@ -312,7 +312,7 @@ impl Driven for Actor {
             let queue = &self.shared.queue;
             self.layer
                 .drain(&mut self.core, |core, out| io.output(core, out));
-            if !self.layer.settle(&self.core, queue) {
+            if !self.layer.settle(&mut self.core, queue) {
                 return;
             }
             self.core.flush(now());

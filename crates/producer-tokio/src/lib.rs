@@ -107,6 +107,7 @@ mod actor;
 mod builder;
 mod completion;
 mod connection;
+mod control;
 mod delivery;
 mod error;
 mod handle;
@@ -116,7 +117,7 @@ mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
-pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError};
+pub use error::{BatchClosed, DeliveryError, ProducerStopped, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
 pub use transactions::Transactions;
 
@@ -124,9 +125,10 @@ pub use producer_driver::{Acknowledgement, Interceptor};
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
-    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError, Record,
-    RecordMetadata, SendErrorReason, TransactionError,
+    ErrorCode, Header, InFlight, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError,
+    PurgeScope, Record, RecordMetadata, SendErrorReason, TransactionError,
 };
+pub use producer_driver::{CloseOutcome, FlushOutcome};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

@@ -353,7 +353,7 @@ fn the_command_layer_runs_the_chain_around_the_core() {
             core.handle_timeout(t);
         }
         layer.drain(&mut core, |_, _| {});
-        let _ = layer.settle(&core, &queue);
+        let _ = layer.settle(&mut core, &queue);
     }
     let host = layer.host();
     assert_eq!(host.reports.len(), 3);
@@ -423,7 +423,7 @@ fn a_record_held_aside_goes_through_on_send_once() {
             core.handle_timeout(t);
         }
         layer.drain(&mut core, |_, _| {});
-        let _ = layer.settle(&core, &queue);
+        let _ = layer.settle(&mut core, &queue);
         layer.retry_stash(&mut core, &queue, t);
     }
     let host = layer.host();

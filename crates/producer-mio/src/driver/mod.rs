@@ -25,6 +25,7 @@ use crate::socket::{Sock, SockState};
 use crate::token::TokenFetcher;
 use crate::tokens::TokenRange;
 
+mod control;
 mod sockets;
 
 /// Why OAUTHBEARER fails without a token provider: it names both ways to give one
