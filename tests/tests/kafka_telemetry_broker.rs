@@ -53,6 +53,8 @@ fn java_producer_pushes_its_metrics_to_the_test_reporter() {
     println!("without a subscription: {before:?}");
     assert_eq!(before.error, 0, "{before:?}");
     assert!(before.requested_metrics.is_empty(), "{before:?}");
+    // Kafka's default interval (ClientMetricsConfigs.DEFAULT_INTERVAL_MS): ask again in 5 min.
+    assert_eq!(before.push_interval_ms, 300_000, "{before:?}");
 
     cluster
         .ctl()
