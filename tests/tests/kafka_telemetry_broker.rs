@@ -4,7 +4,8 @@
 //! independent client, `enable.metrics.push` on by default) pushing its metrics to it. Proves
 //! that the broker offers telemetry, hands out the subscription, and that the reporter records
 //! every push that producer made (its OTLP payload decoded), ending with the terminating push
-//! of its close. Later work points our producer at the same reporter.
+//! of its close. A broker without a receiver hides both APIs from ApiVersions. Later work
+//! points our producer at the same reporter.
 
 use std::time::{Duration, Instant};
 
@@ -121,17 +122,31 @@ fn java_producer_pushes_its_metrics_to_the_test_reporter() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let mine: Vec<&TelemetryPush> = pushes.iter().filter(|p| p.instance == instance).collect();
+    // When each push took its numbers (its points' latest time), from the first's: the cadence.
+    let taken = |p: &TelemetryPush| p.points.iter().map(|pt| pt.time_unix_nano).max();
+    let first = mine.first().and_then(|p| taken(p)).unwrap_or(0);
     for p in &mine {
         println!(
-            "push #{} terminating={} content_type={} version={} {} bytes, {} points, \
+            "push #{} at +{} ms terminating={} content_type={} version={} {} bytes, {} points, \
              resource {:?}",
             p.seq,
+            taken(p).unwrap_or(0).saturating_sub(first) / 1_000_000,
             p.terminating,
             p.content_type,
             p.request_version,
             p.bytes,
             p.points.len(),
             p.resource
+        );
+    }
+    if let Some(pt) = mine[0]
+        .points
+        .iter()
+        .find(|pt| pt.start_unix_nano > 0 && pt.time_unix_nano >= pt.start_unix_nano)
+    {
+        println!(
+            "the first push's sums cover {} ms",
+            (pt.time_unix_nano - pt.start_unix_nano) / 1_000_000
         );
     }
     println!(
@@ -212,4 +227,30 @@ fn java_producer_pushes_its_metrics_to_the_test_reporter() {
         assert!(sums.iter().all(|s| s.0 == "delta"), "{sums:?}");
     }
     assert!(sums.iter().all(|s| s.1), "{sums:?}");
+}
+
+#[test]
+fn a_broker_without_a_receiver_hides_the_telemetry_apis() {
+    let _serial = kafka::exclusive();
+    let Some(cluster) =
+        kafka::own_cluster(ClusterSpec::single().name("no-telemetry").without_proxy())
+    else {
+        return;
+    };
+    let node = cluster.internal_addr(1);
+    let versions = api_versions(node, Duration::from_secs(5)).expect("ApiVersions");
+    for key in [71, 72] {
+        assert!(
+            !versions.ranges.contains_key(&key),
+            "API key {key} listed without a telemetry receiver: {:?}",
+            versions.ranges.get(&key)
+        );
+    }
+    // Asked anyway, Kafka 4.1.1 still answers, with nothing to push (seen, not documented): a
+    // client that asks only when key 71 is listed never sees this.
+    let asked = get_telemetry_subscriptions(node, CLIENT_ID, Duration::from_secs(5));
+    println!("GetTelemetrySubscriptions without a receiver: {asked:?}");
+    if let Ok(answer) = asked {
+        assert!(answer.requested_metrics.is_empty(), "{answer:?}");
+    }
 }
