@@ -61,6 +61,27 @@ write("init_producer_id_response", "v4-fenced", [4] + IPI_FENCED)
 write("init_producer_id_response", "v4-frame", [4] + header(7, flexible=True) + IPI_V0 + [0])
 
 
+# ---- GetTelemetrySubscriptions, PushTelemetry (version 0 only; selector = 0) ---------------
+GTS_V0 = (
+    [0, 0, 0, 5, 0, 0]                      # ThrottleTimeMs 5, ErrorCode 0
+    + [0x11] * 8 + [0x22] * 8              # ClientInstanceId
+    + [0x7F, 0xFF, 0xFF, 0xFE]              # SubscriptionId
+    + [5, 4, 3, 1, 9]                       # AcceptedCompressionTypes [zstd, lz4, gzip, 9]
+    + [0, 0, 3, 0xE8, 0, 0x10, 0, 0, 1]     # PushIntervalMs 1000, TelemetryMaxBytes, delta
+    + [3, 27] + list(b"org.apache.kafka.producer.") + [4] + list(b"x.y")
+    + [0]                                   # no tagged fields
+)
+GTS_ALL = [0] * 6 + [0xAB] * 16 + [0, 0, 0, 1] + [1] + [0] * 9 + [2, 2, ord("*"), 0]
+write("get_telemetry_subscriptions_response", "v0", [0] + GTS_V0)
+write("get_telemetry_subscriptions_response", "v0-all", [0] + GTS_ALL)
+write("get_telemetry_subscriptions_response", "v0-unknown-tag", [0] + GTS_V0[:-1] + [1, 5, 2, 0xAA, 0xBB])
+write("get_telemetry_subscriptions_response", "v0-frame", [0] + header(7, flexible=True) + GTS_V0)
+PT_V0 = [0, 0, 1, 0, 0, 117, 0]             # ThrottleTimeMs 256, UNKNOWN_SUBSCRIPTION_ID
+write("push_telemetry_response", "v0", [0] + PT_V0)
+write("push_telemetry_response", "v0-unknown-tag", [0, 0, 0, 0, 0, 0, 0, 1, 3, 1, 0xAA])
+write("push_telemetry_response", "v0-frame", [0] + header(7, flexible=True) + PT_V0)
+
+
 # ---- frame_decoder: ctl (max-frame selector << 6 | number of chunk sizes), sizes, stream ---
 def frames(*bodies):
     out = []

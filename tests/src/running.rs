@@ -12,11 +12,12 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use producer_core::{
-    Config, Event, MetricsSnapshot, Partitioner, Record, TopicPartitions, TransactionError,
+    Config, Event, InFlight, MetricsSnapshot, Partitioner, PurgeScope, Record, TopicPartitions,
+    TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
-use producer_driver::PartitionsError;
+use producer_driver::{CloseOutcome, FlushOutcome, Interceptor, PartitionsError};
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 
@@ -37,6 +38,8 @@ pub struct Options {
     pub tokens: Option<crate::drive::TokenSource>,
     /// Panics injected into the driver's loop.
     pub injected: InjectedPanics,
+    /// The interceptors, in the order added to the builder.
+    pub interceptors: Vec<Box<dyn Interceptor>>,
     /// tokio: one delivery future per record (`send`) instead of the delivery callback
     /// (`send_detached`); `on_report` then never runs. Ignored by mio.
     pub futures: bool,
@@ -55,6 +58,7 @@ impl Options {
             on_event: None,
             tokens: None,
             injected: InjectedPanics::default(),
+            interceptors: Vec::new(),
             futures: false,
             partitioner: None,
         }
@@ -150,6 +154,7 @@ impl Running {
             on_event,
             tokens,
             injected,
+            interceptors,
             futures,
             partitioner,
         } = options;
@@ -183,6 +188,9 @@ impl Running {
                 if let Some(partitioner) = partitioner {
                     builder = builder.partitioner(partitioner);
                 }
+                for interceptor in interceptors {
+                    builder = builder.interceptor(interceptor);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || {
                         let tokens = tokens.clone();
@@ -211,6 +219,9 @@ impl Running {
                     .queue_capacity(queue_capacity)
                     .on_event(on_event)
                     .inject_panics(injected);
+                for interceptor in interceptors {
+                    builder = builder.interceptor(interceptor);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
                 }
@@ -302,6 +313,32 @@ impl Running {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => rt.block_on(handle.close()),
             Inner::Mio(p) => p.close(),
+        }
+    }
+
+    /// Purges (`ProducerHandle::purge`, `ThreadedProducer::purge`): how many records it
+    /// removed; `None` once the producer stopped.
+    pub fn purge(&self, scope: PurgeScope, in_flight: InFlight) -> Option<usize> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.purge(scope, in_flight)).ok(),
+            Inner::Mio(p) => p.purge(scope, in_flight),
+        }
+    }
+
+    /// A flush bounded by `timeout`; `None` (mio) once the producer stopped.
+    pub fn flush_within(&self, timeout: Duration) -> Option<FlushOutcome> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.flush_within(timeout))),
+            Inner::Mio(p) => p.flush_within(timeout),
+        }
+    }
+
+    /// A close bounded by `timeout`: returns once the producer stopped; `None` (mio) when it
+    /// had stopped already.
+    pub fn close_within(&self, timeout: Duration) -> Option<CloseOutcome> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.close_within(timeout))),
+            Inner::Mio(p) => p.close_within(timeout),
         }
     }
 

@@ -23,6 +23,9 @@ FAILED RECORDS:
   When no bootstrap broker can be reached at all (the connection is refused, times out or the
   name does not resolve before any broker answered), kafka-produce stops at once: it names the
   address and the error, writes every record not yet delivered to --failed, and reads no more.
+  With --timeout SECS the close at the end of the input ends within SECS: the records not
+  delivered by then go to --failed, as purged (never sent) or as sent and unanswered (the
+  close's deadline passed: they may have been written).
 
 EXIT CODES:
   0  every record was delivered
@@ -36,6 +39,7 @@ EXAMPLES:
   kafka-produce -b localhost:9092 -t events < events.txt
   kafka-produce -b localhost:9092 -t events -K : -H source=import -X linger.ms=20 a.txt b.txt
   kafka-produce -F client.properties -t events --failed failed.txt events.txt
+  kafka-produce -b localhost:9092 -t events --timeout 30 --failed failed.txt events.txt
   kafka-produce -b localhost:9092 -t bench --num-records 1000000 --record-size 100 --throughput -1
 ";
 
@@ -89,6 +93,13 @@ pub struct Args {
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 
+    /// At the end of the input, close within this many seconds: what is not delivered by then
+    /// goes to --failed with its reason (never sent: purged; sent and unanswered: the close's
+    /// deadline passed, possibly written). Without it the close waits for every record
+    /// (at most delivery.timeout.ms).
+    #[arg(long = "timeout", value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+
     /// Perf mode: produce this many generated records instead of reading input.
     #[arg(long = "num-records", value_name = "N", conflicts_with_all = ["files", "key_delimiter", "topic_delimiter"])]
     pub num_records: Option<u64>,
@@ -110,6 +121,15 @@ pub struct Args {
     /// Input files, read in order ("-" is stdin; none: stdin).
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+}
+
+/// `--timeout`: seconds, fractions allowed, not negative.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("{s:?} is not a usable number of seconds"))
 }
 
 /// How a line becomes a record, and back (for --failed).
@@ -220,6 +240,7 @@ impl std::fmt::Debug for Args {
             .field("config_file", &self.config_file)
             .field("failed", &self.failed)
             .field("quiet", &self.quiet)
+            .field("timeout", &self.timeout)
             .field("num_records", &self.num_records)
             .field("record_size", &self.record_size)
             .field("throughput", &self.throughput)

@@ -68,6 +68,23 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The tokio runtime both modes run on: the producer task and the connections on two
 /// workers, the input read on the calling thread.
+/// Closes the producer at the end of the run: within `timeout` (`--timeout`) when given, the
+/// records not delivered by then reported failed (and so written to `--failed`).
+async fn close(producer: &producer_tokio::ProducerHandle, timeout: Option<std::time::Duration>) {
+    match timeout {
+        Some(t) => {
+            let outcome = producer.close_within(t).await;
+            if !outcome.in_time() {
+                eprintln!(
+                    "--timeout passed: {} records never sent and {} sent and unanswered went to                      the failed records",
+                    outcome.purged, outcome.timed_out
+                );
+            }
+        }
+        None => producer.close().await,
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -79,7 +79,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         let sending = send_paced(&producer, &template, total, rate, &tally);
         let stopped = tokio::select! {
             () = sending => tokio::select! {
-                () = producer.close() => None,
+                () = crate::close(&producer, args.timeout) => None,
                 cause = tally.unreachable() => Some(cause),
             },
             cause = tally.unreachable() => Some(cause),

@@ -140,7 +140,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
             read = sending => match read {
                 Ok(()) => {
                     tokio::select! {
-                        () = producer.close() => Ok(None),
+                        () = crate::close(&producer, args.timeout) => Ok(None),
                         cause = tally.unreachable() => Ok(Some((cause, true))),
                     }
                 }

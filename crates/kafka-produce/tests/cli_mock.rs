@@ -578,3 +578,53 @@ fn a_line_longer_than_max_request_size_is_in_failed_and_nothing_else_is_lost() {
         vec![(&b"after"[..], &b"2"[..]), (&b"before"[..], &b"1"[..])]
     );
 }
+
+/// `--timeout`: every Produce is answered with a retriable error (NOT_ENOUGH_REPLICAS), so
+/// nothing is delivered; at the end of the input the close ends at its deadline: every line is
+/// in `--failed` once, with the reason the close gave it (never sent: purged; sent and waiting
+/// for a retry: the close's deadline passed), and the exit code says records failed.
+#[test]
+fn timeout_bounds_the_close_and_what_is_left_goes_to_failed() {
+    let m = mock("slow");
+    m.push_request_errors(api::PRODUCE, &[errors::NOT_ENOUGH_REPLICAS; 100_000]);
+    let dir = TempDir::new("timeout");
+    let failed = dir.path("failed.txt");
+    let input: Vec<u8> = (0..2000)
+        .flat_map(|i| format!("value-{i}\n").into_bytes())
+        .collect();
+    let run = kafka_produce(
+        &[
+            "-b",
+            &m.bootstrap_servers(),
+            "-t",
+            "slow",
+            "-X",
+            "batch.size=1024",
+            "--timeout",
+            "1.5",
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        &input,
+    );
+    m.clear_request_errors(api::PRODUCE);
+    run.expect_code(1)
+        .expect_stderr("delivered 0, failed 2000")
+        .expect_stderr("--timeout passed");
+    let failed = failed_lines(&failed);
+    assert_eq!(failed.len(), 2000, "every line once");
+    let mut lines: Vec<Vec<u8>> = failed.iter().map(|(_, l)| l.clone()).collect();
+    lines.sort();
+    let mut expected: Vec<Vec<u8>> = (0..2000)
+        .map(|i| format!("value-{i}").into_bytes())
+        .collect();
+    expected.sort();
+    assert_eq!(lines, expected);
+    let purged = failed.iter().filter(|(r, _)| r.contains("purged")).count();
+    let timed_out = failed
+        .iter()
+        .filter(|(r, _)| r.contains("deadline passed"))
+        .count();
+    assert_eq!(purged + timed_out, 2000, "{:?}", failed[0]);
+    assert!(timed_out > 0, "batches were sent and retried");
+}

@@ -243,6 +243,11 @@ impl<T> OpenBatch<T> {
         }
     }
 
+    /// How many records it holds.
+    pub(crate) fn record_count(&self) -> usize {
+        self.records.len()
+    }
+
     /// Gives the records up for their failure reports.
     pub(crate) fn into_unreported(self) -> Unreported<T> {
         Unreported {

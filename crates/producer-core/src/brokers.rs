@@ -459,6 +459,14 @@ impl Brokers {
             .filter_map(|b| b.conn.as_ref())
             .any(|c| !c.inflight.is_empty())
     }
+
+    /// Whether a Produce request is awaiting its answer on any connection.
+    pub(crate) fn any_produce_in_flight(&self) -> bool {
+        self.slots
+            .iter()
+            .filter_map(|b| b.conn.as_ref())
+            .any(|c| c.produce_in_flight() > 0)
+    }
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ pub mod classify;
 pub mod config;
 mod connection;
 pub mod error_code;
+mod errors;
 pub mod limits;
 pub mod metrics;
 mod outputs;
@@ -83,7 +84,7 @@ pub use partitioners::{
     DefaultPartitioner, Murmur2Partitioner, PartitionView, Partitioner, PartitionerError,
     RoundRobinPartitioner, Route, StickyPartitioner,
 };
-pub use producer::{Producer, TopicPartitions, Transactions};
+pub use producer::{InFlight, Producer, PurgeScope, TopicPartitions, Transactions};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};

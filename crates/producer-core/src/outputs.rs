@@ -116,6 +116,11 @@ impl<T> OutputQueue<T> {
         }
     }
 
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// The oldest output.
     pub(crate) fn pop_front(&mut self) -> Option<Output<T>> {
         match self.queue.front_mut()? {

@@ -58,6 +58,18 @@ pub(crate) struct PartitionQueue<T> {
     next_batch_id: u64,
 }
 
+/// What [`PartitionQueue::purge`] ended.
+#[derive(Debug)]
+pub(crate) struct PurgeCount<T> {
+    /// Records never sent, failed.
+    pub(crate) unsent: usize,
+    /// Records of sent batches (in flight, or waiting to be sent again) failed.
+    pub(crate) sent: usize,
+    /// The open batch's records when it could not be closed: to report at once (counted in
+    /// `unsent`).
+    pub(crate) open: Option<Unreported<T>>,
+}
+
 /// What [`PartitionQueue::prepare_identity`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IdentityStep {
@@ -604,6 +616,66 @@ impl<T> PartitionQueue<T> {
             }
             Err(records) => (sent_failed, Some(records)),
         }
+    }
+
+    /// Purges the partition ([`crate::Producer::purge`], or a close at its deadline): every
+    /// batch never sent (the closed ones, and the open one, closed as a failed batch behind
+    /// them) fails with `unsent`. With `abandon`, so does every batch that was sent and is not
+    /// finished, in flight or waiting to be sent again, with `sent`: the flights end here (their
+    /// answers are then stale and ignored, as for a batch that is no longer in flight) and, with
+    /// idempotence, the sequence numbers they took are a hole, so the partition bumps its epoch
+    /// and restarts at 0 before it sends again. Without `abandon` the sent batches are left to
+    /// finish. Reports then come out in send order through [`PartitionQueue::pop_done`]: after
+    /// an abandon every batch is finished, so nothing waits. Only if the open batch cannot be
+    /// closed are its records returned, to be reported at once.
+    pub(crate) fn purge(
+        &mut self,
+        abandon: bool,
+        unsent: &ProduceError,
+        sent: &ProduceError,
+        idempotent: bool,
+    ) -> PurgeCount<T> {
+        let mut count = PurgeCount {
+            unsent: 0,
+            sent: 0,
+            open: None,
+        };
+        let first_unsent = self.sent;
+        for (i, b) in self.batches.iter_mut().enumerate() {
+            if b.is_done() {
+                continue;
+            }
+            let records = b.record_count() as usize;
+            if i >= first_unsent {
+                count.unsent += records;
+                b.finish(Err(unsent.clone()));
+            } else if abandon {
+                if b.is_in_flight() {
+                    self.inflight -= 1;
+                }
+                count.sent += records;
+                b.finish(Err(sent.clone()));
+            }
+        }
+        if self.inflight == 0 {
+            self.inflight_conn = None;
+        }
+        if count.sent > 0 && idempotent {
+            self.request_reset(None);
+        }
+        // The failed batches never sent join the sent region, never to be sent.
+        self.sent = self.batches.len();
+        if let Some(open) = self.open.take() {
+            count.unsent += open.record_count();
+            match open.into_failed(unsent.clone()) {
+                Ok(batch) => {
+                    self.batches.push_back(batch);
+                    self.sent = self.batches.len();
+                }
+                Err(records) => count.open = Some(records),
+            }
+        }
+        count
     }
 
     /// Takes the sent batch at `i` out of the queue, to be split (its place is refilled by

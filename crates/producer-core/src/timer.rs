@@ -47,6 +47,10 @@ pub(crate) enum TimerKind {
     Reauthenticate { slot: u32 },
     /// The OAUTHBEARER token asked of the application reaches `token_timeout` unanswered.
     TokenRequest,
+    /// The deadline of a `flush_within` (its pending flush reports it timed out).
+    FlushDeadline,
+    /// The deadline of a `close_within` (what is still held is ended then).
+    CloseDeadline,
 }
 
 impl TimerKind {

@@ -186,6 +186,14 @@ pub enum TransactionError {
     /// The producer was closed before the operation completed.
     #[error("producer closed")]
     Closed,
+    /// [`crate::Producer::purge`] removed records of the open transaction and so aborted it:
+    /// a commit or `send_offsets` under way then fails with this, and so does every later
+    /// `commit` or `send_offsets` call until the next `begin`. Its records fail with
+    /// [`crate::ProduceError::Purged`] (those removed) or
+    /// [`crate::ProduceError::TransactionAborted`] (the rest). Call `abort` (it completes when
+    /// the purge's abort does) or `begin` the next transaction once it has.
+    #[error("the transaction was aborted by a purge")]
+    Purged,
     /// The operation did not complete within `max.block.ms` of its call (Java's
     /// `TimeoutException`). It was not cancelled: the producer goes on with it. Call the same
     /// operation again to wait for it once more: that call completes with the operation's

@@ -18,8 +18,8 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{
     metadata_response, produce_response, AddPartitionsToTxnResponse, ApiVersionsResponse,
-    FindCoordinatorResponse, MetadataResponse, ProduceResponse, SaslHandshakeResponse, TopicName,
-    TxnOffsetCommitResponse,
+    FindCoordinatorResponse, GetTelemetrySubscriptionsResponse, MetadataResponse, ProduceResponse,
+    SaslHandshakeResponse, TopicName, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use producer_core::protocol::{self, ApiKey};
@@ -192,5 +192,29 @@ fn transaction_topics_and_partitions_of_the_smallest_size_parse() {
             protocol::txn_offset_commit::TxnOffsetCommitResponse::parse(v, &encode(&partitions, v))
                 .unwrap_or_else(|e| panic!("v{v} partitions: {e}"));
         assert_eq!(parsed.body.topics[0].partitions.len(), N, "v{v}");
+    }
+}
+
+#[test]
+fn telemetry_compression_types_and_requested_metrics_of_the_smallest_size_parse() {
+    for v in versions(ApiKey::GetTelemetrySubscriptions) {
+        let types = GetTelemetrySubscriptionsResponse::default()
+            .with_accepted_compression_types(vec![0; N]);
+        let parsed =
+            protocol::get_telemetry_subscriptions::GetTelemetrySubscriptionsResponse::parse(
+                v,
+                &encode(&types, v),
+            )
+            .unwrap_or_else(|e| panic!("v{v} compression types: {e}"));
+        assert_eq!(parsed.body.accepted_compression_types.len(), N, "v{v}");
+        let names =
+            GetTelemetrySubscriptionsResponse::default().with_requested_metrics(vec![sb(""); N]);
+        let parsed =
+            protocol::get_telemetry_subscriptions::GetTelemetrySubscriptionsResponse::parse(
+                v,
+                &encode(&names, v),
+            )
+            .unwrap_or_else(|e| panic!("v{v} requested metrics: {e}"));
+        assert_eq!(parsed.body.requested_metrics.len(), N, "v{v}");
     }
 }

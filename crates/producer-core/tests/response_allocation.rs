@@ -13,6 +13,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
 
+use producer_core::protocol::get_telemetry_subscriptions::GetTelemetrySubscriptionsResponse;
 use producer_core::protocol::metadata::MetadataResponse;
 use producer_core::protocol::produce::ProduceResponse;
 use producer_core::protocol::FrameDecoder;
@@ -287,6 +288,41 @@ fn produce_v3_partitions() -> Vec<u8> {
     b
 }
 
+/// GetTelemetrySubscriptions v0 bodies of about 1 MiB: compression types (one byte each),
+/// requested metrics of the smallest size (empty names, one byte each), and a names claim far
+/// past the bytes.
+fn telemetry_bodies() -> Vec<(&'static str, Vec<u8>)> {
+    // ThrottleTimeMs, ErrorCode, ClientInstanceId, SubscriptionId.
+    let head = |b: &mut Vec<u8>| b.extend_from_slice(&[0; 4 + 2 + 16 + 4]);
+    // PushIntervalMs, TelemetryMaxBytes, DeltaTemporality.
+    let middle = |b: &mut Vec<u8>| b.extend_from_slice(&[0; 4 + 4 + 1]);
+    let n = MIB - 64;
+    let mut types = Vec::new();
+    head(&mut types);
+    put_uvarint(&mut types, n as u32 + 1);
+    types.extend(std::iter::repeat_n(4u8, n));
+    middle(&mut types);
+    types.extend_from_slice(&[1, 0]); // no names, no tags
+    let mut names = Vec::new();
+    head(&mut names);
+    names.push(1); // no compression types
+    middle(&mut names);
+    put_uvarint(&mut names, n as u32 + 1);
+    names.extend(std::iter::repeat_n(1u8, n)); // empty names
+    names.push(0);
+    let mut claim = Vec::new();
+    head(&mut claim);
+    claim.push(1);
+    middle(&mut claim);
+    put_uvarint(&mut claim, u32::MAX);
+    claim.extend(std::iter::repeat_n(1u8, n));
+    vec![
+        ("compression types of 1 byte", types),
+        ("requested metrics of 1 byte", names),
+        ("a names claim past the bytes", claim),
+    ]
+}
+
 /// The most parsing any of these answers may allocate, per byte of answer.
 const PARSE_BOUND: usize = 10;
 
@@ -318,6 +354,22 @@ fn parsing_a_1_mib_answer_allocates_a_small_multiple_of_its_size() {
             let _ = ProduceResponse::parse(version, &body);
         });
         report.push(format!("Produce v{version}, {what}: {peak} bytes"));
+        assert!(peak <= PARSE_BOUND * body.len(), "{what}: {peak} bytes");
+    }
+    for (what, body) in telemetry_bodies() {
+        let parsed = GetTelemetrySubscriptionsResponse::parse(0, &body);
+        assert_eq!(
+            parsed.is_ok(),
+            !what.contains("claim"),
+            "{what}: {parsed:?}"
+        );
+        drop(parsed);
+        let peak = peak_of(|| {
+            let _ = GetTelemetrySubscriptionsResponse::parse(0, &body);
+        });
+        report.push(format!(
+            "GetTelemetrySubscriptions v0, {what}: {peak} bytes"
+        ));
         assert!(peak <= PARSE_BOUND * body.len(), "{what}: {peak} bytes");
     }
     // The nested and over-long claims cost almost nothing: they fail before their elements

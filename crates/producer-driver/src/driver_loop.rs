@@ -20,17 +20,19 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use producer_core::{
-    Callback, ConsumerGroupMetadata, Delivery, Event, MetricsSnapshot, OffsetToCommit, Output,
-    ProduceError, Producer, Record, SendErrorReason, TransactionError, TransactionOperation,
-    TransactionResult,
+    Callback, ConsumerGroupMetadata, Delivery, Event, InFlight, MetricsSnapshot, OffsetToCommit,
+    Output, ProduceError, Producer, PurgeScope, Record, SendErrorReason, TransactionError,
+    TransactionOperation, TransactionResult,
 };
 
+use crate::control::{CloseOutcome, FlushOutcome, TimedWaiters};
 use crate::panic::InjectedPanics;
 use crate::partitions::{PartitionWaiters, PartitionsError, PartitionsResult};
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
+use crate::{Acknowledgement, Interceptors};
 
 /// How a driver answers the calls that wait for the producer (a flush, a close, a metrics
 /// snapshot, a transactional operation), and what its records carry: the types of its
@@ -46,6 +48,12 @@ pub trait Replies {
     type Transaction;
     /// Waits for a topic's partitions.
     type Partitions;
+    /// Waits for a purge's count.
+    type Purged;
+    /// Waits for a `flush_within`'s outcome.
+    type Flushed;
+    /// Waits for a `close_within`'s outcome.
+    type Closed;
 
     /// Answers a flush or a close: it is done.
     fn done(waiter: Self::Done);
@@ -55,6 +63,12 @@ pub trait Replies {
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
     /// Answers a topic's partitions.
     fn partitions(waiter: Self::Partitions, result: PartitionsResult);
+    /// Answers a purge with how many records it removed.
+    fn purged(waiter: Self::Purged, count: usize);
+    /// Answers a `flush_within`.
+    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome);
+    /// Answers a `close_within`.
+    fn closed(waiter: Self::Closed, outcome: CloseOutcome);
 }
 
 /// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
@@ -76,6 +90,9 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     type Metrics = C::Sender<MetricsSnapshot>;
     type Transaction = C::Sender<Result<(), TransactionError>>;
     type Partitions = C::Sender<PartitionsResult>;
+    type Purged = C::Sender<usize>;
+    type Flushed = C::Sender<FlushOutcome>;
+    type Closed = C::Sender<CloseOutcome>;
 
     fn done(waiter: Self::Done) {
         C::send(waiter, ());
@@ -91,6 +108,18 @@ impl<O, C: Channel> Replies for Answered<O, C> {
 
     fn partitions(waiter: Self::Partitions, result: PartitionsResult) {
         C::send(waiter, result);
+    }
+
+    fn purged(waiter: Self::Purged, count: usize) {
+        C::send(waiter, count);
+    }
+
+    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome) {
+        C::send(waiter, outcome);
+    }
+
+    fn closed(waiter: Self::Closed, outcome: CloseOutcome) {
+        C::send(waiter, outcome);
     }
 }
 
@@ -124,6 +153,10 @@ type Done<H> = <<H as Host>::Replies as Replies>::Done;
 type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
 /// A host's waiter for a topic's partitions.
 type PartsWaiter<H> = <<H as Host>::Replies as Replies>::Partitions;
+/// A host's waiter for a `flush_within`.
+type FlushedW<H> = <<H as Host>::Replies as Replies>::Flushed;
+/// A host's waiter for a `close_within`.
+type ClosedW<H> = <<H as Host>::Replies as Replies>::Closed;
 /// The core as a host's loop drives it.
 pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
 /// A host's commands.
@@ -153,6 +186,15 @@ pub enum Command<R: Replies> {
     Transaction(TransactionCall, R::Transaction),
     /// A topic's partitions: answered from the core's events (see [`crate::PartitionsError`]).
     Partitions(Arc<str>, R::Partitions),
+    /// [`producer_core::Producer::purge`] of the records the core holds (every record sent
+    /// before this command is there); answered at once with how many it removed.
+    Purge(PurgeScope, InFlight, R::Purged),
+    /// [`producer_core::Producer::flush_within`] with its deadline this long after the loop
+    /// takes the command; answered when every record is acknowledged, or at the deadline.
+    FlushWithin(Duration, R::Flushed),
+    /// [`producer_core::Producer::close_within`] with its deadline this long after the loop
+    /// takes the command; answered once the core is closed, with what the deadline ended.
+    CloseWithin(Duration, R::Closed),
 }
 
 impl<R: Replies> Command<R> {
@@ -269,6 +311,8 @@ pub struct DriverLoop<H: Host> {
     /// Flushes of a transactional producer, answered once every record is acknowledged.
     txn_flushes: Vec<Done<H>>,
     close_waiters: Vec<Done<H>>,
+    /// The waiters of `flush_within` and `close_within`.
+    timed: TimedWaiters<FlushedW<H>, ClosedW<H>>,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnWaiter<H>>,
     /// Who waits for a topic's partitions.
@@ -288,6 +332,9 @@ pub struct DriverLoop<H: Host> {
     panicked: Option<String>,
     /// Failing the records after that panic panicked too: the core is not touched again.
     core_broken: bool,
+    /// The application's interceptors: each record before the core, each report before the
+    /// host.
+    interceptors: Interceptors,
 }
 
 /// Answers flushes that are done (on every report: inlined, as there is rarely any).
@@ -311,6 +358,7 @@ impl<H: Host> DriverLoop<H> {
             flushes: FlushTracker::default(),
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
+            timed: TimedWaiters::default(),
             txn_waiter: None,
             partitions: PartitionWaiters::default(),
             closing: false,
@@ -321,7 +369,17 @@ impl<H: Host> DriverLoop<H> {
             panic_at: injected.panic_at(),
             panicked: None,
             core_broken: false,
+            interceptors: Interceptors::default(),
         }
+    }
+
+    /// The loop with the application's `interceptors` (none by default): each record goes
+    /// through their `on_send` as the loop takes it from the queue, right before the core's
+    /// `send`, and each report through their `on_acknowledgement` before the host gets it.
+    #[must_use]
+    pub fn with_interceptors(mut self, interceptors: Interceptors) -> Self {
+        self.interceptors = interceptors;
+        self
     }
 
     /// The host.
@@ -395,6 +453,14 @@ impl<H: Host> DriverLoop<H> {
                 } => {
                     self.unreleased_bytes += bytes;
                     timestamp::fill_at(&mut record, wall_ms);
+                    if !self.interceptors.is_empty() {
+                        if let Err(panicked) = self.interceptors.on_send(&mut record) {
+                            self.emit(&panicked.event());
+                            let error = panicked.error();
+                            self.hand_over(Delivery::failed(opaque, error, record));
+                            continue;
+                        }
+                    }
                     let cohort = self.flushes.accept();
                     self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
                 }
@@ -413,7 +479,20 @@ impl<H: Host> DriverLoop<H> {
                 }
                 Command::Partitions(topic, w) => {
                     self.partitions
-                        .ask(core, now, topic, w, H::Replies::partitions)
+                        .ask(core, now, topic, w, H::Replies::partitions);
+                }
+                Command::Purge(scope, in_flight, waiter) => {
+                    H::Replies::purged(waiter, core.purge(now, scope, in_flight));
+                }
+                Command::FlushWithin(timeout, waiter) => {
+                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
+                    self.timed.flush_within(core, now, deadline, waiter);
+                }
+                Command::CloseWithin(timeout, waiter) => {
+                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
+                    self.timed.close_within(waiter);
+                    self.closing = true;
+                    core.close_within(now, deadline);
                 }
             }
         }
@@ -593,8 +672,11 @@ impl<H: Host> DriverLoop<H> {
     /// metadata arrived while a flush is pending, so records that waited for it were just
     /// appended to batches that linger as usual (then call
     /// [`producer_core::Producer::flush`], act on the outputs and settle again).
+    ///
+    /// It also arms the core's timed flush again for the `flush_within`s still waiting after
+    /// an earlier one timed out; the core then has outputs too, and this returns true.
     #[must_use = "a pending flush covers the records that waited for metadata: flush again"]
-    pub fn settle(&mut self, core: &CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
+    pub fn settle(&mut self, core: &mut CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
         if queue.settle(core.buffered_bytes()) {
             self.host.wake_senders();
         }
@@ -602,7 +684,8 @@ impl<H: Host> DriverLoop<H> {
             answer::<H>(self.txn_flushes.drain(..));
         }
         self.partitions.settle(core, H::Replies::partitions);
-        std::mem::take(&mut self.reflush)
+        let rearmed = self.timed.rearm(core);
+        std::mem::take(&mut self.reflush) || rearmed
     }
 
     /// Hands one report from the core to the host, then counts it reported (answering the
@@ -614,12 +697,25 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.flushes.reported(cohort));
     }
 
-    /// Hands a report to the host; a panic in it is named by an event, and the report counts
-    /// as handed over.
+    /// Hands a report to the host, after the interceptors saw it; a panic in either is named
+    /// by an event, and the report counts as handed over.
     #[inline]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
+        if !self.interceptors.is_empty() {
+            self.acknowledge(&delivery);
+        }
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
+            self.emit(&panicked);
+        }
+    }
+
+    /// Shows a report to the interceptors; their panics are named by events. Out of line: the
+    /// loop without interceptors keeps only the branch.
+    #[inline(never)]
+    fn acknowledge(&mut self, delivery: &Delivery<Opaque<H>>) {
+        let ack = Acknowledgement::of(delivery);
+        for panicked in self.interceptors.on_acknowledgement(ack) {
             self.emit(&panicked);
         }
     }
@@ -639,6 +735,7 @@ impl<H: Host> DriverLoop<H> {
             self.reflush = true;
         }
         self.partitions.event(event, H::Replies::partitions);
+        self.timed.event(event, H::Replies::flushed);
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Event, || host.show(event)) {
             log_event(&panicked);
@@ -712,6 +809,13 @@ impl<H: Host> DriverLoop<H> {
                 Command::Partitions(_, w) => {
                     H::Replies::partitions(w, Err(PartitionsError::Closed))
                 }
+                Command::Purge(_, _, waiter) => H::Replies::purged(waiter, 0),
+                Command::FlushWithin(_, waiter) => {
+                    H::Replies::flushed(waiter, FlushOutcome::new(0))
+                }
+                Command::CloseWithin(_, waiter) => {
+                    H::Replies::closed(waiter, self.timed.close_outcome())
+                }
             }
         }
         if let Some(w) = self.txn_waiter.take() {
@@ -721,8 +825,13 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.flushes.release_all());
         answer::<H>(self.close_waiters.drain(..));
         self.partitions.close_all(H::Replies::partitions);
+        self.timed
+            .finish(0, H::Replies::flushed, H::Replies::closed);
     }
 }
+
+/// A deadline as good as none, for a timeout too large to add to an `Instant`.
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A driver's state, as the rule for a panic in the producer's own code needs it: the core,
 /// its command layer, and how the driver acts on the core's outputs.
@@ -879,7 +988,7 @@ mod tests {
                 core.handle_timeout(t);
             }
             layer.drain(&mut core, |_, _| {});
-            let _ = layer.settle(&core, &queue);
+            let _ = layer.settle(&mut core, &queue);
         }
         let reports = &layer.host().reports;
         assert_eq!(reports.len(), 2);

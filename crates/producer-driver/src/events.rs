@@ -4,8 +4,8 @@ use producer_core::Event;
 use tracing::{debug, error, info, warn};
 
 /// Logs one of the producer's events: retries, sequence resets and refused answers at `warn`, a
-/// fatal error and a callback's panic at `error`, the producer id, broker connections becoming
-/// ready and the close at `info`, metadata updates (and events added later) at `debug`. Call it
+/// fatal error and a callback's panic at `error`, a close's deadline at `warn`, the producer
+/// id, broker connections becoming ready, a flush's deadline and the close at `info`, metadata updates (and events added later) at `debug`. Call it
 /// for every `Output::Event`, and for the events a driver makes itself
 /// ([`Event::CallbackPanicked`]).
 pub fn log_event(event: &Event) {
@@ -55,6 +55,14 @@ pub fn log_event(event: &Event) {
             "broker answer refused"
         ),
         Event::Closed => info!("producer closed"),
+        Event::FlushTimedOut { unacknowledged } => {
+            info!(unacknowledged, "flush deadline passed; the records go on")
+        }
+        Event::CloseDeadlineReached { purged, timed_out } => warn!(
+            purged,
+            timed_out,
+            "close deadline passed: records never sent purged, records in flight timed out"
+        ),
         Event::CallbackPanicked { callback, message } => {
             error!(%callback, %message, "the application's code panicked; the producer goes on")
         }

@@ -14,11 +14,16 @@
 //!   the rule for a panic in the producer's own code. A driver implements its [`Host`].
 //! * [`PartitionsError`]: what a handle's `partitions_for` answers when a topic's partitions
 //!   are not to be had (the waiting callers are the [`DriverLoop`]'s, in `partitions.rs`).
+//! * [`FlushOutcome`], [`CloseOutcome`]: what a `flush_within` and a `close_within` of a
+//!   driver's handle answer (the waiters and the core's deadlines are kept by the loop).
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
 //!   clock).
 //! * [`log_event`]: the core's events, logged with `tracing`.
 //! * [`ReadSizing`]: how much to read from a socket at a time, growing with traffic and
 //!   shrinking back when it stops.
+//! * [`Interceptor`]: the application's hooks on every record taken ([`Interceptor::on_send`],
+//!   which may change it) and every report given ([`Interceptor::on_acknowledgement`]); a
+//!   driver keeps them in an [`Interceptors`] chain.
 //! * [`panic`](mod@panic): the one rule for panics: [`call_user`] around the application's
 //!   code (the producer goes on, an event names the panic), [`contain`] around the producer's
 //!   own.
@@ -51,9 +56,11 @@
 #![warn(unreachable_pub)]
 
 mod command_queue;
+mod control;
 mod driver_loop;
 mod events;
 mod flush;
+mod interceptors;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
 pub mod panic;
@@ -64,12 +71,14 @@ pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
+pub use control::{CloseOutcome, FlushOutcome};
 pub use driver_loop::{
     step, Answered, Channel, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque,
     Replies, Tracked, TransactionCall,
 };
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
+pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked};
 pub use panic::{call_user, contain};
 pub use partitions::{PartitionsError, PartitionsResult};
 pub use read_sizing::ReadSizing;

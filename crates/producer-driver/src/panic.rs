@@ -23,9 +23,13 @@
 //! [`Event::CallbackPanicked`] (`Callback::Partitioner`), and the producer goes on.
 //!
 //! [`ProduceError::Partitioner`]: producer_core::ProduceError::Partitioner
+//! The application's code that runs before a record is accepted (an interceptor's `on_send`,
+//! see [`crate::Interceptors`]) runs inside [`call_user`] too, and a panic there fails that
+//! record with a typed error ([`ProduceError::Interceptor`]) instead of going on with it.
 //!
 //! [`Producer::fail_after_panic`]: producer_core::Producer::fail_after_panic
 //! [`ProduceError::Panicked`]: producer_core::ProduceError::Panicked
+//! [`ProduceError::Interceptor`]: producer_core::ProduceError::Interceptor
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -91,12 +91,14 @@ pub use threaded::{BatchClosed, ThreadedBuilder, ThreadedProducer, TrySendError}
 pub use tokens::TokenRange;
 pub use transactions::{MioTransactions, ThreadedTransactions};
 
+pub use producer_driver::{Acknowledgement, Interceptor};
+
 pub use producer_core::{
-    Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, MetricsSnapshot,
-    OffsetToCommit, Partitioner, ProduceError, Record, RecordMetadata, TopicPartitions,
+    Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, InFlight, MetricsSnapshot,
+    OffsetToCommit, Partitioner, ProduceError, PurgeScope, Record, RecordMetadata, TopicPartitions,
     TransactionError, TransactionResult,
 };
-pub use producer_driver::PartitionsError;
+pub use producer_driver::{CloseOutcome, FlushOutcome, PartitionsError};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

@@ -15,7 +15,7 @@ use producer_core::{
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
     contain, step, Answered, Channel, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host,
-    Intake, LastWords, Refused, Tracked, TransactionCall,
+    Intake, Interceptor, Interceptors, LastWords, Refused, Tracked, TransactionCall,
 };
 
 use crate::driver::MioDriver;
@@ -215,6 +215,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             on_event: None,
             token_provider: None,
             partitioner: None,
+            interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
             _reports: std::marker::PhantomData,
         }
@@ -323,16 +324,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             .close_requested
             .store(true, Ordering::SeqCst);
         self.inner.shared.wake();
-        if thread::current().id() == self.inner.thread_id {
-            return;
-        }
-        // Holding the lock while joining makes concurrent closers wait too.
-        let mut guard = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(handle) = guard.take() {
-            if handle.join().is_err() {
-                tracing::error!("the producer thread panicked (in the delivery callback?)");
-            }
-        }
+        self.join();
     }
 
     /// A snapshot of the core's metrics (see [`producer_core::metrics`]; render it with
@@ -406,6 +398,44 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             .unwrap_or_else(|_| Err(shared.last_words.transaction_error()))
     }
 
+    /// Queues the command `make` builds around a reply channel and, unless called from the
+    /// delivery callback (the producer thread, which cannot wait for itself: then `None`, the
+    /// command applied after the callback returns), blocks until it is answered. `None` too
+    /// once the thread has stopped. With `closing`, later sends are refused from now on.
+    pub(crate) fn ask<V>(
+        &self,
+        closing: bool,
+        make: impl FnOnce(SyncSender<V>) -> Cmd<T>,
+    ) -> Option<V> {
+        let shared = &self.inner.shared;
+        if closing {
+            shared.close_requested.store(true, Ordering::SeqCst);
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        if shared.queue.push_control(make(tx)).is_err() {
+            return None;
+        }
+        shared.wake();
+        if thread::current().id() == self.inner.thread_id {
+            return None;
+        }
+        rx.recv().ok()
+    }
+
+    /// Waits for the producer thread to end (after a close). Not from the producer thread.
+    pub(crate) fn join(&self) {
+        if thread::current().id() == self.inner.thread_id {
+            return;
+        }
+        // Holding the lock while joining makes concurrent closers wait too.
+        let mut guard = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(handle) = guard.take() {
+            if handle.join().is_err() {
+                tracing::error!("the producer thread panicked (in the delivery callback?)");
+            }
+        }
+    }
+
     /// Whether `close` was called or the producer thread ended.
     pub fn is_closed(&self) -> bool {
         self.inner.shared.close_requested.load(Ordering::SeqCst)
@@ -428,6 +458,7 @@ pub struct ThreadedBuilder<T> {
     on_event: Option<OnEvent>,
     token_provider: Option<crate::token::Provider>,
     partitioner: Option<Box<dyn Partitioner>>,
+    interceptors: Interceptors,
     injected: InjectedPanics,
     _reports: std::marker::PhantomData<fn(T)>,
 }
@@ -439,6 +470,7 @@ impl<T> std::fmt::Debug for ThreadedBuilder<T> {
             .field("on_event", &self.on_event.is_some())
             .field("token_provider", &self.token_provider.is_some())
             .field("partitioner", &self.partitioner.is_some())
+            .field("interceptors", &self.interceptors.len())
             .finish_non_exhaustive()
     }
 }
@@ -486,6 +518,25 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         self
     }
 
+    /// Adds an [`Interceptor`]: its [`Interceptor::on_send`] sees (and may change) every record
+    /// before the core takes it, and its [`Interceptor::on_acknowledgement`] every report
+    /// before the delivery callback gets it. Call it once per interceptor; they run in the
+    /// order added. For header stamping, auditing, metrics and tracing (inject a
+    /// `traceparent` header in `on_send`).
+    ///
+    /// Both run **on the producer thread**, one record at a time: they must not block (the
+    /// producer waits for them). `on_send` runs when the thread takes the record from the
+    /// command queue, after the driver gave it a timestamp and right before the core's checks,
+    /// so `max.request.size` and `buffer.memory` see the changed record. A panicking `on_send`
+    /// fails that record with [`crate::ProduceError::Interceptor`] (not sent; the record comes
+    /// back in its report); a panicking `on_acknowledgement` does not stop the report. Either
+    /// panic is named by an [`Event::CallbackPanicked`] with
+    /// [`producer_core::Callback::Interceptor`], and the producer goes on.
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(interceptor);
+        self
+    }
+
     /// For tests only: panics injected into the producer thread's loop, to prove that the
     /// producer contains them. Not part of the supported API.
     #[doc(hidden)]
@@ -506,6 +557,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             on_event,
             token_provider,
             partitioner,
+            interceptors,
             injected,
             ..
         } = self;
@@ -524,7 +576,8 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
                     _reports: std::marker::PhantomData,
                 },
                 injected,
-            ),
+            )
+            .with_interceptors(interceptors),
         )?;
         if let Some(provider) = token_provider {
             driver.set_token_provider(provider);

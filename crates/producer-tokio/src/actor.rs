@@ -34,6 +34,8 @@ pub(crate) struct Settings {
     pub(crate) token_provider: Option<TokenProvider>,
     /// The application's partitioner, if any.
     pub(crate) partitioner: Option<Box<dyn producer_core::Partitioner>>,
+    /// The application's interceptors.
+    pub(crate) interceptors: producer_driver::Interceptors,
     /// Panics to inject (tests only).
     pub(crate) injected: InjectedPanics,
 }
@@ -61,7 +63,7 @@ pub(crate) fn spawn(
     }
     let actor = Actor {
         core,
-        layer: DriverLoop::new(host, settings.injected),
+        layer: DriverLoop::new(host, settings.injected).with_interceptors(settings.interceptors),
         io: Io {
             net_tx,
             net_rx,
@@ -316,7 +318,7 @@ impl Driven for Actor {
             let queue = &self.shared.queue;
             self.layer
                 .drain(&mut self.core, |core, out| io.output(core, out));
-            if !self.layer.settle(&self.core, queue) {
+            if !self.layer.settle(&mut self.core, queue) {
                 return;
             }
             self.core.flush(now());

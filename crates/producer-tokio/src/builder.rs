@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use producer_core::{Config, Event, OAuthToken, Partitioner};
 use producer_driver::panic::InjectedPanics;
+use producer_driver::{Interceptor, Interceptors};
 
 use crate::actor::{self, Settings};
 use crate::delivery::{OnDelivery, Report};
@@ -17,7 +18,8 @@ use crate::token::TokenProvider;
 /// Driver settings (queue and buffer sizes, the delivery callback) for a producer about to
 /// start; [`ProducerBuilder::start`] spawns it. The protocol's settings are the [`Config`]'s.
 ///
-/// Not `Clone`: it may own the application's [`Partitioner`].
+/// Not `Clone`: it may own the application's [`Partitioner`] and [`Interceptor`]s, which one
+/// producer owns.
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct ProducerBuilder {
@@ -30,6 +32,7 @@ pub struct ProducerBuilder {
     on_event: Option<OnEvent>,
     token_provider: Option<TokenProvider>,
     partitioner: Option<CustomPartitioner>,
+    interceptors: Interceptors,
     injected: InjectedPanics,
 }
 
@@ -55,6 +58,7 @@ impl ProducerBuilder {
             on_event: None,
             token_provider: None,
             partitioner: None,
+            interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
         }
     }
@@ -119,6 +123,26 @@ impl ProducerBuilder {
     /// [`producer_core::ProduceError::Partitioner`]).
     pub fn partitioner(mut self, partitioner: Box<dyn Partitioner>) -> Self {
         self.partitioner = Some(CustomPartitioner(partitioner));
+        self
+    }
+
+    /// Adds an [`Interceptor`]: its [`Interceptor::on_send`] sees (and may change) every record
+    /// before the core takes it, and its [`Interceptor::on_acknowledgement`] every report
+    /// before the record's [`crate::DeliveryFuture`] resolves or the
+    /// [`ProducerBuilder::on_delivery`] callback gets it. Call it once per interceptor; they
+    /// run in the order added. For header stamping, auditing, metrics and tracing (inject a
+    /// `traceparent` header in `on_send`).
+    ///
+    /// Both run **on the producer task**, one record at a time: they must not block (the
+    /// producer waits for them). `on_send` runs when the task takes the record from the
+    /// command queue, after the driver gave it a timestamp and right before the core's checks,
+    /// so `max.request.size` and `buffer.memory` see the changed record. A panicking `on_send`
+    /// fails that record with [`crate::ProduceError::Interceptor`] (not sent; the record comes
+    /// back in its report); a panicking `on_acknowledgement` does not stop the report. Either
+    /// panic is named by an [`Event::CallbackPanicked`] with
+    /// [`producer_core::Callback::Interceptor`], and the producer goes on.
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(interceptor);
         self
     }
 
@@ -196,6 +220,7 @@ impl ProducerBuilder {
             tls,
             token_provider: self.token_provider,
             partitioner: self.partitioner.map(|p| p.0),
+            interceptors: self.interceptors,
             injected: self.injected,
         };
         Ok(actor::spawn(&runtime, config, settings))

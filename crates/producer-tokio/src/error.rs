@@ -54,6 +54,13 @@ impl TrySendError {
 #[error("producer is closed")]
 pub struct BatchClosed;
 
+/// [`crate::ProducerHandle::purge`] was called after the producer task stopped (every handle
+/// was dropped and it finished closing, a close completed, or the runtime shut down): every
+/// record was reported already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the producer task has stopped")]
+pub struct ProducerStopped;
+
 /// Why a record accepted by the handle was not delivered.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

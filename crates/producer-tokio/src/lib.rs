@@ -85,6 +85,10 @@
 //!   and librdkafka report through callbacks). This is the cheaper path for high rates.
 //!   [`ProducerHandle::send_batch_detached`] and [`ProducerHandle::try_send_batch_detached`]
 //!   queue a whole burst of them under one lock.
+//! * **Interceptors.** [`ProducerBuilder::interceptor`] adds an [`Interceptor`]: its
+//!   `on_send` sees and may change each record on the producer task before the core takes it
+//!   (stamp headers, such as a `traceparent`), its `on_acknowledgement` each report before the
+//!   application gets it.
 //! * **Metrics.** [`ProducerHandle::metrics`] asks the task for the core's [`MetricsSnapshot`]
 //!   (names and meanings in [`producer_core::metrics`]); render it as Prometheus text with
 //!   [`MetricsSnapshot::render_prometheus`], or, with the feature `metrics`, hand it to the
@@ -103,6 +107,7 @@ mod actor;
 mod builder;
 mod completion;
 mod connection;
+mod control;
 mod delivery;
 mod error;
 mod handle;
@@ -112,16 +117,19 @@ mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use delivery::{DeliveryFuture, DeliveryResult, Report};
-pub use error::{BatchClosed, DeliveryError, SendError, StartError, TrySendError};
+pub use error::{BatchClosed, DeliveryError, ProducerStopped, SendError, StartError, TrySendError};
 pub use handle::ProducerHandle;
 pub use transactions::Transactions;
 
+pub use producer_driver::{Acknowledgement, Interceptor};
+
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
-    ErrorCode, Header, MetricsSnapshot, OAuthToken, OffsetToCommit, Partitioner, ProduceError,
-    Record, RecordMetadata, SendErrorReason, TopicPartitions, TransactionError,
+    ErrorCode, Header, InFlight, MetricsSnapshot, OAuthToken, OffsetToCommit, Partitioner,
+    ProduceError, PurgeScope, Record, RecordMetadata, SendErrorReason, TopicPartitions,
+    TransactionError,
 };
-pub use producer_driver::PartitionsError;
+pub use producer_driver::{CloseOutcome, FlushOutcome, PartitionsError};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

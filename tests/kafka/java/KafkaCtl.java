@@ -15,6 +15,15 @@
 //                                                  end offset (taken first) with the Java
 //                                                  consumer: rec P OFFSET TIMESTAMP TYPE KEY VALUE
 //                                                  HEADERS(K=V,..|-), then ok COUNT
+//   client-metrics NAME KEY=VALUE ...              set a KIP-714 client-metrics subscription's
+//                                                  configs (metrics, interval.ms, match; KEY=
+//                                                  deletes the setting, all deleted: no
+//                                                  subscription)
+//   produce TOPIC RECORDS MILLIS [KEY=VALUE ...]   Java's producer (producer configs KEY=VALUE)
+//                                                  sends RECORDS records spread over MILLIS ms,
+//                                                  then closes (no flush first: KIP-714, the
+//                                                  close pushes its terminating metrics): ok
+//                                                  INSTANCE_ID|- ACKED FAILED
 //   quit
 //
 // Built by tests/src/kafka/dist.rs with javac against the kafka-clients jar in the Maven cache.
@@ -36,6 +45,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -48,7 +58,11 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.acl.AclOperation;
@@ -64,6 +78,7 @@ import org.apache.kafka.common.errors.ElectionNotNeededException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class KafkaCtl {
     private static final long TIMEOUT_MS = 30_000;
@@ -127,6 +142,8 @@ public final class KafkaCtl {
             case "move": return move(t[1], Integer.parseInt(t[2]), Integer.parseInt(t[3]));
             case "consume": return consume(t[1], Integer.parseInt(t[2]));
             case "deny-write": return denyWrite(t[1], t[2]);
+            case "client-metrics": return clientMetrics(t);
+            case "produce": return produce(t);
             default: return "err unknown command " + t[0];
         }
     }
@@ -162,6 +179,70 @@ public final class KafkaCtl {
         }
         admin.incrementalAlterConfigs(Map.of(r, ops)).all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
         return "ok";
+    }
+
+    /** Sets (KEY=VALUE) or deletes (KEY=) the configs of client-metrics subscription t[1]
+     * (KIP-714; what kafka-client-metrics.sh --alter does). */
+    private String clientMetrics(String[] t) throws Exception {
+        ConfigResource r = new ConfigResource(ConfigResource.Type.CLIENT_METRICS, t[1]);
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (Map.Entry<String, String> e : configs(t, 2).entrySet()) {
+            if (e.getValue().isEmpty()) {
+                ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), null), AlterConfigOp.OpType.DELETE));
+            } else {
+                ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()), AlterConfigOp.OpType.SET));
+            }
+        }
+        admin.incrementalAlterConfigs(Map.of(r, ops)).all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        return "ok";
+    }
+
+    /** Java's producer: t[2] records to topic t[1], spread evenly over t[3] ms, with the
+     * producer configs t[4..] (KEY=VALUE); flushed and closed. Answers the producer's KIP-714
+     * client instance id ("-" when it has none: enable.metrics.push=false, or the broker
+     * offers no telemetry), the records acknowledged and the records failed. */
+    private String produce(String[] t) throws Exception {
+        String topic = t[1];
+        int records = Integer.parseInt(t[2]);
+        long millis = Long.parseLong(t[3]);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.putAll(configs(t, 4));
+        AtomicLong acked = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        String instance = "-";
+        long start = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < records; i++) {
+                long due = start + (records <= 1 ? 0 : millis * 1_000_000L * i / (records - 1));
+                long wait = due - System.nanoTime();
+                if (wait > 0) {
+                    Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
+                byte[] key = String.format("k%05d", i).getBytes(StandardCharsets.UTF_8);
+                byte[] value = String.format("v%05d", i).getBytes(StandardCharsets.UTF_8);
+                producer.send(new ProducerRecord<>(topic, key, value), (md, e) -> {
+                    if (e == null) {
+                        acked.incrementAndGet();
+                    } else {
+                        failed.incrementAndGet();
+                    }
+                });
+                if (i == 0) {
+                    try {
+                        instance = producer.clientInstanceId(Duration.ofSeconds(10)).toString();
+                    } catch (IllegalStateException | KafkaException e) {
+                        instance = "-";
+                    }
+                }
+            }
+            // No flush: close() delivers what is left. A producer that has nothing left to send
+            // when it closes does not poll again, and Java's terminating push (queued by close)
+            // never leaves; one that is still sending carries it out with its last requests.
+        }
+        return "ok " + instance + " " + acked.get() + " " + failed.get();
     }
 
     /** Denies `principal` (e.g. User:ANONYMOUS) WRITE on `topic`, from any host, and waits

@@ -19,6 +19,8 @@ use producer_core::Record;
 use crate::running::{Reported, Running, HANG_GUARD};
 
 pub mod bounds;
+pub mod control;
+pub mod interceptors;
 pub mod metrics;
 pub mod oauth;
 pub mod panics;
@@ -113,6 +115,12 @@ macro_rules! every_driver_test {
             oauth::without_a_provider_the_records_fail_with_no_token,
             transactions::transactions_exist_only_with_a_transactional_id,
             partitions::a_custom_partitioner_routes_and_partitions_for_tells_the_count,
+            control::purge_hands_back_the_unsent_records_and_the_rest_are_delivered,
+            control::flush_within_completes_or_tells_what_is_left,
+            control::close_within_ends_what_is_held_at_its_deadline,
+            interceptors::an_interceptor_stamps_every_record_and_sees_every_report,
+            interceptors::a_panicking_on_send_fails_exactly_that_record,
+            interceptors::a_panicking_on_acknowledgement_is_named_and_the_report_arrives,
         );
     };
 }

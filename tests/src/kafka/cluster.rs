@@ -23,6 +23,7 @@ use super::ctl::{self, Ctl, PartitionInfo};
 use super::dist::Dist;
 use super::process::{log_tail, pid_alive, Jvm, Spawner};
 use super::proxy::Proxy;
+use super::telemetry::{self, TelemetryPush};
 use super::wire::{api_versions, metadata, ClusterView};
 use crate::readback::Consumed;
 use crate::tls::TestPki;
@@ -40,6 +41,7 @@ pub struct ClusterSpec {
     name: String,
     security: Option<Arc<TestPki>>,
     features: Vec<(String, i16)>,
+    telemetry: bool,
 }
 
 impl ClusterSpec {
@@ -55,6 +57,7 @@ impl ClusterSpec {
             name: "single".into(),
             security: None,
             features: Vec::new(),
+            telemetry: false,
         }
     }
 
@@ -128,12 +131,29 @@ impl ClusterSpec {
         &self.features
     }
 
+    /// Gives every node the test tier's KIP-714 receiver (`tests/kafka/java/TelemetryReporter.java`,
+    /// a metrics reporter implementing `ClientTelemetry`): the brokers then offer
+    /// GetTelemetrySubscriptions and PushTelemetry, and each node writes the pushes it accepts
+    /// to [`KafkaCluster::telemetry_file`] (read them with [`KafkaCluster::telemetry_pushes`]).
+    /// Clients push only what a client-metrics subscription asks for
+    /// ([`Ctl::client_metrics`](super::ctl::Ctl::client_metrics)).
+    pub fn telemetry_reporter(mut self) -> Self {
+        self.telemetry = true;
+        self
+    }
+
     /// A name for the cluster's directory and threads.
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.into();
         self
     }
 }
+
+/// The telemetry reporter's class (`tests/kafka/java/TelemetryReporter.java`).
+pub const TELEMETRY_REPORTER_CLASS: &str = "TelemetryReporter";
+
+/// The broker setting naming the telemetry reporter's file.
+const TELEMETRY_FILE_CONFIG: &str = "telemetry.reporter.file";
 
 /// The feature name of the transaction protocol level (KIP-890, KIP-1022).
 pub const TRANSACTION_VERSION: &str = "transaction.version";
@@ -631,6 +651,13 @@ impl KafkaCluster {
         set("num.io.threads", "4");
         set("num.partitions", "1");
         set("log.segment.bytes", "67108864");
+        if self.spec.telemetry {
+            set("metric.reporters", TELEMETRY_REPORTER_CLASS);
+            set(
+                TELEMETRY_FILE_CONFIG,
+                &self.telemetry_file(node.id).display().to_string(),
+            );
+        }
         for (k, v) in &self.spec.overrides {
             set(k, v);
         }
@@ -652,7 +679,11 @@ impl KafkaCluster {
             "-Djava.awt.headless=true".into(),
             format!("-Dlog4j2.configurationFile={}", self.dist.log4j.display()),
             "-cp".into(),
-            self.dist.classpath(),
+            if self.spec.telemetry {
+                self.dist.plugin_classpath()
+            } else {
+                self.dist.classpath()
+            },
         ];
         a.extend(main.iter().map(|s| s.to_string()));
         a
@@ -855,6 +886,18 @@ impl KafkaCluster {
             let _ = writeln!(s, "---- KafkaCtl:\n{}", log_tail(&ctl_log, lines / 2));
         }
         s
+    }
+
+    /// The file node `id`'s telemetry reporter appends the pushes it accepts to (see
+    /// [`ClusterSpec::telemetry_reporter`]; absent until the first push).
+    pub fn telemetry_file(&self, id: i32) -> PathBuf {
+        self.dir.join(format!("telemetry-node-{id}.log"))
+    }
+
+    /// The pushes node `id`'s telemetry reporter recorded so far, in the order it accepted them
+    /// (none when nothing was pushed, or the cluster has no reporter).
+    pub fn telemetry_pushes(&self, id: i32) -> Result<Vec<TelemetryPush>, String> {
+        telemetry::read_pushes(&self.telemetry_file(id))
     }
 
     /// The cluster's directory (logs, data).

@@ -27,6 +27,18 @@ pub struct PartitionInfo {
     pub isr: Vec<i32>,
 }
 
+/// What [`Ctl::java_produce`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JavaProduced {
+    /// The producer's KIP-714 client instance id (`KafkaProducer::clientInstanceId`), `None`
+    /// when it has none (`enable.metrics.push=false`, or no broker offers telemetry).
+    pub instance_id: Option<String>,
+    /// Records acknowledged.
+    pub acked: u64,
+    /// Records failed.
+    pub failed: u64,
+}
+
 struct Pipes {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -252,6 +264,52 @@ impl Ctl {
         }
         out.sort_by_key(|c| (c.partition, c.offset));
         Ok(out)
+    }
+
+    /// Sets the configs of KIP-714 client-metrics subscription `name` (`metrics`: a
+    /// comma-separated list of name prefixes or `*`; `interval.ms`; `match`: `KEY=REGEX` pairs,
+    /// comma-separated, on `client_id`, `client_software_name`, ...), as
+    /// `kafka-client-metrics.sh --alter` does (an admin `incrementalAlterConfigs` on a
+    /// `CLIENT_METRICS` resource). An empty value deletes that setting; deleting them all
+    /// removes the subscription. Brokers learn of it from the metadata log a moment after this
+    /// returns: [`super::wire::get_telemetry_subscriptions`] shows when one has.
+    pub fn client_metrics(&self, name: &str, configs: &[(&str, &str)]) -> Result<(), String> {
+        let mut cmd = format!("client-metrics {name}");
+        for (k, v) in configs {
+            cmd.push_str(&format!(" {k}={v}"));
+        }
+        self.call(&cmd, |_| Ok(())).map(drop)
+    }
+
+    /// Java's producer, in KafkaCtl's JVM: sends `records` records (key `k%05d`, value
+    /// `v%05d` of the record's index) to `topic`, spread evenly over `over`, with the producer
+    /// `configs` (Java's names), then flushes and closes it (a KIP-714 client pushes its last
+    /// metrics on close, marked terminating).
+    pub fn java_produce(
+        &self,
+        topic: &str,
+        records: u32,
+        over: std::time::Duration,
+        configs: &[(&str, &str)],
+    ) -> Result<JavaProduced, String> {
+        let mut cmd = format!("produce {topic} {records} {}", over.as_millis());
+        for (k, v) in configs {
+            cmd.push_str(&format!(" {k}={v}"));
+        }
+        let s = self.call(&cmd, |_| Ok(()))?;
+        let f: Vec<&str> = s.split(' ').collect();
+        let num = |x: &str| {
+            x.parse::<u64>()
+                .map_err(|e| format!("produce answer {s:?}: {e}"))
+        };
+        match f.as_slice() {
+            [instance, acked, failed] => Ok(JavaProduced {
+                instance_id: (*instance != "-").then(|| instance.to_string()),
+                acked: num(acked)?,
+                failed: num(failed)?,
+            }),
+            _ => Err(format!("produce answer {s:?}")),
+        }
     }
 
     /// KafkaCtl's process id.

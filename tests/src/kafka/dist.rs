@@ -23,6 +23,10 @@ const POM: &str = include_str!("../../kafka/pom.xml");
 const KAFKA_CTL_JAVA: &str = include_str!("../../kafka/java/KafkaCtl.java");
 /// Java's producer in the rolling-fault transaction loop, compiled beside KafkaCtl.
 const TXN_LOOP_JAVA: &str = include_str!("../../kafka/java/TxnLoop.java");
+/// The brokers' KIP-714 receiver (a metrics reporter implementing `ClientTelemetry`), compiled
+/// beside KafkaCtl; on a broker's class path only when the cluster asks for it
+/// ([`super::ClusterSpec::telemetry_reporter`]).
+const TELEMETRY_REPORTER_JAVA: &str = include_str!("../../kafka/java/TelemetryReporter.java");
 /// Broker and KafkaCtl logging.
 const LOG4J2: &str = include_str!("../../kafka/log4j2.properties");
 
@@ -89,7 +93,10 @@ impl fmt::Display for DistError {
                  Maven said:\n{log}"
             ),
             DistError::Javac { log } => {
-                write!(f, "javac failed on KafkaCtl.java or TxnLoop.java:\n{log}")
+                write!(
+                    f,
+                    "javac failed on KafkaCtl.java, TxnLoop.java or TelemetryReporter.java:\n{log}"
+                )
             }
             DistError::Io { what, error } => write!(f, "{what}: {error}"),
         }
@@ -195,6 +202,12 @@ impl Dist {
     /// The broker's class path.
     pub fn classpath(&self) -> String {
         format!("{}/*", self.lib.display())
+    }
+
+    /// The class path of a broker with the test tier's plugins (the telemetry reporter): the
+    /// compiled classes first, then every runtime jar.
+    pub fn plugin_classpath(&self) -> String {
+        self.ctl_classpath()
     }
 
     /// KafkaCtl's class path.
@@ -344,7 +357,12 @@ fn fnv(s: &str) -> u64 {
 }
 
 fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
-    let stamp = format!("{:016x}{:016x}", fnv(KAFKA_CTL_JAVA), fnv(TXN_LOOP_JAVA));
+    let stamp = format!(
+        "{:016x}{:016x}{:016x}",
+        fnv(KAFKA_CTL_JAVA),
+        fnv(TXN_LOOP_JAVA),
+        fnv(TELEMETRY_REPORTER_JAVA)
+    );
     let stamp_file = dist.ctl_classes.join(".source-hash");
     if fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(());
@@ -355,6 +373,8 @@ fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
     write_if_changed(&src, KAFKA_CTL_JAVA)?;
     let txn_loop = src_dir.join("TxnLoop.java");
     write_if_changed(&txn_loop, TXN_LOOP_JAVA)?;
+    let reporter = src_dir.join("TelemetryReporter.java");
+    write_if_changed(&reporter, TELEMETRY_REPORTER_JAVA)?;
     let tmp = base.join("ctl.tmp");
     let _ = fs::remove_dir_all(&tmp);
     let out = Command::new("javac")
@@ -364,6 +384,7 @@ fn compile_ctl(base: &Path, dist: &Dist) -> Result<(), DistError> {
         .arg(dist.classpath())
         .arg(&src)
         .arg(&txn_loop)
+        .arg(&reporter)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| match e.kind() {

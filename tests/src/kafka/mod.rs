@@ -1,8 +1,9 @@
 //! Apache Kafka itself in the tests: a pinned Kafka 4.x from Maven Central (see [`dist`]), a
 //! launcher for a 1- or 3-node KRaft cluster of JVMs ([`cluster`]), the test suite's TCP fault
 //! proxy in front of each broker ([`proxy`]), admin operations and the Java consumer through
-//! one long-lived JVM per cluster ([`ctl`]), and a decoder for every request the producer sends
-//! ([`probe`]).
+//! one long-lived JVM per cluster ([`ctl`]), a decoder for every request the producer sends
+//! ([`probe`]), and what a broker's KIP-714 receiver recorded of the client telemetry pushed
+//! to it ([`telemetry`]).
 //!
 //! Suites get a cluster with [`shared_cluster`]: one cluster per test binary (process),
 //! started on first use, handed to one test at a time (tests of a binary run on parallel
@@ -25,6 +26,7 @@ pub mod process;
 pub mod proxy;
 pub mod rolling;
 pub mod suite;
+pub mod telemetry;
 pub mod txn;
 pub mod wire;
 

@@ -5,7 +5,8 @@
 //! leader in Metadata a moment before it accepts requests for the partition). For the
 //! transaction tests too: ApiVersions (the finalized `transaction.version`), ListOffsets at
 //! either isolation level (the last stable offset beside the high watermark), and
-//! FindCoordinator (which broker coordinates a transactional id or a group).
+//! FindCoordinator (which broker coordinates a transactional id or a group). For the telemetry
+//! tests: GetTelemetrySubscriptions (what subscription a broker hands a new client).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -91,6 +92,18 @@ fn call<Req: Encodable, Resp: Decodable>(
     request: &Req,
     timeout: Duration,
 ) -> Result<Resp, String> {
+    call_as(addr, "kafka-launcher", api, version, request, timeout)
+}
+
+/// [`call`] with the request header's client id `client_id`.
+fn call_as<Req: Encodable, Resp: Decodable>(
+    addr: SocketAddr,
+    client_id: &str,
+    api: ApiKey,
+    version: i16,
+    request: &Req,
+    timeout: Duration,
+) -> Result<Resp, String> {
     let mut s =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
     s.set_read_timeout(Some(timeout))
@@ -102,7 +115,7 @@ fn call<Req: Encodable, Resp: Decodable>(
         .with_request_api_key(api as i16)
         .with_request_api_version(version)
         .with_correlation_id(1)
-        .with_client_id(Some(StrBytes::from_static_str("kafka-launcher")));
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
     let mut body = BytesMut::new();
     header
         .encode(&mut body, api.request_header_version(version))
@@ -284,6 +297,75 @@ pub fn api_versions(addr: SocketAddr, timeout: Duration) -> Result<ApiVersionsVi
             .map(|f| (f.name.to_string(), (f.min_version, f.max_version)))
             .collect(),
     })
+}
+
+/// A GetTelemetrySubscriptions answer (KIP-714), as a broker gives it to a new client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetrySubscriptionView {
+    /// The answer's error code (0 = none).
+    pub error: i16,
+    /// The client instance id the broker gave (base64url, as Kafka prints a `Uuid`).
+    pub instance: String,
+    /// The subscription id.
+    pub subscription_id: i32,
+    /// The metric name prefixes asked for (`*`: all; empty: none, do not push).
+    pub requested_metrics: Vec<String>,
+    /// The push interval.
+    pub push_interval_ms: i32,
+    /// Compression ids the broker accepts, preferred first.
+    pub accepted_compression: Vec<i8>,
+    /// The most bytes one push may carry.
+    pub telemetry_max_bytes: i32,
+    /// Whether sums are asked as deltas (else cumulative).
+    pub delta_temporality: bool,
+}
+
+/// Asks `addr` GetTelemetrySubscriptions (v0) as a new client (instance id zero) whose request
+/// header says `client_id` (subscriptions may match on it). Fails when the broker does not
+/// offer the API (it has no telemetry receiver: the request is refused and the connection
+/// closed).
+pub fn get_telemetry_subscriptions(
+    addr: SocketAddr,
+    client_id: &str,
+    timeout: Duration,
+) -> Result<TelemetrySubscriptionView, String> {
+    use kafka_protocol::messages::{
+        GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
+    };
+    let r: GetTelemetrySubscriptionsResponse = call_as(
+        addr,
+        client_id,
+        ApiKey::GetTelemetrySubscriptions,
+        0,
+        &GetTelemetrySubscriptionsRequest::default(),
+        timeout,
+    )?;
+    Ok(TelemetrySubscriptionView {
+        error: r.error_code,
+        instance: base64url(r.client_instance_id.as_bytes()),
+        subscription_id: r.subscription_id,
+        requested_metrics: r.requested_metrics.iter().map(|m| m.to_string()).collect(),
+        push_interval_ms: r.push_interval_ms,
+        accepted_compression: r.accepted_compression_types,
+        telemetry_max_bytes: r.telemetry_max_bytes,
+        delta_temporality: r.delta_temporality,
+    })
+}
+
+/// Base64url without padding, as Kafka's `Uuid::toString` prints 16 bytes.
+fn base64url(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
 }
 
 /// Which end of a partition ListOffsets is asked for.

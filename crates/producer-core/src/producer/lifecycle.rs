@@ -39,10 +39,12 @@ impl<T> Producer<T> {
         if !l.closing || l.closed || self.buffered.records() != 0 || self.txn_blocks_close() {
             return;
         }
-        if self.fatal_error().is_none()
-            && !self.lifecycle.close_barrier_sent
-            && self.config.acks == Acks::None
-        {
+        if self.deadlines.ending {
+            return; // completed once the close's deadline is handled
+        }
+        // At a `close_within`'s deadline nothing more is waited for.
+        let wait = self.fatal_error().is_none() && !self.deadlines.close_passed;
+        if wait && !self.lifecycle.close_barrier_sent && self.config.acks == Acks::None {
             // acks=0 requests get no answer, and a broker may drop requests it has read but
             // not yet handled when the connection closes. Answers come in order, so one
             // answered request per connection proves every earlier one was handled.
@@ -58,7 +60,7 @@ impl<T> Producer<T> {
                 self.send_api_versions(conn, 0);
             }
         }
-        if self.brokers.any_in_flight() && self.fatal_error().is_none() {
+        if self.brokers.any_in_flight() && wait {
             return; // bounded by the request timeout
         }
         self.lifecycle.closed = true;

@@ -15,6 +15,7 @@
 //! | `auth` | SASL: SaslHandshake and SaslAuthenticate, OAUTHBEARER tokens, re-authentication, authentication failures |
 //! | `connections` | opening connections, ApiVersions, reading frames and dispatching answers, request timeouts, lost connections, reconnect backoff |
 //! | `lifecycle` | `close`, the end of a close, and fatal errors |
+//! | `purge` | `purge` (records removed before they are acknowledged), the deadlines of `flush_within` and `close_within` |
 //! | `reports` | delivery reports: successes of a finished batch, failures with their records handed back |
 //! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
@@ -31,6 +32,9 @@ mod partitions;
 #[cfg(test)]
 mod partitions_tests;
 mod produce;
+mod purge;
+#[cfg(test)]
+mod purge_tests;
 mod reports;
 pub(crate) mod transaction;
 mod transactions;
@@ -53,6 +57,7 @@ use identity::PidState;
 use lifecycle::Lifecycle;
 use partitioning::Partitioning;
 pub use partitions::TopicPartitions;
+pub use purge::{InFlight, PurgeScope};
 use transaction::TransactionBook;
 pub use transactions::Transactions;
 
@@ -105,6 +110,8 @@ pub struct Producer<T> {
     work_pending: bool,
     /// The transactional state, with a `transactional.id`.
     txn: Option<TransactionBook<T>>,
+    /// The deadlines of `flush_within` and `close_within`.
+    deadlines: purge::Deadlines,
 }
 
 impl<T> Producer<T> {
@@ -135,6 +142,7 @@ impl<T> Producer<T> {
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
             txn: TransactionBook::new(&config),
+            deadlines: purge::Deadlines::default(),
             config,
         }
     }
@@ -268,6 +276,79 @@ impl<T> Producer<T> {
         self.close_all_open_batches();
     }
 
+    /// [`Producer::flush`], with an end the producer reports: [`crate::Event::FlushCompleted`]
+    /// once [`Producer::unacknowledged_records`] reaches zero (after the reports that brought
+    /// it there; at the next [`Producer::poll_output`] when nothing is unacknowledged now), or
+    /// [`crate::Event::FlushTimedOut`] with the count still unacknowledged when `deadline`
+    /// passes first (the deadline is the core's: [`Producer::poll_timeout`] wakes the driver
+    /// for it). One of the two, once. Nothing is cancelled at the deadline: the records go on.
+    ///
+    /// Call it when the application must know within a bound whether everything it sent is
+    /// acknowledged (before a checkpoint, say). A second call while one is pending replaces
+    /// the pending one's deadline (one event answers both). Records sent after the call count
+    /// too: a steady stream may keep the flush from completing before its deadline.
+    pub fn flush_within(&mut self, now: Instant, deadline: Instant) {
+        self.touch(now);
+        self.begin_flush_within(deadline);
+    }
+
+    /// Removes records before they are acknowledged, each reported with
+    /// [`ProduceError::Purged`] and handed back, and returns how many it removed (their reports
+    /// come out of [`Producer::poll_output`]). Call it to drop what is buffered (on shutdown, on
+    /// failover, when the records' content went stale); the producer goes on, and records sent
+    /// afterwards are produced as usual.
+    ///
+    /// `scope` says which records: every record, one topic's, or one partition's
+    /// ([`PurgeScope`]). Records that were never in a sent request (the open batch, closed
+    /// batches not sent yet, records waiting for their topic's metadata) are removed with
+    /// `possibly_persisted` false: they were certainly not written. Records whose batch was
+    /// sent (in flight, or waiting to be sent again) are left to finish with
+    /// [`InFlight::Wait`]; with [`InFlight::Abandon`] they are removed too, with
+    /// `possibly_persisted` true, and the answers to their requests are ignored; an idempotent
+    /// producer then bumps the epoch of each such partition and restarts its sequence at 0
+    /// before sending there again, so the broker accepts what follows (no gap, no duplicate
+    /// within what it acknowledges).
+    ///
+    /// A partition's reports keep their send order: with [`InFlight::Wait`], the purged
+    /// records of a partition with batches in flight are reported after those batches' own
+    /// reports.
+    ///
+    /// In a transaction, a purge that removes any record aborts the open transaction, as
+    /// [`crate::Transactions::abort`] would: the records of the transaction not removed and
+    /// not in flight fail with [`ProduceError::TransactionAborted`], so do its acknowledged
+    /// records once the abort completes, a commit or `send_offsets` under way fails with
+    /// [`crate::TransactionError::Purged`], and so does every `commit` and `send_offsets`
+    /// call until the next `begin`; an `abort` call completes when the purge's abort does (at
+    /// once if it already has), after which `begin` starts the next transaction.
+    ///
+    /// Does nothing (returns 0) once the producer is closed.
+    pub fn purge(&mut self, now: Instant, scope: PurgeScope, in_flight: InFlight) -> usize {
+        self.touch(now);
+        if self.lifecycle.closed {
+            return 0;
+        }
+        self.purge_records(&scope, in_flight)
+    }
+
+    /// [`Producer::close`], bounded by `deadline` (the core's: [`Producer::poll_timeout`]
+    /// wakes the driver for it). If the close has not completed by then, everything still
+    /// held ends at the deadline: records never sent fail with [`ProduceError::Purged`]
+    /// (`possibly_persisted` false), records in a sent request or waiting to be sent again with
+    /// [`ProduceError::CloseTimedOut`] (`possibly_persisted` true); a transactional producer
+    /// stops waiting for its coordinator at once, and its acknowledged records fail as a
+    /// close that stopped waiting says (see [`Producer::close`]:
+    /// [`ProduceError::TransactionInDoubt`] when the commit was asked for and not answered,
+    /// else [`ProduceError::TransactionAborted`]). Then [`crate::Event::CloseDeadlineReached`]
+    /// (with the two counts), every connection is closed and [`crate::Event::Closed`] emitted,
+    /// without waiting for any answer.
+    ///
+    /// Call it to shut down within a bound (Java's `close(Duration)`). Called again, or after
+    /// [`Producer::close`], the earlier deadline counts.
+    pub fn close_within(&mut self, now: Instant, deadline: Instant) {
+        self.touch(now);
+        self.begin_close_within(deadline);
+    }
+
     /// For a driver whose own code, or this producer's, panicked while handling this producer:
     /// it cannot be trusted to go on. Fails every record it holds with
     /// [`crate::ProduceError::Panicked`] (after [`crate::Event::Fatal`]; a record sent and not
@@ -391,6 +472,9 @@ impl<T> Producer<T> {
             self.work_pending = false;
             self.pump();
         }
+        if self.outputs.is_empty() {
+            self.check_flush();
+        }
         self.outputs.pop_front()
     }
 
@@ -433,6 +517,8 @@ impl<T> Producer<T> {
             }
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
             TimerKind::TokenRequest => self.token_request_expired(),
+            TimerKind::FlushDeadline => self.flush_deadline_fired(),
+            TimerKind::CloseDeadline => self.close_deadline_fired(),
         }
     }
 

@@ -88,8 +88,11 @@ impl<T> Transactions<'_, T> {
     /// record of the transaction failed, it completes with [`TransactionError::Abortable`] and
     /// the transaction must be aborted.
     ///
-    /// Refused with the abortable error when the transaction already failed, and with
-    /// [`TransactionError::InvalidState`] when none is open.
+    /// Refused with the abortable error when the transaction already failed, with
+    /// [`TransactionError::InvalidState`] when none is open, and with
+    /// [`TransactionError::Purged`] when a [`Producer::purge`] aborted the transaction (until
+    /// the next [`Transactions::begin`]; a commit under way when the purge came completes with
+    /// it).
     ///
     /// Bounded by `max_block`: when the commit has not completed `max_block` after this call
     /// (its records are still being retried, or the coordinator cannot be reached), it
@@ -110,7 +113,9 @@ impl<T> Transactions<'_, T> {
     /// batches in flight are answered first, then the coordinator writes the abort markers and
     /// every record of the transaction fails the same way. Completes with
     /// [`crate::Output::Transaction`] ([`crate::TransactionOperation::Abort`]); the state is
-    /// then Ready again. Bounded by `max_block` (see [`Transactions::commit`]).
+    /// then Ready again. Bounded by `max_block` (see [`Transactions::commit`]). After a
+    /// [`Producer::purge`] aborted the transaction, this call waits for that abort (it
+    /// completes at once when the abort already ended).
     pub fn abort(&mut self, now: Instant) -> Result<(), TransactionError> {
         self.producer.touch(now);
         self.producer.start_abort()

@@ -11,11 +11,13 @@ pub mod api_versions;
 pub mod end_txn;
 pub mod find_coordinator;
 pub mod frame;
+pub mod get_telemetry_subscriptions;
 pub mod header;
 pub mod init_producer_id;
 pub mod metadata;
 pub mod primitives;
 pub mod produce;
+pub mod push_telemetry;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod txn_offset_commit;
@@ -52,11 +54,15 @@ pub enum ApiKey {
     EndTxn,
     /// TxnOffsetCommit (28).
     TxnOffsetCommit,
+    /// GetTelemetrySubscriptions (71), KIP-714: codec only, the producer does not send it yet.
+    GetTelemetrySubscriptions,
+    /// PushTelemetry (72), KIP-714: codec only, the producer does not send it yet.
+    PushTelemetry,
 }
 
 impl ApiKey {
     /// Every API this crate speaks.
-    pub const ALL: [ApiKey; 11] = [
+    pub const ALL: [ApiKey; 13] = [
         ApiKey::Produce,
         ApiKey::Metadata,
         ApiKey::ApiVersions,
@@ -68,6 +74,8 @@ impl ApiKey {
         ApiKey::AddOffsetsToTxn,
         ApiKey::EndTxn,
         ApiKey::TxnOffsetCommit,
+        ApiKey::GetTelemetrySubscriptions,
+        ApiKey::PushTelemetry,
     ];
 
     /// The numeric key on the wire.
@@ -84,6 +92,8 @@ impl ApiKey {
             ApiKey::AddOffsetsToTxn => 25,
             ApiKey::EndTxn => 26,
             ApiKey::TxnOffsetCommit => 28,
+            ApiKey::GetTelemetrySubscriptions => 71,
+            ApiKey::PushTelemetry => 72,
         }
     }
 
@@ -101,6 +111,8 @@ impl ApiKey {
             25 => Some(ApiKey::AddOffsetsToTxn),
             26 => Some(ApiKey::EndTxn),
             28 => Some(ApiKey::TxnOffsetCommit),
+            71 => Some(ApiKey::GetTelemetrySubscriptions),
+            72 => Some(ApiKey::PushTelemetry),
             _ => None,
         }
     }
@@ -127,6 +139,8 @@ impl ApiKey {
             ApiKey::AddOffsetsToTxn => (0, 4),
             ApiKey::EndTxn => (0, 5),
             ApiKey::TxnOffsetCommit => (0, 5),
+            // KIP-714 client telemetry: v0 is the only version.
+            ApiKey::GetTelemetrySubscriptions | ApiKey::PushTelemetry => (0, 0),
         }
     }
 
@@ -145,6 +159,8 @@ impl ApiKey {
             | ApiKey::AddOffsetsToTxn
             | ApiKey::EndTxn
             | ApiKey::TxnOffsetCommit => 3,
+            // Flexible from their first version.
+            ApiKey::GetTelemetrySubscriptions | ApiKey::PushTelemetry => 0,
         }
     }
 
@@ -186,6 +202,8 @@ impl ApiKey {
             ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
             ApiKey::EndTxn => "EndTxn",
             ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+            ApiKey::GetTelemetrySubscriptions => "GetTelemetrySubscriptions",
+            ApiKey::PushTelemetry => "PushTelemetry",
         }
     }
 }

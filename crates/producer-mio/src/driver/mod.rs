@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token, Waker};
 use producer_core::{
-    Callback, Config, Delivery, Event, Output, Producer, Record, SendError, SendErrorReason,
-    TransactionResult,
+    Callback, Config, Delivery, Event, Output, ProduceError, Producer, Record, SendError,
+    SendErrorReason, TransactionResult,
 };
 use producer_driver::tls::TlsSetup;
-use producer_driver::{call_user, log_event, timestamp, ReadSizing};
+use producer_driver::{
+    call_user, log_event, timestamp, Acknowledgement, Interceptor, Interceptors, ReadSizing,
+};
 
 use crate::error::StartError;
 
@@ -23,6 +25,7 @@ use crate::socket::{Sock, SockState};
 use crate::token::TokenFetcher;
 use crate::tokens::TokenRange;
 
+mod control;
 mod sockets;
 
 /// Why OAUTHBEARER fails without a token provider: it names both ways to give one
@@ -120,6 +123,8 @@ pub struct MioDriver<T, S: DeliverySink<T> = DeliveryQueue<T>> {
     oauth: Option<TokenFetcher>,
     /// Completed transactional operations, for [`MioDriver::poll_transaction`].
     transactions: VecDeque<TransactionResult>,
+    /// The application's interceptors ([`MioDriver::add_interceptor`]).
+    interceptors: Interceptors,
 }
 
 impl<T, S: DeliverySink<T>> std::fmt::Debug for MioDriver<T, S> {
@@ -218,6 +223,7 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             tls,
             oauth: None,
             transactions: VecDeque::new(),
+            interceptors: Interceptors::default(),
         };
         driver.drive(Instant::now());
         Ok(driver)
@@ -236,6 +242,27 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         F: FnMut() -> Result<producer_core::OAuthToken, String> + Send + 'static,
     {
         self.oauth = Some(TokenFetcher::new(self.waker.clone(), Box::new(provider)));
+    }
+
+    /// Adds an [`Interceptor`] (after those added before; they run in that order): its
+    /// [`Interceptor::on_send`] sees (and may change) every record [`MioDriver::send`] takes,
+    /// and its [`Interceptor::on_acknowledgement`] every report before it reaches the sink
+    /// ([`MioDriver::poll_delivery`]). Call it right after creating the driver, before the
+    /// first record.
+    ///
+    /// Both run inside the driver's calls, on the thread running the loop, one record at a
+    /// time: they must not block. `on_send` runs in `send` after the driver gave the record a
+    /// timestamp and checked the queued reports (the `Full` of `buffer_max_records` comes
+    /// before it), right before the core's checks, so `max.request.size` and `buffer.memory`
+    /// see the changed record. A record the core then refuses is acknowledged as failed
+    /// ([`ProduceError::Refused`]) and comes back in the [`SendError`] as the interceptors
+    /// changed it: sent again, it goes through `on_send` again. A panicking `on_send` fails
+    /// that record with [`ProduceError::Interceptor`]: `send` returns `Ok` and the record comes
+    /// back in its report (not sent). A panicking `on_acknowledgement` does not stop the
+    /// report. Either panic is named by an [`Event::CallbackPanicked`] with
+    /// [`Callback::Interceptor`] ([`MioDriver::poll_event`]), and the driver goes on.
+    pub fn add_interceptor(&mut self, interceptor: impl Interceptor) {
+        self.interceptors.push(interceptor);
     }
 
     /// The waker the driver uses (its own, or the one given to [`MioDriver::with_waker`]).
@@ -301,7 +328,41 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                 opaque,
             });
         }
+        if !self.interceptors.is_empty() {
+            return self.accept_intercepted(now, record, opaque);
+        }
         self.core.send(now, record, opaque)
+    }
+
+    /// [`MioDriver::accept`] through the interceptors: `on_send` before the core's `send`; a
+    /// panic there fails the record with a report, a refusal of the core is acknowledged.
+    #[inline(never)]
+    fn accept_intercepted(
+        &mut self,
+        now: Instant,
+        mut record: Record,
+        opaque: T,
+    ) -> Result<(), SendError<T>> {
+        if let Err(panicked) = self.interceptors.on_send(&mut record) {
+            self.keep_event(panicked.event());
+            self.hand_to_sink(Delivery::failed(opaque, panicked.error(), record));
+            return Ok(());
+        }
+        let refused = self.core.send(now, record, opaque).err();
+        let Some(refused) = refused else {
+            return Ok(());
+        };
+        let error = ProduceError::Refused(Box::new(refused.reason.clone()));
+        let panics = self
+            .interceptors
+            .on_acknowledgement(Acknowledgement::Failed {
+                error: &error,
+                record: &refused.record,
+            });
+        for panicked in panics {
+            self.keep_event(panicked);
+        }
+        Err(refused)
     }
 
     /// The next completed transactional operation ([`MioDriver::transactions`]), if any. Call
@@ -492,17 +553,33 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
                         self.core.handle_token(now, Err(reason));
                     }
                 }
-                Output::Delivery(d) => {
-                    // The sink may be the application's code: a panic in it is named by an
-                    // event, and the report counts as handed over.
-                    let sink = &mut self.sink;
-                    if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
-                        self.keep_event(panicked);
-                    }
-                }
+                Output::Delivery(d) => self.hand_to_sink(d),
                 Output::Transaction(r) => self.transactions.push_back(r),
                 Output::Event(e) => self.keep_event(e),
             }
+        }
+    }
+
+    /// Hands a report to the sink, after the interceptors saw it. The sink may be the
+    /// application's code: a panic in it (or in an interceptor) is named by an event, and the
+    /// report counts as handed over.
+    #[inline]
+    fn hand_to_sink(&mut self, d: Delivery<T>) {
+        if !self.interceptors.is_empty() {
+            self.acknowledge(&d);
+        }
+        let sink = &mut self.sink;
+        if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
+            self.keep_event(panicked);
+        }
+    }
+
+    /// Shows a report to the interceptors; their panics are named by events. Out of line: a
+    /// driver without interceptors keeps only the branch.
+    #[inline(never)]
+    fn acknowledge(&mut self, d: &Delivery<T>) {
+        for panicked in self.interceptors.on_acknowledgement(Acknowledgement::of(d)) {
+            self.keep_event(panicked);
         }
     }
 

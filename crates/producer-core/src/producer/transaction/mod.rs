@@ -124,6 +124,10 @@ pub(super) struct TransactionBook<T> {
     held: Vec<HeldBatch<T>>,
     /// When the open transaction began (its timeout counts from here).
     began_at: Option<Instant>,
+    /// A purge aborted the last transaction (see [`Producer::txn_purge_abort`]): until the
+    /// next `begin`, `commit` and `send_offsets` fail with [`TransactionError::Purged`] and
+    /// `abort` joins that abort.
+    purged: bool,
 }
 
 /// What a call of a transactional operation finds (see [`Producer::txn_call`]).
@@ -164,6 +168,7 @@ impl<T> TransactionBook<T> {
             timed_out: false,
             held: Vec::new(),
             began_at: None,
+            purged: false,
         })
     }
 
@@ -321,6 +326,7 @@ impl<T> Producer<T> {
             });
         }
         txn.state = TransactionState::InTransaction;
+        txn.purged = false;
         txn.began_at = Some(now);
         txn.started = false;
         txn.confirmed = false;
@@ -342,6 +348,9 @@ impl<T> Producer<T> {
         let Call::Start(txn) = self.txn_call(op, Some((&offsets, &group)))? else {
             return Ok(());
         };
+        if txn.purged {
+            return Err(TransactionError::Purged);
+        }
         if txn.state != TransactionState::InTransaction {
             return Err(match (&txn.abortable, txn.state) {
                 (Some(e), TransactionState::AbortableError) => e.clone(),
@@ -378,6 +387,9 @@ impl<T> Producer<T> {
         let Call::Start(txn) = self.txn_call(op, None)? else {
             return Ok(());
         };
+        if txn.purged {
+            return Err(TransactionError::Purged);
+        }
         match txn.state {
             TransactionState::InTransaction => {}
             TransactionState::AbortableError => {
@@ -410,6 +422,19 @@ impl<T> Producer<T> {
         let Call::Start(txn) = self.txn_call(op, None)? else {
             return Ok(());
         };
+        if txn.purged {
+            // A purge aborted the transaction: this call waits for that abort.
+            match txn.state {
+                TransactionState::Aborting => self.begin_operation(op),
+                _ => self
+                    .outputs
+                    .push_back(Output::Transaction(TransactionResult {
+                        operation: op,
+                        result: Ok(()),
+                    })),
+            }
+            return Ok(());
+        }
         match txn.state {
             TransactionState::InTransaction | TransactionState::AbortableError => {}
             state => {
@@ -436,6 +461,45 @@ impl<T> Producer<T> {
                 && t.added.is_empty()
                 && t.to_add.is_empty()
         })
+    }
+
+    /// A purge removed records of the open transaction ([`Producer::purge`]): the transaction
+    /// is aborted as [`crate::Transactions::abort`] would abort it, with no call waiting for
+    /// the abort; a commit or `send_offsets` under way fails with
+    /// [`TransactionError::Purged`], and so do later calls of either until the next `begin`.
+    /// Nothing when no transaction is open (or one is being aborted already).
+    pub(super) fn txn_purge_abort(&mut self) {
+        let Some(txn) = self.txn.as_mut() else { return };
+        if !matches!(
+            txn.state,
+            TransactionState::InTransaction
+                | TransactionState::Committing
+                | TransactionState::AbortableError
+        ) {
+            return;
+        }
+        txn.purged = true;
+        if matches!(
+            txn.pending,
+            Some(TransactionOperation::Commit | TransactionOperation::SendOffsets)
+        ) {
+            self.complete_operation(Err(TransactionError::Purged));
+        }
+        self.begin_txn_abort();
+    }
+
+    /// A `close_within`'s deadline passed: the close stops waiting for the transaction's end
+    /// at once (see [`Producer::txn_abandon`]), whatever is in flight.
+    pub(super) fn txn_deadline_passed(&mut self) {
+        let ending = self.txn.as_ref().is_some_and(|t| {
+            matches!(
+                t.state,
+                TransactionState::Committing | TransactionState::Aborting
+            )
+        });
+        if ending && self.lifecycle.fatal.is_none() {
+            self.txn_abandon();
+        }
     }
 
     /// Moves the open transaction to Aborting: every record not in flight fails with
@@ -672,7 +736,9 @@ impl<T> Producer<T> {
     /// held, or failed and reported).
     fn txn_records_settled(&self) -> bool {
         let held = self.txn.as_ref().map_or(0, |t| t.held_records());
-        self.buffered.records() == held
+        // A Produce request a purge abandoned may still be written: the transaction ends
+        // after it is answered (or its connection lost), never before.
+        self.buffered.records() == held && !self.brokers.any_produce_in_flight()
     }
 
     /// The transaction ended (EndTxn answered, or nothing was on the brokers): its held
