@@ -3,7 +3,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use producer_core::{Acks, Compression, Config, Producer, Record};
+use producer_core::{
+    Acks, Compression, Config, Event, PartitionView, Partitioner, PartitionerError, Producer,
+    Record, Route,
+};
 use producer_sim::drive::Harness;
 use producer_sim::{InjectedError, SimCluster, SimConfig, API_PRODUCE};
 
@@ -22,6 +25,30 @@ const CODES: [(i16, bool); 10] = [
     (13, false),
     (47, false),
 ];
+
+/// The application's partitioner of a run with flag bit 3: the key's first byte (0 without
+/// a key) decides: a partition in range, one out of range, the sticky partition, or an error
+/// (never a panic: libFuzzer's hook aborts on any panic, caught or not).
+struct ByKey;
+
+impl Partitioner for ByKey {
+    fn partition(
+        &mut self,
+        _topic: &str,
+        key: Option<&[u8]>,
+        _value: Option<&[u8]>,
+        partitions: &PartitionView<'_>,
+    ) -> Result<Route, PartitionerError> {
+        let k = u32::from(key.and_then(|k| k.first()).copied().unwrap_or(0));
+        let count = partitions.count();
+        Ok(match k % 4 {
+            0 => Route::Partition(k % count),
+            1 => Route::Partition(count + k),
+            2 => Route::Sticky,
+            _ => return Err(PartitionerError::Failed("fuzz".into())),
+        })
+    }
+}
 
 /// Runs the operations encoded in `data`; panics when the producer breaks its contract.
 pub fn run(data: &[u8]) {
@@ -55,8 +82,14 @@ pub fn run(data: &[u8]) {
         builder = builder.enable_idempotence(false).acks(Acks::Leader);
     }
     let config = builder.build().expect("valid config");
-    let mut h = Harness::new(Producer::new(config, now), cluster, now);
+    let mut producer = Producer::new(config, now);
+    if flags & 8 == 8 {
+        producer.set_partitioner(Box::new(ByKey));
+    }
+    let mut h = Harness::new(producer, cluster, now);
     let mut accepted = HashSet::new();
+    // Each ask for a topic's partitions, and how many events had come before it.
+    let mut asked: Vec<(&str, usize)> = Vec::new();
     let mut next = 0u64;
     while let Some((&op, rest)) = ops.split_first() {
         let arg = rest.first().copied().unwrap_or(0);
@@ -80,6 +113,13 @@ pub fn run(data: &[u8]) {
                 }
             }
             4 => h.run_for(Duration::from_millis(u64::from(arg) * 4)),
+            5 if arg & 0x80 != 0 => {
+                let topic = ["a", "b", "missing"][usize::from(arg % 3)];
+                asked.push((topic, h.events.len()));
+                h.producer
+                    .request_partitions(h.now, topic)
+                    .expect("a valid name");
+            }
             5 => h.producer.flush(h.now),
             6 => {
                 let _ = h.cluster.move_leader(
@@ -136,6 +176,17 @@ pub fn run(data: &[u8]) {
         "records left unreported: {}",
         h.producer.buffered_records()
     );
+    // An ask for a topic whose metadata never comes is answered at `max_block` (3 s), which
+    // the flush above need not have waited for.
+    h.run_for(Duration::from_secs(4));
+    for (topic, before) in asked {
+        let answered = h.events[before..].iter().any(|e| match e {
+            Event::PartitionsKnown { topic: t, .. }
+            | Event::PartitionsUnavailable { topic: t, .. } => &**t == topic,
+            _ => false,
+        });
+        assert!(answered, "the ask for {topic}'s partitions was answered");
+    }
     let mut reported = HashSet::new();
     for d in &h.deliveries {
         assert!(

@@ -12,11 +12,12 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use producer_core::{
-    Config, Event, InFlight, MetricsSnapshot, PurgeScope, Record, TransactionError,
+    Config, Event, InFlight, MetricsSnapshot, Partitioner, PurgeScope, Record, TopicPartitions,
+    TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
-use producer_driver::{CloseOutcome, FlushOutcome, Interceptor};
+use producer_driver::{CloseOutcome, FlushOutcome, Interceptor, PartitionsError};
 
 use crate::drive::{core_report, runtime, tokio_report, Driver, Report};
 
@@ -42,6 +43,8 @@ pub struct Options {
     /// tokio: one delivery future per record (`send`) instead of the delivery callback
     /// (`send_detached`); `on_report` then never runs. Ignored by mio.
     pub futures: bool,
+    /// The application's partitioner, if any (the builders' `partitioner`).
+    pub partitioner: Option<Box<dyn Partitioner>>,
 }
 
 impl Options {
@@ -57,6 +60,7 @@ impl Options {
             injected: InjectedPanics::default(),
             interceptors: Vec::new(),
             futures: false,
+            partitioner: None,
         }
     }
 }
@@ -152,6 +156,7 @@ impl Running {
             injected,
             interceptors,
             futures,
+            partitioner,
         } = options;
         let event_tx = std::sync::Mutex::new(event_tx);
         let on_event = move |e: &Event| {
@@ -180,6 +185,9 @@ impl Running {
                             hook(&id);
                         }
                     });
+                if let Some(partitioner) = partitioner {
+                    builder = builder.partitioner(partitioner);
+                }
                 for interceptor in interceptors {
                     builder = builder.interceptor(interceptor);
                 }
@@ -216,6 +224,9 @@ impl Running {
                 }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
+                }
+                if let Some(partitioner) = partitioner {
+                    builder = builder.partitioner(partitioner);
                 }
                 let producer = builder.spawn(move |d| {
                     let (id, result, record) = core_report(d);
@@ -344,6 +355,19 @@ impl Running {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.metrics())),
             Inner::Mio(p) => p.metrics(),
+        }
+    }
+
+    /// The partitions of `topic` (tokio: `partitions_for`, bounded by `max.block.ms`; mio:
+    /// `partitions_for` with `timeout`).
+    pub fn partitions_for(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<TopicPartitions, PartitionsError> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => rt.block_on(handle.partitions_for(topic)),
+            Inner::Mio(p) => p.partitions_for(topic, timeout),
         }
     }
 

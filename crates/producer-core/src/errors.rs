@@ -126,6 +126,11 @@ pub enum ProduceError {
     /// is still reported, with what could be recovered of it.
     #[error("a batch could not be decoded back: {0}")]
     BatchDecode(String),
+    /// The application's [`crate::Partitioner`] did not route the record: it answered an
+    /// error, a partition the topic does not have, or panicked. Only this record failed (it
+    /// was never sent); the producer goes on, with the same partitioner.
+    #[error("{0}")]
+    Partitioner(crate::PartitionerError),
     /// An interceptor of the application's panicked in its `on_send` for this record (a
     /// driver's interceptors run before the record reaches the core): the record was not sent
     /// (never possibly persisted), and it is handed back as the interceptors left it. The
@@ -367,6 +372,7 @@ mod tests {
             ProduceError::Interceptor {
                 message: "i".into(),
             },
+            ProduceError::Partitioner(crate::PartitionerError::Failed("f".into())),
             ProduceError::Panicked {
                 message: "p".into(),
                 possibly_persisted: false,
@@ -397,7 +403,8 @@ mod tests {
                 | ProduceError::TransactionAborted
                 | ProduceError::Compression(_)
                 | ProduceError::BatchDecode(_)
-                | ProduceError::Interceptor { .. } => Err(false),
+                | ProduceError::Interceptor { .. }
+                | ProduceError::Partitioner(_) => Err(false),
             };
             match carries {
                 Ok(()) => {

@@ -63,6 +63,7 @@ pub mod metrics;
 mod outputs;
 mod partition;
 pub mod partitioner;
+mod partitioners;
 mod producer;
 pub mod properties;
 pub mod protocol;
@@ -79,7 +80,11 @@ mod types;
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
 pub use metrics::MetricsSnapshot;
-pub use producer::{InFlight, Producer, PurgeScope, Transactions};
+pub use partitioners::{
+    DefaultPartitioner, Murmur2Partitioner, PartitionView, Partitioner, PartitionerError,
+    RoundRobinPartitioner, Route, StickyPartitioner,
+};
+pub use producer::{InFlight, Producer, PurgeScope, TopicPartitions, Transactions};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};

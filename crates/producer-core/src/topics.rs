@@ -46,6 +46,9 @@ pub(crate) struct TopicState<T> {
     pub(crate) error: Option<ErrorCode>,
     /// `flush` was called while records were held: close their batches once routed.
     pub(crate) flush_held: bool,
+    /// [`crate::Producer::request_partitions`] asked for the topic's partitions and waits until
+    /// this deadline (`max_block` after the first ask) for its metadata.
+    pub(crate) partitions_asked: Option<Instant>,
     /// When a record was last sent to it (`send`): it is idle from here.
     last_used: Instant,
     /// The number is free: the topic was forgotten (an inert entry, skipped by iteration).
@@ -65,18 +68,20 @@ impl<T> TopicState<T> {
             sticky: Sticky::default(),
             error: None,
             flush_held: false,
+            partitions_asked: None,
             last_used: now,
             vacant: false,
         }
     }
 
-    /// Whether the topic may be forgotten at `now`: nothing sent to it for `max_idle`, no
-    /// record held for its metadata, and every partition empty (no open batch, none queued or
-    /// in flight).
+    /// Whether the topic may be forgotten at `now`: nothing sent to it (nor its partitions
+    /// asked for) for `max_idle`, no record held for its metadata, no ask for its partitions
+    /// waiting, and every partition empty (no open batch, none queued or in flight).
     pub(crate) fn is_idle(&self, now: Instant, max_idle: std::time::Duration) -> bool {
         !self.vacant
             && self.last_used + max_idle <= now
             && self.holding.is_empty()
+            && self.partitions_asked.is_none()
             && self.partitions.iter().all(PartitionQueue::is_empty)
     }
 

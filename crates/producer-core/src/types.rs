@@ -110,8 +110,9 @@ impl IntoIterator for WireBytes {
 pub struct Record {
     /// The topic. An `Arc<str>` so callers sending many records to one topic share one name.
     pub topic: Arc<str>,
-    /// An explicit partition, or `None` to let the partitioner choose (murmur2 of the key,
-    /// the adaptive sticky partition for null keys).
+    /// An explicit partition, or `None` to let the partitioner choose (the application's
+    /// [`crate::Partitioner`] when one is set; else murmur2 of the key, the adaptive sticky
+    /// partition for null keys).
     pub partition: Option<i32>,
     /// The key, or null.
     pub key: Option<Bytes>,
@@ -352,6 +353,27 @@ pub enum Event {
         /// What was wrong.
         violation: Violation,
     },
+    /// The partitions of a topic asked for with [`crate::Producer::request_partitions`] are
+    /// known (at once when they were): [`crate::Producer::partitions`] gives them now.
+    /// Emitted once per request that was waiting.
+    PartitionsKnown {
+        /// The topic.
+        topic: Arc<str>,
+        /// Its partition count.
+        count: u32,
+    },
+    /// The partitions of a topic asked for with [`crate::Producer::request_partitions`] are
+    /// not to be had: the cluster says the topic may not be used (`error` is
+    /// [`ProduceError::Broker`] with the topic's error code), or `max_block` passed without
+    /// its metadata ([`ProduceError::UnknownTopic`] when the cluster answered without it,
+    /// [`ProduceError::DeliveryTimeout`] when no broker was reached), or the producer is
+    /// closing or failed ([`ProduceError::Closed`], the fatal error).
+    PartitionsUnavailable {
+        /// The topic.
+        topic: Arc<str>,
+        /// Why.
+        error: ProduceError,
+    },
     /// `close` completed: every record was reported and every connection closed.
     Closed,
     /// The flush that [`crate::Producer::flush_within`] started completed: every record
@@ -382,7 +404,9 @@ pub enum Event {
     /// (it is not retried); a token provider's panic answers the core as a provider's error
     /// would; an interceptor's panic in `on_send` fails that record with
     /// [`ProduceError::Interceptor`], in `on_acknowledgement` leaves the report going on to the
-    /// application. Emitted by the drivers, never by the core.
+    /// application. Emitted by the drivers, and by the core for the application's
+    /// [`crate::Partitioner`] (which runs inside it: the record it routed fails with
+    /// [`ProduceError::Partitioner`]).
     CallbackPanicked {
         /// Which callback.
         callback: Callback,
@@ -402,6 +426,9 @@ pub enum Callback {
     Event,
     /// The OAUTHBEARER token provider.
     TokenProvider,
+    /// The application's [`crate::Partitioner`] (run by the core: the record it was routing
+    /// fails with [`ProduceError::Partitioner`]).
+    Partitioner,
     /// An interceptor of the application's (a driver's `on_send` or `on_acknowledgement`
     /// hook).
     Interceptor,
@@ -413,6 +440,7 @@ impl std::fmt::Display for Callback {
             Callback::Delivery => "delivery callback",
             Callback::Event => "event callback",
             Callback::TokenProvider => "OAUTHBEARER token provider",
+            Callback::Partitioner => "partitioner",
             Callback::Interceptor => "interceptor",
         })
     }

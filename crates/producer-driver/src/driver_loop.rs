@@ -19,7 +19,7 @@
 //! 4. once the core is closed (or after a panic), [`DriverLoop::shutdown`].
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use producer_core::{
@@ -30,6 +30,7 @@ use producer_core::{
 
 use crate::control::{CloseOutcome, FlushOutcome, TimedWaiters};
 use crate::panic::InjectedPanics;
+use crate::partitions::{PartitionWaiters, PartitionsError, PartitionsResult};
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
 use crate::{Acknowledgement, Interceptors};
 
@@ -45,6 +46,8 @@ pub trait Replies {
     type Metrics;
     /// Waits for a transactional operation's result.
     type Transaction;
+    /// Waits for a topic's partitions.
+    type Partitions;
     /// Waits for a purge's count.
     type Purged;
     /// Waits for a `flush_within`'s outcome.
@@ -58,6 +61,8 @@ pub trait Replies {
     fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot);
     /// Answers a transactional operation.
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
+    /// Answers a topic's partitions.
+    fn partitions(waiter: Self::Partitions, result: PartitionsResult);
     /// Answers a purge with how many records it removed.
     fn purged(waiter: Self::Purged, count: usize);
     /// Answers a `flush_within`.
@@ -84,6 +89,7 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     type Done = C::Sender<()>;
     type Metrics = C::Sender<MetricsSnapshot>;
     type Transaction = C::Sender<Result<(), TransactionError>>;
+    type Partitions = C::Sender<PartitionsResult>;
     type Purged = C::Sender<usize>;
     type Flushed = C::Sender<FlushOutcome>;
     type Closed = C::Sender<CloseOutcome>;
@@ -97,6 +103,10 @@ impl<O, C: Channel> Replies for Answered<O, C> {
     }
 
     fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
+        C::send(waiter, result);
+    }
+
+    fn partitions(waiter: Self::Partitions, result: PartitionsResult) {
         C::send(waiter, result);
     }
 
@@ -141,6 +151,8 @@ pub type Opaque<H> = <<H as Host>::Replies as Replies>::Opaque;
 type Done<H> = <<H as Host>::Replies as Replies>::Done;
 /// A host's waiter for a transactional operation.
 type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
+/// A host's waiter for a topic's partitions.
+type PartsWaiter<H> = <<H as Host>::Replies as Replies>::Partitions;
 /// A host's waiter for a `flush_within`.
 type FlushedW<H> = <<H as Host>::Replies as Replies>::Flushed;
 /// A host's waiter for a `close_within`.
@@ -172,6 +184,8 @@ pub enum Command<R: Replies> {
     /// A transactional operation; answered when the core reports it complete (refused or
     /// local ones at once).
     Transaction(TransactionCall, R::Transaction),
+    /// A topic's partitions: answered from the core's events (see [`crate::PartitionsError`]).
+    Partitions(Arc<str>, R::Partitions),
     /// [`producer_core::Producer::purge`] of the records the core holds (every record sent
     /// before this command is there); answered at once with how many it removed.
     Purge(PurgeScope, InFlight, R::Purged),
@@ -301,6 +315,8 @@ pub struct DriverLoop<H: Host> {
     timed: TimedWaiters<FlushedW<H>, ClosedW<H>>,
     /// Who waits for the transactional operation under way (the core runs one at a time).
     txn_waiter: Option<TxnWaiter<H>>,
+    /// Who waits for a topic's partitions.
+    partitions: PartitionWaiters<PartsWaiter<H>>,
     /// The loop asked the core to close.
     closing: bool,
     /// Every handle is gone and nothing is left to handle: no command will come again.
@@ -344,6 +360,7 @@ impl<H: Host> DriverLoop<H> {
             close_waiters: Vec::new(),
             timed: TimedWaiters::default(),
             txn_waiter: None,
+            partitions: PartitionWaiters::default(),
             closing: false,
             senders_gone: false,
             reflush: false,
@@ -459,6 +476,10 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(call, waiter) => {
                     self.start_transaction(core, now, call, waiter);
                     now = clock();
+                }
+                Command::Partitions(topic, w) => {
+                    self.partitions
+                        .ask(core, now, topic, w, H::Replies::partitions);
                 }
                 Command::Purge(scope, in_flight, waiter) => {
                     H::Replies::purged(waiter, core.purge(now, scope, in_flight));
@@ -662,6 +683,7 @@ impl<H: Host> DriverLoop<H> {
         if !self.txn_flushes.is_empty() && core.unacknowledged_records() == 0 {
             answer::<H>(self.txn_flushes.drain(..));
         }
+        self.partitions.settle(core, H::Replies::partitions);
         let rearmed = self.timed.rearm(core);
         std::mem::take(&mut self.reflush) || rearmed
     }
@@ -712,6 +734,7 @@ impl<H: Host> DriverLoop<H> {
         if *event == Event::MetadataUpdated && self.flushes.is_waiting() {
             self.reflush = true;
         }
+        self.partitions.event(event, H::Replies::partitions);
         self.timed.event(event, H::Replies::flushed);
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Event, || host.show(event)) {
@@ -783,6 +806,9 @@ impl<H: Host> DriverLoop<H> {
                 Command::Transaction(_, waiter) => {
                     H::Replies::transaction(waiter, Err(stopped.clone()))
                 }
+                Command::Partitions(_, w) => {
+                    H::Replies::partitions(w, Err(PartitionsError::Closed))
+                }
                 Command::Purge(_, _, waiter) => H::Replies::purged(waiter, 0),
                 Command::FlushWithin(_, waiter) => {
                     H::Replies::flushed(waiter, FlushOutcome::new(0))
@@ -798,6 +824,7 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.txn_flushes.drain(..));
         answer::<H>(self.flushes.release_all());
         answer::<H>(self.close_waiters.drain(..));
+        self.partitions.close_all(H::Replies::partitions);
         self.timed
             .finish(0, H::Replies::flushed, H::Replies::closed);
     }

@@ -12,6 +12,8 @@
 //! * [`DriverLoop`]: the command layer around the core: the handles' commands applied to it,
 //!   flush, close and transaction bookkeeping, reports and events handed to the application,
 //!   the rule for a panic in the producer's own code. A driver implements its [`Host`].
+//! * [`PartitionsError`]: what a handle's `partitions_for` answers when a topic's partitions
+//!   are not to be had (the waiting callers are the [`DriverLoop`]'s, in `partitions.rs`).
 //! * [`FlushOutcome`], [`CloseOutcome`]: what a `flush_within` and a `close_within` of a
 //!   driver's handle answer (the waiters and the core's deadlines are kept by the loop).
 //! * [`timestamp`]: the wall clock for records sent without a timestamp (the core reads no
@@ -62,6 +64,7 @@ mod interceptors;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
 pub mod panic;
+mod partitions;
 mod read_sizing;
 pub mod timestamp;
 pub mod tls;
@@ -77,5 +80,6 @@ pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
 pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked};
 pub use panic::{call_user, contain};
+pub use partitions::{PartitionsError, PartitionsResult};
 pub use read_sizing::ReadSizing;
 pub use write_queue::{WriteQueue, MAX_IOV};

@@ -17,6 +17,12 @@
 //! get no report from the mio driver; their tokio delivery futures resolve as lost. Every
 //! call still returns.
 //!
+//! The application's partitioner ([`producer_core::Partitioner`]) runs inside the core, which
+//! applies the same rule itself: its panic is caught around that one call, the record it was
+//! routing fails with [`ProduceError::Partitioner`], the core names the panic with
+//! [`Event::CallbackPanicked`] (`Callback::Partitioner`), and the producer goes on.
+//!
+//! [`ProduceError::Partitioner`]: producer_core::ProduceError::Partitioner
 //! The application's code that runs before a record is accepted (an interceptor's `on_send`,
 //! see [`crate::Interceptors`]) runs inside [`call_user`] too, and a panic there fails that
 //! record with a typed error ([`ProduceError::Interceptor`]) instead of going on with it.

@@ -74,6 +74,7 @@
 
 mod driver;
 mod error;
+mod partitions;
 mod resolver;
 mod sink;
 mod socket;
@@ -94,10 +95,10 @@ pub use producer_driver::{Acknowledgement, Interceptor};
 
 pub use producer_core::{
     Config, ConsumerGroupMetadata, Delivery, DeliveryFailure, Event, InFlight, MetricsSnapshot,
-    OffsetToCommit, ProduceError, PurgeScope, Record, RecordMetadata, TransactionError,
-    TransactionResult,
+    OffsetToCommit, Partitioner, ProduceError, PurgeScope, Record, RecordMetadata, TopicPartitions,
+    TransactionError, TransactionResult,
 };
-pub use producer_driver::{CloseOutcome, FlushOutcome};
+pub use producer_driver::{CloseOutcome, FlushOutcome, PartitionsError};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

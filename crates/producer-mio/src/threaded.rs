@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Record, TransactionError,
+    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Partitioner, Record, TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
@@ -214,6 +214,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             on_event: None,
             token_provider: None,
+            partitioner: None,
             interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
             _reports: std::marker::PhantomData,
@@ -352,6 +353,22 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         self.inner.shared.last_words.metrics()
     }
 
+    /// Queues a call that waits for the producer thread (`command` made with the sending half
+    /// of a channel of one) and wakes the thread; the receiving half, or `None` when called on
+    /// the producer thread (it cannot wait for itself) or after the thread stopped.
+    pub(crate) fn queue_call<V>(
+        &self,
+        command: impl FnOnce(SyncSender<V>) -> Cmd<T>,
+    ) -> Option<mpsc::Receiver<V>> {
+        if thread::current().id() == self.inner.thread_id {
+            return None;
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.inner.shared.queue.push_control(command(tx)).ok()?;
+        self.inner.shared.wake();
+        Some(rx)
+    }
+
     /// Whether the producer has a `transactional.id` (and so
     /// [`ThreadedProducer::transactions`]).
     pub(crate) fn is_transactional(&self) -> bool {
@@ -440,6 +457,7 @@ pub struct ThreadedBuilder<T> {
     queue_capacity: usize,
     on_event: Option<OnEvent>,
     token_provider: Option<crate::token::Provider>,
+    partitioner: Option<Box<dyn Partitioner>>,
     interceptors: Interceptors,
     injected: InjectedPanics,
     _reports: std::marker::PhantomData<fn(T)>,
@@ -451,6 +469,7 @@ impl<T> std::fmt::Debug for ThreadedBuilder<T> {
             .field("queue_capacity", &self.queue_capacity)
             .field("on_event", &self.on_event.is_some())
             .field("token_provider", &self.token_provider.is_some())
+            .field("partitioner", &self.partitioner.is_some())
             .field("interceptors", &self.interceptors.len())
             .finish_non_exhaustive()
     }
@@ -487,6 +506,15 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         P: FnMut() -> Result<OAuthToken, String> + Send + 'static,
     {
         self.token_provider = Some(Box::new(provider));
+        self
+    }
+
+    /// The partitioner of records sent without an explicit partition, instead of the
+    /// built-in rule (murmur2 of the key, the adaptive sticky partition for null keys): it runs
+    /// on the producer thread, once per such record (see [`producer_core::Partitioner`] for
+    /// its errors and panics, which fail that record alone).
+    pub fn partitioner(mut self, partitioner: Box<dyn Partitioner>) -> Self {
+        self.partitioner = Some(partitioner);
         self
     }
 
@@ -528,6 +556,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             queue_capacity,
             on_event,
             token_provider,
+            partitioner,
             interceptors,
             injected,
             ..
@@ -552,6 +581,9 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         )?;
         if let Some(provider) = token_provider {
             driver.set_token_provider(provider);
+        }
+        if let Some(partitioner) = partitioner {
+            driver.set_partitioner(partitioner);
         }
         let shared = Arc::new(Shared {
             queue: CommandQueue::new(queue_capacity, buffer_memory),

@@ -32,6 +32,8 @@ pub(crate) struct Settings {
     pub(crate) tls: Option<producer_driver::tls::TlsSetup>,
     /// The OAUTHBEARER token provider, if any.
     pub(crate) token_provider: Option<TokenProvider>,
+    /// The application's partitioner, if any.
+    pub(crate) partitioner: Option<Box<dyn producer_core::Partitioner>>,
     /// The application's interceptors.
     pub(crate) interceptors: producer_driver::Interceptors,
     /// Panics to inject (tests only).
@@ -55,8 +57,12 @@ pub(crate) fn spawn(
         on_event: settings.on_event,
         shared: shared.clone(),
     };
+    let mut core = Producer::new(config, now());
+    if let Some(p) = settings.partitioner {
+        core.set_partitioner(p);
+    }
     let actor = Actor {
-        core: Producer::new(config, now()),
+        core,
         layer: DriverLoop::new(host, settings.injected).with_interceptors(settings.interceptors),
         io: Io {
             net_tx,

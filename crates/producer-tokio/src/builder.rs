@@ -4,7 +4,7 @@ use std::future::Future;
 
 use std::sync::Arc;
 
-use producer_core::{Config, Event, OAuthToken};
+use producer_core::{Config, Event, OAuthToken, Partitioner};
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{Interceptor, Interceptors};
 
@@ -18,7 +18,8 @@ use crate::token::TokenProvider;
 /// Driver settings (queue and buffer sizes, the delivery callback) for a producer about to
 /// start; [`ProducerBuilder::start`] spawns it. The protocol's settings are the [`Config`]'s.
 ///
-/// Not `Clone`: it may hold [`Interceptor`]s, which a producer owns.
+/// Not `Clone`: it may own the application's [`Partitioner`] and [`Interceptor`]s, which one
+/// producer owns.
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct ProducerBuilder {
@@ -30,8 +31,18 @@ pub struct ProducerBuilder {
     on_delivery: Option<OnDelivery>,
     on_event: Option<OnEvent>,
     token_provider: Option<TokenProvider>,
+    partitioner: Option<CustomPartitioner>,
     interceptors: Interceptors,
     injected: InjectedPanics,
+}
+
+/// The application's partitioner, as the builder keeps it (`Debug` without the partitioner's).
+struct CustomPartitioner(Box<dyn Partitioner>);
+
+impl std::fmt::Debug for CustomPartitioner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Partitioner(..)")
+    }
 }
 
 impl ProducerBuilder {
@@ -46,6 +57,7 @@ impl ProducerBuilder {
             on_delivery: None,
             on_event: None,
             token_provider: None,
+            partitioner: None,
             interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
         }
@@ -100,6 +112,17 @@ impl ProducerBuilder {
         Fut: Future<Output = Result<OAuthToken, String>> + Send + 'static,
     {
         self.token_provider = Some(TokenProvider::new(provider));
+        self
+    }
+
+    /// The partitioner of records sent without an explicit partition, instead of the
+    /// built-in rule (murmur2 of the key, the adaptive sticky partition for null keys). It
+    /// runs **on the producer task**, once per such record, when the record's topic's
+    /// partitions are known; see [`Partitioner`] for its errors and panics (they fail that
+    /// record alone, whose [`crate::DeliveryError`] carries
+    /// [`producer_core::ProduceError::Partitioner`]).
+    pub fn partitioner(mut self, partitioner: Box<dyn Partitioner>) -> Self {
+        self.partitioner = Some(CustomPartitioner(partitioner));
         self
     }
 
@@ -196,6 +219,7 @@ impl ProducerBuilder {
             on_event: self.on_event,
             tls,
             token_provider: self.token_provider,
+            partitioner: self.partitioner.map(|p| p.0),
             interceptors: self.interceptors,
             injected: self.injected,
         };

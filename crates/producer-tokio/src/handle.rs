@@ -3,8 +3,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use producer_core::{MetricsSnapshot, Record};
-use producer_driver::{Command, DriverLoop, Refused};
+use producer_core::{MetricsSnapshot, Record, TopicPartitions};
+use producer_driver::{Command, DriverLoop, PartitionsError, Refused};
 use tokio::sync::oneshot;
 
 use crate::delivery::{DeliveryFuture, ReplyTo};
@@ -218,6 +218,27 @@ impl ProducerHandle {
         }
         // The task stopped: it left its last snapshot before stopping the queue.
         self.shared().last_words.metrics().unwrap_or_default()
+    }
+
+    /// The partitions of `topic` and their leaders, asking the cluster when they are not known
+    /// yet (the topic is then in use, as after a send to it). Resolves once its metadata
+    /// arrives, at once when it is known; or with [`PartitionsError::Unavailable`] when the
+    /// cluster refuses the topic or `max.block.ms` passes first (the core's deadline bounds
+    /// the wait), [`PartitionsError::InvalidTopic`] for a name that breaks Kafka's rules,
+    /// [`PartitionsError::Closed`] once the producer stopped. Call it before sending to choose
+    /// explicit partitions, or to size work per partition; a partition count only grows.
+    /// Cancelling the future leaves the ask to run out in the producer. The ask queues behind
+    /// the commands before it: while the producer's buffer is full and the task holds a record
+    /// aside, it waits for room as a flush does.
+    pub async fn partitions_for(&self, topic: &str) -> Result<TopicPartitions, PartitionsError> {
+        let (tx, rx) = oneshot::channel();
+        if !self
+            .shared()
+            .push_control(Command::Partitions(Arc::from(topic), tx))
+        {
+            return Err(PartitionsError::Closed);
+        }
+        rx.await.unwrap_or(Err(PartitionsError::Closed))
     }
 
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.

@@ -125,10 +125,11 @@ pub use producer_driver::{Acknowledgement, Interceptor};
 
 pub use producer_core::{
     Acks, Compression, Config, ConfigBuilder, ConfigError, ConsumerGroupMetadata, DeliveryFailure,
-    ErrorCode, Header, InFlight, MetricsSnapshot, OAuthToken, OffsetToCommit, ProduceError,
-    PurgeScope, Record, RecordMetadata, SendErrorReason, TransactionError,
+    ErrorCode, Header, InFlight, MetricsSnapshot, OAuthToken, OffsetToCommit, Partitioner,
+    ProduceError, PurgeScope, Record, RecordMetadata, SendErrorReason, TopicPartitions,
+    TransactionError,
 };
-pub use producer_driver::{CloseOutcome, FlushOutcome};
+pub use producer_driver::{CloseOutcome, FlushOutcome, PartitionsError};
 
 /// Publishing [`MetricsSnapshot`]s through the `metrics` facade (feature `metrics`).
 #[cfg(feature = "metrics")]

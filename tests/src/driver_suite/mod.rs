@@ -24,6 +24,7 @@ pub mod interceptors;
 pub mod metrics;
 pub mod oauth;
 pub mod panics;
+pub mod partitions;
 pub mod tls;
 pub mod transactions;
 
@@ -113,6 +114,7 @@ macro_rules! every_driver_test {
             oauth::a_providers_error_fails_the_records_with_it,
             oauth::without_a_provider_the_records_fail_with_no_token,
             transactions::transactions_exist_only_with_a_transactional_id,
+            partitions::a_custom_partitioner_routes_and_partitions_for_tells_the_count,
             control::purge_hands_back_the_unsent_records_and_the_rest_are_delivered,
             control::flush_within_completes_or_tells_what_is_left,
             control::close_within_ends_what_is_held_at_its_deadline,

@@ -390,6 +390,7 @@ impl<T> Producer<T> {
             if !ts.known && !ts.partitions.is_empty() {
                 ts.known = true;
                 self.route_held(t);
+                self.partitions_became_known(t);
             }
         }
         self.metadata.last_refresh = Some(now);
@@ -530,6 +531,12 @@ impl<T> Producer<T> {
             };
             self.fail_unrouted(t, h.partition.unwrap_or(-1), h.pending, error);
         }
+        let error = ProduceError::Broker {
+            code,
+            message: None,
+            possibly_persisted: false,
+        };
+        self.partitions_refused(t, error);
     }
 }
 

@@ -1,12 +1,13 @@
 //! Records in: the checks `send` makes, the holding area for topics whose metadata is unknown,
-//! routing to a partition (explicit, murmur2 of the key, else the sticky partition that
-//! `partitioning` keeps), appending to the partition's open batch, and closing batches (full,
-//! lingered, flushed).
+//! routing to a partition (explicit, the application's partitioner when it set one, murmur2
+//! of the key, else the sticky partition that `partitioning` keeps), appending to the
+//! partition's open batch, and closing batches (full, lingered, flushed).
 
 use std::time::Duration;
 
 use crate::batch::{charged_size, OpenBatch, Pending, Unrouted};
 use crate::partitioner::partition_for_key;
+use crate::partitioners::Route;
 use crate::record::{BatchBuilder, RECORD_BATCH_OVERHEAD};
 use crate::timer::TimerKind;
 use crate::topic_name::check_topic_name;
@@ -198,14 +199,7 @@ impl<T> Producer<T> {
         let max_block = self.holding_limit();
         // With metadata from the cluster the topic is known not to exist; without any, the
         // cluster was never reached and the records simply ran out of time.
-        let error = if self.metadata.ever_refreshed() {
-            ProduceError::UnknownTopic
-        } else {
-            ProduceError::DeliveryTimeout {
-                possibly_persisted: false,
-                last_connection_error: self.brokers.error_for(-1),
-            }
-        };
+        let error = self.unknown_topic_error();
         let t = self.topics.get_mut(topic);
         t.holding_timer = None;
         let mut expired = Vec::new();
@@ -247,26 +241,39 @@ impl<T> Producer<T> {
                 self.fail_unrouted(topic, p, pending, error);
                 return;
             }
+            // The application's partitioner: one branch here while there is none.
+            (None, _) if self.partitioner.is_some() => match self.custom_route(topic, &pending) {
+                Ok(Route::Partition(p)) => p,
+                Ok(Route::Sticky) => return self.append_sticky(topic, pending, payload),
+                Err(e) => {
+                    self.fail_unrouted(topic, -1, pending, ProduceError::Partitioner(e));
+                    return;
+                }
+            },
             (None, Some(key)) if !self.config.partitioner_ignore_keys => {
                 partition_for_key(key, count) as u32
             }
-            (None, _) => {
-                let mut p = self.sticky_partition(topic);
-                let appended = match self.append_to_open(topic, p, pending, payload) {
-                    Ok(appended) => appended,
-                    Err(pending) => {
-                        // The open batch is closed now (or there was none): a batch boundary,
-                        // where a switch held back earlier happens before the record goes
-                        // anywhere (Java: `partitionChanged` before `appendNewBatch`).
-                        p = self.sticky_partition(topic);
-                        self.append(topic, p, pending, payload)
-                    }
-                };
-                self.sticky_appended(topic, appended);
-                return;
-            }
+            (None, _) => return self.append_sticky(topic, pending, payload),
         };
         self.append(topic, p, pending, payload);
+    }
+
+    /// Appends a record to the sticky partition of `topic` (a record without a key, or one a
+    /// partitioner sent there).
+    #[inline(always)]
+    fn append_sticky(&mut self, topic: u32, pending: Unrouted<T>, payload: usize) {
+        let mut p = self.sticky_partition(topic);
+        let appended = match self.append_to_open(topic, p, pending, payload) {
+            Ok(appended) => appended,
+            Err(pending) => {
+                // The open batch is closed now (or there was none): a batch boundary, where a
+                // switch held back earlier happens before the record goes anywhere (Java:
+                // `partitionChanged` before `appendNewBatch`).
+                p = self.sticky_partition(topic);
+                self.append(topic, p, pending, payload)
+            }
+        };
+        self.sticky_appended(topic, appended);
     }
 
     /// Appends a record to the open batch of a partition, closing the batch first when the

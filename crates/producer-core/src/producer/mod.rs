@@ -7,7 +7,8 @@
 //! | module | its job |
 //! |---|---|
 //! | `intake` | `send`: size and buffer checks, the holding area for unknown topics, routing, appending to the open batch, closing batches (`flush`) |
-//! | `partitioning` | the sticky partition of records without a key: when it moves on, the weighted choice of the next one, leaders' availability |
+//! | `partitioning` | the sticky partition of records without a key: when it moves on, the weighted choice of the next one, leaders' availability; the application's partitioner called |
+//! | `partitions` | a topic's partitions for the application (`partitions`, `request_partitions` and their events), setting a partitioner |
 //! | `produce` | choosing the sendable batches of a broker, building its Produce request, handling the answer: success, retry, backoff, split, failure, delivery timeout |
 //! | `cluster` | the Metadata request and answer: brokers, leaders, topic errors, leader hints, the refresh policy |
 //! | `identity` | the producer id: InitProducerId request and answer, per-partition epoch bumps and sequence restarts |
@@ -27,6 +28,9 @@ mod identity;
 mod intake;
 mod lifecycle;
 mod partitioning;
+mod partitions;
+#[cfg(test)]
+mod partitions_tests;
 mod produce;
 mod purge;
 #[cfg(test)]
@@ -52,6 +56,7 @@ use cluster::MetadataPolicy;
 use identity::PidState;
 use lifecycle::Lifecycle;
 use partitioning::Partitioning;
+pub use partitions::TopicPartitions;
 pub use purge::{InFlight, PurgeScope};
 use transaction::TransactionBook;
 pub use transactions::Transactions;
@@ -83,6 +88,8 @@ pub struct Producer<T> {
     rng: Rng,
     /// The adaptive partitioner's table and leaders' availability.
     partitioning: Partitioning,
+    /// The application's partitioner, if it set one (`None`: the built-in rule, inline).
+    partitioner: Option<crate::partitioners::Custom>,
     timers: Timers,
     outputs: OutputQueue<T>,
     topics: Topics<T>,
@@ -117,6 +124,7 @@ impl<T> Producer<T> {
         Producer {
             rng: Rng::new(config.seed),
             partitioning: Partitioning::default(),
+            partitioner: None,
             now,
             timers: Timers::default(),
             outputs: OutputQueue::new(),
@@ -503,7 +511,10 @@ impl<T> Producer<T> {
             TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
             TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
             TimerKind::Transaction => self.txn_timer_fired(),
-            TimerKind::Holding { topic } => self.expire_holding(topic),
+            TimerKind::Holding { topic } => {
+                self.expire_holding(topic);
+                self.partitions_ask_expired(topic);
+            }
             TimerKind::Reauthenticate { slot } => self.reauthentication_due(slot),
             TimerKind::TokenRequest => self.token_request_expired(),
             TimerKind::FlushDeadline => self.flush_deadline_fired(),

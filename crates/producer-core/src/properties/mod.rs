@@ -114,7 +114,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "partitioner.class",
-        "the partitioner is built in (murmur2 for keys, adaptive sticky for null keys); tune it with partitioner.adaptive.partitioning.enable, partitioner.availability.timeout.ms and partitioner.ignore.keys",
+        "the partitioner is built in (murmur2 for keys, adaptive sticky for null keys); tune it with partitioner.adaptive.partitioning.enable, partitioner.availability.timeout.ms and partitioner.ignore.keys, or set one in code (Producer::set_partitioner, the drivers' builders' partitioner: a producer_core::Partitioner)",
     ),
     (
         "key.serializer",
