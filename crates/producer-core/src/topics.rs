@@ -147,7 +147,10 @@ impl<T> Default for Topics<T> {
 impl<T> Topics<T> {
     /// The number of a topic a record is sent to at `now`, registering it the first time; the
     /// flag says it is new (its metadata is needed). The topic is in use from `now`.
-    #[inline]
+    ///
+    /// Inlined: a record sent to the same topic as the one before (its name the same `Arc`)
+    /// costs a pointer comparison; the look-up by name is out of line.
+    #[inline(always)]
     pub(crate) fn id_of(&mut self, name: &Arc<str>, now: Instant) -> (u32, bool) {
         if let Some((last, id)) = &self.last {
             if Arc::ptr_eq(last, name) {
@@ -156,6 +159,13 @@ impl<T> Topics<T> {
                 return (id, false);
             }
         }
+        self.id_by_name(name, now)
+    }
+
+    /// [`Topics::id_of`] for a name other than the last one's: the look-up, or the
+    /// registration of a new topic.
+    #[inline(never)]
+    fn id_by_name(&mut self, name: &Arc<str>, now: Instant) -> (u32, bool) {
         let (id, new) = match self.index.get(name) {
             Some(&id) => {
                 self.list[id as usize].last_used = now;
