@@ -3,7 +3,7 @@
 //! [`Channel`]: [`Answered`]).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use producer_core::{
     ConsumerGroupMetadata, InFlight, MetricsSnapshot, OffsetToCommit, PurgeScope, Record,
@@ -129,12 +129,29 @@ pub enum Command<R: Replies> {
     /// [`producer_core::Producer::purge`] of the records the core holds (every record sent
     /// before this command is there); answered at once with how many it removed.
     Purge(PurgeScope, InFlight, R::Purged),
-    /// [`producer_core::Producer::flush_within`] with its deadline this long after the loop
-    /// takes the command; answered when every record is acknowledged, or at the deadline.
-    FlushWithin(Duration, R::Flushed),
-    /// [`producer_core::Producer::close_within`] with its deadline this long after the loop
-    /// takes the command; answered once the core is closed, with what the deadline ended.
-    CloseWithin(Duration, R::Closed),
+    /// [`producer_core::Producer::flush_within`] until this deadline (computed by the handle
+    /// at the call: [`deadline_after`]); answered when every record is acknowledged, or at
+    /// the deadline. Behind a record held aside (the core was full) the deadline still holds:
+    /// the flush is answered at it with the records not yet reported, those held and queued
+    /// before it included.
+    FlushWithin(Instant, R::Flushed),
+    /// [`producer_core::Producer::close_within`] with this deadline (computed by the handle at
+    /// the call: [`deadline_after`]); answered once the core is closed, with what the deadline
+    /// ended. Behind a record held aside (the core was full) the deadline still holds: at it,
+    /// that record and the records queued before the close fail as never sent
+    /// ([`producer_core::ProduceError::Purged`], counted in the outcome's `purged`), then the
+    /// close applies and the core ends the rest at once.
+    CloseWithin(Instant, R::Closed),
+}
+
+/// A deadline as good as none, for a timeout too large to add to an `Instant`.
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The deadline `timeout` after `now` (a year when that overflows): what a handle puts in a
+/// [`Command::FlushWithin`] or [`Command::CloseWithin`], `now` read from the clock its loop
+/// runs on, at the call.
+pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout).unwrap_or(now + YEAR)
 }
 
 impl<R: Replies> Command<R> {

@@ -9,7 +9,9 @@
 //! values, and calls, in its own loop:
 //!
 //! 1. [`DriverLoop::retry_stash`] and [`DriverLoop::take_commands`] when commands may be
-//!    waiting (only while [`DriverLoop::reads_commands`]);
+//!    waiting (only while [`DriverLoop::reads_commands`] or [`DriverLoop::scans_commands`]),
+//!    and [`DriverLoop::retry_stash`] at least by [`DriverLoop::next_deadline`] (sleep until
+//!    the earlier of it and the core's deadline);
 //! 2. after every input to the core, [`DriverLoop::drain`] (or, when another part of the
 //!    driver polls the core's outputs, [`DriverLoop::deliver`], [`DriverLoop::event`] and
 //!    [`DriverLoop::transaction_done`] for the outputs that are reports), then
@@ -18,12 +20,13 @@
 //!    driver implements [`Driven`] for it);
 //! 4. once the core is closed (or after a panic), [`DriverLoop::shutdown`].
 
+mod deadlines;
 mod shutdown;
 
 pub use shutdown::LastWords;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use producer_core::{
     Callback, Delivery, Event, Output, ProduceError, Producer, Record, SendErrorReason,
@@ -93,8 +96,9 @@ pub struct Intake {
     pub release_every: usize,
 }
 
-/// A record the core refused as full, held aside until reports free space: while it is here
-/// no command is read. Its bytes stay counted in the command queue's held bytes.
+/// A record the core refused as full, held aside until reports free space (or a close's
+/// deadline fails it): while it is here no command is handled. Its bytes stay counted in the
+/// command queue's held bytes.
 struct Stashed<O> {
     record: Record,
     opaque: Tracked<O>,
@@ -109,8 +113,14 @@ pub struct DriverLoop<H: Host> {
     /// Commands handled since the queue's held count was last lowered, and their bytes.
     unreleased: usize,
     unreleased_bytes: usize,
-    /// The one record the core refused as full; while it is here no command is read.
+    /// The one record the core refused as full; while it is here no command is handled, but
+    /// the queue is still read for the deadlines of the timed commands (`deadlines.rs`).
     stash: Option<Stashed<Opaque<H>>>,
+    /// Commands taken from the front of `taken` so far: `taken[i]` is command number
+    /// `popped + i`.
+    popped: u64,
+    /// The timed commands (`flush_within`, `close_within`) in `taken`, by number, in order.
+    behind: VecDeque<deadlines::Timed>,
     /// Unreported records per flush cohort, and the flushes waiting for them.
     flushes: FlushTracker<Done<H>>,
     /// Flushes of a transactional producer, answered once every record is acknowledged.
@@ -160,6 +170,8 @@ impl<H: Host> DriverLoop<H> {
             unreleased: 0,
             unreleased_bytes: 0,
             stash: None,
+            popped: 0,
+            behind: VecDeque::new(),
             flushes: FlushTracker::default(),
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
@@ -199,8 +211,9 @@ impl<H: Host> DriverLoop<H> {
         Producer::<Tracked<Opaque<H>>>::buffer_charge(record)
     }
 
-    /// Whether the loop reads commands now: not while it holds a record aside, nor once every
-    /// handle is gone.
+    /// Whether the loop handles commands now: not while it holds a record aside (it only reads
+    /// the queue for deadlines then: [`DriverLoop::scans_commands`]), nor once every handle is
+    /// gone.
     pub fn reads_commands(&self) -> bool {
         self.stash.is_none() && !self.senders_gone
     }
@@ -208,12 +221,15 @@ impl<H: Host> DriverLoop<H> {
     /// Whether the loop holds commands it took and has not handled yet (the next
     /// [`DriverLoop::take_commands`] handles them without waiting for the queue).
     pub fn holds_commands(&self) -> bool {
-        !self.taken.is_empty()
+        self.stash.is_none() && !self.taken.is_empty()
     }
 
     /// Handles up to `intake.per_call` commands, taking the whole queue (one lock, a swap)
     /// when the previous take is used up, and again after the last one if it is. Stops at a
-    /// record the core refused as full. `clock` reads the monotonic clock the core runs on
+    /// record the core refused as full; while one is held, takes what is queued behind it
+    /// without handling it, for the deadlines of `flush_within` and `close_within` (see
+    /// `driver_loop/deadlines.rs`), and goes on only once a close's deadline ended the record
+    /// held. `clock` reads the monotonic clock the core runs on
     /// (once per `intake.release_every` commands and after each flush and transactional
     /// operation); records without a timestamp get the wall clock, read as often. Starts
     /// closing once every handle is gone and nothing is left. Returns whether commands are
@@ -225,7 +241,7 @@ impl<H: Host> DriverLoop<H> {
         intake: Intake,
         clock: impl Fn() -> Instant,
     ) -> bool {
-        if self.stash.is_some() {
+        if self.stash.is_some() && !self.watch_behind_stash(core, queue, clock()) {
             return false;
         }
         if self.taken.is_empty() {
@@ -243,6 +259,7 @@ impl<H: Host> DriverLoop<H> {
             let Some(command) = self.taken.pop_front() else {
                 break;
             };
+            self.popped += 1;
             handled += 1;
             self.unreleased += 1;
             if self.unreleased == intake.release_every {
@@ -269,35 +286,10 @@ impl<H: Host> DriverLoop<H> {
                     let cohort = self.flushes.accept();
                     self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
                 }
-                Command::Flush(done) => {
-                    self.flush(core, now, done);
-                    now = clock();
-                }
-                Command::Close(done) => {
-                    self.close_waiters.push(done);
-                    self.close(core, now);
-                }
-                Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
-                Command::Transaction(call, waiter) => {
-                    self.start_transaction(core, now, call, waiter);
-                    now = clock();
-                }
-                Command::Partitions(topic, w) => {
-                    self.partitions
-                        .ask(core, now, topic, w, H::Replies::partitions);
-                }
-                Command::Purge(scope, in_flight, waiter) => {
-                    H::Replies::purged(waiter, core.purge(now, scope, in_flight));
-                }
-                Command::FlushWithin(timeout, waiter) => {
-                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
-                    self.timed.flush_within(core, now, deadline, waiter);
-                }
-                Command::CloseWithin(timeout, waiter) => {
-                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
-                    self.timed.close_within(waiter);
-                    self.closing = true;
-                    core.close_within(now, deadline);
+                other => {
+                    if self.apply(core, now, other) {
+                        now = clock();
+                    }
                 }
             }
         }
@@ -312,6 +304,52 @@ impl<H: Host> DriverLoop<H> {
         self.stash.is_none() && !self.taken.is_empty()
     }
 
+    /// Applies a command other than a record to the core; whether the clock is to be read
+    /// again (it may have taken a while).
+    fn apply(&mut self, core: &mut CoreOf<H>, now: Instant, command: Cmd<H>) -> bool {
+        match command {
+            Command::Send {
+                record,
+                opaque,
+                bytes,
+            } => {
+                // Not reached: `take_commands` hands records over itself.
+                self.unreleased_bytes += bytes;
+                let cohort = self.flushes.accept();
+                self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+            }
+            Command::Flush(done) => {
+                self.flush(core, now, done);
+                return true;
+            }
+            Command::Close(done) => {
+                self.close_waiters.push(done);
+                self.close(core, now);
+            }
+            Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
+            Command::Transaction(call, waiter) => {
+                self.start_transaction(core, now, call, waiter);
+                return true;
+            }
+            Command::Partitions(topic, w) => {
+                self.partitions
+                    .ask(core, now, topic, w, H::Replies::partitions);
+            }
+            Command::Purge(scope, in_flight, waiter) => {
+                H::Replies::purged(waiter, core.purge(now, scope, in_flight));
+            }
+            Command::FlushWithin(deadline, waiter) => {
+                self.timed.flush_within(core, now, deadline, waiter);
+            }
+            Command::CloseWithin(deadline, waiter) => {
+                self.timed.close_within(waiter);
+                self.closing = true;
+                core.close_within(now, deadline);
+            }
+        }
+        false
+    }
+
     /// Takes everything queued into `taken`; wakes the waiting senders once there is room;
     /// starts closing when every handle is gone and nothing is left.
     fn refill(
@@ -320,7 +358,9 @@ impl<H: Host> DriverLoop<H> {
         queue: &CommandQueue<Cmd<H>>,
         clock: &impl Fn() -> Instant,
     ) {
+        let before = self.taken.len();
         let refill = queue.refill(&mut self.taken, core.buffered_bytes());
+        self.note_timed(before);
         // Waiting senders are woken once half the capacity is free, not for every batch: a
         // sender that outpaces the loop then sleeps once per half queue, not per batch.
         if refill.wake_senders {
@@ -432,7 +472,9 @@ impl<H: Host> DriverLoop<H> {
     }
 
     /// Hands the record held aside to the core again; once the core took it, its bytes leave
-    /// the command queue's count. Call it after reports may have freed space, before
+    /// the command queue's count. If the core still refuses it, ends what the deadlines of the
+    /// timed commands behind it that passed by `now` end ([`DriverLoop::next_deadline`]). Call
+    /// it after reports may have freed space and at that deadline, before
     /// [`DriverLoop::take_commands`].
     pub fn retry_stash(
         &mut self,
@@ -446,6 +488,8 @@ impl<H: Host> DriverLoop<H> {
             self.submit(core, now, s.record, s.opaque, bytes);
             if self.stash.is_none() {
                 queue.release(0, bytes, core.buffered_bytes());
+            } else {
+                self.expire(core, queue, now);
             }
         }
     }
@@ -562,9 +606,6 @@ impl<H: Host> DriverLoop<H> {
         !self.core_broken
     }
 }
-
-/// A deadline as good as none, for a timeout too large to add to an `Instant`.
-const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A driver's state, as the rule for a panic in the producer's own code needs it: the core,
 /// its command layer, and how the driver acts on the core's outputs.

@@ -72,7 +72,7 @@ pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
-pub use commands::{Answered, Channel, Command, Replies, TransactionCall};
+pub use commands::{deadline_after, Answered, Channel, Command, Replies, TransactionCall};
 pub use control::{CloseOutcome, FlushOutcome};
 pub use driver_loop::{step, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque, Tracked};
 pub use events::log_event;

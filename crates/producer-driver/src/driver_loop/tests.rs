@@ -6,6 +6,7 @@ use std::time::Duration;
 use producer_core::Config;
 
 use crate::commands::{Answered, Channel};
+use crate::{CloseOutcome, FlushOutcome};
 
 use super::*;
 
@@ -141,4 +142,204 @@ fn every_command_is_applied_and_every_waiting_call_answered() {
     // refused at `send`, nor the one it never saw).
     assert_eq!(words.metrics().unwrap().counters.records_failed, 1);
     assert_eq!(words.transaction_error(), TransactionError::Closed);
+}
+
+/// The core of these tests: no broker, room for two records.
+fn full_after_two(t0: Instant) -> CoreOf<Recorder> {
+    let config = Config::builder([("127.0.0.1", 9)])
+        .buffer_max_records(2)
+        .build()
+        .unwrap();
+    Producer::new(config, t0)
+}
+
+fn send(id: u32) -> Command<Answered<u32, Blocking>> {
+    let record = Record::new("t", format!("v{id}"));
+    Command::Send {
+        bytes: DriverLoop::<Recorder>::charge(&record),
+        record,
+        opaque: id,
+    }
+}
+
+const INTAKE: Intake = Intake {
+    per_call: 64,
+    release_every: 4,
+};
+
+/// One turn of a driver at `t`: the stash retried (and the deadlines behind it), the core's
+/// deadline, commands, outputs.
+fn turn(
+    layer: &mut DriverLoop<Recorder>,
+    core: &mut CoreOf<Recorder>,
+    queue: &CommandQueue<Cmd<Recorder>>,
+    t: Instant,
+) {
+    layer.retry_stash(core, queue, t);
+    if core.poll_timeout().is_some_and(|d| d <= t) {
+        core.handle_timeout(t);
+    }
+    if layer.reads_commands() || layer.scans_commands() {
+        while layer.take_commands(core, queue, INTAKE, || t) {}
+    }
+    layer.drain(core, |_, _| {});
+    let _ = layer.settle(core, queue);
+}
+
+/// Every record reported once, and how each ended: `None` delivered, else the error.
+fn outcomes(layer: &DriverLoop<Recorder>) -> Vec<(u32, Option<ProduceError>)> {
+    let mut seen: Vec<_> = layer
+        .host()
+        .reports
+        .iter()
+        .map(|d| (d.opaque, d.result.as_ref().err().map(|f| f.error.clone())))
+        .collect();
+    seen.sort_by_key(|(id, _)| *id);
+    let mut ids: Vec<_> = seen.iter().map(|(id, _)| *id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), seen.len(), "a record reported twice: {seen:?}");
+    seen
+}
+
+/// The queue holds nothing any more: a record of the whole byte budget and `capacity`
+/// commands fit again.
+fn assert_queue_released(queue: &CommandQueue<Cmd<Recorder>>) {
+    let whole = queue.byte_budget();
+    assert!(
+        queue.push(send(900), whole, false, |c| c).is_ok(),
+        "bytes held"
+    );
+    for i in 1..queue.capacity() {
+        assert!(queue.push(send(900 + i as u32), 0, false, |c| c).is_ok());
+    }
+    assert!(
+        queue.push(send(999), 0, false, |c| c).is_err(),
+        "the capacity"
+    );
+}
+
+/// A `close_within` behind a record the full core refused (held aside) and records queued
+/// behind it: the loop still reads it and wakes for its deadline; until then nothing is
+/// ended; at it, the record held and the records queued before the close fail as never sent,
+/// the core ends its own at once, the outcome counts both, every record has one report, a
+/// record sent after the close is refused, and the queue's counts are all released.
+#[test]
+fn a_close_deadline_holds_while_the_core_is_full() {
+    let t0 = Instant::now();
+    let mut core = full_after_two(t0);
+    let queue = CommandQueue::new(16, 1 << 20);
+    let mut layer = DriverLoop::new(Recorder::default(), InjectedPanics::default());
+    for id in 1..=5 {
+        queue_send(&queue, send(id));
+    }
+    turn(&mut layer, &mut core, &queue, t0);
+    assert!(layer.scans_commands(), "record 3 is held aside");
+    assert_eq!(core.buffered_records(), 2);
+    assert_eq!(layer.next_deadline(), None, "no timed command yet");
+
+    let deadline = t0 + Duration::from_secs(5);
+    let (closed, close_rx) = channel();
+    queue
+        .push_control(Command::CloseWithin(deadline, closed))
+        .ok()
+        .unwrap();
+    queue_send(&queue, send(6));
+    turn(&mut layer, &mut core, &queue, t0);
+    assert_eq!(layer.next_deadline(), Some(deadline));
+    turn(
+        &mut layer,
+        &mut core,
+        &queue,
+        deadline - Duration::from_millis(1),
+    );
+    assert!(
+        layer.host().reports.is_empty(),
+        "nothing ends before the deadline"
+    );
+    assert!(close_rx.try_recv().is_err());
+
+    turn(&mut layer, &mut core, &queue, deadline);
+    assert_eq!(layer.next_deadline(), None);
+    assert!(core.is_closed(), "the close applied past its deadline");
+    let seen = outcomes(&layer);
+    let purged = Some(ProduceError::Purged {
+        possibly_persisted: false,
+    });
+    for (id, error) in &seen[..5] {
+        assert_eq!(error, &purged, "record {id}");
+    }
+    assert_eq!(seen.len(), 6);
+    assert_eq!(seen[5].0, 6, "sent after the close");
+    assert!(seen[5].1.is_some() && seen[5].1 != purged);
+    assert!(layer.host().reports.iter().all(|d| d
+        .result
+        .as_ref()
+        .unwrap_err()
+        .record
+        .value
+        .is_some()));
+    assert_queue_released(&queue);
+
+    layer.shutdown(&mut core, &queue, &LastWords::default());
+    // 3 failed by the loop (record 3 held, 4 and 5 queued), 2 by the core (1 and 2).
+    assert_eq!(close_rx.try_recv(), Ok(CloseOutcome::new(5, 0)));
+}
+
+/// A `flush_within` behind a record held aside is answered at its deadline with what is not
+/// reported (the core's two, the one held, the one queued before it), and nothing is
+/// cancelled; a later `close_within` then ends the rest at its own deadline.
+#[test]
+fn a_flush_deadline_holds_while_the_core_is_full() {
+    let t0 = Instant::now();
+    let mut core = full_after_two(t0);
+    let queue = CommandQueue::new(16, 1 << 20);
+    let mut layer = DriverLoop::new(Recorder::default(), InjectedPanics::default());
+    let (flushed, flush_rx) = channel();
+    let at = t0 + Duration::from_secs(1);
+    for command in [send(1), send(2), send(3), send(4)] {
+        queue_send(&queue, command);
+    }
+    queue
+        .push_control(Command::FlushWithin(at, flushed))
+        .ok()
+        .unwrap();
+    queue_send(&queue, send(5));
+    turn(&mut layer, &mut core, &queue, t0);
+    assert_eq!(layer.next_deadline(), Some(at));
+    assert!(flush_rx.try_recv().is_err());
+    turn(&mut layer, &mut core, &queue, at);
+    assert_eq!(flush_rx.try_recv(), Ok(FlushOutcome::new(4)));
+    assert!(layer.host().reports.is_empty(), "nothing cancelled");
+    assert!(layer.scans_commands(), "record 3 still held");
+    assert_eq!(layer.next_deadline(), None);
+
+    let (closed, close_rx) = channel();
+    let end = t0 + Duration::from_secs(2);
+    queue
+        .push_control(Command::CloseWithin(end, closed))
+        .ok()
+        .unwrap();
+    turn(&mut layer, &mut core, &queue, at);
+    turn(&mut layer, &mut core, &queue, end);
+    assert!(core.is_closed());
+    let seen = outcomes(&layer);
+    assert_eq!(
+        seen.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert!(seen.iter().all(|(_, e)| matches!(
+        e,
+        Some(ProduceError::Purged {
+            possibly_persisted: false
+        })
+    )));
+    assert_queue_released(&queue);
+    layer.shutdown(&mut core, &queue, &LastWords::default());
+    assert_eq!(close_rx.try_recv(), Ok(CloseOutcome::new(5, 0)));
+}
+
+/// Queues a command with the bytes it carries, as a handle does.
+fn queue_send(queue: &CommandQueue<Cmd<Recorder>>, command: Cmd<Recorder>) {
+    let bytes = command.bytes();
+    queue.push(command, bytes, false, |c| c).ok().unwrap();
 }
