@@ -297,6 +297,7 @@ impl<H: Host> DriverLoop<H> {
             // Held aside: it stays counted until the core takes it.
             self.unreleased_bytes -= s.bytes;
         }
+        self.forget_handled_timed();
         self.release(core, queue);
         if self.taken.is_empty() && self.stash.is_none() {
             self.refill(core, queue, &clock);

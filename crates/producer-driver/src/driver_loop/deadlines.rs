@@ -79,6 +79,14 @@ impl<H: Host> DriverLoop<H> {
         found
     }
 
+    /// Forgets the timed commands handled already (taken off the front): the list holds only
+    /// those still in `taken`.
+    pub(super) fn forget_handled_timed(&mut self) {
+        while self.behind.front().is_some_and(|t| t.index < self.popped) {
+            self.behind.pop_front();
+        }
+    }
+
     /// While a record is held aside: reads what is queued (handling nothing), flushes the core
     /// when a timed command arrived (the records before it get their chance now, not after
     /// `linger`), and ends what the deadlines that passed end. Whether the record held aside
@@ -113,9 +121,7 @@ impl<H: Host> DriverLoop<H> {
         if self.stash.is_none() {
             return;
         }
-        while self.behind.front().is_some_and(|t| t.index < self.popped) {
-            self.behind.pop_front();
-        }
+        self.forget_handled_timed();
         let due = |t: &&Timed| t.deadline <= now;
         if let Some(close) = self.behind.iter().filter(due).find(|t| t.close).copied() {
             self.end_before_close(core, queue, now, close.index);

@@ -343,3 +343,29 @@ fn queue_send(queue: &CommandQueue<Cmd<Recorder>>, command: Cmd<Recorder>) {
     let bytes = command.bytes();
     queue.push(command, bytes, false, |c| c).ok().unwrap();
 }
+
+/// Timed commands handled in turn (no record held aside) leave nothing behind in the loop's
+/// list of deadlines: it holds only those still waiting.
+#[test]
+fn timed_commands_handled_in_turn_are_forgotten() {
+    let t0 = Instant::now();
+    let mut core = full_after_two(t0);
+    let queue = CommandQueue::new(1024, 1 << 20);
+    let mut layer = DriverLoop::new(Recorder::default(), InjectedPanics::default());
+    let mut answers = Vec::new();
+    for _ in 0..100 {
+        let (flushed, rx) = channel();
+        let at = t0 + Duration::from_secs(1);
+        queue
+            .push_control(Command::FlushWithin(at, flushed))
+            .ok()
+            .unwrap();
+        answers.push(rx);
+        turn(&mut layer, &mut core, &queue, t0);
+        assert!(layer.behind.is_empty());
+    }
+    turn(&mut layer, &mut core, &queue, t0 + Duration::from_secs(1));
+    assert!(answers
+        .iter()
+        .all(|rx| rx.try_recv() == Ok(FlushOutcome::new(0))));
+}
