@@ -296,6 +296,25 @@ impl<C> CommandQueue<C> {
         }
     }
 
+    /// For the owner, while it cannot handle what it took yet (a record held aside: the core
+    /// was full) but still watches what comes (the deadlines of timed commands): moves
+    /// everything queued behind what `taken` holds, counted as held until
+    /// [`CommandQueue::release`] as [`CommandQueue::refill`] counts it. Nothing moves in or
+    /// out of the budgets: the commands go from queued to held. Says whether to wake waiting
+    /// senders.
+    #[must_use = "waiting senders must be woken"]
+    pub fn take_behind(&self, taken: &mut VecDeque<C>, core_bytes: usize) -> bool {
+        let mut state = self.lock();
+        self.core_bytes.store(core_bytes, Ordering::Release);
+        if !state.queued.is_empty() {
+            self.held.fetch_add(state.queued.len(), Ordering::Relaxed);
+            self.held_bytes
+                .fetch_add(std::mem::take(&mut state.queued_bytes), Ordering::Release);
+            taken.append(&mut state.queued);
+        }
+        self.wake_check(&mut state)
+    }
+
     /// Whether to wake the waiting senders now; if so they no longer count as waiting.
     fn wake_check(&self, state: &mut State<C>) -> bool {
         let wake = state.waiting_senders > 0 && self.room_for_waiters(state);
@@ -485,6 +504,39 @@ mod tests {
         // A report frees the core's 400 bytes.
         let _ = q.settle(0);
         assert!(q.push(3, 300, false, id).is_ok(), "400 taken + 300 queued");
+    }
+
+    /// Taken behind what the owner holds (a record held aside): the commands move from queued
+    /// to held, in order, and count against the capacity and the byte budget exactly as
+    /// before until released.
+    #[test]
+    fn taken_behind_what_is_held_stays_counted_until_released() {
+        let q = CommandQueue::new(4, 1000);
+        q.push(1, 300, false, id).unwrap();
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, 0);
+        q.push(2, 300, false, id).unwrap();
+        q.push(3, 300, false, id).unwrap();
+        assert!(!q.take_behind(&mut taken, 0));
+        assert_eq!(commands(&taken), [1, 2, 3]);
+        assert!(
+            matches!(q.push(4, 200, false, id), Err(Refused::Full(4))),
+            "900 held + 200 > 1000"
+        );
+        assert!(q.push(4, 100, false, id).is_ok());
+        assert!(
+            matches!(q.push(5, 0, false, id), Err(Refused::Full(5))),
+            "3 held + 1 queued: the capacity"
+        );
+        // Nothing queued: nothing moves.
+        let mut more = VecDeque::from([9]);
+        let _ = q.take_behind(&mut more, 0);
+        let _ = q.take_behind(&mut more, 0);
+        assert_eq!(commands(&more), [9, 4]);
+        // The owner ends commands 1..=3 without the core (failed, never sent).
+        taken.clear();
+        q.release(3, 900, 0);
+        assert!(q.push(5, 800, false, id).is_ok(), "100 held + 800 queued");
     }
 
     /// A record larger than the whole budget could never fit: it goes in alone, into a queue

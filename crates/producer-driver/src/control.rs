@@ -112,6 +112,13 @@ impl<F, C> TimedWaiters<F, C> {
         self.closes.push(waiter);
     }
 
+    /// The loop failed `purged` records as never sent at a close's deadline, before the core
+    /// had them (held aside while the core was full, or queued behind): the outcome counts
+    /// them with the core's.
+    pub(crate) fn purged_before_close(&mut self, purged: usize) {
+        self.close_outcome.purged += purged;
+    }
+
     /// One of the core's events: the flushes it ends, answered by `flushed`.
     pub(crate) fn event(&mut self, event: &Event, mut flushed: impl FnMut(F, FlushOutcome)) {
         match event {
@@ -132,7 +139,9 @@ impl<F, C> TimedWaiters<F, C> {
                 self.rearm = (!self.flushes.is_empty()).then_some(at);
             }
             Event::CloseDeadlineReached { purged, timed_out } => {
-                self.close_outcome = CloseOutcome::new(*purged, *timed_out);
+                // Added to the records the loop ended before the core had them.
+                self.close_outcome.purged += *purged;
+                self.close_outcome.timed_out += *timed_out;
             }
             _ => {}
         }

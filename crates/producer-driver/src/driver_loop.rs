@@ -9,7 +9,9 @@
 //! values, and calls, in its own loop:
 //!
 //! 1. [`DriverLoop::retry_stash`] and [`DriverLoop::take_commands`] when commands may be
-//!    waiting (only while [`DriverLoop::reads_commands`]);
+//!    waiting (only while [`DriverLoop::reads_commands`] or [`DriverLoop::scans_commands`]),
+//!    and [`DriverLoop::retry_stash`] at least by [`DriverLoop::next_deadline`] (sleep until
+//!    the earlier of it and the core's deadline);
 //! 2. after every input to the core, [`DriverLoop::drain`] (or, when another part of the
 //!    driver polls the core's outputs, [`DriverLoop::deliver`], [`DriverLoop::event`] and
 //!    [`DriverLoop::transaction_done`] for the outputs that are reports), then
@@ -18,110 +20,25 @@
 //!    driver implements [`Driven`] for it);
 //! 4. once the core is closed (or after a panic), [`DriverLoop::shutdown`].
 
+mod deadlines;
+mod shutdown;
+
+pub use shutdown::LastWords;
+
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use producer_core::{
-    Callback, ConsumerGroupMetadata, Delivery, Event, InFlight, MetricsSnapshot, OffsetToCommit,
-    Output, ProduceError, Producer, PurgeScope, Record, SendErrorReason, TransactionError,
-    TransactionOperation, TransactionResult,
+    Callback, Delivery, Event, Output, ProduceError, Producer, Record, SendErrorReason,
+    TransactionError, TransactionResult,
 };
 
-use crate::control::{CloseOutcome, FlushOutcome, TimedWaiters};
+use crate::commands::{Command, Replies, TransactionCall};
+use crate::control::TimedWaiters;
 use crate::panic::InjectedPanics;
-use crate::partitions::{PartitionWaiters, PartitionsError, PartitionsResult};
+use crate::partitions::PartitionWaiters;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
 use crate::{Acknowledgement, Interceptors};
-
-/// How a driver answers the calls that wait for the producer (a flush, a close, a metrics
-/// snapshot, a transactional operation), and what its records carry: the types of its
-/// [`Command`]s.
-pub trait Replies {
-    /// The value a record was sent with, handed back in its report.
-    type Opaque;
-    /// Waits for a flush or a close to be done.
-    type Done;
-    /// Waits for a metrics snapshot.
-    type Metrics;
-    /// Waits for a transactional operation's result.
-    type Transaction;
-    /// Waits for a topic's partitions.
-    type Partitions;
-    /// Waits for a purge's count.
-    type Purged;
-    /// Waits for a `flush_within`'s outcome.
-    type Flushed;
-    /// Waits for a `close_within`'s outcome.
-    type Closed;
-
-    /// Answers a flush or a close: it is done.
-    fn done(waiter: Self::Done);
-    /// Answers a metrics request.
-    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot);
-    /// Answers a transactional operation.
-    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>);
-    /// Answers a topic's partitions.
-    fn partitions(waiter: Self::Partitions, result: PartitionsResult);
-    /// Answers a purge with how many records it removed.
-    fn purged(waiter: Self::Purged, count: usize);
-    /// Answers a `flush_within`.
-    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome);
-    /// Answers a `close_within`.
-    fn closed(waiter: Self::Closed, outcome: CloseOutcome);
-}
-
-/// A kind of one-shot channel a driver answers its waiting calls through (tokio's oneshot,
-/// a blocking `sync_channel(1)`).
-pub trait Channel {
-    /// The sending half, for a value of type `V`.
-    type Sender<V>;
-    /// Sends `value`; a receiver that is gone is no error (nobody waits any more).
-    fn send<V>(sender: Self::Sender<V>, value: V);
-}
-
-/// The [`Replies`] of a driver whose records carry `O` and whose waiting calls are answered
-/// through channels of kind `C`.
-pub struct Answered<O, C>(std::marker::PhantomData<(fn(O), C)>);
-
-impl<O, C: Channel> Replies for Answered<O, C> {
-    type Opaque = O;
-    type Done = C::Sender<()>;
-    type Metrics = C::Sender<MetricsSnapshot>;
-    type Transaction = C::Sender<Result<(), TransactionError>>;
-    type Partitions = C::Sender<PartitionsResult>;
-    type Purged = C::Sender<usize>;
-    type Flushed = C::Sender<FlushOutcome>;
-    type Closed = C::Sender<CloseOutcome>;
-
-    fn done(waiter: Self::Done) {
-        C::send(waiter, ());
-    }
-
-    fn metrics(waiter: Self::Metrics, snapshot: MetricsSnapshot) {
-        C::send(waiter, snapshot);
-    }
-
-    fn transaction(waiter: Self::Transaction, result: Result<(), TransactionError>) {
-        C::send(waiter, result);
-    }
-
-    fn partitions(waiter: Self::Partitions, result: PartitionsResult) {
-        C::send(waiter, result);
-    }
-
-    fn purged(waiter: Self::Purged, count: usize) {
-        C::send(waiter, count);
-    }
-
-    fn flushed(waiter: Self::Flushed, outcome: FlushOutcome) {
-        C::send(waiter, outcome);
-    }
-
-    fn closed(waiter: Self::Closed, outcome: CloseOutcome) {
-        C::send(waiter, outcome);
-    }
-}
 
 /// What a driver supplies to its [`DriverLoop`]: where reports and events go.
 pub trait Host {
@@ -148,7 +65,7 @@ pub trait Host {
 /// The value a host's records are sent with.
 pub type Opaque<H> = <<H as Host>::Replies as Replies>::Opaque;
 /// A host's waiter for a flush or a close.
-type Done<H> = <<H as Host>::Replies as Replies>::Done;
+pub(crate) type Done<H> = <<H as Host>::Replies as Replies>::Done;
 /// A host's waiter for a transactional operation.
 type TxnWaiter<H> = <<H as Host>::Replies as Replies>::Transaction;
 /// A host's waiter for a topic's partitions.
@@ -160,81 +77,7 @@ type ClosedW<H> = <<H as Host>::Replies as Replies>::Closed;
 /// The core as a host's loop drives it.
 pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
 /// A host's commands.
-type Cmd<H> = Command<<H as Host>::Replies>;
-
-/// What the application's handles queue for the loop.
-pub enum Command<R: Replies> {
-    /// A record, with the bytes handling it frees in the queue (see
-    /// [`CommandQueue::push_burst`]).
-    Send {
-        /// The record.
-        record: Record,
-        /// Handed back in its report.
-        opaque: R::Opaque,
-        /// What the record counts against the queue's byte budget.
-        bytes: usize,
-    },
-    /// Send everything buffered now; answered once every record sent before has its report
-    /// (for a transactional producer: once every record is acknowledged).
-    Flush(R::Done),
-    /// Close the producer; answered once it is closed.
-    Close(R::Done),
-    /// A metrics snapshot.
-    Metrics(R::Metrics),
-    /// A transactional operation; answered when the core reports it complete (refused or
-    /// local ones at once).
-    Transaction(TransactionCall, R::Transaction),
-    /// A topic's partitions: answered from the core's events (see [`crate::PartitionsError`]).
-    Partitions(Arc<str>, R::Partitions),
-    /// [`producer_core::Producer::purge`] of the records the core holds (every record sent
-    /// before this command is there); answered at once with how many it removed.
-    Purge(PurgeScope, InFlight, R::Purged),
-    /// [`producer_core::Producer::flush_within`] with its deadline this long after the loop
-    /// takes the command; answered when every record is acknowledged, or at the deadline.
-    FlushWithin(Duration, R::Flushed),
-    /// [`producer_core::Producer::close_within`] with its deadline this long after the loop
-    /// takes the command; answered once the core is closed, with what the deadline ended.
-    CloseWithin(Duration, R::Closed),
-}
-
-impl<R: Replies> Command<R> {
-    /// What handling the command frees of the queue's byte budget.
-    #[inline]
-    pub fn bytes(&self) -> usize {
-        match self {
-            Command::Send { bytes, .. } => *bytes,
-            _ => 0,
-        }
-    }
-}
-
-/// The transactional operations, as a handle queues them.
-#[derive(Debug)]
-pub enum TransactionCall {
-    /// [`producer_core::Transactions::init`].
-    Init,
-    /// [`producer_core::Transactions::begin`].
-    Begin,
-    /// [`producer_core::Transactions::send_offsets`].
-    SendOffsets(Vec<OffsetToCommit>, ConsumerGroupMetadata),
-    /// [`producer_core::Transactions::commit`].
-    Commit,
-    /// [`producer_core::Transactions::abort`].
-    Abort,
-}
-
-impl TransactionCall {
-    /// The operation it starts.
-    pub fn operation(&self) -> TransactionOperation {
-        match self {
-            TransactionCall::Init => TransactionOperation::Init,
-            TransactionCall::Begin => TransactionOperation::Begin,
-            TransactionCall::SendOffsets(..) => TransactionOperation::SendOffsets,
-            TransactionCall::Commit => TransactionOperation::Commit,
-            TransactionCall::Abort => TransactionOperation::Abort,
-        }
-    }
-}
+pub(crate) type Cmd<H> = Command<<H as Host>::Replies>;
 
 /// The value each record carries through the core: the caller's, and the flush cohort it was
 /// accepted in.
@@ -253,43 +96,9 @@ pub struct Intake {
     pub release_every: usize,
 }
 
-/// The producer's last words, left by the loop as it stops for the handles that ask after:
-/// its last metrics and its transactional failure.
-#[derive(Debug, Default)]
-pub struct LastWords {
-    metrics: Mutex<Option<MetricsSnapshot>>,
-    transaction_failure: Mutex<Option<TransactionError>>,
-}
-
-impl LastWords {
-    /// The core's metrics as the loop stopped (`None` before, or when the core could not be
-    /// trusted to give them after a panic).
-    pub fn metrics(&self) -> Option<MetricsSnapshot> {
-        self.metrics
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// What a transactional operation gets once the loop stopped: the producer's fatal error,
-    /// else [`TransactionError::Closed`].
-    pub fn transaction_error(&self) -> TransactionError {
-        let failure = self.transaction_failure.lock();
-        let failure = failure.unwrap_or_else(|e| e.into_inner()).clone();
-        failure.unwrap_or(TransactionError::Closed)
-    }
-
-    fn set(&self, metrics: Option<MetricsSnapshot>, failure: Option<TransactionError>) {
-        *self
-            .transaction_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = failure;
-        *self.metrics.lock().unwrap_or_else(|e| e.into_inner()) = metrics;
-    }
-}
-
-/// A record the core refused as full, held aside until reports free space: while it is here
-/// no command is read. Its bytes stay counted in the command queue's held bytes.
+/// A record the core refused as full, held aside until reports free space (or a close's
+/// deadline fails it): while it is here no command is handled. Its bytes stay counted in the
+/// command queue's held bytes.
 struct Stashed<O> {
     record: Record,
     opaque: Tracked<O>,
@@ -304,8 +113,14 @@ pub struct DriverLoop<H: Host> {
     /// Commands handled since the queue's held count was last lowered, and their bytes.
     unreleased: usize,
     unreleased_bytes: usize,
-    /// The one record the core refused as full; while it is here no command is read.
+    /// The one record the core refused as full; while it is here no command is handled, but
+    /// the queue is still read for the deadlines of the timed commands (`deadlines.rs`).
     stash: Option<Stashed<Opaque<H>>>,
+    /// Commands taken from the front of `taken` so far: `taken[i]` is command number
+    /// `popped + i`.
+    popped: u64,
+    /// The timed commands (`flush_within`, `close_within`) in `taken`, by number, in order.
+    behind: VecDeque<deadlines::Timed>,
     /// Unreported records per flush cohort, and the flushes waiting for them.
     flushes: FlushTracker<Done<H>>,
     /// Flushes of a transactional producer, answered once every record is acknowledged.
@@ -339,7 +154,7 @@ pub struct DriverLoop<H: Host> {
 
 /// Answers flushes that are done (on every report: inlined, as there is rarely any).
 #[inline(always)]
-fn answer<H: Host>(done: impl Iterator<Item = Done<H>>) {
+pub(crate) fn answer<H: Host>(done: impl Iterator<Item = Done<H>>) {
     for waiter in done {
         H::Replies::done(waiter);
     }
@@ -355,6 +170,8 @@ impl<H: Host> DriverLoop<H> {
             unreleased: 0,
             unreleased_bytes: 0,
             stash: None,
+            popped: 0,
+            behind: VecDeque::new(),
             flushes: FlushTracker::default(),
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
@@ -394,8 +211,9 @@ impl<H: Host> DriverLoop<H> {
         Producer::<Tracked<Opaque<H>>>::buffer_charge(record)
     }
 
-    /// Whether the loop reads commands now: not while it holds a record aside, nor once every
-    /// handle is gone.
+    /// Whether the loop handles commands now: not while it holds a record aside (it only reads
+    /// the queue for deadlines then: [`DriverLoop::scans_commands`]), nor once every handle is
+    /// gone.
     pub fn reads_commands(&self) -> bool {
         self.stash.is_none() && !self.senders_gone
     }
@@ -403,12 +221,15 @@ impl<H: Host> DriverLoop<H> {
     /// Whether the loop holds commands it took and has not handled yet (the next
     /// [`DriverLoop::take_commands`] handles them without waiting for the queue).
     pub fn holds_commands(&self) -> bool {
-        !self.taken.is_empty()
+        self.stash.is_none() && !self.taken.is_empty()
     }
 
     /// Handles up to `intake.per_call` commands, taking the whole queue (one lock, a swap)
     /// when the previous take is used up, and again after the last one if it is. Stops at a
-    /// record the core refused as full. `clock` reads the monotonic clock the core runs on
+    /// record the core refused as full; while one is held, takes what is queued behind it
+    /// without handling it, for the deadlines of `flush_within` and `close_within` (see
+    /// `driver_loop/deadlines.rs`), and goes on only once a close's deadline ended the record
+    /// held. `clock` reads the monotonic clock the core runs on
     /// (once per `intake.release_every` commands and after each flush and transactional
     /// operation); records without a timestamp get the wall clock, read as often. Starts
     /// closing once every handle is gone and nothing is left. Returns whether commands are
@@ -420,7 +241,7 @@ impl<H: Host> DriverLoop<H> {
         intake: Intake,
         clock: impl Fn() -> Instant,
     ) -> bool {
-        if self.stash.is_some() {
+        if self.stash.is_some() && !self.watch_behind_stash(core, queue, clock()) {
             return false;
         }
         if self.taken.is_empty() {
@@ -438,6 +259,7 @@ impl<H: Host> DriverLoop<H> {
             let Some(command) = self.taken.pop_front() else {
                 break;
             };
+            self.popped += 1;
             handled += 1;
             self.unreleased += 1;
             if self.unreleased == intake.release_every {
@@ -464,35 +286,10 @@ impl<H: Host> DriverLoop<H> {
                     let cohort = self.flushes.accept();
                     self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
                 }
-                Command::Flush(done) => {
-                    self.flush(core, now, done);
-                    now = clock();
-                }
-                Command::Close(done) => {
-                    self.close_waiters.push(done);
-                    self.close(core, now);
-                }
-                Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
-                Command::Transaction(call, waiter) => {
-                    self.start_transaction(core, now, call, waiter);
-                    now = clock();
-                }
-                Command::Partitions(topic, w) => {
-                    self.partitions
-                        .ask(core, now, topic, w, H::Replies::partitions);
-                }
-                Command::Purge(scope, in_flight, waiter) => {
-                    H::Replies::purged(waiter, core.purge(now, scope, in_flight));
-                }
-                Command::FlushWithin(timeout, waiter) => {
-                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
-                    self.timed.flush_within(core, now, deadline, waiter);
-                }
-                Command::CloseWithin(timeout, waiter) => {
-                    let deadline = now.checked_add(timeout).unwrap_or(now + YEAR);
-                    self.timed.close_within(waiter);
-                    self.closing = true;
-                    core.close_within(now, deadline);
+                other => {
+                    if self.apply(core, now, other) {
+                        now = clock();
+                    }
                 }
             }
         }
@@ -500,11 +297,58 @@ impl<H: Host> DriverLoop<H> {
             // Held aside: it stays counted until the core takes it.
             self.unreleased_bytes -= s.bytes;
         }
+        self.forget_handled_timed();
         self.release(core, queue);
         if self.taken.is_empty() && self.stash.is_none() {
             self.refill(core, queue, &clock);
         }
         self.stash.is_none() && !self.taken.is_empty()
+    }
+
+    /// Applies a command other than a record to the core; whether the clock is to be read
+    /// again (it may have taken a while).
+    fn apply(&mut self, core: &mut CoreOf<H>, now: Instant, command: Cmd<H>) -> bool {
+        match command {
+            Command::Send {
+                record,
+                opaque,
+                bytes,
+            } => {
+                // Not reached: `take_commands` hands records over itself.
+                self.unreleased_bytes += bytes;
+                let cohort = self.flushes.accept();
+                self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+            }
+            Command::Flush(done) => {
+                self.flush(core, now, done);
+                return true;
+            }
+            Command::Close(done) => {
+                self.close_waiters.push(done);
+                self.close(core, now);
+            }
+            Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
+            Command::Transaction(call, waiter) => {
+                self.start_transaction(core, now, call, waiter);
+                return true;
+            }
+            Command::Partitions(topic, w) => {
+                self.partitions
+                    .ask(core, now, topic, w, H::Replies::partitions);
+            }
+            Command::Purge(scope, in_flight, waiter) => {
+                H::Replies::purged(waiter, core.purge(now, scope, in_flight));
+            }
+            Command::FlushWithin(deadline, waiter) => {
+                self.timed.flush_within(core, now, deadline, waiter);
+            }
+            Command::CloseWithin(deadline, waiter) => {
+                self.timed.close_within(waiter);
+                self.closing = true;
+                core.close_within(now, deadline);
+            }
+        }
+        false
     }
 
     /// Takes everything queued into `taken`; wakes the waiting senders once there is room;
@@ -515,7 +359,9 @@ impl<H: Host> DriverLoop<H> {
         queue: &CommandQueue<Cmd<H>>,
         clock: &impl Fn() -> Instant,
     ) {
+        let before = self.taken.len();
         let refill = queue.refill(&mut self.taken, core.buffered_bytes());
+        self.note_timed(before);
         // Waiting senders are woken once half the capacity is free, not for every batch: a
         // sender that outpaces the loop then sleeps once per half queue, not per batch.
         if refill.wake_senders {
@@ -627,7 +473,9 @@ impl<H: Host> DriverLoop<H> {
     }
 
     /// Hands the record held aside to the core again; once the core took it, its bytes leave
-    /// the command queue's count. Call it after reports may have freed space, before
+    /// the command queue's count. If the core still refuses it, ends what the deadlines of the
+    /// timed commands behind it that passed by `now` end ([`DriverLoop::next_deadline`]). Call
+    /// it after reports may have freed space and at that deadline, before
     /// [`DriverLoop::take_commands`].
     pub fn retry_stash(
         &mut self,
@@ -641,6 +489,8 @@ impl<H: Host> DriverLoop<H> {
             self.submit(core, now, s.record, s.opaque, bytes);
             if self.stash.is_none() {
                 queue.release(0, bytes, core.buffered_bytes());
+            } else {
+                self.expire(core, queue, now);
             }
         }
     }
@@ -756,82 +606,7 @@ impl<H: Host> DriverLoop<H> {
     pub fn core_usable(&self) -> bool {
         !self.core_broken
     }
-
-    /// The core closed (or a panic stopped the loop): leaves the last words for the handles,
-    /// stops the queue (later sends are refused), fails every record the core never took
-    /// (closed, or with the panic: they surely never went out) and answers every waiting call.
-    pub fn shutdown(
-        &mut self,
-        core: &mut CoreOf<H>,
-        queue: &CommandQueue<Cmd<H>>,
-        last_words: &LastWords,
-    ) {
-        let (last, failure) = if self.core_broken {
-            (None, None)
-        } else {
-            contain(|| {
-                let failure = core.transactions().and_then(|t| t.failure());
-                (Some(core.metrics()), failure)
-            })
-            .unwrap_or((None, None))
-        };
-        last_words.set(last.clone(), failure.clone());
-        let stopped = failure.unwrap_or(TransactionError::Closed);
-        let queued = queue.stop();
-        // Senders waiting for space see the queue stopped and give up.
-        self.host.wake_senders();
-        let never_sent = match &self.panicked {
-            Some(message) => ProduceError::Panicked {
-                message: message.clone(),
-                possibly_persisted: false,
-            },
-            None => ProduceError::Closed,
-        };
-        if let Some(s) = self.stash.take() {
-            let d = Delivery::failed(s.opaque.opaque, never_sent.clone(), s.record);
-            self.hand_over(d);
-        }
-        let taken = std::mem::take(&mut self.taken);
-        for command in taken.into_iter().chain(queued) {
-            match command {
-                Command::Send { record, opaque, .. } => {
-                    self.hand_over(Delivery::failed(opaque, never_sent.clone(), record));
-                }
-                Command::Flush(done) | Command::Close(done) => H::Replies::done(done),
-                Command::Metrics(waiter) => {
-                    if let Some(m) = &last {
-                        H::Replies::metrics(waiter, m.clone());
-                    }
-                }
-                Command::Transaction(_, waiter) => {
-                    H::Replies::transaction(waiter, Err(stopped.clone()))
-                }
-                Command::Partitions(_, w) => {
-                    H::Replies::partitions(w, Err(PartitionsError::Closed))
-                }
-                Command::Purge(_, _, waiter) => H::Replies::purged(waiter, 0),
-                Command::FlushWithin(_, waiter) => {
-                    H::Replies::flushed(waiter, FlushOutcome::new(0))
-                }
-                Command::CloseWithin(_, waiter) => {
-                    H::Replies::closed(waiter, self.timed.close_outcome())
-                }
-            }
-        }
-        if let Some(w) = self.txn_waiter.take() {
-            H::Replies::transaction(w, Err(stopped));
-        }
-        answer::<H>(self.txn_flushes.drain(..));
-        answer::<H>(self.flushes.release_all());
-        answer::<H>(self.close_waiters.drain(..));
-        self.partitions.close_all(H::Replies::partitions);
-        self.timed
-            .finish(0, H::Replies::flushed, H::Replies::closed);
-    }
 }
-
-/// A deadline as good as none, for a timeout too large to add to an `Instant`.
-const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A driver's state, as the rule for a panic in the producer's own code needs it: the core,
 /// its command layer, and how the driver acts on the core's outputs.
@@ -880,145 +655,4 @@ pub fn step<D: Driven, R>(driver: &mut D, f: impl FnOnce(&mut D) -> R) -> Option
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-    use std::time::Duration;
-
-    use producer_core::Config;
-
-    use super::*;
-
-    /// `sync_channel(1)`, as the threaded mio producer answers.
-    struct Blocking;
-
-    impl Channel for Blocking {
-        type Sender<V> = SyncSender<V>;
-
-        fn send<V>(sender: SyncSender<V>, value: V) {
-            let _ = sender.try_send(value);
-        }
-    }
-
-    /// Keeps every report and event it is handed.
-    #[derive(Default)]
-    struct Recorder {
-        reports: Vec<Delivery<u32>>,
-        events: Vec<Event>,
-    }
-
-    impl Host for Recorder {
-        type Replies = Answered<u32, Blocking>;
-
-        fn deliver(&mut self, delivery: Delivery<u32>) {
-            self.reports.push(delivery);
-        }
-
-        fn show(&mut self, event: &Event) {
-            self.events.push(event.clone());
-        }
-    }
-
-    fn channel<V>() -> (SyncSender<V>, Receiver<V>) {
-        sync_channel(1)
-    }
-
-    /// Without a broker and without a runtime: a record the core refuses is reported failed at
-    /// once with the record; a flush waits for the record sent before it; metrics and a
-    /// refused transactional call are answered at once; once the core fails the record (its
-    /// delivery timeout) the flush is answered, and the close once the core is closed; the
-    /// commands queued after the loop stopped are answered too.
-    #[test]
-    fn every_command_is_applied_and_every_waiting_call_answered() {
-        let config = Config::builder([("127.0.0.1", 9)])
-            .max_request_size(1024)
-            .build()
-            .unwrap();
-        let t0 = Instant::now();
-        let mut core = Producer::new(config, t0);
-        let queue = CommandQueue::new(64, 1 << 20);
-        let mut layer = DriverLoop::new(Recorder::default(), InjectedPanics::default());
-        let send = |record: Record, opaque: u32| Command::Send {
-            bytes: DriverLoop::<Recorder>::charge(&record),
-            record,
-            opaque,
-        };
-        let (flushed, flush_rx) = channel();
-        let (metrics, metrics_rx) = channel();
-        let (init, init_rx) = channel();
-        let (closed, close_rx) = channel();
-        for command in [
-            send(Record::new("t", "v"), 1),
-            send(Record::new("t", vec![0u8; 4096]), 2),
-            Command::Flush(flushed),
-            Command::Metrics(metrics),
-            Command::Transaction(TransactionCall::Init, init),
-            Command::Close(closed),
-        ] {
-            let bytes = command.bytes();
-            queue.push(command, bytes, false, |c| c).ok().unwrap();
-        }
-        let intake = Intake {
-            per_call: 16,
-            release_every: 4,
-        };
-        assert!(!layer.take_commands(&mut core, &queue, intake, || t0));
-
-        let reports = &layer.host().reports;
-        assert_eq!(reports.len(), 1, "only the refused record is reported yet");
-        let failure = reports[0].result.as_ref().unwrap_err();
-        assert_eq!(reports[0].opaque, 2);
-        let ProduceError::Refused(reason) = &failure.error else {
-            panic!("refused at send, got {:?}", failure.error)
-        };
-        assert!(matches!(**reason, SendErrorReason::RecordTooLarge { .. }));
-        assert_eq!(failure.record.value.as_ref().map(|v| v.len()), Some(4096));
-        assert!(flush_rx.try_recv().is_err(), "record 1 has no report yet");
-        assert_eq!(metrics_rx.try_recv().unwrap().buffered_records, 1);
-        assert_eq!(
-            init_rx.try_recv().unwrap(),
-            Err(TransactionError::NotTransactional)
-        );
-
-        // No broker: the core fails record 1 once its delivery timeout passes, then closes.
-        let mut t = t0;
-        while !core.is_closed() {
-            t += Duration::from_secs(1);
-            assert!(t < t0 + Duration::from_secs(600), "the core never closed");
-            if core.poll_timeout().is_some_and(|d| d <= t) {
-                core.handle_timeout(t);
-            }
-            layer.drain(&mut core, |_, _| {});
-            let _ = layer.settle(&mut core, &queue);
-        }
-        let reports = &layer.host().reports;
-        assert_eq!(reports.len(), 2);
-        assert_eq!(reports[1].opaque, 1);
-        assert!(reports[1].result.is_err(), "nothing can be delivered");
-        assert_eq!(flush_rx.try_recv(), Ok(()), "the flush is done");
-
-        let (late_flush, late_rx) = channel();
-        queue.push_control(Command::Flush(late_flush)).ok().unwrap();
-        queue
-            .push(send(Record::new("t", "late"), 3), 0, false, |c| c)
-            .ok()
-            .unwrap();
-        let words = LastWords::default();
-        layer.shutdown(&mut core, &queue, &words);
-        assert_eq!(close_rx.try_recv(), Ok(()), "the close is answered");
-        assert_eq!(
-            late_rx.try_recv(),
-            Ok(()),
-            "a flush queued after the end too"
-        );
-        let last = layer.host().reports.last().unwrap();
-        assert_eq!(last.opaque, 3);
-        assert!(matches!(
-            last.result.as_ref().unwrap_err().error,
-            ProduceError::Closed
-        ));
-        // The core's last metrics count the record it took and failed (not the one it
-        // refused at `send`, nor the one it never saw).
-        assert_eq!(words.metrics().unwrap().counters.records_failed, 1);
-        assert_eq!(words.transaction_error(), TransactionError::Closed);
-    }
-}
+mod tests;

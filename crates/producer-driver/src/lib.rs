@@ -56,6 +56,7 @@
 #![warn(unreachable_pub)]
 
 mod command_queue;
+mod commands;
 mod control;
 mod driver_loop;
 mod events;
@@ -71,11 +72,9 @@ pub mod tls;
 mod write_queue;
 
 pub use command_queue::{Burst, CommandQueue, Refill, Refused, Stopped};
+pub use commands::{deadline_after, Answered, Channel, Command, Replies, TransactionCall};
 pub use control::{CloseOutcome, FlushOutcome};
-pub use driver_loop::{
-    step, Answered, Channel, Command, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque,
-    Replies, Tracked, TransactionCall,
-};
+pub use driver_loop::{step, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque, Tracked};
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
 pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked};

@@ -715,7 +715,13 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let timeout = if more {
             Some(Duration::ZERO)
         } else {
-            self.driver.next_timeout()
+            // The deadlines of the timed commands behind a record held aside, too.
+            let behind = self.driver.parts_mut().1.next_deadline();
+            let behind = behind.map(|at| at.saturating_duration_since(Instant::now()));
+            match (self.driver.next_timeout(), behind) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         };
         if let Err(e) = self.poll.poll(events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
@@ -741,6 +747,11 @@ impl<T, F: FnMut(Delivery<T>)> Loop<T, F> {
         let queue = &self.shared.queue;
         layer.retry_stash(core, queue, Instant::now());
         if !layer.reads_commands() {
+            if layer.scans_commands() {
+                // Behind a record held aside: read only for the deadlines (a close's may
+                // end the record held, and then the commands are handled again).
+                return layer.take_commands(core, queue, INTAKE, Instant::now);
+            }
             return false;
         }
         let more = layer.take_commands(core, queue, INTAKE, Instant::now);

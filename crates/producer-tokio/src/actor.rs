@@ -182,7 +182,10 @@ impl Actor {
             if let Some(d) = deadline {
                 sleep.as_mut().reset(tokio::time::Instant::from_std(d));
             }
-            let read_cmds = self.layer.reads_commands() && self.io.congested == 0;
+            // Behind a record held aside for room, commands are only read for their
+            // deadlines: that adds nothing to the connections.
+            let read_cmds = (self.layer.reads_commands() && self.io.congested == 0)
+                || self.layer.scans_commands();
             let holding = self.layer.holds_commands();
             let wake = tokio::select! {
                 biased;
@@ -203,7 +206,12 @@ impl Actor {
         if self.core.is_closed() {
             return Next::Closed;
         }
-        Next::Wait(self.core.poll_timeout())
+        // The deadlines of the timed commands behind a record held aside, too.
+        let at = match (self.core.poll_timeout(), self.layer.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Next::Wait(at)
     }
 
     /// Handles what woke the task, then the core's deadline if it passed, then the record held

@@ -5,11 +5,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use producer_core::{InFlight, PurgeScope};
-use producer_driver::{CloseOutcome, Command, FlushOutcome};
+use producer_driver::{deadline_after, CloseOutcome, Command, FlushOutcome};
 use tokio::sync::oneshot;
 
 use crate::error::ProducerStopped;
 use crate::handle::ProducerHandle;
+
+/// The clock the task runs on (tokio's, so tests may pause time).
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 impl ProducerHandle {
     /// Removes the records the producer holds in `scope` before they are acknowledged
@@ -47,8 +52,9 @@ impl ProducerHandle {
     }
 
     /// Sends everything buffered now (ignoring `linger`) and resolves when every record the
-    /// producer holds is acknowledged, or when `timeout` has passed (counted from when the
-    /// task takes the call), whichever comes first: [`FlushOutcome::unreported`] is 0 in the
+    /// producer holds is acknowledged, or when `timeout` has passed (counted from the call,
+    /// also while the core's buffer is full and the records before it wait for room),
+    /// whichever comes first: [`FlushOutcome::unreported`] is 0 in the
     /// first case, else how many records were not acknowledged at the deadline. Nothing is
     /// cancelled at the deadline: those records go on and are reported as usual.
     ///
@@ -59,7 +65,7 @@ impl ProducerHandle {
         let (tx, rx) = oneshot::channel();
         if !self
             .shared()
-            .push_control(Command::FlushWithin(timeout, tx))
+            .push_control(Command::FlushWithin(deadline_after(now(), timeout), tx))
         {
             return FlushOutcome::new(0);
         }
@@ -67,7 +73,7 @@ impl ProducerHandle {
     }
 
     /// Closes the producer as [`ProducerHandle::close`] does, but within `timeout` (counted
-    /// from when the task takes the call): at the deadline every record still held is ended
+    /// from the call): at the deadline every record still held is ended
     /// (never sent: [`crate::ProduceError::Purged`]; in a sent request or awaiting a retry:
     /// [`crate::ProduceError::CloseTimedOut`], `possibly_persisted` true), a transactional
     /// producer stops waiting for its coordinator, the connections are closed without waiting
@@ -78,16 +84,17 @@ impl ProducerHandle {
     /// Called again, or after `close`, the earlier deadline counts. Once the task has stopped
     /// it resolves at once with nothing ended.
     ///
-    /// The timeout counts from when the producer's loop takes the call, after the commands
-    /// queued before it: while the core is full and the loop holds a record aside for it
-    /// (`buffer_max_records` reached), commands wait until that record is in, at the latest
-    /// until records leave the core (delivered, or failed at `delivery_timeout`).
+    /// The deadline holds while the core is full too (`buffer_memory` or `buffer_max_records`
+    /// reached, a record held aside for room and the commands queued behind it waiting): the
+    /// records sent before the call keep their chance until the deadline; at it, those the
+    /// core never took fail as never sent ([`crate::ProduceError::Purged`], counted in
+    /// [`CloseOutcome::purged`]).
     pub async fn close_within(&self, timeout: Duration) -> CloseOutcome {
         self.shared().closing.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();
         if !self
             .shared()
-            .push_control(Command::CloseWithin(timeout, tx))
+            .push_control(Command::CloseWithin(deadline_after(now(), timeout), tx))
         {
             return CloseOutcome::default();
         }

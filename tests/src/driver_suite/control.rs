@@ -160,3 +160,70 @@ pub fn close_within_ends_what_is_held_at_its_deadline(driver: Driver) {
         "a record reported never sent is in the log"
     );
 }
+
+/// `close_within` while the core is full (`buffer_max_records` reached with the broker down:
+/// a record held aside for room, more queued behind it) still returns at its deadline: the
+/// records the core never took fail as never sent, the rest as the core's close deadline
+/// says; the outcome's counts are the reports seen, each record has exactly one, and none
+/// reported never sent is in the log.
+pub fn close_within_holds_its_deadline_while_the_core_is_full(driver: Driver) {
+    let mock = MockKafka::new(1, &[(TOPIC, PARTITIONS)]).expect("mock cluster");
+    let config = mock
+        .producer_config()
+        .buffer_max_records(4)
+        .build()
+        .unwrap();
+    let p = Running::start(driver, Options::new(config));
+    for id in 0..4 {
+        p.send(record(id), id).unwrap();
+    }
+    p.flush();
+    assert!(reports_of(&p, 0..4).values().all(|r| r.result.is_ok()));
+    mock.broker_down(1).unwrap();
+    // 4 in the core, one held aside for room, the rest queued behind it.
+    for id in 4..60 {
+        p.send(record(id), id).unwrap();
+    }
+    let flushed = p
+        .flush_within(Duration::from_millis(300))
+        .expect("it was running");
+    assert_eq!(
+        flushed.unreported, 56,
+        "the core's, the one held, the queued"
+    );
+    assert!(p.reports().is_empty(), "a flush's deadline cancels nothing");
+    let outcome = p
+        .close_within(Duration::from_millis(500))
+        .expect("it was running");
+    assert_eq!(outcome.purged + outcome.timed_out, 56, "{outcome:?}");
+    let (mut purged, mut timed_out) = (Vec::new(), 0);
+    for (id, r) in reports_of(&p, 4..60) {
+        match r.result {
+            Err(Failure::Produce(ProduceError::Purged {
+                possibly_persisted: false,
+            })) => purged.push(id),
+            Err(Failure::Produce(ProduceError::CloseTimedOut {
+                possibly_persisted: true,
+            })) => timed_out += 1,
+            other => panic!("record {id}: {other:?}"),
+        }
+        assert!(r.record.is_some(), "record {id} handed back");
+    }
+    assert_eq!(
+        (purged.len(), timed_out),
+        (outcome.purged, outcome.timed_out)
+    );
+    assert!(
+        purged.len() >= 52,
+        "the core never had 52 of them: {outcome:?}"
+    );
+    assert!(p.is_closed());
+    assert!(p.send(record(99), 99).is_err(), "closed");
+    mock.broker_up(1).unwrap();
+    let logged = read_ids(&mock);
+    assert!((0..4).all(|id| logged.contains(&id)));
+    assert!(
+        purged.iter().all(|id| !logged.contains(id)),
+        "a record reported never sent is in the log"
+    );
+}

@@ -118,6 +118,7 @@ macro_rules! every_driver_test {
             control::purge_hands_back_the_unsent_records_and_the_rest_are_delivered,
             control::flush_within_completes_or_tells_what_is_left,
             control::close_within_ends_what_is_held_at_its_deadline,
+            control::close_within_holds_its_deadline_while_the_core_is_full,
             interceptors::an_interceptor_stamps_every_record_and_sees_every_report,
             interceptors::a_panicking_on_send_fails_exactly_that_record,
             interceptors::a_panicking_on_acknowledgement_is_named_and_the_report_arrives,

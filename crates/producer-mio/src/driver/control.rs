@@ -6,16 +6,13 @@
 use std::time::{Duration, Instant};
 
 use producer_core::{InFlight, PurgeScope};
-use producer_driver::{CloseOutcome, Command, FlushOutcome};
+use producer_driver::{deadline_after, CloseOutcome, Command, FlushOutcome};
 
 use crate::sink::DeliverySink;
 use crate::{MioDriver, ThreadedProducer};
 
-/// A deadline as good as none, for a timeout too large to add to an `Instant`.
-const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
-
 fn deadline(now: Instant, timeout: Duration) -> Instant {
-    now.checked_add(timeout).unwrap_or(now + YEAR)
+    deadline_after(now, timeout)
 }
 
 impl<T, S: DeliverySink<T>> MioDriver<T, S> {
@@ -84,7 +81,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
 
     /// Sends everything queued now (ignoring `linger`) and blocks until every record the
     /// producer holds is acknowledged (those sent meanwhile included), or until `timeout` has
-    /// passed (counted from when the thread takes the call): [`FlushOutcome::unreported`] is
+    /// passed (counted from the call, also while the core's buffer is full and the records
+    /// before it wait for room): [`FlushOutcome::unreported`] is
     /// 0 in the first case, else the count not acknowledged at the deadline (nothing is
     /// cancelled: those records go on and are reported as usual). [`ThreadedProducer::flush`]
     /// is the untimed flush of the records sent before it.
@@ -92,11 +90,13 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// `None` when called from the delivery callback (the flush starts once the callback
     /// returns, nobody waits) or once the thread has stopped (every record was reported).
     pub fn flush_within(&self, timeout: Duration) -> Option<FlushOutcome> {
-        self.ask(false, |tx| Command::FlushWithin(timeout, tx))
+        self.ask(false, |tx| {
+            Command::FlushWithin(deadline(Instant::now(), timeout), tx)
+        })
     }
 
     /// Closes as [`ThreadedProducer::close`] does (later sends are refused), but within
-    /// `timeout` (counted from when the thread takes the call): at the deadline every record
+    /// `timeout` (counted from the call): at the deadline every record
     /// still held is ended (never sent: [`producer_core::ProduceError::Purged`]; in a sent
     /// request or awaiting a retry: [`producer_core::ProduceError::CloseTimedOut`],
     /// `possibly_persisted` true), each through the delivery callback, a transactional producer
@@ -107,12 +107,15 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// `None` when called from the delivery callback (the close starts, nobody waits) or when
     /// the thread had already stopped.
     ///
-    /// The timeout counts from when the producer's loop takes the call, after the commands
-    /// queued before it: while the core is full and the loop holds a record aside for it
-    /// (`buffer_max_records` reached), commands wait until that record is in, at the latest
-    /// until records leave the core (delivered, or failed at `delivery_timeout`).
+    /// The deadline holds while the core is full too (`buffer_memory` or `buffer_max_records`
+    /// reached, a record held aside for room and the commands queued behind it waiting): the
+    /// records sent before the call keep their chance until the deadline; at it, those the
+    /// core never took fail as never sent ([`producer_core::ProduceError::Purged`], counted in
+    /// [`CloseOutcome::purged`]).
     pub fn close_within(&self, timeout: Duration) -> Option<CloseOutcome> {
-        let outcome = self.ask(true, |tx| Command::CloseWithin(timeout, tx));
+        let outcome = self.ask(true, |tx| {
+            Command::CloseWithin(deadline(Instant::now(), timeout), tx)
+        });
         if outcome.is_some() {
             self.join();
         }
