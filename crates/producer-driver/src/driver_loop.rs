@@ -35,6 +35,7 @@ use producer_core::{
 
 use crate::commands::{Command, Replies, TransactionCall};
 use crate::control::TimedWaiters;
+use crate::interceptors::OnSendPanicked;
 use crate::panic::InjectedPanics;
 use crate::partitions::PartitionWaiters;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
@@ -277,9 +278,7 @@ impl<H: Host> DriverLoop<H> {
                     timestamp::fill_at(&mut record, wall_ms);
                     if !self.interceptors.is_empty() {
                         if let Err(panicked) = self.interceptors.on_send(&mut record) {
-                            self.emit(&panicked.event());
-                            let error = panicked.error();
-                            self.hand_over(Delivery::failed(opaque, error, record));
+                            self.intercept_failed(panicked, opaque, record);
                             continue;
                         }
                     }
@@ -547,9 +546,19 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.flushes.reported(cohort));
     }
 
+    /// An interceptor's `on_send` panicked on `record`: the panic is named by an event and the
+    /// record fails, not sent. Out of line and cold: the loop's record path keeps one branch.
+    #[cold]
+    #[inline(never)]
+    fn intercept_failed(&mut self, panicked: OnSendPanicked, opaque: Opaque<H>, record: Record) {
+        self.emit(&panicked.event());
+        let error = panicked.error();
+        self.hand_over(Delivery::failed(opaque, error, record));
+    }
+
     /// Hands a report to the host, after the interceptors saw it; a panic in either is named
-    /// by an event, and the report counts as handed over.
-    #[inline]
+    /// by an event, and the report counts as handed over. Inlined: the report is moved once.
+    #[inline(always)]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
         if !self.interceptors.is_empty() {
             self.acknowledge(&delivery);

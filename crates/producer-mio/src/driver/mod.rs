@@ -562,8 +562,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// Hands a report to the sink, after the interceptors saw it. The sink may be the
     /// application's code: a panic in it (or in an interceptor) is named by an event, and the
-    /// report counts as handed over.
-    #[inline]
+    /// report counts as handed over. Inlined: the report is moved once.
+    #[inline(always)]
     fn hand_to_sink(&mut self, d: Delivery<T>) {
         if !self.interceptors.is_empty() {
             self.acknowledge(&d);
