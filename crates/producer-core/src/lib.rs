@@ -75,10 +75,11 @@ mod topic_name;
 mod topics;
 pub mod transaction;
 mod types;
+pub mod windowed;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
-pub use metrics::MetricsSnapshot;
+pub use metrics::{MetricsSnapshot, TopicMetrics};
 pub use producer::{InFlight, Producer, PurgeScope, Transactions};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
