@@ -41,6 +41,26 @@
 //! `broker` is the broker's `host:port`; `node_id` is -1 for a bootstrap address not yet
 //! known by its node id.
 //!
+//! # Under Java's names
+//!
+//! The same text carries the metrics Java's producer has, named after them (`-` as `_`):
+//! totals (`record_send_total`, `record_error_total`, `record_retry_total`, `request_total`,
+//! `outgoing_byte_total`, `bufferpool_wait_time_ns_total`), windowed figures over
+//! `metrics.sample.window.ms` x `metrics.num.samples` ([`crate::windowed`]: `record_send_rate`,
+//! `record_error_rate`, `record_retry_rate`, `request_rate`, `outgoing_byte_rate`,
+//! `batch_size_avg`, `batch_size_max`, `records_per_request_avg`, `compression_rate_avg`,
+//! `request_latency_avg`, `request_latency_max`, `produce_throttle_time_avg`,
+//! `produce_throttle_time_max`, `bufferpool_wait_ratio`), gauges (`buffer_total_bytes`,
+//! `buffer_available_bytes`, `requests_in_flight`, `metadata_age`), per topic in use (label
+//! `topic`: `topic_record_send_total`, `topic_byte_total`, `topic_record_retry_total`,
+//! `topic_record_error_total`, `topic_compression_rate`) and per broker (labels `broker`,
+//! `node_id`: `node_request_total`, `node_outgoing_byte_total`, `node_request_latency_avg`,
+//! `node_request_latency_max`, `node_request_latency_seconds` (histogram),
+//! `node_throttle_time_ms_total`, `node_throttle_time_max`, `node_throttled_responses_total`).
+//! Latencies and throttle times of the Java-named series are in milliseconds, as Java's.
+//! `docs/metrics.md` maps each to the snapshot's field, Java's name and librdkafka's statistics
+//! field, and says how each is measured.
+//!
 //! Delivery latency is recorded per batch, weighted by its record count: each record of a batch
 //! counts with the age of the batch's first record, an upper bound of its own (records carry no
 //! send time, which keeps `send` free of the clock).
