@@ -824,11 +824,24 @@ impl MetricsSnapshot {
         self.write_java_named(out)
     }
 
-    /// The series under Java's names (`docs/metrics.md` maps each to Java and librdkafka).
-    fn write_java_named(&self, out: &mut String) -> fmt::Result {
+    /// The series under Java's names (`docs/metrics.md` maps each to Java and librdkafka),
+    /// except the per-broker latency histograms ([`BrokerMetrics::request_latency`]): what
+    /// [`MetricsSnapshot::render_prometheus`] writes and a driver's metrics facade publishes.
+    /// The samples of one name come together, in the order the text lists them.
+    pub fn java_named(&self) -> Vec<Series> {
         let c = &self.counters;
         let w = &self.windowed;
-        let totals: [(&str, &str, u64); 6] = [
+        let mut v = Vec::new();
+        let mut push = |name, help, kind, labels: Vec<(&'static str, String)>, value| {
+            v.push(Series {
+                name,
+                help,
+                kind,
+                labels,
+                value,
+            })
+        };
+        let totals: [(&'static str, &'static str, u64); 6] = [
             (
                 "record_send_total",
                 "Records sent (record-send-total), retries included.",
@@ -860,11 +873,16 @@ impl MetricsSnapshot {
                 c.buffer_wait_ns,
             ),
         ];
-        for (name, help, v) in totals {
-            header(out, name, help, "counter")?;
-            writeln!(out, "{PREFIX}{name} {v}")?;
+        for (name, help, n) in totals {
+            push(
+                name,
+                help,
+                SeriesKind::Counter,
+                Vec::new(),
+                SeriesValue::Count(n),
+            );
         }
-        let gauges: [(&str, &str, f64); 15] = [
+        let gauges: [(&'static str, &'static str, f64); 15] = [
             (
                 "record_send_rate",
                 "Records sent per second over the sample window (record-send-rate).",
@@ -941,138 +959,169 @@ impl MetricsSnapshot {
                 self.buffer_total_bytes.saturating_sub(self.buffered_bytes) as f64,
             ),
         ];
-        for (name, help, v) in gauges {
-            header(out, name, help, "gauge")?;
-            writeln!(out, "{PREFIX}{name} {}", Float(v))?;
+        for (name, help, x) in gauges {
+            push(
+                name,
+                help,
+                SeriesKind::Gauge,
+                Vec::new(),
+                SeriesValue::Float(x),
+            );
         }
-        header(
-            out,
+        push(
             "buffer_total_bytes",
             "buffer.memory (buffer-total-bytes).",
-            "gauge",
-        )?;
-        writeln!(
-            out,
-            "{PREFIX}buffer_total_bytes {}",
-            self.buffer_total_bytes
-        )?;
-        header(
-            out,
+            SeriesKind::Gauge,
+            Vec::new(),
+            SeriesValue::Count(self.buffer_total_bytes as u64),
+        );
+        let in_flight: usize = self.brokers.iter().map(|b| b.in_flight_requests).sum();
+        push(
             "requests_in_flight",
             "Requests awaiting an answer, all brokers (requests-in-flight).",
-            "gauge",
-        )?;
-        let in_flight: usize = self.brokers.iter().map(|b| b.in_flight_requests).sum();
-        writeln!(out, "{PREFIX}requests_in_flight {in_flight}")?;
+            SeriesKind::Gauge,
+            Vec::new(),
+            SeriesValue::Count(in_flight as u64),
+        );
         if let Some(age) = self.metadata_age {
-            header(
-                out,
+            push(
                 "metadata_age",
                 "Seconds since the last Metadata answer was applied (metadata-age).",
-                "gauge",
-            )?;
-            writeln!(out, "{PREFIX}metadata_age {}", age.as_secs_f64())?;
+                SeriesKind::Gauge,
+                Vec::new(),
+                SeriesValue::Float(age.as_secs_f64()),
+            );
         }
         // Per topic (Java's producer-topic-metrics).
-        type TopicFigure = fn(&TopicMetrics) -> f64;
-        let per_topic: [(&str, &str, &str, TopicFigure); 5] = [
+        type TopicFigure = fn(&TopicMetrics) -> SeriesValue;
+        let per_topic: [(&'static str, &'static str, SeriesKind, TopicFigure); 5] = [
             (
                 "topic_record_send_total",
                 "Records sent, per topic (record-send-total).",
-                "counter",
-                |t| t.records_sent as f64,
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_sent),
             ),
             (
                 "topic_byte_total",
                 "Record batch bytes sent, per topic (byte-total).",
-                "counter",
-                |t| t.bytes_sent as f64,
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.bytes_sent),
             ),
             (
                 "topic_record_retry_total",
                 "Records retried, per topic (record-retry-total).",
-                "counter",
-                |t| t.records_retried as f64,
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_retried),
             ),
             (
                 "topic_record_error_total",
                 "Records failed, per topic (record-error-total).",
-                "counter",
-                |t| t.records_failed as f64,
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_failed),
             ),
             (
                 "topic_compression_rate",
                 "Bytes sent over their size before compression, per topic (compression-rate).",
-                "gauge",
-                TopicMetrics::compression_rate,
+                SeriesKind::Gauge,
+                |t| SeriesValue::Float(t.compression_rate()),
             ),
         ];
         for (name, help, kind, f) in per_topic {
-            header(out, name, help, kind)?;
             for t in &self.topics {
-                out.push_str(PREFIX);
-                out.push_str(name);
-                out.push_str("{topic=\"");
-                escape(out, &t.topic);
-                writeln!(out, "\"}} {}", Float(f(t)))?;
+                push(name, help, kind, vec![("topic", t.topic.to_string())], f(t));
             }
         }
         // Per broker (Java's producer-node-metrics).
-        type BrokerFigure = fn(&BrokerMetrics) -> f64;
-        let per_broker: [(&str, &str, &str, BrokerFigure); 7] = [
+        type BrokerFigure = fn(&BrokerMetrics) -> SeriesValue;
+        let per_broker: [(&'static str, &'static str, SeriesKind, BrokerFigure); 7] = [
             (
                 "node_request_total",
                 "Produce requests sent, per broker (request-total).",
-                "counter",
-                |b| b.requests_sent as f64,
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.requests_sent),
             ),
             (
                 "node_outgoing_byte_total",
                 "Record batch bytes sent, per broker (outgoing-byte-total).",
-                "counter",
-                |b| b.bytes_sent as f64,
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.bytes_sent),
             ),
             (
                 "node_request_latency_avg",
                 "Produce round trip in ms, per broker, over its life (request-latency-avg).",
-                "gauge",
-                |b| match b.request_latency.count() {
-                    0 => f64::NAN,
-                    n => b.request_latency.sum() as f64 / n as f64 / 1000.0,
+                SeriesKind::Gauge,
+                |b| {
+                    SeriesValue::Float(match b.request_latency.count() {
+                        0 => f64::NAN,
+                        n => b.request_latency.sum() as f64 / n as f64 / 1000.0,
+                    })
                 },
             ),
             (
                 "node_request_latency_max",
                 "Longest Produce round trip in ms, per broker (request-latency-max).",
-                "gauge",
-                |b| b.request_latency_max_us as f64 / 1000.0,
+                SeriesKind::Gauge,
+                |b| SeriesValue::Float(b.request_latency_max_us as f64 / 1000.0),
             ),
             (
                 "node_throttle_time_ms_total",
                 "Throttle time in ms of Produce responses, per broker.",
-                "counter",
-                |b| b.throttle_time_ms as f64,
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.throttle_time_ms),
             ),
             (
                 "node_throttle_time_max",
                 "Longest throttle time in ms, per broker (produce-throttle-time-max).",
-                "gauge",
-                |b| b.throttle_time_max_ms as f64,
+                SeriesKind::Gauge,
+                |b| SeriesValue::Count(b.throttle_time_max_ms),
             ),
             (
                 "node_throttled_responses_total",
                 "Produce responses throttled, per broker.",
-                "counter",
-                |b| b.throttled_responses as f64,
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.throttled_responses),
             ),
         ];
         for (name, help, kind, f) in per_broker {
-            header(out, name, help, kind)?;
             for b in &self.brokers {
-                write!(out, "{PREFIX}{name}{{")?;
-                broker_labels(out, b)?;
-                writeln!(out, "}} {}", Float(f(b)))?;
+                let labels = vec![
+                    ("broker", format!("{}:{}", b.host, b.port)),
+                    ("node_id", b.node_id.to_string()),
+                ];
+                push(name, help, kind, labels, f(b));
             }
+        }
+        v
+    }
+
+    /// Writes [`MetricsSnapshot::java_named`] and the per-broker latency histograms.
+    fn write_java_named(&self, out: &mut String) -> fmt::Result {
+        let mut last = "";
+        for x in self.java_named() {
+            if x.name != last {
+                let kind = match x.kind {
+                    SeriesKind::Counter => "counter",
+                    SeriesKind::Gauge => "gauge",
+                };
+                header(out, x.name, x.help, kind)?;
+                last = x.name;
+            }
+            out.push_str(PREFIX);
+            out.push_str(x.name);
+            if !x.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in x.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(k);
+                    out.push_str("=\"");
+                    escape(out, v);
+                    out.push('"');
+                }
+                out.push('}');
+            }
+            writeln!(out, " {}", x.value)?;
         }
         let name = "node_request_latency_seconds";
         header(
@@ -1100,6 +1149,61 @@ impl MetricsSnapshot {
         }
         Ok(())
     }
+}
+
+/// What kind of series a [`Series`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SeriesKind {
+    /// Only grows over the producer's life (a `metrics` counter's `absolute`).
+    Counter,
+    /// A value at the snapshot.
+    Gauge,
+}
+
+/// A [`Series`]' value: a count, exact, or a measure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SeriesValue {
+    /// A whole number (counters, sizes, counts).
+    Count(u64),
+    /// A measure (rates, averages, ratios, milliseconds; NaN for an average of nothing).
+    Float(f64),
+}
+
+impl SeriesValue {
+    /// As a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            SeriesValue::Count(n) => n as f64,
+            SeriesValue::Float(x) => x,
+        }
+    }
+}
+
+impl fmt::Display for SeriesValue {
+    /// As the Prometheus text writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SeriesValue::Count(n) => write!(f, "{n}"),
+            SeriesValue::Float(x) => Float(x).fmt(f),
+        }
+    }
+}
+
+/// One sample of a series under Java's name ([`MetricsSnapshot::java_named`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Series {
+    /// The name without [`PREFIX`] (`record_send_rate`).
+    pub name: &'static str,
+    /// Its help text (Java's name in parentheses).
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: SeriesKind,
+    /// Its labels (`topic`; `broker` and `node_id`), unescaped.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: SeriesValue,
 }
 
 /// A float as the Prometheus text writes it (`NaN`, `+Inf`, else Rust's shortest form).
