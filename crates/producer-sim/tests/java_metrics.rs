@@ -135,6 +135,13 @@ fn sent_records_and_bytes_per_topic_equal_the_brokers_logs() {
     assert!(m.metadata_age.is_some());
     assert!(text.contains("kafka_producer_metadata_age "));
 
+    // Measured at a later instant (a driver's clock at a scrape): the same totals, the window
+    // divided by the longer time; an instant before the latest input counts as it.
+    let at = h.producer.metrics_at(h.now + secs(40));
+    assert_eq!(at.counters, m.counters);
+    assert_eq!(at.windowed.growth.records_sent, n);
+    assert_eq!(at.windowed.elapsed, run + secs(40));
+    assert_eq!(h.producer.metrics_at(t0), m);
     // Long after, the samples expired: the rates fall to zero, the totals stay.
     h.run_for(secs(120));
     let later = h.producer.metrics();
