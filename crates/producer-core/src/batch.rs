@@ -395,6 +395,10 @@ impl<T> Batch<T> {
     pub(crate) fn len_bytes(&self) -> usize {
         self.sealed.len_bytes()
     }
+    /// The batch's size before compression (its header included).
+    pub(crate) fn uncompressed_size(&self) -> usize {
+        self.sealed.uncompressed_size()
+    }
 
     /// Writes the producer id, epoch and base sequence into the batch's bytes (and CRC), for
     /// its first send or a sequence restart; -1s for a producer without idempotence.

@@ -169,7 +169,7 @@ impl Brokers {
     }
 
     /// The slots of live brokers (bootstrap addresses and nodes), with their numbers.
-    fn live(&self) -> impl Iterator<Item = (usize, &BrokerSlot)> {
+    pub(crate) fn live(&self) -> impl Iterator<Item = (usize, &BrokerSlot)> {
         self.slots.iter().enumerate().filter(|(_, b)| !b.retired)
     }
 

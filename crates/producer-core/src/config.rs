@@ -76,6 +76,9 @@ pub enum ConfigError {
     /// The chosen compression codec was compiled out (its cargo feature is off).
     #[error("compression {0:?} is not compiled in (enable its cargo feature)")]
     CompressionNotCompiled(Compression),
+    /// `metrics.num.samples` is 0 or above [`crate::windowed::MAX_SAMPLES`] (64).
+    #[error("metrics_num_samples = {0}: must be 1..=64")]
+    InvalidMetricsNumSamples(usize),
     /// A duration is zero where it must be positive.
     #[error("{0} must be positive")]
     ZeroDuration(&'static str),
@@ -179,6 +182,12 @@ pub struct Config {
     /// buffered or in flight, is forgotten (no longer asked for in Metadata requests; a record
     /// sent to it later finds it new).
     pub metadata_max_idle: Duration,
+    /// `metrics.sample.window.ms`: the length of one sample of the windowed rates in
+    /// [`crate::MetricsSnapshot`] (`record_send_rate`, ...), as Java's metrics keep them.
+    pub metrics_sample_window: Duration,
+    /// `metrics.num.samples`: how many samples the windowed rates keep (the current one
+    /// included); a rate covers up to this many windows. At least 1.
+    pub metrics_num_samples: usize,
     /// `metadata.recovery.strategy`: whether the producer goes back to its bootstrap list when
     /// no broker it knows can be reached.
     pub metadata_recovery: MetadataRecovery,
@@ -288,6 +297,8 @@ impl Config {
                 max_in_flight: 5,
                 metadata_max_age: Duration::from_secs(300),
                 metadata_max_idle: Duration::from_secs(300),
+                metrics_sample_window: Duration::from_secs(30),
+                metrics_num_samples: 2,
                 metadata_recovery: MetadataRecovery::Rebootstrap,
                 rebootstrap_trigger: Duration::from_secs(300),
                 max_block: Duration::from_secs(60),
@@ -311,7 +322,7 @@ impl Config {
 impl Config {
     /// Every duration setting by its builder name: the ones [`ConfigBuilder::build`] bounds by
     /// [`Config::MAX_DURATION`].
-    fn durations(&self) -> [(&'static str, Duration); 14] {
+    fn durations(&self) -> [(&'static str, Duration); 15] {
         [
             ("linger", self.linger),
             ("retry_backoff", self.retry_backoff),
@@ -322,6 +333,7 @@ impl Config {
             ("delivery_timeout", self.delivery_timeout),
             ("metadata_max_age", self.metadata_max_age),
             ("metadata_max_idle", self.metadata_max_idle),
+            ("metrics_sample_window", self.metrics_sample_window),
             ("rebootstrap_trigger", self.rebootstrap_trigger),
             ("max_block", self.max_block),
             (
@@ -350,6 +362,7 @@ impl Config {
             &mut self.request_timeout,
             &mut self.metadata_max_age,
             &mut self.metadata_max_idle,
+            &mut self.metrics_sample_window,
             &mut self.rebootstrap_trigger,
             &mut self.max_block,
             &mut self.partitioner_availability_timeout,
@@ -361,6 +374,10 @@ impl Config {
         self.delivery_timeout = self.delivery_timeout.min(max * 2);
         self.max_request_size = self.max_request_size.min(Config::MAX_REQUEST_SIZE);
         self.batch_size = self.batch_size.min(self.max_request_size);
+        self.metrics_sample_window = self.metrics_sample_window.max(Duration::from_millis(1));
+        self.metrics_num_samples = self
+            .metrics_num_samples
+            .clamp(1, crate::windowed::MAX_SAMPLES);
         self
     }
 }
@@ -418,6 +435,12 @@ impl ConfigBuilder {
     setter!(/// `metadata.max.idle.ms` (default 5 min): how long a topic goes unused (nothing sent,
         /// nothing buffered or in flight) before the producer forgets it. Not zero.
         metadata_max_idle: Duration);
+    setter!(/// `metrics.sample.window.ms` (default 30 s): the length of one sample of the windowed
+        /// rates. Not zero.
+        metrics_sample_window: Duration);
+    setter!(/// `metrics.num.samples` (default 2): how many samples a windowed rate keeps, the
+        /// current one included. 1 to 64.
+        metrics_num_samples: usize);
     setter!(/// `metadata.recovery.strategy` (default rebootstrap, as Kafka 4.x's Java client):
         /// what happens when no broker the producer knows of can be reached, or a broker
         /// answers Metadata with `REBOOTSTRAP_REQUIRED`.
@@ -535,6 +558,9 @@ impl ConfigBuilder {
                 ));
             }
         }
+        if c.metrics_num_samples == 0 || c.metrics_num_samples > crate::windowed::MAX_SAMPLES {
+            return Err(ConfigError::InvalidMetricsNumSamples(c.metrics_num_samples));
+        }
         if c.max_in_flight == 0 || (c.idempotence && c.max_in_flight > 5) {
             return Err(ConfigError::InvalidMaxInFlight(c.max_in_flight));
         }
@@ -545,6 +571,7 @@ impl ConfigBuilder {
             ("reconnect_backoff", c.reconnect_backoff),
             ("metadata_max_age", c.metadata_max_age),
             ("metadata_max_idle", c.metadata_max_idle),
+            ("metrics_sample_window", c.metrics_sample_window),
             ("rebootstrap_trigger", c.rebootstrap_trigger),
             ("token_timeout", c.token_timeout),
         ] {
@@ -752,7 +779,7 @@ mod tests {
     #[test]
     fn duration_max_for_each_duration_setting_is_a_typed_error() {
         type Set = fn(ConfigBuilder, Duration) -> ConfigBuilder;
-        let settings: [(&str, Set); 14] = [
+        let settings: [(&str, Set); 15] = [
             ("linger", |b, d| b.linger(d)),
             ("retry_backoff", |b, d| b.retry_backoff(d)),
             ("retry_backoff_max", |b, d| b.retry_backoff_max(d)),
@@ -762,6 +789,7 @@ mod tests {
             ("delivery_timeout", |b, d| b.delivery_timeout(d)),
             ("metadata_max_age", |b, d| b.metadata_max_age(d)),
             ("metadata_max_idle", |b, d| b.metadata_max_idle(d)),
+            ("metrics_sample_window", |b, d| b.metrics_sample_window(d)),
             ("rebootstrap_trigger", |b, d| b.rebootstrap_trigger(d)),
             ("max_block", |b, d| b.max_block(d)),
             ("partitioner_availability_timeout", |b, d| {

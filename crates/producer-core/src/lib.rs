@@ -76,10 +76,11 @@ mod topic_name;
 mod topics;
 pub mod transaction;
 mod types;
+pub mod windowed;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use error_code::ErrorCode;
-pub use metrics::MetricsSnapshot;
+pub use metrics::{MetricsSnapshot, TopicMetrics};
 pub use partitioners::{
     DefaultPartitioner, Murmur2Partitioner, PartitionView, Partitioner, PartitionerError,
     RoundRobinPartitioner, Route, StickyPartitioner,

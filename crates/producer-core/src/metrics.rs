@@ -41,14 +41,36 @@
 //! `broker` is the broker's `host:port`; `node_id` is -1 for a bootstrap address not yet
 //! known by its node id.
 //!
+//! # Under Java's names
+//!
+//! The same text carries the metrics Java's producer has, named after them (`-` as `_`):
+//! totals (`record_send_total`, `record_error_total`, `record_retry_total`, `request_total`,
+//! `outgoing_byte_total`, `bufferpool_wait_time_ns_total`), windowed figures over
+//! `metrics.sample.window.ms` x `metrics.num.samples` ([`crate::windowed`]: `record_send_rate`,
+//! `record_error_rate`, `record_retry_rate`, `request_rate`, `outgoing_byte_rate`,
+//! `batch_size_avg`, `batch_size_max`, `records_per_request_avg`, `compression_rate_avg`,
+//! `request_latency_avg`, `request_latency_max`, `produce_throttle_time_avg`,
+//! `produce_throttle_time_max`, `bufferpool_wait_ratio`), gauges (`buffer_total_bytes`,
+//! `buffer_available_bytes`, `requests_in_flight`, `metadata_age`), per topic in use (label
+//! `topic`: `topic_record_send_total`, `topic_byte_total`, `topic_record_retry_total`,
+//! `topic_record_error_total`, `topic_compression_rate`) and per broker (labels `broker`,
+//! `node_id`: `node_request_total`, `node_outgoing_byte_total`, `node_request_latency_avg`,
+//! `node_request_latency_max`, `node_request_latency_seconds` (histogram),
+//! `node_throttle_time_ms_total`, `node_throttle_time_max`, `node_throttled_responses_total`).
+//! Latencies and throttle times of the Java-named series are in milliseconds, as Java's.
+//! `docs/metrics.md` maps each to the snapshot's field, Java's name and librdkafka's statistics
+//! field, and says how each is measured.
+//!
 //! Delivery latency is recorded per batch, weighted by its record count: each record of a batch
 //! counts with the age of the batch's first record, an upper bound of its own (records carry no
 //! send time, which keeps `send` free of the clock).
 
 use std::fmt::{self, Write as _};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::stats::Stats;
+use crate::windowed::{RateTotals, WindowedMetrics, Windows};
 use crate::ErrorCode;
 
 /// How many finite buckets a [`Histogram`] has (the `+Inf` bucket comes on top).
@@ -122,7 +144,8 @@ impl Histogram {
 }
 
 /// The histograms and per-code error counts the producer keeps (the plain counters are in
-/// [`Stats`]). Updated where the event happens, once per batch or response.
+/// [`Stats`]), the windows of the Java-named rates, and the per-topic and per-broker series.
+/// Updated where the event happens, once per batch or response.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
     /// Produce round trips, in microseconds.
@@ -134,29 +157,227 @@ pub(crate) struct Metrics {
     batch_size: Histogram,
     /// Partition errors of Produce responses, sorted by code.
     errors: Vec<(ErrorCode, u64)>,
+    /// The samples of the windowed rates (`metrics.sample.window.ms` x `metrics.num.samples`).
+    windows: Windows,
+    /// What the batches Produce requests carried held before compression.
+    uncompressed_sent: u64,
+    /// `throttle_time_ms` of every Produce response, added up.
+    throttle_ms: u64,
+    /// Since when `send` has refused records as `Full` without accepting one.
+    full_since: Option<Instant>,
+    /// When the last Metadata answer was applied.
+    last_metadata: Option<Instant>,
+    /// Per topic, by topic number (a forgotten topic's entry is cleared for the next owner of
+    /// its number): at most the topics in use.
+    topics: Vec<TopicSeries>,
+    /// Per broker, by broker slot (a retired slot's entry is cleared): at most the slots.
+    brokers: Vec<BrokerSeries>,
 }
 
-impl Default for Metrics {
+/// A topic's series, kept by topic number.
+#[derive(Debug, Clone, Default)]
+struct TopicSeries {
+    records_sent: u64,
+    bytes_sent: u64,
+    uncompressed_bytes_sent: u64,
+    records_retried: u64,
+    records_failed: u64,
+}
+
+/// A broker's series, kept by broker slot.
+#[derive(Debug, Clone)]
+struct BrokerSeries {
+    requests: u64,
+    bytes_sent: u64,
+    latency: Histogram,
+    latency_max_us: u64,
+    throttle_ms: u64,
+    throttle_max_ms: u64,
+    throttled_responses: u64,
+}
+
+impl Default for BrokerSeries {
     fn default() -> Self {
-        Metrics {
-            // 128 us .. 67 s.
-            request_latency: Histogram::new(7),
-            delivery_latency: Histogram::new(7),
-            // 64 B .. 32 MiB.
-            batch_size: Histogram::new(6),
-            errors: Vec::new(),
+        BrokerSeries {
+            requests: 0,
+            bytes_sent: 0,
+            latency: latency_histogram(),
+            latency_max_us: 0,
+            throttle_ms: 0,
+            throttle_max_ms: 0,
+            throttled_responses: 0,
         }
     }
+}
+
+/// 128 us .. 67 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(7)
+}
+
+/// 64 B .. 32 MiB.
+fn size_histogram() -> Histogram {
+    Histogram::new(6)
 }
 
 fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
 
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+/// The entry `i` of a table kept by number, grown to hold it.
+#[inline]
+fn entry<S: Default>(table: &mut Vec<S>, i: u32) -> &mut S {
+    let i = i as usize;
+    if i >= table.len() {
+        table.resize_with(i + 1, S::default);
+    }
+    &mut table[i]
+}
+
 impl Metrics {
-    /// A Produce request was answered `elapsed` after it was sent.
-    pub(crate) fn produce_answered(&mut self, elapsed: Duration) {
-        self.request_latency.record(micros(elapsed));
+    /// Empty metrics whose first sample starts at `now`.
+    pub(crate) fn new(window: Duration, samples: usize, now: Instant) -> Self {
+        Metrics {
+            request_latency: latency_histogram(),
+            delivery_latency: latency_histogram(),
+            batch_size: size_histogram(),
+            errors: Vec::new(),
+            windows: Windows::new(window, samples, now),
+            uncompressed_sent: 0,
+            throttle_ms: 0,
+            full_since: None,
+            last_metadata: None,
+            topics: Vec::new(),
+            brokers: Vec::new(),
+        }
+    }
+
+    /// The totals the windowed figures come from.
+    fn totals(&self, stats: &Stats) -> RateTotals {
+        RateTotals {
+            records_sent: stats.records_sent,
+            records_failed: stats.records_failed,
+            records_retried: stats.records_retried,
+            requests: stats.produce_requests,
+            bytes_sent: stats.bytes_sent,
+            uncompressed_bytes_sent: self.uncompressed_sent,
+            batches_sent: stats.batches_sent,
+            buffer_wait_ns: stats.buffer_wait_ns,
+            responses: self.request_latency.count(),
+            latency_us: self.request_latency.sum(),
+            throttle_ms: self.throttle_ms,
+        }
+    }
+
+    /// Call before counting anything windowed at `now` (once per request, response or batch
+    /// run): starts the next sample when the current one's window passed.
+    #[inline]
+    pub(crate) fn tick(&mut self, now: Instant, stats: &Stats) {
+        if self.windows.due(now) {
+            let totals = self.totals(stats);
+            self.windows.roll(now, totals);
+        }
+    }
+
+    /// A Produce request carried a batch of `topic` (after [`Metrics::tick`]).
+    #[inline]
+    pub(crate) fn batch_sent(&mut self, topic: u32, records: u64, bytes: usize, raw: usize) {
+        let (bytes, raw) = (bytes as u64, raw as u64);
+        self.uncompressed_sent += raw;
+        let m = self.windows.maxima_mut();
+        m.batch_bytes = m.batch_bytes.max(bytes);
+        let t = entry(&mut self.topics, topic);
+        t.records_sent += records;
+        t.bytes_sent += bytes;
+        t.uncompressed_bytes_sent += raw;
+    }
+
+    /// A Produce request of `bytes` batch bytes went to the broker in `slot`.
+    #[inline]
+    pub(crate) fn request_sent(&mut self, slot: u32, bytes: u64) {
+        let b = entry(&mut self.brokers, slot);
+        b.requests += 1;
+        b.bytes_sent += bytes;
+    }
+
+    /// `records` of `topic` were put back to be sent again (after [`Metrics::tick`]; the
+    /// producer-wide total is [`Stats::records_retried`]).
+    pub(crate) fn records_retried(&mut self, topic: u32, records: u64) {
+        entry(&mut self.topics, topic).records_retried += records;
+    }
+
+    /// `records` of `topic` were reported failed (after [`Metrics::tick`]).
+    pub(crate) fn records_failed(&mut self, topic: u32, records: u64) {
+        entry(&mut self.topics, topic).records_failed += records;
+    }
+
+    /// A Produce request to the broker in `slot` was answered `elapsed` after it was sent,
+    /// throttled `throttle_time_ms` (after [`Metrics::tick`]).
+    pub(crate) fn produce_answered(&mut self, slot: u32, elapsed: Duration, throttle_time_ms: i32) {
+        let us = micros(elapsed);
+        let throttle = u64::try_from(throttle_time_ms).unwrap_or(0);
+        self.request_latency.record(us);
+        self.throttle_ms += throttle;
+        let m = self.windows.maxima_mut();
+        m.latency_us = m.latency_us.max(us);
+        m.throttle_ms = m.throttle_ms.max(throttle);
+        let b = entry(&mut self.brokers, slot);
+        b.latency.record(us);
+        b.latency_max_us = b.latency_max_us.max(us);
+        if throttle > 0 {
+            b.throttle_ms += throttle;
+            b.throttle_max_ms = b.throttle_max_ms.max(throttle);
+            b.throttled_responses += 1;
+        }
+    }
+
+    /// `send` refused a record as `Full` at `now`: a wait for buffer space starts, unless one
+    /// already runs.
+    #[cold]
+    pub(crate) fn buffer_full(&mut self, now: Instant) {
+        self.full_since.get_or_insert(now);
+    }
+
+    /// Whether a wait for buffer space runs (one branch on `send`'s path).
+    #[inline(always)]
+    pub(crate) fn waiting_for_buffer(&self) -> bool {
+        self.full_since.is_some()
+    }
+
+    /// A record was accepted at `now` after refusals as `Full`: the wait ends, counted in
+    /// [`Stats::buffer_wait_ns`].
+    #[cold]
+    pub(crate) fn buffer_wait_ended(&mut self, now: Instant, stats: &mut Stats) {
+        if let Some(since) = self.full_since.take() {
+            self.tick(now, stats);
+            stats.buffer_wait_ns = stats
+                .buffer_wait_ns
+                .saturating_add(nanos(now.saturating_duration_since(since)));
+        }
+    }
+
+    /// A Metadata answer was applied at `now`.
+    pub(crate) fn metadata_applied(&mut self, now: Instant) {
+        self.last_metadata = Some(now);
+    }
+
+    /// Topic number `topic` was forgotten: its series go (the number's next owner starts
+    /// afresh).
+    pub(crate) fn forget_topic(&mut self, topic: u32) {
+        if let Some(t) = self.topics.get_mut(topic as usize) {
+            *t = TopicSeries::default();
+        }
+    }
+
+    /// The broker slot `slot` was retired: its series go.
+    pub(crate) fn forget_broker(&mut self, slot: u32) {
+        if let Some(b) = self.brokers.get_mut(slot as usize) {
+            *b = BrokerSeries::default();
+        }
     }
 
     /// A batch of `records` records was acknowledged, `age` after its first record.
@@ -177,12 +398,71 @@ impl Metrics {
         }
     }
 
-    /// The parts of a snapshot this keeps.
-    pub(crate) fn snapshot_into(&self, s: &mut MetricsSnapshot) {
+    /// The parts of a snapshot this keeps, at `now`, with `stats` the counters.
+    pub(crate) fn snapshot_into(&self, s: &mut MetricsSnapshot, now: Instant, stats: &Stats) {
         s.request_latency = self.request_latency.clone();
         s.delivery_latency = self.delivery_latency.clone();
         s.batch_size = self.batch_size.clone();
         s.errors = self.errors.clone();
+        s.windowed = self.windows.measure(now, self.totals(stats));
+        s.metadata_age = self.last_metadata.map(|t| now.saturating_duration_since(t));
+    }
+
+    /// Topic number `topic`'s series, named `name`.
+    pub(crate) fn topic_metrics(&self, topic: u32, name: Arc<str>) -> TopicMetrics {
+        let t = self.topics.get(topic as usize).cloned().unwrap_or_default();
+        TopicMetrics {
+            topic: name,
+            records_sent: t.records_sent,
+            bytes_sent: t.bytes_sent,
+            uncompressed_bytes_sent: t.uncompressed_bytes_sent,
+            records_retried: t.records_retried,
+            records_failed: t.records_failed,
+        }
+    }
+
+    /// Fills in the broker in `slot`'s series.
+    pub(crate) fn broker_into(&self, slot: u32, b: &mut BrokerMetrics) {
+        if let Some(m) = self.brokers.get(slot as usize) {
+            b.requests_sent = m.requests;
+            b.bytes_sent = m.bytes_sent;
+            b.request_latency = m.latency.clone();
+            b.request_latency_max_us = m.latency_max_us;
+            b.throttle_time_ms = m.throttle_ms;
+            b.throttle_time_max_ms = m.throttle_max_ms;
+            b.throttled_responses = m.throttled_responses;
+        }
+    }
+}
+
+/// One topic's part of a snapshot: the topics in use (a topic forgotten after
+/// `metadata.max.idle.ms` drops out, its series with it). Java's `producer-topic-metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicMetrics {
+    /// The topic's name.
+    pub topic: Arc<str>,
+    /// Records carried by Produce requests (retries included): `record-send-total`.
+    pub records_sent: u64,
+    /// Record batch bytes carried by Produce requests (retries included): `byte-total`.
+    pub bytes_sent: u64,
+    /// What those batches held before compression.
+    pub uncompressed_bytes_sent: u64,
+    /// Records put back to be sent again: `record-retry-total`.
+    pub records_retried: u64,
+    /// Records reported failed: `record-error-total`.
+    pub records_failed: u64,
+}
+
+impl TopicMetrics {
+    /// `compression-rate`: bytes sent over their size before compression (NaN before any
+    /// batch was sent).
+    pub fn compression_rate(&self) -> f64 {
+        if self.uncompressed_bytes_sent == 0 {
+            f64::NAN
+        } else {
+            self.bytes_sent as f64 / self.uncompressed_bytes_sent as f64
+        }
     }
 }
 
@@ -248,6 +528,42 @@ pub struct BrokerMetrics {
     pub in_flight_requests: usize,
     /// Of those, Produce requests.
     pub in_flight_produce: usize,
+    /// Produce requests sent to it.
+    pub requests_sent: u64,
+    /// Record batch bytes those carried.
+    pub bytes_sent: u64,
+    /// Its Produce round trips, in microseconds (`request-latency-avg` of Java's
+    /// `producer-node-metrics` is its sum over its count).
+    pub request_latency: Histogram,
+    /// The longest of them, in microseconds (over the broker's life).
+    pub request_latency_max_us: u64,
+    /// `throttle_time_ms` of its Produce responses, added up.
+    pub throttle_time_ms: u64,
+    /// The longest of them.
+    pub throttle_time_max_ms: u64,
+    /// Produce responses it throttled (`throttle_time_ms` above 0).
+    pub throttled_responses: u64,
+}
+
+impl BrokerMetrics {
+    /// A broker with no traffic counted yet.
+    pub(crate) fn new(node_id: i32, host: String, port: u16, state: ConnectionState) -> Self {
+        BrokerMetrics {
+            node_id,
+            host,
+            port,
+            state,
+            in_flight_requests: 0,
+            in_flight_produce: 0,
+            requests_sent: 0,
+            bytes_sent: 0,
+            request_latency: latency_histogram(),
+            request_latency_max_us: 0,
+            throttle_time_ms: 0,
+            throttle_time_max_ms: 0,
+            throttled_responses: 0,
+        }
+    }
 }
 
 /// Everything the producer measures, at one instant: take one with
@@ -277,11 +593,20 @@ pub struct MetricsSnapshot {
     pub delivery_latency: Histogram,
     /// Encoded sizes of closed batches, in bytes.
     pub batch_size: Histogram,
+    /// The Java-named rates, averages and maxima over the sample window
+    /// (`metrics.sample.window.ms` x `metrics.num.samples`).
+    pub windowed: WindowedMetrics,
+    /// Per topic in use (forgotten topics drop out).
+    pub topics: Vec<TopicMetrics>,
+    /// Time since the last Metadata answer was applied (`metadata-age`); `None` before the
+    /// first.
+    pub metadata_age: Option<Duration>,
+    /// `buffer.memory`, in bytes (`buffer-total-bytes`).
+    pub buffer_total_bytes: usize,
 }
 
 impl Default for MetricsSnapshot {
     fn default() -> Self {
-        let m = Metrics::default();
         MetricsSnapshot {
             counters: Stats::default(),
             errors: Vec::new(),
@@ -289,9 +614,13 @@ impl Default for MetricsSnapshot {
             buffered_bytes: 0,
             brokers: Vec::new(),
             producer_id: None,
-            request_latency: m.request_latency,
-            delivery_latency: m.delivery_latency,
-            batch_size: m.batch_size,
+            request_latency: latency_histogram(),
+            delivery_latency: latency_histogram(),
+            batch_size: size_histogram(),
+            windowed: WindowedMetrics::default(),
+            topics: Vec::new(),
+            metadata_age: None,
+            buffer_total_bytes: 0,
         }
     }
 }
@@ -491,7 +820,415 @@ impl MetricsSnapshot {
             "Encoded size of closed batches.",
             &self.batch_size,
             1.0,
-        )
+        )?;
+        self.write_java_named(out)
+    }
+
+    /// The series under Java's names (`docs/metrics.md` maps each to Java and librdkafka),
+    /// except the per-broker latency histograms ([`BrokerMetrics::request_latency`]): what
+    /// [`MetricsSnapshot::render_prometheus`] writes and a driver's metrics facade publishes.
+    /// The samples of one name come together, in the order the text lists them.
+    pub fn java_named(&self) -> Vec<Series> {
+        let c = &self.counters;
+        let w = &self.windowed;
+        let mut v = Vec::new();
+        let mut push = |name, help, kind, labels: Vec<(&'static str, String)>, value| {
+            v.push(Series {
+                name,
+                help,
+                kind,
+                labels,
+                value,
+            })
+        };
+        let totals: [(&'static str, &'static str, u64); 6] = [
+            (
+                "record_send_total",
+                "Records sent (record-send-total), retries included.",
+                c.records_sent,
+            ),
+            (
+                "record_error_total",
+                "Records reported failed (record-error-total).",
+                c.records_failed,
+            ),
+            (
+                "record_retry_total",
+                "Records put back to be sent again (record-retry-total).",
+                c.records_retried,
+            ),
+            (
+                "request_total",
+                "Produce requests sent (request-total).",
+                c.produce_requests,
+            ),
+            (
+                "outgoing_byte_total",
+                "Record batch bytes sent (outgoing-byte-total).",
+                c.bytes_sent,
+            ),
+            (
+                "bufferpool_wait_time_ns_total",
+                "Nanoseconds records waited for buffer space (bufferpool-wait-time-ns-total).",
+                c.buffer_wait_ns,
+            ),
+        ];
+        for (name, help, n) in totals {
+            push(
+                name,
+                help,
+                SeriesKind::Counter,
+                Vec::new(),
+                SeriesValue::Count(n),
+            );
+        }
+        let gauges: [(&'static str, &'static str, f64); 15] = [
+            (
+                "record_send_rate",
+                "Records sent per second over the sample window (record-send-rate).",
+                w.record_send_rate(),
+            ),
+            (
+                "record_error_rate",
+                "Records failed per second over the sample window (record-error-rate).",
+                w.record_error_rate(),
+            ),
+            (
+                "record_retry_rate",
+                "Records retried per second over the sample window (record-retry-rate).",
+                w.record_retry_rate(),
+            ),
+            (
+                "request_rate",
+                "Produce requests per second over the sample window (request-rate).",
+                w.request_rate(),
+            ),
+            (
+                "outgoing_byte_rate",
+                "Record batch bytes sent per second over the sample window (outgoing-byte-rate).",
+                w.outgoing_byte_rate(),
+            ),
+            (
+                "batch_size_avg",
+                "Bytes per batch sent over the sample window (batch-size-avg).",
+                w.batch_size_avg(),
+            ),
+            (
+                "batch_size_max",
+                "Largest batch sent in the sample window, bytes (batch-size-max).",
+                w.batch_size_max(),
+            ),
+            (
+                "records_per_request_avg",
+                "Records per Produce request over the sample window (records-per-request-avg).",
+                w.records_per_request_avg(),
+            ),
+            (
+                "compression_rate_avg",
+                "Bytes sent over their size before compression, sample window (compression-rate-avg).",
+                w.compression_rate_avg(),
+            ),
+            (
+                "request_latency_avg",
+                "Produce round trip in ms, sample window average (request-latency-avg).",
+                w.request_latency_avg_ms(),
+            ),
+            (
+                "request_latency_max",
+                "Longest Produce round trip in ms in the sample window (request-latency-max).",
+                w.request_latency_max_ms(),
+            ),
+            (
+                "produce_throttle_time_avg",
+                "Throttle time in ms per Produce response, sample window (produce-throttle-time-avg).",
+                w.produce_throttle_time_avg_ms(),
+            ),
+            (
+                "produce_throttle_time_max",
+                "Longest throttle time in ms in the sample window (produce-throttle-time-max).",
+                w.produce_throttle_time_max_ms(),
+            ),
+            (
+                "bufferpool_wait_ratio",
+                "Fraction of the sample window records waited for buffer space (bufferpool-wait-ratio).",
+                w.bufferpool_wait_ratio(),
+            ),
+            (
+                "buffer_available_bytes",
+                "buffer.memory not taken by records (buffer-available-bytes).",
+                self.buffer_total_bytes.saturating_sub(self.buffered_bytes) as f64,
+            ),
+        ];
+        for (name, help, x) in gauges {
+            push(
+                name,
+                help,
+                SeriesKind::Gauge,
+                Vec::new(),
+                SeriesValue::Float(x),
+            );
+        }
+        push(
+            "buffer_total_bytes",
+            "buffer.memory (buffer-total-bytes).",
+            SeriesKind::Gauge,
+            Vec::new(),
+            SeriesValue::Count(self.buffer_total_bytes as u64),
+        );
+        let in_flight: usize = self.brokers.iter().map(|b| b.in_flight_requests).sum();
+        push(
+            "requests_in_flight",
+            "Requests awaiting an answer, all brokers (requests-in-flight).",
+            SeriesKind::Gauge,
+            Vec::new(),
+            SeriesValue::Count(in_flight as u64),
+        );
+        if let Some(age) = self.metadata_age {
+            push(
+                "metadata_age",
+                "Seconds since the last Metadata answer was applied (metadata-age).",
+                SeriesKind::Gauge,
+                Vec::new(),
+                SeriesValue::Float(age.as_secs_f64()),
+            );
+        }
+        // Per topic (Java's producer-topic-metrics).
+        type TopicFigure = fn(&TopicMetrics) -> SeriesValue;
+        let per_topic: [(&'static str, &'static str, SeriesKind, TopicFigure); 5] = [
+            (
+                "topic_record_send_total",
+                "Records sent, per topic (record-send-total).",
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_sent),
+            ),
+            (
+                "topic_byte_total",
+                "Record batch bytes sent, per topic (byte-total).",
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.bytes_sent),
+            ),
+            (
+                "topic_record_retry_total",
+                "Records retried, per topic (record-retry-total).",
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_retried),
+            ),
+            (
+                "topic_record_error_total",
+                "Records failed, per topic (record-error-total).",
+                SeriesKind::Counter,
+                |t| SeriesValue::Count(t.records_failed),
+            ),
+            (
+                "topic_compression_rate",
+                "Bytes sent over their size before compression, per topic (compression-rate).",
+                SeriesKind::Gauge,
+                |t| SeriesValue::Float(t.compression_rate()),
+            ),
+        ];
+        for (name, help, kind, f) in per_topic {
+            for t in &self.topics {
+                push(name, help, kind, vec![("topic", t.topic.to_string())], f(t));
+            }
+        }
+        // Per broker (Java's producer-node-metrics).
+        type BrokerFigure = fn(&BrokerMetrics) -> SeriesValue;
+        let per_broker: [(&'static str, &'static str, SeriesKind, BrokerFigure); 7] = [
+            (
+                "node_request_total",
+                "Produce requests sent, per broker (request-total).",
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.requests_sent),
+            ),
+            (
+                "node_outgoing_byte_total",
+                "Record batch bytes sent, per broker (outgoing-byte-total).",
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.bytes_sent),
+            ),
+            (
+                "node_request_latency_avg",
+                "Produce round trip in ms, per broker, over its life (request-latency-avg).",
+                SeriesKind::Gauge,
+                |b| {
+                    SeriesValue::Float(match b.request_latency.count() {
+                        0 => f64::NAN,
+                        n => b.request_latency.sum() as f64 / n as f64 / 1000.0,
+                    })
+                },
+            ),
+            (
+                "node_request_latency_max",
+                "Longest Produce round trip in ms, per broker (request-latency-max).",
+                SeriesKind::Gauge,
+                |b| SeriesValue::Float(b.request_latency_max_us as f64 / 1000.0),
+            ),
+            (
+                "node_throttle_time_ms_total",
+                "Throttle time in ms of Produce responses, per broker.",
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.throttle_time_ms),
+            ),
+            (
+                "node_throttle_time_max",
+                "Longest throttle time in ms, per broker (produce-throttle-time-max).",
+                SeriesKind::Gauge,
+                |b| SeriesValue::Count(b.throttle_time_max_ms),
+            ),
+            (
+                "node_throttled_responses_total",
+                "Produce responses throttled, per broker.",
+                SeriesKind::Counter,
+                |b| SeriesValue::Count(b.throttled_responses),
+            ),
+        ];
+        for (name, help, kind, f) in per_broker {
+            for b in &self.brokers {
+                let labels = vec![
+                    ("broker", format!("{}:{}", b.host, b.port)),
+                    ("node_id", b.node_id.to_string()),
+                ];
+                push(name, help, kind, labels, f(b));
+            }
+        }
+        v
+    }
+
+    /// Writes [`MetricsSnapshot::java_named`] and the per-broker latency histograms.
+    fn write_java_named(&self, out: &mut String) -> fmt::Result {
+        let mut last = "";
+        for x in self.java_named() {
+            if x.name != last {
+                let kind = match x.kind {
+                    SeriesKind::Counter => "counter",
+                    SeriesKind::Gauge => "gauge",
+                };
+                header(out, x.name, x.help, kind)?;
+                last = x.name;
+            }
+            out.push_str(PREFIX);
+            out.push_str(x.name);
+            if !x.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in x.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(k);
+                    out.push_str("=\"");
+                    escape(out, v);
+                    out.push('"');
+                }
+                out.push('}');
+            }
+            writeln!(out, " {}", x.value)?;
+        }
+        let name = "node_request_latency_seconds";
+        header(
+            out,
+            name,
+            "Produce request round trips, per broker.",
+            "histogram",
+        )?;
+        for b in &self.brokers {
+            let h = &b.request_latency;
+            for (bound, n) in h.buckets() {
+                write!(out, "{PREFIX}{name}_bucket{{")?;
+                broker_labels(out, b)?;
+                match bound {
+                    Some(x) => writeln!(out, ",le=\"{}\"}} {n}", x as f64 / 1e6)?,
+                    None => writeln!(out, ",le=\"+Inf\"}} {n}")?,
+                }
+            }
+            write!(out, "{PREFIX}{name}_sum{{")?;
+            broker_labels(out, b)?;
+            writeln!(out, "}} {}", h.sum() as f64 / 1e6)?;
+            write!(out, "{PREFIX}{name}_count{{")?;
+            broker_labels(out, b)?;
+            writeln!(out, "}} {}", h.count())?;
+        }
+        Ok(())
+    }
+}
+
+/// What kind of series a [`Series`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SeriesKind {
+    /// Only grows over the producer's life (a `metrics` counter's `absolute`).
+    Counter,
+    /// A value at the snapshot.
+    Gauge,
+}
+
+/// A [`Series`]' value: a count, exact, or a measure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SeriesValue {
+    /// A whole number (counters, sizes, counts).
+    Count(u64),
+    /// A measure (rates, averages, ratios, milliseconds; NaN for an average of nothing).
+    Float(f64),
+}
+
+impl SeriesValue {
+    /// As a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            SeriesValue::Count(n) => n as f64,
+            SeriesValue::Float(x) => x,
+        }
+    }
+}
+
+impl fmt::Display for SeriesValue {
+    /// As the Prometheus text writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SeriesValue::Count(n) => write!(f, "{n}"),
+            SeriesValue::Float(x) => Float(x).fmt(f),
+        }
+    }
+}
+
+/// One sample of a series under Java's name ([`MetricsSnapshot::java_named`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Series {
+    /// The name without [`PREFIX`] (`record_send_rate`).
+    pub name: &'static str,
+    /// Its help text (Java's name in parentheses).
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: SeriesKind,
+    /// Its labels (`topic`; `broker` and `node_id`), unescaped.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: SeriesValue,
+}
+
+/// A float as the Prometheus text writes it (`NaN`, `+Inf`, else Rust's shortest form).
+struct Float(f64);
+
+impl fmt::Display for Float {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            v if v.is_nan() => f.write_str("NaN"),
+            v if v == f64::INFINITY => f.write_str("+Inf"),
+            v if v == f64::NEG_INFINITY => f.write_str("-Inf"),
+            v => write!(f, "{v}"),
+        }
+    }
+}
+
+/// A label value, escaped.
+fn escape(out: &mut String, v: &str) {
+    for ch in v.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
     }
 }
 
@@ -511,14 +1248,7 @@ fn header(out: &mut String, name: &str, help: &str, kind: &str) -> fmt::Result {
 
 fn broker_labels(out: &mut String, b: &BrokerMetrics) -> fmt::Result {
     out.push_str("broker=\"");
-    for ch in b.host.chars() {
-        match ch {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
+    escape(out, &b.host);
     write!(out, ":{}\",node_id=\"{}\"", b.port, b.node_id)
 }
 
@@ -581,12 +1311,12 @@ mod tests {
 
     #[test]
     fn errors_are_counted_by_code_in_code_order() {
-        let mut m = Metrics::default();
+        let mut m = Metrics::new(Duration::from_secs(30), 2, Instant::now());
         for code in [ErrorCode(19), ErrorCode(6), ErrorCode(19), ErrorCode(-1)] {
             m.partition_error(code);
         }
         let mut s = MetricsSnapshot::default();
-        m.snapshot_into(&mut s);
+        m.snapshot_into(&mut s, Instant::now(), &Stats::default());
         assert_eq!(
             s.errors,
             vec![(ErrorCode(-1), 1), (ErrorCode(6), 1), (ErrorCode(19), 2)]
@@ -621,16 +1351,107 @@ mod tests {
 
     #[test]
     fn broker_labels_escape_the_host() {
-        let b = BrokerMetrics {
-            node_id: 3,
-            host: "a\"b\\c\n".into(),
-            port: 9092,
-            state: ConnectionState::Ready,
-            in_flight_requests: 2,
-            in_flight_produce: 1,
-        };
+        let b = BrokerMetrics::new(3, "a\"b\\c\n".into(), 9092, ConnectionState::Ready);
         let mut out = String::new();
         broker_labels(&mut out, &b).unwrap();
         assert_eq!(out, r#"broker="a\"b\\c\n:9092",node_id="3""#);
+    }
+
+    #[test]
+    fn topic_and_broker_series_appear_with_traffic_and_go_when_forgotten() {
+        let t0 = Instant::now();
+        let mut m = Metrics::new(Duration::from_secs(30), 2, t0);
+        m.batch_sent(3, 10, 500, 1000);
+        m.batch_sent(3, 5, 250, 500);
+        m.records_retried(3, 5);
+        m.records_failed(3, 2);
+        m.request_sent(1, 750);
+        m.produce_answered(1, Duration::from_millis(4), 0);
+        m.produce_answered(1, Duration::from_millis(2), 70);
+        let t = m.topic_metrics(3, "t".into());
+        assert_eq!((t.records_sent, t.bytes_sent), (15, 750));
+        assert_eq!((t.records_retried, t.records_failed), (5, 2));
+        assert_eq!(t.compression_rate(), 0.5);
+        let mut b = BrokerMetrics::new(1, "h".into(), 1, ConnectionState::Ready);
+        m.broker_into(1, &mut b);
+        assert_eq!((b.requests_sent, b.bytes_sent), (1, 750));
+        assert_eq!(b.request_latency.count(), 2);
+        assert_eq!(b.request_latency_max_us, 4000);
+        assert_eq!((b.throttle_time_ms, b.throttle_time_max_ms), (70, 70));
+        assert_eq!(b.throttled_responses, 1);
+        // Forgotten: the number's next owner starts from nothing.
+        m.forget_topic(3);
+        m.forget_broker(1);
+        let t = m.topic_metrics(3, "next".into());
+        assert_eq!((t.records_sent, t.bytes_sent, t.records_failed), (0, 0, 0));
+        assert!(t.compression_rate().is_nan());
+        let mut b = BrokerMetrics::new(1, "h".into(), 1, ConnectionState::Ready);
+        m.broker_into(1, &mut b);
+        assert_eq!(b.request_latency.count(), 0);
+        assert_eq!((b.requests_sent, b.throttle_time_ms), (0, 0));
+    }
+
+    #[test]
+    fn a_buffer_wait_counts_from_the_first_refusal_to_the_next_acceptance() {
+        let t0 = Instant::now();
+        let mut m = Metrics::new(Duration::from_secs(30), 2, t0);
+        let mut stats = Stats::default();
+        assert!(!m.waiting_for_buffer());
+        m.buffer_full(t0 + Duration::from_millis(10));
+        m.buffer_full(t0 + Duration::from_millis(20)); // the wait already runs
+        assert!(m.waiting_for_buffer());
+        m.buffer_wait_ended(t0 + Duration::from_millis(35), &mut stats);
+        assert_eq!(stats.buffer_wait_ns, 25_000_000);
+        assert!(!m.waiting_for_buffer());
+        let mut s = MetricsSnapshot::default();
+        m.snapshot_into(&mut s, t0 + Duration::from_secs(50), &stats);
+        assert_eq!(s.windowed.growth.buffer_wait_ns, 25_000_000);
+        assert_eq!(s.windowed.elapsed, Duration::from_secs(50));
+        assert_eq!(s.windowed.bufferpool_wait_ratio(), 0.0005);
+    }
+
+    #[test]
+    fn java_named_series_render_with_labels() {
+        let mut s = MetricsSnapshot {
+            buffer_total_bytes: 1000,
+            buffered_bytes: 400,
+            metadata_age: Some(Duration::from_millis(1500)),
+            ..MetricsSnapshot::default()
+        };
+        s.counters.records_sent = 7;
+        s.counters.buffer_wait_ns = 12;
+        s.topics.push(TopicMetrics {
+            topic: "a\"b".into(),
+            records_sent: 7,
+            bytes_sent: 300,
+            uncompressed_bytes_sent: 600,
+            records_retried: 0,
+            records_failed: 1,
+        });
+        let mut b = BrokerMetrics::new(2, "h".into(), 9092, ConnectionState::Ready);
+        b.throttle_time_ms = 40;
+        b.request_latency.record(3000);
+        b.request_latency_max_us = 3000;
+        s.brokers.push(b);
+        let text = s.to_string();
+        for line in [
+            "kafka_producer_record_send_total 7\n",
+            "kafka_producer_bufferpool_wait_time_ns_total 12\n",
+            "kafka_producer_batch_size_avg NaN\n",
+            "kafka_producer_buffer_available_bytes 600\n",
+            "kafka_producer_metadata_age 1.5\n",
+            "kafka_producer_topic_byte_total{topic=\"a\\\"b\"} 300\n",
+            "kafka_producer_topic_compression_rate{topic=\"a\\\"b\"} 0.5\n",
+            "kafka_producer_topic_record_error_total{topic=\"a\\\"b\"} 1\n",
+            "kafka_producer_node_throttle_time_ms_total{broker=\"h:9092\",node_id=\"2\"} 40\n",
+            "kafka_producer_node_request_latency_avg{broker=\"h:9092\",node_id=\"2\"} 3\n",
+            "kafka_producer_node_request_latency_seconds_count{broker=\"h:9092\",node_id=\"2\"} 1\n",
+            "kafka_producer_node_request_latency_seconds_bucket{broker=\"h:9092\",node_id=\"2\",le=\"0.004096\"} 1\n",
+            "# TYPE kafka_producer_record_send_rate gauge\n",
+            // Today's series keep their names.
+            "kafka_producer_records_sent_total 7\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
     }
 }

@@ -25,6 +25,13 @@ pub struct Stats {
     pub batches_sent: u64,
     /// Batches retried.
     pub retries: u64,
+    /// Records retried: the records of the batches in [`Stats::retries`] (Java's
+    /// `record-retry-total`).
+    pub records_retried: u64,
+    /// Nanoseconds records waited for buffer space (Java's `bufferpool-wait-time-ns-total`):
+    /// from `send`'s first refusal as [`crate::SendErrorReason::Full`] to the next record it
+    /// accepts, by the `now` the calls carried. Counted when the wait ends.
+    pub buffer_wait_ns: u64,
     /// Responses that could not be parsed (the connection was closed).
     pub malformed_responses: u64,
     /// Bytes after complete response bodies that the body did not use (ignored).

@@ -326,7 +326,7 @@ impl<H: Host> DriverLoop<H> {
                 self.close_waiters.push(done);
                 self.close(core, now);
             }
-            Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics()),
+            Command::Metrics(waiter) => H::Replies::metrics(waiter, core.metrics_at(now)),
             Command::Transaction(call, waiter) => {
                 self.start_transaction(core, now, call, waiter);
                 return true;

@@ -8,10 +8,12 @@
 //! published in Prometheus' own shape: a counter `<name>_bucket` per bucket with its `le` label
 //! (cumulative), a counter `<name>_count` and a gauge `<name>_sum` (seconds or bytes).
 //! `kafka_producer_connection_state` has one gauge per broker and state, 1 for the current
-//! state and 0 for the others, so a state left is reset.
+//! state and 0 for the others, so a state left is reset. The series under Java's names
+//! ([`MetricsSnapshot::java_named`], `docs/metrics.md`) follow, with the per-broker latency
+//! histograms (`kafka_producer_node_request_latency_seconds`, labels `broker` and `node_id`).
 
 use metrics::{counter, gauge};
-use producer_core::metrics::{ConnectionState, Histogram, PREFIX};
+use producer_core::metrics::{ConnectionState, Histogram, SeriesKind, SeriesValue, PREFIX};
 use producer_core::MetricsSnapshot;
 
 /// Brings the installed `metrics` recorder up to date with `snapshot`.
@@ -68,16 +70,41 @@ pub fn publish(snapshot: &MetricsSnapshot) {
     histogram("request_latency_seconds", &snapshot.request_latency, 1e6);
     histogram("delivery_latency_seconds", &snapshot.delivery_latency, 1e6);
     histogram("batch_size_bytes", &snapshot.batch_size, 1.0);
+    for s in snapshot.java_named() {
+        let name = format!("{PREFIX}{}", s.name);
+        match (s.kind, s.value) {
+            (SeriesKind::Counter, SeriesValue::Count(n)) => counter!(name, &s.labels).absolute(n),
+            (_, v) => gauge!(name, &s.labels).set(v.as_f64()),
+        }
+    }
+    for b in &snapshot.brokers {
+        let labels = [
+            ("broker", format!("{}:{}", b.host, b.port)),
+            ("node_id", b.node_id.to_string()),
+        ];
+        labelled_histogram(
+            "node_request_latency_seconds",
+            &b.request_latency,
+            1e6,
+            &labels,
+        );
+    }
 }
 
 fn histogram(name: &str, h: &Histogram, per_unit: f64) {
+    labelled_histogram(name, h, per_unit, &[]);
+}
+
+fn labelled_histogram(name: &str, h: &Histogram, per_unit: f64, labels: &[(&'static str, String)]) {
     for (bound, n) in h.buckets() {
         let le = match bound {
             Some(b) => (b as f64 / per_unit).to_string(),
             None => "+Inf".to_string(),
         };
-        counter!(format!("{PREFIX}{name}_bucket"), "le" => le).absolute(n);
+        let mut l = labels.to_vec();
+        l.push(("le", le));
+        counter!(format!("{PREFIX}{name}_bucket"), &l).absolute(n);
     }
-    counter!(format!("{PREFIX}{name}_count")).absolute(h.count());
-    gauge!(format!("{PREFIX}{name}_sum")).set(h.sum() as f64 / per_unit);
+    counter!(format!("{PREFIX}{name}_count"), labels).absolute(h.count());
+    gauge!(format!("{PREFIX}{name}_sum"), labels).set(h.sum() as f64 / per_unit);
 }

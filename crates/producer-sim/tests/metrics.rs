@@ -492,4 +492,36 @@ fn the_metrics_facade_gets_the_snapshot() {
         ),
         n
     );
+    // The series under Java's names (docs/metrics.md).
+    assert_eq!(
+        counter("kafka_producer_record_send_total", &[]),
+        c.records_sent
+    );
+    assert_eq!(
+        counter("kafka_producer_record_retry_total", &[]),
+        c.records_retried
+    );
+    assert_eq!(
+        gauge("kafka_producer_record_send_rate", &[]),
+        m.windowed.record_send_rate()
+    );
+    for t in &m.topics {
+        assert_eq!(
+            counter("kafka_producer_topic_byte_total", &[("topic", &t.topic)]),
+            t.bytes_sent
+        );
+    }
+    for b in m.brokers.iter().filter(|b| b.requests_sent > 0) {
+        let broker = format!("{}:{}", b.host, b.port);
+        let node = b.node_id.to_string();
+        let labels = [("broker", broker.as_str()), ("node_id", node.as_str())];
+        assert_eq!(
+            counter("kafka_producer_node_request_total", &labels),
+            b.requests_sent
+        );
+        assert_eq!(
+            counter("kafka_producer_node_request_latency_seconds_count", &labels),
+            b.request_latency.count()
+        );
+    }
 }

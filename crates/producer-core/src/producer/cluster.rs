@@ -310,6 +310,7 @@ impl<T> Producer<T> {
         let now = self.now;
         let mode = self.mode();
         self.stats.metadata_refreshes += 1;
+        self.metrics.metadata_applied(now);
         if !resp.brokers.is_empty() {
             // An answer listing no broker at all says nothing about who left.
             let listed: Vec<i32> = resp.brokers.iter().map(|b| b.node_id).collect();
@@ -457,6 +458,7 @@ impl<T> Producer<T> {
         self.timers.forget_slot(slot);
         self.partitioning_forget_node(node_id);
         self.brokers.retire(slot);
+        self.metrics.forget_broker(slot);
         self.stats.brokers_dropped += 1;
         self.work_pending = true;
     }
@@ -493,6 +495,7 @@ impl<T> Producer<T> {
             self.brokers.forget_topic(t);
             self.timers.forget_topic(t);
             self.topics.forget(t, identity.map(|(id, _)| id));
+            self.metrics.forget_topic(t);
             self.stats.topics_forgotten += 1;
         }
     }

@@ -257,8 +257,12 @@ impl<T> Producer<T> {
             RequestKind::Produce { .. } => match ProduceResponse::parse(req.version, body) {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
-                    self.metrics
-                        .produce_answered(self.now.saturating_duration_since(req.sent_at));
+                    self.metrics.tick(self.now, &self.stats);
+                    self.metrics.produce_answered(
+                        conn.slot,
+                        self.now.saturating_duration_since(req.sent_at),
+                        parsed.body.throttle_time_ms,
+                    );
                     let RequestKind::Produce { batches } = req.kind else {
                         unreachable!("matched as Produce above")
                     };

@@ -108,6 +108,9 @@ impl<T> Producer<T> {
         // A record held for its topic's metadata also costs its whole `Held` entry.
         let size = charged_size::<T>(encoded) + if known { 0 } else { held_extra::<T>() };
         if !self.buffered.has_room(size, &self.config) {
+            // The wait for buffer space (`bufferpool-wait-time-ns-total`) runs from here to
+            // the next record accepted.
+            self.metrics.buffer_full(self.now);
             return refuse(SendErrorReason::Full, record, opaque);
         }
         if let Some(p) = record
@@ -133,6 +136,9 @@ impl<T> Producer<T> {
             explicit_partition: partition.is_some(),
             size,
         };
+        if self.metrics.waiting_for_buffer() {
+            self.metrics.buffer_wait_ended(self.now, &mut self.stats);
+        }
         self.buffered.charge(size);
         if let Some(code) = self.topics.get(topic).error {
             let err = ProduceError::Broker {

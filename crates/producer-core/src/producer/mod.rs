@@ -138,7 +138,11 @@ impl<T> Producer<T> {
             lifecycle: Lifecycle::default(),
             auth: Auth::new(&config),
             stats: Stats::default(),
-            metrics: Metrics::default(),
+            metrics: Metrics::new(
+                config.metrics_sample_window,
+                config.metrics_num_samples,
+                now,
+            ),
             // The first `poll_output` connects and asks for metadata.
             work_pending: true,
             txn: TransactionBook::new(&config),
@@ -164,19 +168,32 @@ impl<T> Producer<T> {
     /// copies the histograms and allocates a vector of brokers, so it is meant for a scrape
     /// interval, not for every record.
     pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics_at(self.now)
+    }
+
+    /// [`Producer::metrics`] with the windowed figures and ages measured at `now` (a driver's
+    /// clock at the scrape) rather than at the latest input's time; an instant before that
+    /// counts as it.
+    pub fn metrics_at(&self, now: Instant) -> MetricsSnapshot {
+        let now = now.max(self.now);
         let mut s = MetricsSnapshot {
             counters: self.stats.clone(),
             buffered_records: self.buffered.records(),
             buffered_bytes: self.buffered.bytes(),
             producer_id: self.pid.assigned(),
+            buffer_total_bytes: self.config.buffer_memory,
             ..MetricsSnapshot::default()
         };
-        self.metrics.snapshot_into(&mut s);
-        let now = self.now;
+        self.metrics.snapshot_into(&mut s, now, &self.stats);
+        s.topics = self
+            .topics
+            .numbers()
+            .map(|t| self.metrics.topic_metrics(t, self.topics.name(t)))
+            .collect();
         s.brokers = self
             .brokers
-            .iter()
-            .map(|b| {
+            .live()
+            .map(|(slot, b)| {
                 let (state, in_flight_requests, in_flight_produce) = match &b.conn {
                     Some(c) => (c.state.reported(), c.inflight.len(), c.produce_in_flight()),
                     None if b.reconnect_at.is_some_and(|t| t > now) => {
@@ -184,14 +201,11 @@ impl<T> Producer<T> {
                     }
                     None => (ConnectionState::Disconnected, 0, 0),
                 };
-                BrokerMetrics {
-                    node_id: b.node_id,
-                    host: b.host.clone(),
-                    port: b.port,
-                    state,
-                    in_flight_requests,
-                    in_flight_produce,
-                }
+                let mut m = BrokerMetrics::new(b.node_id, b.host.clone(), b.port, state);
+                m.in_flight_requests = in_flight_requests;
+                m.in_flight_produce = in_flight_produce;
+                self.metrics.broker_into(slot as u32, &mut m);
+                m
             })
             .collect();
         s

@@ -19,6 +19,8 @@ impl<T> Producer<T> {
         error: ProduceError,
     ) {
         self.buffered.release(p.size, 1);
+        self.metrics.tick(self.now, &self.stats);
+        self.metrics.records_failed(topic, 1);
         self.stats.records_failed += 1;
         let record = Record {
             topic: self.topics.name(topic),
@@ -76,6 +78,8 @@ impl<T> Producer<T> {
             "records of a batch did not decode: {decoded:?}"
         );
         self.buffered.release(charged, records.len());
+        self.metrics.tick(self.now, &self.stats);
+        self.metrics.records_failed(topic, records.len() as u64);
         self.stats.records_failed += records.len() as u64;
         if let Some(own) = &own {
             self.stats.records_invalid += own.len() as u64;

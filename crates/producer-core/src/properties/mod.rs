@@ -67,6 +67,8 @@ pub const SETTINGS: &[Setting] = &[
     ),
     setting(&["metadata.max.age.ms"], "milliseconds"),
     setting(&["metadata.max.idle.ms"], "milliseconds"),
+    setting(&["metrics.sample.window.ms"], "milliseconds"),
+    setting(&["metrics.num.samples"], "a count, 1-64"),
     setting(&["metadata.recovery.strategy"], "rebootstrap or none"),
     setting(&["metadata.recovery.rebootstrap.trigger.ms"], "milliseconds"),
     setting(&["max.block.ms"], "milliseconds"),
@@ -285,6 +287,8 @@ impl ConfigBuilder {
             "max.in.flight.requests.per.connection" => self.config.max_in_flight = count()?,
             "metadata.max.age.ms" => self.config.metadata_max_age = ms()?,
             "metadata.max.idle.ms" => self.config.metadata_max_idle = ms()?,
+            "metrics.sample.window.ms" => self.config.metrics_sample_window = ms()?,
+            "metrics.num.samples" => self.config.metrics_num_samples = count()?,
             "metadata.recovery.strategy" => {
                 self.config.metadata_recovery = match value.to_ascii_lowercase().as_str() {
                     "rebootstrap" => MetadataRecovery::Rebootstrap,

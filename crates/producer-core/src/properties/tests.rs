@@ -55,6 +55,33 @@ fn metadata_recovery_by_name() {
 }
 
 #[test]
+fn metrics_windows_by_name() {
+    let c = Config::from_properties([
+        ("bootstrap.servers", "k1:9092"),
+        ("metrics.sample.window.ms", "5000"),
+        ("metrics.num.samples", "4"),
+    ])
+    .unwrap();
+    assert_eq!(c.metrics_sample_window, Duration::from_secs(5));
+    assert_eq!(c.metrics_num_samples, 4);
+    let d = Config::from_properties([("bootstrap.servers", "k1:9092")]).unwrap();
+    assert_eq!(
+        d.metrics_sample_window,
+        Duration::from_secs(30),
+        "Java's default"
+    );
+    assert_eq!(d.metrics_num_samples, 2, "Java's default");
+    for (name, v) in [
+        ("metrics.num.samples", "0"),
+        ("metrics.num.samples", "65"),
+        ("metrics.sample.window.ms", "0"),
+    ] {
+        let e = Config::from_properties([("bootstrap.servers", "k1:9092"), (name, v)]);
+        assert!(e.is_err(), "{name}={v} taken");
+    }
+}
+
+#[test]
 fn metadata_max_idle_by_name() {
     let c = Config::from_properties([
         ("bootstrap.servers", "k1:9092"),

@@ -400,10 +400,11 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         self.core.buffered_records()
     }
 
-    /// A snapshot of the core's metrics ([`Producer::metrics`]; names in
-    /// [`producer_core::metrics`]). Call it between driver calls, per scrape.
+    /// A snapshot of the core's metrics ([`Producer::metrics_at`] now: the windowed rates
+    /// measured at the scrape; names in [`producer_core::metrics`]). Call it between driver
+    /// calls, per scrape.
     pub fn metrics(&self) -> producer_core::MetricsSnapshot {
-        self.core.metrics()
+        self.core.metrics_at(std::time::Instant::now())
     }
 
     /// The delivery sink.

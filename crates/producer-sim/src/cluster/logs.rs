@@ -69,6 +69,8 @@ pub struct ProducePartitionRecord {
     pub base_offset: i64,
     /// True when the batch was appended to the log by this request.
     pub appended: bool,
+    /// Size of the record batch as the request carried it, in bytes.
+    pub batch_bytes: usize,
 }
 
 /// One request a broker received, see [`SimCluster::request_log`].
@@ -96,6 +98,8 @@ pub struct RequestRecord {
     /// True when a response was queued towards the client (false for acks=0, dropped
     /// connections and malformed requests).
     pub responded: bool,
+    /// Produce only: the `throttle_time_ms` the response carried.
+    pub throttle_time_ms: i32,
 }
 
 impl SimCluster {

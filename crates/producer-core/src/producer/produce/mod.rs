@@ -154,6 +154,7 @@ impl<T> Producer<T> {
         let mut size = 64 + self.config.client_id.len();
         let mut chosen: Vec<BatchRef> = Vec::new();
         let (mut records, mut bytes) = (0u64, 0u64);
+        self.metrics.tick(now, &self.stats);
         for k in 0..n {
             let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
             if self
@@ -185,8 +186,12 @@ impl<T> Producer<T> {
                 break;
             }
             size += len;
-            records += pq.batch(i).record_count() as u64;
-            bytes += pq.batch(i).len_bytes() as u64;
+            let batch = pq.batch(i);
+            let (count, len) = (batch.record_count() as u64, batch.len_bytes());
+            records += count;
+            bytes += len as u64;
+            self.metrics
+                .batch_sent(t, count, len, batch.uncompressed_size());
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
                 topic: t,
@@ -264,6 +269,7 @@ impl<T> Producer<T> {
             record_sets,
         );
         self.stats.produce_requests += 1;
+        self.metrics.request_sent(slot, bytes);
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
@@ -590,10 +596,14 @@ impl<T> Producer<T> {
         }
         b.retried(at_once_on);
         b.ready_again();
+        let records = b.record_count() as u64;
         if at_once_on.is_none() {
             self.back_off(t, p, i);
         }
         self.stats.retries += 1;
+        self.metrics.tick(self.now, &self.stats);
+        self.stats.records_retried += records;
+        self.metrics.records_retried(t, records);
         let topic = self.topics.name(t);
         self.outputs.push_back(Output::Event(Event::Retry {
             topic,

@@ -135,6 +135,7 @@ impl SimCluster {
             produce: Vec::new(),
             error_code: code::NONE,
             responded: false,
+            throttle_time_ms: 0,
         };
         let (Some(k), Some(v), Some(c)) = (frame.get(0..2), frame.get(2..4), frame.get(4..8))
         else {

@@ -134,6 +134,7 @@ impl SimCluster {
         rec.acks = Some(req.acks);
         let mut resp = ProduceResponse::default();
         resp.throttle_time_ms = self.take_throttle(broker_id);
+        rec.throttle_time_ms = resp.throttle_time_ms;
         let mut any_error = false;
         let mut seen = BTreeSet::new();
         let mut endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
@@ -156,6 +157,7 @@ impl SimCluster {
                 tr.name = td.name.clone();
             }
             for pd in td.partition_data {
+                let batch_bytes = pd.records.as_ref().map_or(0, |r| r.len());
                 let hdr = pd
                     .records
                     .as_ref()
@@ -237,6 +239,7 @@ impl SimCluster {
                     error_code: out.code,
                     base_offset: out.base_offset,
                     appended: out.appended,
+                    batch_bytes,
                 });
             }
             resp.responses.push(tr);
