@@ -122,6 +122,9 @@ pub struct DriverLoop<H: Host> {
     popped: u64,
     /// The timed commands (`flush_within`, `close_within`) in `taken`, by number, in order.
     behind: VecDeque<deadlines::Timed>,
+    /// `behind` lists every timed command in `taken` (false once a refill added commands
+    /// while no record was held aside: they are noted when one is).
+    behind_noted: bool,
     /// Unreported records per flush cohort, and the flushes waiting for them.
     flushes: FlushTracker<Done<H>>,
     /// Flushes of a transactional producer, answered once every record is acknowledged.
@@ -173,6 +176,7 @@ impl<H: Host> DriverLoop<H> {
             stash: None,
             popped: 0,
             behind: VecDeque::new(),
+            behind_noted: true,
             flushes: FlushTracker::default(),
             txn_flushes: Vec::new(),
             close_waiters: Vec::new(),
@@ -269,6 +273,11 @@ impl<H: Host> DriverLoop<H> {
                 wall_ms = timestamp::wall_clock_ms();
             }
             match command {
+                // With interceptors the record goes through them, out of line; without, the
+                // arm below is the whole record path (one branch more than before them).
+                command @ Command::Send { .. } if !self.interceptors.is_empty() => {
+                    self.submit_intercepted(core, now, wall_ms, command);
+                }
                 Command::Send {
                     mut record,
                     opaque,
@@ -276,12 +285,6 @@ impl<H: Host> DriverLoop<H> {
                 } => {
                     self.unreleased_bytes += bytes;
                     timestamp::fill_at(&mut record, wall_ms);
-                    if !self.interceptors.is_empty() {
-                        if let Err(panicked) = self.interceptors.on_send(&mut record) {
-                            self.intercept_failed(panicked, opaque, record);
-                            continue;
-                        }
-                    }
                     let cohort = self.flushes.accept();
                     self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
                 }
@@ -358,9 +361,9 @@ impl<H: Host> DriverLoop<H> {
         queue: &CommandQueue<Cmd<H>>,
         clock: &impl Fn() -> Instant,
     ) {
-        let before = self.taken.len();
         let refill = queue.refill(&mut self.taken, core.buffered_bytes());
-        self.note_timed(before);
+        // Timed commands are noted only while a record is held aside (see `deadlines`).
+        self.behind_noted = false;
         // Waiting senders are woken once half the capacity is free, not for every batch: a
         // sender that outpaces the loop then sleeps once per half queue, not per batch.
         if refill.wake_senders {
@@ -462,6 +465,7 @@ impl<H: Host> DriverLoop<H> {
                     opaque: e.opaque,
                     bytes,
                 });
+                self.note_timed_behind_stash();
                 self.host.core_full(true);
             }
             Err(e) => {
@@ -546,10 +550,41 @@ impl<H: Host> DriverLoop<H> {
         answer::<H>(self.flushes.reported(cohort));
     }
 
-    /// An interceptor's `on_send` panicked on `record`: the panic is named by an event and the
-    /// record fails, not sent. Out of line and cold: the loop's record path keeps one branch.
-    #[cold]
+    /// A record through the interceptors' `on_send`, then to the core as
+    /// [`DriverLoop::submit`] hands it; a panic in `on_send` is named by an event and the record
+    /// fails, not sent. Out of line: the loop's record path without interceptors keeps one
+    /// branch.
     #[inline(never)]
+    fn submit_intercepted(
+        &mut self,
+        core: &mut CoreOf<H>,
+        now: Instant,
+        wall_ms: i64,
+        command: Cmd<H>,
+    ) {
+        let Command::Send {
+            mut record,
+            opaque,
+            bytes,
+        } = command
+        else {
+            // Only records come here; any other command is applied as usual.
+            self.apply(core, now, command);
+            return;
+        };
+        self.unreleased_bytes += bytes;
+        timestamp::fill_at(&mut record, wall_ms);
+        if let Err(panicked) = self.interceptors.on_send(&mut record) {
+            self.intercept_failed(panicked, opaque, record);
+            return;
+        }
+        let cohort = self.flushes.accept();
+        self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+    }
+
+    /// An interceptor's `on_send` panicked on `record`: the panic is named by an event and the
+    /// record fails, not sent.
+    #[cold]
     fn intercept_failed(&mut self, panicked: OnSendPanicked, opaque: Opaque<H>, record: Record) {
         self.emit(&panicked.event());
         let error = panicked.error();
@@ -557,24 +592,31 @@ impl<H: Host> DriverLoop<H> {
     }
 
     /// Hands a report to the host, after the interceptors saw it; a panic in either is named
-    /// by an event, and the report counts as handed over. Inlined: the report is moved once.
-    #[inline(always)]
+    /// by an event, and the report counts as handed over.
+    #[inline]
     fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
         if !self.interceptors.is_empty() {
-            self.acknowledge(&delivery);
+            return self.hand_over_intercepted(delivery);
         }
+        // Moved straight into the call: a report borrowed first would be copied again.
         let host = &mut self.host;
         if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
             self.emit(&panicked);
         }
     }
 
-    /// Shows a report to the interceptors; their panics are named by events. Out of line: the
-    /// loop without interceptors keeps only the branch.
+    /// [`DriverLoop::hand_over`] with interceptors: they see the report first, and their panics
+    /// are named by events. Out of line: the loop without interceptors keeps only the branch.
     #[inline(never)]
-    fn acknowledge(&mut self, delivery: &Delivery<Opaque<H>>) {
-        let ack = Acknowledgement::of(delivery);
-        for panicked in self.interceptors.on_acknowledgement(ack) {
+    fn hand_over_intercepted(&mut self, delivery: Delivery<Opaque<H>>) {
+        for panicked in self
+            .interceptors
+            .on_acknowledgement(Acknowledgement::of(&delivery))
+        {
+            self.emit(&panicked);
+        }
+        let host = &mut self.host;
+        if let Err(panicked) = call_user(Callback::Delivery, move || host.deliver(delivery)) {
             self.emit(&panicked);
         }
     }

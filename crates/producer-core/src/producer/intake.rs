@@ -61,7 +61,7 @@ impl<T> Producer<T> {
     /// the buffer (handing it back), else charges the record and routes it (or holds it until
     /// its topic's metadata arrives).
     #[allow(clippy::result_large_err)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn accept(&mut self, record: Record, opaque: T) -> Result<(), SendError<T>> {
         let refuse = |reason, record, opaque| {
             Err(SendError {
@@ -119,6 +119,11 @@ impl<T> Producer<T> {
         {
             return refuse(SendErrorReason::InvalidPartition(p), record, opaque);
         }
+        // Accepted: a wait for buffer space ends (before the record's parts move into its
+        // entry, so that the call does not make them wait on the stack).
+        if self.metrics.waiting_for_buffer() {
+            self.metrics.buffer_wait_ended(self.now, &mut self.stats);
+        }
         let Record {
             partition,
             key,
@@ -136,9 +141,6 @@ impl<T> Producer<T> {
             explicit_partition: partition.is_some(),
             size,
         };
-        if self.metrics.waiting_for_buffer() {
-            self.metrics.buffer_wait_ended(self.now, &mut self.stats);
-        }
         self.buffered.charge(size);
         if let Some(code) = self.topics.get(topic).error {
             let err = ProduceError::Broker {
@@ -254,7 +256,23 @@ impl<T> Producer<T> {
             (None, Some(key)) if !self.config.partitioner_ignore_keys => {
                 partition_for_key(key, count) as u32
             }
-            (None, _) => return self.append_sticky(topic, pending, payload),
+            (None, _) => {
+                // As `append_sticky`, written out here: the hot path of records without a key
+                // moves the record once (a call taking it by value copies it again).
+                let mut p = self.sticky_partition(topic);
+                let appended = match self.append_to_open(topic, p, pending, payload) {
+                    Ok(appended) => appended,
+                    Err(pending) => {
+                        // The open batch is closed now (or there was none): a batch boundary,
+                        // where a switch held back earlier happens before the record goes
+                        // anywhere (Java: `partitionChanged` before `appendNewBatch`).
+                        p = self.sticky_partition(topic);
+                        self.append(topic, p, pending, payload)
+                    }
+                };
+                self.sticky_appended(topic, appended);
+                return;
+            }
         };
         self.append(topic, p, pending, payload);
     }
@@ -274,9 +292,8 @@ impl<T> Producer<T> {
         }
     }
 
-    /// Appends a record to the sticky partition of `topic` (a record without a key, or one a
-    /// partitioner sent there).
-    #[inline(always)]
+    /// Appends a record to the sticky partition of `topic` chosen by the application's
+    /// partitioner ([`Route::Sticky`]); the built-in route writes the same steps out.
     fn append_sticky(&mut self, topic: u32, pending: Unrouted<T>, payload: usize) {
         let mut p = self.sticky_partition(topic);
         let appended = match self.append_to_open(topic, p, pending, payload) {

@@ -60,6 +60,16 @@ impl<H: Host> DriverLoop<H> {
             .min()
     }
 
+    /// A record was just held aside: notes the timed commands already in `taken` unless they
+    /// are noted. Only then: a loop whose core takes every record never scans its commands.
+    pub(super) fn note_timed_behind_stash(&mut self) {
+        if !self.behind_noted {
+            self.behind.clear();
+            self.note_timed(0);
+            self.behind_noted = true;
+        }
+    }
+
     /// Notes the timed commands among `taken[from..]`, just appended; whether there was any.
     pub(super) fn note_timed(&mut self, from: usize) -> bool {
         let mut found = false;

@@ -563,23 +563,32 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
 
     /// Hands a report to the sink, after the interceptors saw it. The sink may be the
     /// application's code: a panic in it (or in an interceptor) is named by an event, and the
-    /// report counts as handed over. Inlined: the report is moved once.
-    #[inline(always)]
+    /// report counts as handed over.
+    #[inline]
     fn hand_to_sink(&mut self, d: Delivery<T>) {
         if !self.interceptors.is_empty() {
-            self.acknowledge(&d);
+            return self.hand_to_sink_intercepted(d);
         }
+        // Moved straight into the call: a report borrowed first would be copied again.
         let sink = &mut self.sink;
         if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
             self.keep_event(panicked);
         }
     }
 
-    /// Shows a report to the interceptors; their panics are named by events. Out of line: a
-    /// driver without interceptors keeps only the branch.
+    /// [`MioDriver::hand_to_sink`] with interceptors: they see the report first, and their
+    /// panics are named by events. Out of line: a driver without interceptors keeps only the
+    /// branch.
     #[inline(never)]
-    fn acknowledge(&mut self, d: &Delivery<T>) {
-        for panicked in self.interceptors.on_acknowledgement(Acknowledgement::of(d)) {
+    fn hand_to_sink_intercepted(&mut self, d: Delivery<T>) {
+        for panicked in self
+            .interceptors
+            .on_acknowledgement(Acknowledgement::of(&d))
+        {
+            self.keep_event(panicked);
+        }
+        let sink = &mut self.sink;
+        if let Err(panicked) = call_user(Callback::Delivery, || sink.deliver(d)) {
             self.keep_event(panicked);
         }
     }
