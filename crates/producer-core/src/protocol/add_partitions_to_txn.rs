@@ -64,13 +64,8 @@ pub struct AddPartitionsToTxnResponse {
 impl AddPartitionsToTxnResponse {
     /// Parses a response body (after the response header) to a request sent at `version`.
     pub fn parse(version: i16, body: &[u8]) -> Result<Parsed<Self>, DecodeError> {
-        DecodeError::check_version(API, version)?;
-        let flexible = API.is_flexible(version);
-        let (rest, resp) =
-            parse_body(body, flexible).map_err(|e| DecodeError::from_nom(API, version, e))?;
-        Ok(Parsed {
-            body: resp,
-            trailing: rest.len(),
+        Parsed::parse_with(API, version, body, |i| {
+            parse_body(i, API.is_flexible(version))
         })
     }
 }

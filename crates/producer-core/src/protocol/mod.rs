@@ -284,6 +284,25 @@ pub struct Parsed<T> {
     pub trailing: usize,
 }
 
+impl<T> Parsed<T> {
+    /// A response body of `api` to a request sent at `version`, read by `parser` (the message
+    /// module's body parser): the version checked first, a parse failure named by the API and
+    /// version, the bytes after the body counted. Every message's `parse` is this call.
+    pub(crate) fn parse_with<'a>(
+        api: ApiKey,
+        version: i16,
+        body: &'a [u8],
+        parser: impl FnOnce(&'a [u8]) -> primitives::PResult<'a, T>,
+    ) -> Result<Self, DecodeError> {
+        DecodeError::check_version(api, version)?;
+        let (rest, body) = parser(body).map_err(|e| DecodeError::from_nom(api, version, e))?;
+        Ok(Parsed {
+            body,
+            trailing: rest.len(),
+        })
+    }
+}
+
 /// One topic's error code per partition, as the transaction responses carry them
 /// (AddPartitionsToTxn v0-3, TxnOffsetCommit).
 #[derive(Debug, Clone, PartialEq, Eq)]

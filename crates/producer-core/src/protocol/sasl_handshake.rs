@@ -42,12 +42,7 @@ pub struct SaslHandshakeResponse {
 impl SaslHandshakeResponse {
     /// Parses a response body (after the response header) to a request sent at `version`.
     pub fn parse(version: i16, body: &[u8]) -> Result<Parsed<Self>, DecodeError> {
-        DecodeError::check_version(API, version)?;
-        let (rest, resp) = parse_body(body).map_err(|e| DecodeError::from_nom(API, version, e))?;
-        Ok(Parsed {
-            body: resp,
-            trailing: rest.len(),
-        })
+        Parsed::parse_with(API, version, body, parse_body)
     }
 }
 
