@@ -18,6 +18,7 @@ use crate::SimError;
 
 pub use faults::InjectedError;
 pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecord};
+pub use broker::SimTelemetryPush;
 pub use network::{ConnId, NetEvent};
 pub use transactions::{CommittedOffset, CoordinatorKind, TransactionState, TransactionView};
 
@@ -116,6 +117,8 @@ pub struct SimCluster {
     committed_offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     /// Internal partitions whose leader [`SimCluster::move_coordinator`] moved.
     coordinator_moves: BTreeMap<(CoordinatorKind, i32), i32>,
+    /// The telemetry receiver: the subscription, the clients and the pushes accepted.
+    telemetry: broker::TelemetryReceiver,
 }
 
 impl SimCluster {
@@ -127,6 +130,9 @@ impl SimCluster {
                 let mut v = DEFAULT_API_VERSIONS.to_vec();
                 if config.sasl.is_some() {
                     v.extend_from_slice(SASL_API_VERSIONS);
+                }
+                if config.telemetry_receiver {
+                    v.extend_from_slice(crate::TELEMETRY_API_VERSIONS);
                 }
                 v
             });
@@ -159,6 +165,7 @@ impl SimCluster {
             transactions: BTreeMap::new(),
             committed_offsets: BTreeMap::new(),
             coordinator_moves: BTreeMap::new(),
+            telemetry: broker::TelemetryReceiver::default(),
         }
     }
 
