@@ -298,8 +298,11 @@ fn partitioner_settings_by_their_java_names() {
     assert!(c.partitioner_ignore_keys);
     // KIP-714's switch, on by default as in Java.
     assert!(d.enable_metrics_push);
-    let off = Config::from_properties([("bootstrap.servers", "k:9092"), ("enable.metrics.push", "false")])
-        .unwrap();
+    let off = Config::from_properties([
+        ("bootstrap.servers", "k:9092"),
+        ("enable.metrics.push", "false"),
+    ])
+    .unwrap();
     assert!(!off.enable_metrics_push);
     let b = || Config::builder([("h", 1)]);
     for (name, value, form) in [

@@ -16,9 +16,9 @@ use crate::config::{SimConfig, DEFAULT_API_VERSIONS, SASL_API_VERSIONS};
 use crate::rng::Rng;
 use crate::SimError;
 
+pub use broker::SimTelemetryPush;
 pub use faults::InjectedError;
 pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecord};
-pub use broker::SimTelemetryPush;
 pub use network::{ConnId, NetEvent};
 pub use transactions::{CommittedOffset, CoordinatorKind, TransactionState, TransactionView};
 

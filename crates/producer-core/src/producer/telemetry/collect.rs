@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
-    metric, number_data_point, AggregationTemporality, Gauge, Metric, MetricsData,
-    NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+    metric, number_data_point, AggregationTemporality, Gauge, Metric, MetricsData, NumberDataPoint,
+    ResourceMetrics, ScopeMetrics, Sum,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
@@ -102,7 +102,12 @@ impl Collector {
 
     /// The points of a push taken at `now`: every series the subscription asks for, sums as
     /// deltas since the last push when it asks for deltas; the deltas' base moves to now.
-    fn points(&mut self, now: Instant, snapshot: &MetricsSnapshot, sub: &Subscription) -> Vec<Point> {
+    fn points(
+        &mut self,
+        now: Instant,
+        snapshot: &MetricsSnapshot,
+        sub: &Subscription,
+    ) -> Vec<Point> {
         let mut points = Vec::new();
         for s in snapshot.java_named() {
             let value = s.value.as_f64();
@@ -128,7 +133,11 @@ impl Collector {
         let since_last = now.saturating_duration_since(self.last).as_secs_f64();
         let created_since = self.connections_created - self.connections_at_last;
         let mut own = vec![
-            ("connection.creation.total", true, self.connections_created as f64),
+            (
+                "connection.creation.total",
+                true,
+                self.connections_created as f64,
+            ),
             (
                 "connection.creation.rate",
                 false,
@@ -199,7 +208,11 @@ impl Collector {
         let mut metrics: Vec<Metric> = Vec::new();
         for p in points {
             let point = NumberDataPoint {
-                attributes: p.attributes.into_iter().map(|(k, v)| key_value(k, v)).collect(),
+                attributes: p
+                    .attributes
+                    .into_iter()
+                    .map(|(k, v)| key_value(k, v))
+                    .collect(),
                 start_time_unix_nano: if p.sum { start_ns } else { 0 },
                 time_unix_nano: now_ns,
                 value: Some(number_data_point::Value::AsDouble(p.value)),

@@ -29,8 +29,8 @@ use crate::protocol::ApiKey;
 use crate::timer::{backoff, TimerKind};
 use crate::types::ConnId;
 
-pub use state::{TelemetryState, TelemetryStatus};
 pub(crate) use state::Telemetry;
+pub use state::{TelemetryState, TelemetryStatus};
 
 use super::Producer;
 
@@ -58,7 +58,10 @@ impl TelemetryBook {
     /// Telemetry of a new producer: on when `enable.metrics.push` and the `telemetry` feature.
     pub(crate) fn new(config: &crate::Config, now: Instant) -> Self {
         TelemetryBook {
-            machine: Telemetry::new(cfg!(feature = "telemetry") && config.enable_metrics_push, now),
+            machine: Telemetry::new(
+                cfg!(feature = "telemetry") && config.enable_metrics_push,
+                now,
+            ),
             #[cfg(feature = "telemetry")]
             collector: collect::Collector::new(now),
             wall_clock: None,
@@ -81,7 +84,6 @@ impl TelemetryBook {
         #[cfg(not(feature = "telemetry"))]
         let _ = waited;
     }
-
 }
 
 /// `at` as nanoseconds since the Unix epoch, from the wall clock's anchor (an instant and the

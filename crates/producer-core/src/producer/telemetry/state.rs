@@ -173,7 +173,9 @@ impl Telemetry {
         let due = match self.state {
             TelemetryState::SubscriptionNeeded => Due::Subscribe,
             TelemetryState::PushNeeded => Due::Push { terminating: false },
-            TelemetryState::TerminatingPushNeeded => return Ok(Some(Due::Push { terminating: true })),
+            TelemetryState::TerminatingPushNeeded => {
+                return Ok(Some(Due::Push { terminating: true }))
+            }
             _ => return Ok(None),
         };
         if now < self.due_at {
@@ -310,8 +312,9 @@ impl Telemetry {
                 self.terminate_after_push = true;
                 true
             }
-            TelemetryState::TerminatingPushNeeded
-            | TelemetryState::TerminatingPushInProgress => true,
+            TelemetryState::TerminatingPushNeeded | TelemetryState::TerminatingPushInProgress => {
+                true
+            }
             TelemetryState::Off | TelemetryState::Terminated => false,
             TelemetryState::SubscriptionNeeded | TelemetryState::SubscriptionInProgress => {
                 self.state = TelemetryState::Terminated;
@@ -350,7 +353,10 @@ impl Telemetry {
                 self.due_at = now;
             }
             Action::RefusedCodec => {
-                let codec = self.subscription.as_ref().map_or(Compression::None, |s| s.codec);
+                let codec = self
+                    .subscription
+                    .as_ref()
+                    .map_or(Compression::None, |s| s.codec);
                 self.state = TelemetryState::SubscriptionNeeded;
                 if codec == Compression::None {
                     // Uncompressed pushes refused: nothing else to try before the interval.

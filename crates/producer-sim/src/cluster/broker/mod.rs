@@ -15,17 +15,17 @@ mod telemetry;
 mod txn_offset_commit;
 
 pub(crate) use sasl::{SaslSession, ScramHash};
-pub(crate) use telemetry::TelemetryReceiver;
 pub use telemetry::SimTelemetryPush;
+pub(crate) use telemetry::TelemetryReceiver;
 
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
-    ApiVersionsResponse, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    GetTelemetrySubscriptionsRequest, MetadataRequest, ProduceRequest, PushTelemetryRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest, TxnOffsetCommitRequest,
+    ApiVersionsResponse, EndTxnRequest, FindCoordinatorRequest, GetTelemetrySubscriptionsRequest,
+    InitProducerIdRequest, MetadataRequest, ProduceRequest, PushTelemetryRequest, RequestHeader,
+    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -34,9 +34,9 @@ use super::{later, SimCluster};
 use crate::wire::{self, Shape};
 use crate::{
     RequestRecord, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_API_VERSIONS,
-    API_END_TXN, API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
-    API_GET_TELEMETRY_SUBSCRIPTIONS, API_PUSH_TELEMETRY, API_SASL_AUTHENTICATE,
-    API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT, SIM_CAPABILITIES,
+    API_END_TXN, API_FIND_COORDINATOR, API_GET_TELEMETRY_SUBSCRIPTIONS, API_INIT_PRODUCER_ID,
+    API_METADATA, API_PRODUCE, API_PUSH_TELEMETRY, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
+    API_TXN_OFFSET_COMMIT, SIM_CAPABILITIES,
 };
 
 /// The error codes the brokers answer with (Kafka's numbers, by name).
