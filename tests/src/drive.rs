@@ -286,8 +286,13 @@ pub fn produce_then_snapshot(
             let handle = producer_tokio::ProducerHandle::builder(config)
                 .start()
                 .unwrap();
-            send_each_and_collect(&handle, records, |i| pace(i, pacing, &mut no_hook), &mut sink)
-                .await;
+            send_each_and_collect(
+                &handle,
+                records,
+                |i| pace(i, pacing, &mut no_hook),
+                &mut sink,
+            )
+            .await;
             let snapshot = handle.metrics().await;
             handle.close().await;
             snapshot
@@ -305,7 +310,9 @@ pub fn produce_then_snapshot(
                     .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
             }
             producer.flush();
-            let snapshot = producer.metrics().expect("a snapshot off the producer thread");
+            let snapshot = producer
+                .metrics()
+                .expect("a snapshot off the producer thread");
             producer.close();
             while let Ok(d) = rx.try_recv() {
                 let (i, report, back) = core_report(d);

@@ -123,7 +123,13 @@ fn our_producer_pushes_its_metrics_to_kafka() {
                 p.resource
             );
         }
-        check_pushes(driver, &mine, &snapshot, subscription.delta_temporality, &client_id);
+        check_pushes(
+            driver,
+            &mine,
+            &snapshot,
+            subscription.delta_temporality,
+            &client_id,
+        );
     }
 }
 
@@ -144,7 +150,11 @@ fn check_pushes(
     );
     let instance = &mine[0].instance;
     assert!(mine.iter().all(|p| &p.instance == instance), "{driver:?}");
-    let terminating: Vec<u64> = mine.iter().filter(|p| p.terminating).map(|p| p.seq).collect();
+    let terminating: Vec<u64> = mine
+        .iter()
+        .filter(|p| p.terminating)
+        .map(|p| p.seq)
+        .collect();
     assert_eq!(
         terminating,
         [mine.last().unwrap().seq],
@@ -155,7 +165,15 @@ fn check_pushes(
         assert_eq!(p.decode_error, None, "{driver:?} push #{}", p.seq);
         assert_eq!(p.request_version, 0);
         assert!(!p.points.is_empty(), "{driver:?} push #{}", p.seq);
-        assert_eq!(p.resource_attr("client.id"), Some(client_id));
+        // As Java's producer: no resource attributes (the broker knows the client by the
+        // request's header), and the per-broker series named by `node_id` as `node-<id>`.
+        assert!(p.resource.is_empty(), "{driver:?}: {:?}", p.resource);
+        assert_eq!(p.client_id, client_id);
+        for pt in p.points_named("org.apache.kafka.producer.node.request.latency.avg") {
+            assert_eq!(pt.attributes.len(), 1, "{pt:?}");
+            assert_eq!(pt.attributes[0].0, "node_id", "{pt:?}");
+            assert!(pt.attributes[0].1.starts_with("node-"), "{pt:?}");
+        }
         for name in p.metric_names() {
             assert!(name.starts_with(PRODUCER_PREFIX), "{driver:?}: {name}");
         }

@@ -249,7 +249,9 @@ fn pushes_keep_the_interval_and_their_deltas_add_up_to_the_snapshot() {
         .iter()
         .flatten()
         .filter(|p| p.name == format!("{PREFIX}node.request.latency.avg"))
-        .all(|p| p.attributes.len() == 1 && p.attributes[0].0 == "node.id"));
+        .all(|p| p.attributes.len() == 1
+            && p.attributes[0].0 == "node_id"
+            && p.attributes[0].1.starts_with("node-")));
     assert_eq!(h.producer.telemetry().pushes_accepted, pushes.len() as u64);
 }
 

@@ -10,6 +10,9 @@
 //! `connection.creation.rate`) and the time batches waited before their first send
 //! (`record.queue.time.avg`, `record.queue.time.max`, over the interval since the last push),
 //! each updated once per connection or batch.
+//!
+//! The resource has no attributes, as Java's producer sends it (without `metrics.context.*`
+//! settings): the broker knows the client by the request's header and the instance id.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -117,8 +120,10 @@ impl Collector {
             let attributes = s
                 .labels
                 .into_iter()
+                // Java's attributes: `node_id` as `node-<id>` (`node--1` for a bootstrap
+                // address), `topic` as is.
                 .filter_map(|(k, v)| match k {
-                    "node_id" => Some(("node.id", v)),
+                    "node_id" => Some(("node_id", format!("node-{v}"))),
                     "topic" => Some(("topic", v)),
                     _ => None,
                 })
@@ -186,14 +191,12 @@ impl Collector {
     }
 
     /// The push's payload: OTLP `MetricsData` of the points the subscription asks for at
-    /// `now`, uncompressed. `unix_nanos` turns an instant into Unix time in nanoseconds;
-    /// `resource` are the resource's attributes.
+    /// `now`, uncompressed. `unix_nanos` turns an instant into Unix time in nanoseconds.
     pub(crate) fn encode(
         &mut self,
         now: Instant,
         snapshot: &MetricsSnapshot,
         sub: &Subscription,
-        resource: &[(&'static str, String)],
         unix_nanos: impl Fn(Instant) -> u64,
     ) -> Vec<u8> {
         let start = if sub.delta { self.last } else { self.started };
@@ -246,13 +249,7 @@ impl Collector {
         }
         let data = MetricsData {
             resource_metrics: vec![ResourceMetrics {
-                resource: Some(Resource {
-                    attributes: resource
-                        .iter()
-                        .map(|(k, v)| key_value(k, v.clone()))
-                        .collect(),
-                    ..Default::default()
-                }),
+                resource: Some(Resource::default()),
                 scope_metrics: vec![ScopeMetrics {
                     scope: Some(InstrumentationScope {
                         name: "producer-core".to_string(),

@@ -183,13 +183,10 @@ impl<T> Producer<T> {
             return;
         };
         let snapshot = self.metrics_at(self.now);
-        let resource = [("client.id", self.config.client_id.clone())];
         let book = &mut self.telemetry;
         let (wall_clock, created) = (book.wall_clock, book.created);
         let nanos = move |at: Instant| unix_nanos(wall_clock, created, at);
-        let raw = book
-            .collector
-            .encode(self.now, &snapshot, &sub, &resource, nanos);
+        let raw = book.collector.encode(self.now, &snapshot, &sub, nanos);
         let (codec, payload) = match sub.codec {
             crate::Compression::None => (crate::Compression::None, raw),
             codec => {
