@@ -88,6 +88,12 @@ use state::{Broker, Partition, Topic};
 ///   its staged offsets; v5 (transaction version 2) bumps the epoch and answers the new one. A transaction open past its timeout is aborted with its producer fenced.
 ///   Reads: [`SimCluster::read_committed`], [`SimCluster::read_uncommitted`],
 ///   [`SimCluster::last_stable_offset`], [`SimCluster::committed_offsets`].
+/// * **Client telemetry** (GetTelemetrySubscriptions, PushTelemetry, KIP-714): advertised only
+///   with [`SimConfig::telemetry_receiver`]; the subscription is the test's
+///   ([`SimCluster::set_telemetry_subscription`]), a push is checked as Kafka's
+///   `ClientMetricsManager` does (subscription id 117, terminated 42, pushed sooner than the
+///   interval 89, codec not accepted 76, larger than `max_bytes` 118) and recorded
+///   ([`SimCluster::telemetry_pushes`]); see the `telemetry` tests.
 #[derive(Debug)]
 pub struct SimCluster {
     cfg: SimConfig,
