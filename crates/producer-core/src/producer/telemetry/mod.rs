@@ -16,6 +16,8 @@
 #[cfg(feature = "telemetry")]
 mod collect;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
 
