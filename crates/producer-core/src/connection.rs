@@ -123,7 +123,7 @@ pub(crate) enum RequestKind {
     SaslHandshake,
     SaslAuthenticate,
     /// A client telemetry request (KIP-714).
-    Telemetry(crate::producer::telemetry::TelemetryRequest),
+    Telemetry(crate::producer::telemetry::in_flight::TelemetryRequest),
     /// A request of the transactional producer (to the transaction or group coordinator).
     Transaction(crate::producer::transaction::in_flight::TxnRequest),
     /// The batches it carries.

@@ -15,9 +15,10 @@
 
 #[cfg(feature = "telemetry")]
 mod collect;
+pub(crate) mod in_flight;
 mod state;
 #[cfg(test)]
-mod tests;
+mod telemetry_tests;
 
 use std::time::{Duration, Instant};
 
@@ -31,17 +32,11 @@ use crate::protocol::ApiKey;
 use crate::timer::{backoff, TimerKind};
 use crate::types::ConnId;
 
+pub(crate) use in_flight::TelemetryRequest;
 pub(crate) use state::Telemetry;
 pub use state::{TelemetryState, TelemetryStatus};
 
 use super::Producer;
-
-/// Which telemetry request is in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TelemetryRequest {
-    Subscriptions,
-    Push { terminating: bool },
-}
 
 /// Telemetry's part of the producer: the state machine, what it counts itself, and the wall
 /// clock's anchor.
