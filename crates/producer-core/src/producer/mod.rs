@@ -530,9 +530,8 @@ impl<T> Producer<T> {
             TimerKind::Delivery { topic, partition } => self.delivery_timer_fired(topic, partition),
             TimerKind::Request { slot } => self.check_request_timeout(slot),
             TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
-            TimerKind::Metadata | TimerKind::ProducerId | TimerKind::Telemetry => {
-                self.work_pending = true
-            }
+            TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
+            TimerKind::Telemetry => self.telemetry_timer_fired(),
             TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => {
                 self.expire_holding(topic);

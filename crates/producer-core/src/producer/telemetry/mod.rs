@@ -49,6 +49,15 @@ pub(crate) struct TelemetryBook {
     /// it, times count from the producer's creation.
     wall_clock: Option<(Instant, Duration)>,
     created: Instant,
+    /// The instant `TimerKind::Telemetry` is armed for, so that the poll that finds the next
+    /// request not yet due arms it once, not once per poll (the heap keeps every entry until
+    /// it fires).
+    armed: Option<Instant>,
+    /// Whether a ready connection offering telemetry may exist: cleared when a search finds
+    /// none, set when a connection becomes ready (or ready again after re-authentication) and
+    /// when the timer fires. Spares each poll a scan of every broker while no broker offers
+    /// telemetry (the common case: Kafka hides the APIs without a receiver).
+    may_find_connection: bool,
 }
 
 impl TelemetryBook {
@@ -63,11 +72,20 @@ impl TelemetryBook {
             collector: collect::Collector::new(now),
             wall_clock: None,
             created: now,
+            armed: None,
+            may_find_connection: true,
         }
     }
 
-    /// A connection finished its setup (counted for `connection.creation.*`).
+    /// A connection is ready again after re-authenticating: it may be telemetry's.
+    pub(crate) fn connection_ready(&mut self) {
+        self.may_find_connection = true;
+    }
+
+    /// A connection finished its setup (counted for `connection.creation.*`; it may be
+    /// telemetry's).
     pub(crate) fn connection_created(&mut self) {
+        self.may_find_connection = true;
         #[cfg(feature = "telemetry")]
         self.collector.connection_created();
     }
@@ -124,11 +142,19 @@ impl<T> Producer<T> {
             Ok(Some(due)) => due,
             Ok(None) => return,
             Err(at) => {
-                self.timers.arm(at, TimerKind::Telemetry);
+                if self.telemetry.armed != Some(at) {
+                    self.telemetry.armed = Some(at);
+                    self.timers.arm(at, TimerKind::Telemetry);
+                }
                 return;
             }
         };
-        let Some(conn) = self.telemetry_connection() else {
+        let conn = match self.telemetry.may_find_connection {
+            true => self.telemetry_connection(),
+            false => None,
+        };
+        let Some(conn) = conn else {
+            self.telemetry.may_find_connection = false;
             if due == (state::Due::Push { terminating: true }) {
                 // Nowhere to send it now: the close does not wait for a connection.
                 self.telemetry.machine.give_up();
@@ -151,6 +177,14 @@ impl<T> Producer<T> {
             }
             state::Due::Push { terminating } => self.send_push(conn, terminating),
         }
+    }
+
+    /// `TimerKind::Telemetry` fired: the next poll sends what is due (or arms the timer
+    /// again).
+    pub(super) fn telemetry_timer_fired(&mut self) {
+        self.telemetry.armed = None;
+        self.telemetry.may_find_connection = true;
+        self.work_pending = true;
     }
 
     /// While closing, periodic telemetry goes on until the terminating push; a closed or
@@ -285,6 +319,7 @@ impl<T> Producer<T> {
         if !self.telemetry.machine.close() {
             return false;
         }
+        self.telemetry.may_find_connection = true;
         self.drive_telemetry();
         self.telemetry.machine.close()
     }

@@ -222,4 +222,20 @@ mod tests {
         let p: Producer<()> = Producer::new(off, Instant::now());
         assert_eq!(p.telemetry().state, TelemetryState::Off);
     }
+
+    /// Every poll finds the next push not yet due; the timer is armed once for it, not once per
+    /// poll (the heap would otherwise grow with every input until the push).
+    #[test]
+    fn the_timer_is_armed_once_per_due_instant() {
+        let t0 = Instant::now();
+        let config = Config::builder([("h", 9092)]).build().unwrap();
+        let mut p: Producer<()> = Producer::new(config, t0);
+        p.telemetry.machine = subscribed(t0, &[]);
+        let before = p.timers.len();
+        for _ in 0..1000 {
+            p.drive_telemetry();
+        }
+        assert_eq!(p.timers.len(), before + 1);
+        assert_eq!(p.poll_timeout(), Some(t0 + Duration::from_secs(1)));
+    }
 }
