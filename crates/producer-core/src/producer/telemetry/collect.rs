@@ -7,8 +7,9 @@
 //!
 //! The values come from the metrics snapshot ([`crate::MetricsSnapshot::java_named`]), plus
 //! what only telemetry counts here: connections created (`connection.creation.total`,
-//! `connection.creation.rate`) and the time batches waited before their first send
-//! (`record.queue.time.avg`, `record.queue.time.max`, over the interval since the last push),
+//! `connection.creation.rate`) and the time batches waited from their first record until drained into a
+//! Produce request, each send counted as Java counts it (`record.queue.time.avg`,
+//! `record.queue.time.max`, in ms, over the interval since the last push),
 //! each updated once per connection or batch.
 //!
 //! The resource has no attributes, as Java's producer sends it (without `metrics.context.*`
@@ -65,7 +66,8 @@ pub(crate) struct Collector {
     connections_created: u64,
     /// `connections_created` at the last push.
     connections_at_last: u64,
-    /// Time batches waited before their first send, since the last push: sum, count, max.
+    /// Time batches waited until drained into a request, since the last push: sum, count,
+    /// max.
     queue_sum: Duration,
     queue_count: u64,
     queue_max: Duration,
@@ -96,7 +98,7 @@ impl Collector {
         self.connections_created += 1;
     }
 
-    /// A batch goes out for the first time after waiting `waited` since its first record.
+    /// A batch is drained into a Produce request `waited` after its first record.
     pub(crate) fn batch_drained(&mut self, waited: Duration) {
         self.queue_sum += waited;
         self.queue_count += 1;
