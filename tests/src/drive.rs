@@ -266,6 +266,72 @@ pub fn produce_rounds(
     runs
 }
 
+/// Produces `records` in order through `driver` (Tokio or MioThreaded), pausing
+/// `pacing.pause` before every `pacing.chunk` records, flushes, takes the producer's metrics
+/// snapshot, then closes; returns every report and that snapshot. For tests that compare what
+/// the producer reported elsewhere (a broker's telemetry receiver) with its own metrics.
+/// Panics for [`Driver::MioEmbedded`].
+pub fn produce_then_snapshot(
+    driver: Driver,
+    config: Config,
+    records: &[Record],
+    pacing: &Pacing,
+) -> (Run, producer_core::MetricsSnapshot) {
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let mut sink = Collected::new(records.len());
+    let mut no_hook = |_| {};
+    let snapshot = match driver {
+        Driver::Tokio => runtime().block_on(async {
+            let handle = producer_tokio::ProducerHandle::builder(config)
+                .start()
+                .unwrap();
+            send_each_and_collect(
+                &handle,
+                records,
+                |i| pace(i, pacing, &mut no_hook),
+                &mut sink,
+            )
+            .await;
+            let snapshot = handle.metrics().await;
+            handle.close().await;
+            snapshot
+        }),
+        Driver::MioThreaded => {
+            let (tx, rx) = mpsc::channel::<Delivery<usize>>();
+            let producer = producer_mio::ThreadedProducer::<usize>::spawn(config, 1024, move |d| {
+                let _ = tx.send(d);
+            })
+            .unwrap();
+            for (i, r) in records.iter().enumerate() {
+                pace(i, pacing, &mut no_hook);
+                producer
+                    .send_with(r.clone(), i)
+                    .unwrap_or_else(|e| panic!("send of record {i} refused: {e}"));
+            }
+            producer.flush();
+            let snapshot = producer
+                .metrics()
+                .expect("a snapshot off the producer thread");
+            producer.close();
+            while let Ok(d) = rx.try_recv() {
+                let (i, report, back) = core_report(d);
+                sink.take(i, report, back);
+            }
+            snapshot
+        }
+        Driver::MioEmbedded => panic!("produce_then_snapshot needs a driver with a flush"),
+    };
+    let run = Run {
+        reports: sink.reports,
+        returned: sink.returned,
+        start_ms,
+        end_ms: now_ms(),
+        elapsed: start.elapsed(),
+    };
+    (run, snapshot)
+}
+
 struct Collected {
     reports: Reports,
     returned: Vec<Option<Record>>,

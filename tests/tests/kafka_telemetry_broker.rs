@@ -4,8 +4,8 @@
 //! independent client, `enable.metrics.push` on by default) pushing its metrics to it. Proves
 //! that the broker offers telemetry, hands out the subscription, and that the reporter records
 //! every push that producer made (its OTLP payload decoded), ending with the terminating push
-//! of its close. A broker without a receiver hides both APIs from ApiVersions. Later work
-//! points our producer at the same reporter.
+//! of its close. A broker without a receiver hides both APIs from ApiVersions. Our producer
+//! pushes to the same reporter in `kafka_telemetry`.
 
 use std::time::{Duration, Instant};
 

@@ -45,6 +45,8 @@ pub enum Request {
     SaslAuthenticate,
     /// ApiVersions.
     ApiVersions,
+    /// GetTelemetrySubscriptions or PushTelemetry (KIP-714 client telemetry).
+    Telemetry,
 }
 
 /// What the producer is: the table's rows differ by mode (a transactional producer's epoch is
@@ -127,6 +129,13 @@ pub enum Action {
     Rebootstrap,
     /// Ask again at a lower version. ApiVersions.
     Downgrade,
+    /// The subscription changed: get it again at once. Telemetry.
+    Resubscribe,
+    /// The broker refused the push's compression type: get the subscription again at once,
+    /// and compress no more with that codec. Telemetry.
+    RefusedCodec,
+    /// Retrying cannot help: client telemetry stops for the producer's life. Telemetry.
+    DisableTelemetry,
 }
 
 /// The one table: what to do with `code` in the answer to `request`, for a producer in `mode`.
@@ -175,6 +184,18 @@ pub fn decide(request: Request, code: ErrorCode, mode: Mode) -> Action {
         Request::ApiVersions => match code {
             ErrorCode::UNSUPPORTED_VERSION => Action::Downgrade,
             _ => Action::Fail,
+        },
+        // Java's rule (`ClientTelemetryUtils.maybeFetchErrorIntervalMs`): a request the broker
+        // cannot take disables telemetry, a changed subscription or a refused codec asks
+        // again at once, a push too large or throttled asks again after the push interval
+        // (`Backoff`), and a code it does not map disables telemetry.
+        Request::Telemetry => match code {
+            ErrorCode::UNKNOWN_SUBSCRIPTION_ID => Action::Resubscribe,
+            ErrorCode::UNSUPPORTED_COMPRESSION_TYPE => Action::RefusedCodec,
+            ErrorCode::TELEMETRY_TOO_LARGE | ErrorCode::THROTTLING_QUOTA_EXCEEDED => {
+                Action::Backoff
+            }
+            _ => Action::DisableTelemetry,
         },
     }
 }
@@ -662,6 +683,25 @@ mod tests {
             ),
             Fatal
         );
+    }
+
+    #[test]
+    fn telemetry_rows() {
+        let t = |code| decide(Request::Telemetry, code, Mode::Idempotent);
+        assert_eq!(t(ErrorCode::NONE), Ok);
+        assert_eq!(t(ErrorCode::UNKNOWN_SUBSCRIPTION_ID), Resubscribe);
+        assert_eq!(t(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE), RefusedCodec);
+        assert_eq!(t(ErrorCode::TELEMETRY_TOO_LARGE), Backoff);
+        assert_eq!(t(ErrorCode::THROTTLING_QUOTA_EXCEEDED), Backoff);
+        for code in [
+            ErrorCode::INVALID_REQUEST,
+            ErrorCode::INVALID_RECORD,
+            ErrorCode::UNSUPPORTED_VERSION,
+            ErrorCode::UNKNOWN_SERVER_ERROR,
+            ErrorCode(9999),
+        ] {
+            assert_eq!(t(code), DisableTelemetry, "{code}");
+        }
     }
 
     #[test]

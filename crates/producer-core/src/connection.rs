@@ -54,6 +54,9 @@ pub(crate) struct Versions {
     pub(crate) sasl: Option<SaslVersions>,
     /// The transaction APIs, when the broker offers all of them.
     pub(crate) txn: Option<TxnVersions>,
+    /// Whether the broker offers GetTelemetrySubscriptions and PushTelemetry (v0 of each,
+    /// the only version): brokers list them only with a telemetry receiver configured.
+    pub(crate) telemetry: bool,
 }
 
 /// The transaction API versions agreed with one broker, and the cluster's finalized
@@ -102,6 +105,8 @@ impl Versions {
                     transaction_version: resp.finalized_level("transaction.version").unwrap_or(0),
                 })
             })(),
+            telemetry: resp.negotiate(ApiKey::GetTelemetrySubscriptions) == Some(0)
+                && resp.negotiate(ApiKey::PushTelemetry) == Some(0),
         })
     }
 }
@@ -117,6 +122,8 @@ pub(crate) enum RequestKind {
     InitProducerId,
     SaslHandshake,
     SaslAuthenticate,
+    /// A client telemetry request (KIP-714).
+    Telemetry(crate::producer::telemetry::in_flight::TelemetryRequest),
     /// A request of the transactional producer (to the transaction or group coordinator).
     Transaction(crate::producer::transaction::in_flight::TxnRequest),
     /// The batches it carries.

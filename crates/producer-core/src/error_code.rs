@@ -113,6 +113,12 @@ impl ErrorCode {
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     /// `INCONSISTENT_TOPIC_ID` (103).
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    /// `UNKNOWN_SUBSCRIPTION_ID` (117): a PushTelemetry named a subscription the broker no
+    /// longer has (it changed): get the subscription again (KIP-714).
+    pub const UNKNOWN_SUBSCRIPTION_ID: ErrorCode = ErrorCode(117);
+    /// `TELEMETRY_TOO_LARGE` (118): a PushTelemetry carried more than the subscription's
+    /// `telemetry_max_bytes` (KIP-714).
+    pub const TELEMETRY_TOO_LARGE: ErrorCode = ErrorCode(118);
     /// `TRANSACTION_ABORTABLE` (120).
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
     /// `REBOOTSTRAP_REQUIRED` (129): Metadata v13's top-level answer telling the client to go
@@ -173,6 +179,8 @@ impl ErrorCode {
         ErrorCode::PRODUCER_FENCED,
         ErrorCode::UNKNOWN_TOPIC_ID,
         ErrorCode::INCONSISTENT_TOPIC_ID,
+        ErrorCode::UNKNOWN_SUBSCRIPTION_ID,
+        ErrorCode::TELEMETRY_TOO_LARGE,
         ErrorCode::TRANSACTION_ABORTABLE,
         ErrorCode::REBOOTSTRAP_REQUIRED,
     ];
@@ -232,6 +240,8 @@ impl ErrorCode {
             90 => "PRODUCER_FENCED",
             100 => "UNKNOWN_TOPIC_ID",
             103 => "INCONSISTENT_TOPIC_ID",
+            117 => "UNKNOWN_SUBSCRIPTION_ID",
+            118 => "TELEMETRY_TOO_LARGE",
             120 => "TRANSACTION_ABORTABLE",
             129 => "REBOOTSTRAP_REQUIRED",
             _ => return None,

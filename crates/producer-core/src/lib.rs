@@ -85,7 +85,9 @@ pub use partitioners::{
     DefaultPartitioner, Murmur2Partitioner, PartitionView, Partitioner, PartitionerError,
     RoundRobinPartitioner, Route, StickyPartitioner,
 };
-pub use producer::{InFlight, Producer, PurgeScope, TopicPartitions, Transactions};
+pub use producer::{
+    InFlight, Producer, PurgeScope, TelemetryState, TelemetryStatus, TopicPartitions, Transactions,
+};
 pub use record::{Compression, Header};
 pub use sasl::{AuthError, Mechanism, OAuthToken, Secret};
 pub use security::{SaslConfig, SecurityProtocol, TlsConfig};

@@ -51,6 +51,8 @@ pub(crate) enum TimerKind {
     FlushDeadline,
     /// The deadline of a `close_within` (what is still held is ended then).
     CloseDeadline,
+    /// Client telemetry's next request (a subscription or a push) is due.
+    Telemetry,
 }
 
 impl TimerKind {

@@ -25,6 +25,17 @@ pub const API_ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const API_END_TXN: i16 = 26;
 /// API key of TxnOffsetCommit.
 pub const API_TXN_OFFSET_COMMIT: i16 = 28;
+/// GetTelemetrySubscriptions (KIP-714).
+pub const API_GET_TELEMETRY_SUBSCRIPTIONS: i16 = 71;
+/// PushTelemetry (KIP-714).
+pub const API_PUSH_TELEMETRY: i16 = 72;
+
+/// What a broker advertises besides [`DEFAULT_API_VERSIONS`] when the cluster has a telemetry
+/// receiver ([`SimConfig::telemetry_receiver`]): Kafka lists keys 71 and 72 only then.
+pub const TELEMETRY_API_VERSIONS: &[(i16, i16, i16)] = &[
+    (API_GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
+    (API_PUSH_TELEMETRY, 0, 0),
+];
 
 /// The API ranges a broker advertises when [`BrokerSpec::api_versions`] is `None`:
 /// `(api_key, min_version, max_version)`, Kafka 4.1's ranges for these APIs.
@@ -61,7 +72,42 @@ pub const SIM_CAPABILITIES: &[(i16, i16, i16)] = &[
     // v0 handshakes are followed by unframed tokens, which the simulator does not read.
     (API_SASL_HANDSHAKE, 1, 1),
     (API_SASL_AUTHENTICATE, 0, 2),
+    (API_GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
+    (API_PUSH_TELEMETRY, 0, 0),
 ];
+
+/// A client-metrics subscription (KIP-714), as `kafka-client-metrics.sh` makes one: which
+/// metrics (name prefixes; a lone `*` for all), how often, and what the brokers accept of a
+/// push. Set with [`SimCluster::set_telemetry_subscription`](crate::SimCluster::set_telemetry_subscription).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimSubscription {
+    /// The metric name prefixes asked for (empty: none).
+    pub metrics: Vec<String>,
+    /// `interval.ms`.
+    pub push_interval: Duration,
+    /// Whether sums go as deltas (Kafka's `telemetry.max.bytes`'s sibling, the broker's
+    /// `ClientTelemetry` receiver decides; Kafka's default is delta).
+    pub delta_temporality: bool,
+    /// The compression type ids a push may use, in the broker's order of preference (Kafka's:
+    /// zstd 4, lz4 3, gzip 1, snappy 2).
+    pub accepted_compression: Vec<i8>,
+    /// The largest push accepted, compressed (Kafka's `telemetry.max.bytes`, 1 MiB).
+    pub max_bytes: i32,
+}
+
+impl SimSubscription {
+    /// `metrics` every `push_interval`, with Kafka's defaults for the rest (delta, every codec,
+    /// 1 MiB).
+    pub fn new<'a>(metrics: impl IntoIterator<Item = &'a str>, push_interval: Duration) -> Self {
+        SimSubscription {
+            metrics: metrics.into_iter().map(str::to_string).collect(),
+            push_interval,
+            delta_temporality: true,
+            accepted_compression: vec![4, 3, 1, 2],
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
 
 /// SASL on every broker of the cluster (a `SASL_PLAINTEXT` listener): which mechanisms are
 /// enabled, the credential store, and the session lifetime (`connections.max.reauth.ms`).
@@ -174,6 +220,12 @@ pub struct SimConfig {
     /// repeated EndTxn (Produce verification: NOT_ENOUGH_REPLICAS). Zero (the default): the
     /// markers are written at once.
     pub transaction_marker_delay: Duration,
+    /// A telemetry receiver on every broker (KIP-714): the brokers list
+    /// GetTelemetrySubscriptions and PushTelemetry ([`TELEMETRY_API_VERSIONS`]), hand out the
+    /// subscription the test sets, and record every push they accept
+    /// ([`SimCluster::telemetry_pushes`](crate::SimCluster::telemetry_pushes)). False (the
+    /// default): both APIs are hidden, as on a Kafka broker without a receiver.
+    pub telemetry_receiver: bool,
 }
 
 impl SimConfig {
@@ -200,6 +252,7 @@ impl SimConfig {
             transaction_version: 2,
             transaction_max_timeout: Duration::from_secs(15 * 60),
             transaction_marker_delay: Duration::ZERO,
+            telemetry_receiver: false,
         }
     }
 }

@@ -87,12 +87,14 @@ mod wire;
 
 pub use cluster::{
     CommittedOffset, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
-    ProducePartitionRecord, RequestRecord, SimCluster, TransactionState, TransactionView,
+    ProducePartitionRecord, RequestRecord, SimCluster, SimTelemetryPush, TransactionState,
+    TransactionView,
 };
 pub use config::{
-    BrokerSpec, SimConfig, SimSasl, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN,
-    API_API_VERSIONS, API_END_TXN, API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA,
-    API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT,
-    DEFAULT_API_VERSIONS, SASL_API_VERSIONS, SIM_CAPABILITIES,
+    BrokerSpec, SimConfig, SimSasl, SimSubscription, API_ADD_OFFSETS_TO_TXN,
+    API_ADD_PARTITIONS_TO_TXN, API_API_VERSIONS, API_END_TXN, API_FIND_COORDINATOR,
+    API_GET_TELEMETRY_SUBSCRIPTIONS, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
+    API_PUSH_TELEMETRY, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT,
+    DEFAULT_API_VERSIONS, SASL_API_VERSIONS, SIM_CAPABILITIES, TELEMETRY_API_VERSIONS,
 };
 pub use error::SimError;

@@ -58,6 +58,10 @@ pub(crate) fn spawn(
         shared: shared.clone(),
     };
     let mut core = Producer::new(config, now());
+    // The wall clock's anchor for telemetry's OTLP times (the core reads no clock).
+    if let Ok(unix) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        core.set_wall_clock(now(), unix);
+    }
     if let Some(p) = settings.partitioner {
         core.set_partitioner(p);
     }

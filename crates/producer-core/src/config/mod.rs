@@ -121,6 +121,14 @@ pub struct Config {
     /// `partitioner.ignore.keys`: keyed records are partitioned like records without a key
     /// (sticky) instead of by murmur2 of the key.
     pub partitioner_ignore_keys: bool,
+    /// `enable.metrics.push` (KIP-714): push the producer's metrics to a broker that asks for
+    /// them (a client-metrics subscription matching this client), every push interval of the
+    /// subscription and once more on close. The producer asks for a subscription only when a
+    /// broker lists GetTelemetrySubscriptions in ApiVersions (brokers list it only with a
+    /// telemetry receiver configured) and pushes only what a subscription asks for. Needs the
+    /// core's `telemetry` cargo feature (default on): without it, telemetry is off whatever
+    /// this says.
+    pub enable_metrics_push: bool,
     /// Largest response frame accepted (bytes); larger ones close the connection.
     pub max_response_size: usize,
     /// When false, only failures produce delivery reports (fire-and-forget mode).
@@ -211,6 +219,7 @@ impl Config {
                 adaptive_partitioning: true,
                 partitioner_availability_timeout: Duration::ZERO,
                 partitioner_ignore_keys: false,
+                enable_metrics_push: true,
                 max_response_size: 100 * 1024 * 1024,
                 report_successes: true,
                 seed: 0x5eed,
@@ -375,6 +384,10 @@ impl ConfigBuilder {
     setter!(/// `partitioner.ignore.keys` (default false). True: keyed records are partitioned
         /// like records without a key (sticky, as above) instead of by murmur2 of their key.
         partitioner_ignore_keys: bool);
+    setter!(/// `enable.metrics.push` (default true, as in Java): push the producer's metrics to
+        /// a broker whose client-metrics subscription asks for them (KIP-714). Needs the core's
+        /// `telemetry` cargo feature (default on); without it telemetry stays off.
+        enable_metrics_push: bool);
     setter!(/// Largest response frame accepted (default 100 MiB).
         max_response_size: usize);
     setter!(/// Report successes too (default true); false = failures only.

@@ -319,6 +319,7 @@ impl<T> Producer<T> {
             session_lifetime_ms: session_lifetime_ms.max(0),
         }));
         if reauthentication {
+            self.telemetry.connection_ready();
             self.mark_broker_dirty(conn.slot);
         } else {
             self.connection_usable(conn);

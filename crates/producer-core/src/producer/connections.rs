@@ -179,6 +179,7 @@ impl<T> Producer<T> {
     /// reconnect backoff starts over, and it may send.
     pub(super) fn connection_usable(&mut self, conn: ConnId) {
         self.brokers.connection_ready(conn.slot);
+        self.telemetry.connection_created();
         let node_id = self.brokers.slot(conn.slot).node_id;
         self.outputs
             .push_back(Output::Event(Event::BrokerReady { node_id }));
@@ -254,6 +255,7 @@ impl<T> Producer<T> {
             RequestKind::SaslHandshake => self.on_sasl_handshake(conn, req.version, body),
             RequestKind::SaslAuthenticate => self.on_sasl_authenticate(conn, req.version, body),
             RequestKind::Transaction(t) => self.on_txn_response(t, req.version, body),
+            RequestKind::Telemetry(t) => self.on_telemetry_response(t, req.version, body),
             RequestKind::Produce { .. } => match ProduceResponse::parse(req.version, body) {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
@@ -361,6 +363,7 @@ impl<T> Producer<T> {
                 RequestKind::Metadata => self.metadata_request_lost(),
                 RequestKind::InitProducerId => self.init_producer_id_lost(),
                 RequestKind::Transaction(t) => self.txn_request_lost(t),
+                RequestKind::Telemetry(t) => self.telemetry_request_lost(t),
                 // The connection's setup dies with it; a new connection starts over.
                 RequestKind::ApiVersions
                 | RequestKind::SaslHandshake

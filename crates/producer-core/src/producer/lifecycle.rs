@@ -60,6 +60,12 @@ impl<T> Producer<T> {
                 self.send_api_versions(conn, 0);
             }
         }
+        if wait && self.telemetry_close() {
+            return; // the terminating push, answered within the request timeout
+        }
+        if !wait {
+            self.telemetry_abandoned();
+        }
         if self.brokers.any_in_flight() && wait {
             return; // bounded by the request timeout
         }

@@ -17,6 +17,7 @@
 //! | `lifecycle` | `close`, the end of a close, and fatal errors |
 //! | `purge` | `purge` (records removed before they are acknowledged), the deadlines of `flush_within` and `close_within` |
 //! | `reports` | delivery reports: successes of a finished batch, failures with their records handed back |
+//! | `telemetry` | KIP-714 client telemetry: GetTelemetrySubscriptions and PushTelemetry, the subscription, pushes of the metrics as OTLP, the terminating push on close |
 //! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
 mod auth;
@@ -36,6 +37,7 @@ mod purge;
 #[cfg(test)]
 mod purge_tests;
 mod reports;
+pub(crate) mod telemetry;
 pub(crate) mod transaction;
 mod transactions;
 
@@ -58,6 +60,7 @@ use lifecycle::Lifecycle;
 use partitioning::Partitioning;
 pub use partitions::TopicPartitions;
 pub use purge::{InFlight, PurgeScope};
+pub use telemetry::{TelemetryState, TelemetryStatus};
 use transaction::TransactionBook;
 pub use transactions::Transactions;
 
@@ -112,6 +115,8 @@ pub struct Producer<T> {
     txn: Option<TransactionBook<T>>,
     /// The deadlines of `flush_within` and `close_within`.
     deadlines: purge::Deadlines,
+    /// Client telemetry (KIP-714).
+    telemetry: telemetry::TelemetryBook,
 }
 
 impl<T> Producer<T> {
@@ -147,6 +152,7 @@ impl<T> Producer<T> {
             work_pending: true,
             txn: TransactionBook::new(&config),
             deadlines: purge::Deadlines::default(),
+            telemetry: telemetry::TelemetryBook::new(&config, now),
             config,
         }
     }
@@ -501,6 +507,7 @@ impl<T> Producer<T> {
         self.maybe_send_metadata();
         self.maybe_init_producer_id();
         self.drive_transaction();
+        self.drive_telemetry();
         let track = self.tracks_availability();
         for slot in self.brokers.take_dirty() {
             let requests = self.stats.produce_requests;
@@ -524,6 +531,7 @@ impl<T> Producer<T> {
             TimerKind::Request { slot } => self.check_request_timeout(slot),
             TimerKind::Broker { slot } => self.mark_broker_dirty(slot),
             TimerKind::Metadata | TimerKind::ProducerId => self.work_pending = true,
+            TimerKind::Telemetry => self.telemetry_timer_fired(),
             TimerKind::Transaction => self.txn_timer_fired(),
             TimerKind::Holding { topic } => {
                 self.expire_holding(topic);

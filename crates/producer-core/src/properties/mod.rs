@@ -76,6 +76,7 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["partitioner.adaptive.partitioning.enable"], "true or false"),
     setting(&["partitioner.availability.timeout.ms"], "milliseconds"),
     setting(&["partitioner.ignore.keys"], "true or false"),
+    setting(&["enable.metrics.push"], "true or false"),
     setting(
         &["security.protocol"],
         "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
@@ -304,6 +305,9 @@ impl ConfigBuilder {
             }
             "partitioner.availability.timeout.ms" => {
                 self.config.partitioner_availability_timeout = ms()?
+            }
+            "enable.metrics.push" => {
+                self.config.enable_metrics_push = parse_bool(value).ok_or_else(bad)?
             }
             "partitioner.ignore.keys" => {
                 self.config.partitioner_ignore_keys = parse_bool(value).ok_or_else(bad)?

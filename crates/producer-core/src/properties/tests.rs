@@ -10,7 +10,8 @@ fn every_setting_is_applied_by_every_spelling() {
         "acks" => "all",
         "enable.idempotence"
         | "partitioner.adaptive.partitioning.enable"
-        | "partitioner.ignore.keys" => "true",
+        | "partitioner.ignore.keys"
+        | "enable.metrics.push" => "true",
         "compression.type" => "lz4",
         "security.protocol" => "SASL_SSL",
         "sasl.mechanism" => "SCRAM-SHA-512",
@@ -295,6 +296,14 @@ fn partitioner_settings_by_their_java_names() {
         Duration::from_millis(250)
     );
     assert!(c.partitioner_ignore_keys);
+    // KIP-714's switch, on by default as in Java.
+    assert!(d.enable_metrics_push);
+    let off = Config::from_properties([
+        ("bootstrap.servers", "k:9092"),
+        ("enable.metrics.push", "false"),
+    ])
+    .unwrap();
+    assert!(!off.enable_metrics_push);
     let b = || Config::builder([("h", 1)]);
     for (name, value, form) in [
         (

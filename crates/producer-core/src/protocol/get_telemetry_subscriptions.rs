@@ -8,7 +8,7 @@
 //! sums go as deltas, and the compression types a push may use. v0 is flexible. Brokers list
 //! keys 71 and 72 in ApiVersions only when a telemetry receiver is configured.
 //!
-//! Codec only: the producer does not send it yet.
+//! The producer sends it from its telemetry state machine (`producer/telemetry/`).
 
 use std::fmt;
 

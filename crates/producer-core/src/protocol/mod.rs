@@ -54,9 +54,9 @@ pub enum ApiKey {
     EndTxn,
     /// TxnOffsetCommit (28).
     TxnOffsetCommit,
-    /// GetTelemetrySubscriptions (71), KIP-714: codec only, the producer does not send it yet.
+    /// GetTelemetrySubscriptions (71), KIP-714 client telemetry.
     GetTelemetrySubscriptions,
-    /// PushTelemetry (72), KIP-714: codec only, the producer does not send it yet.
+    /// PushTelemetry (72), KIP-714 client telemetry.
     PushTelemetry,
 }
 

@@ -6,7 +6,7 @@
 //! protobuf), compressed with one of the subscription's accepted compression types; the answer
 //! is a throttle and an error code only. v0 is flexible.
 //!
-//! Codec only: the producer does not send it yet.
+//! The producer sends it from its telemetry state machine (`producer/telemetry/`).
 
 use std::fmt;
 

@@ -225,6 +225,10 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
             transactions: VecDeque::new(),
             interceptors: Interceptors::default(),
         };
+        // The wall clock's anchor for telemetry's OTLP times (the core reads no clock).
+        if let Ok(unix) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            driver.core.set_wall_clock(Instant::now(), unix);
+        }
         driver.drive(Instant::now());
         Ok(driver)
     }

@@ -16,7 +16,9 @@ pub struct InjectedError {
     /// transaction APIs: [`API_FIND_COORDINATOR`](crate::API_FIND_COORDINATOR) (every key),
     /// [`API_ADD_PARTITIONS_TO_TXN`](crate::API_ADD_PARTITIONS_TO_TXN) (every partition of one transaction),
     /// [`API_ADD_OFFSETS_TO_TXN`](crate::API_ADD_OFFSETS_TO_TXN), [`API_END_TXN`](crate::API_END_TXN) and
-    /// [`API_TXN_OFFSET_COMMIT`](crate::API_TXN_OFFSET_COMMIT) (every partition)). An injected answer changes
+    /// [`API_TXN_OFFSET_COMMIT`](crate::API_TXN_OFFSET_COMMIT) (every partition), and the telemetry APIs
+    /// [`API_GET_TELEMETRY_SUBSCRIPTIONS`](crate::API_GET_TELEMETRY_SUBSCRIPTIONS) and
+    /// [`API_PUSH_TELEMETRY`](crate::API_PUSH_TELEMETRY)). An injected answer changes
     /// no coordinator state.
     pub api_key: i16,
     /// Only this topic (Produce, Metadata); `None` matches every topic.

@@ -16,6 +16,7 @@ use crate::config::{SimConfig, DEFAULT_API_VERSIONS, SASL_API_VERSIONS};
 use crate::rng::Rng;
 use crate::SimError;
 
+pub use broker::SimTelemetryPush;
 pub use faults::InjectedError;
 pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecord};
 pub use network::{ConnId, NetEvent};
@@ -87,6 +88,12 @@ use state::{Broker, Partition, Topic};
 ///   its staged offsets; v5 (transaction version 2) bumps the epoch and answers the new one. A transaction open past its timeout is aborted with its producer fenced.
 ///   Reads: [`SimCluster::read_committed`], [`SimCluster::read_uncommitted`],
 ///   [`SimCluster::last_stable_offset`], [`SimCluster::committed_offsets`].
+/// * **Client telemetry** (GetTelemetrySubscriptions, PushTelemetry, KIP-714): advertised only
+///   with [`SimConfig::telemetry_receiver`]; the subscription is the test's
+///   ([`SimCluster::set_telemetry_subscription`]), a push is checked as Kafka's
+///   `ClientMetricsManager` does (subscription id 117, terminated 42, pushed sooner than the
+///   interval 89, codec not accepted 76, larger than `max_bytes` 118) and recorded
+///   ([`SimCluster::telemetry_pushes`]); see the `telemetry` tests.
 #[derive(Debug)]
 pub struct SimCluster {
     cfg: SimConfig,
@@ -116,6 +123,8 @@ pub struct SimCluster {
     committed_offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     /// Internal partitions whose leader [`SimCluster::move_coordinator`] moved.
     coordinator_moves: BTreeMap<(CoordinatorKind, i32), i32>,
+    /// The telemetry receiver: the subscription, the clients and the pushes accepted.
+    telemetry: broker::TelemetryReceiver,
 }
 
 impl SimCluster {
@@ -127,6 +136,9 @@ impl SimCluster {
                 let mut v = DEFAULT_API_VERSIONS.to_vec();
                 if config.sasl.is_some() {
                     v.extend_from_slice(SASL_API_VERSIONS);
+                }
+                if config.telemetry_receiver {
+                    v.extend_from_slice(crate::TELEMETRY_API_VERSIONS);
                 }
                 v
             });
@@ -159,6 +171,7 @@ impl SimCluster {
             transactions: BTreeMap::new(),
             committed_offsets: BTreeMap::new(),
             coordinator_moves: BTreeMap::new(),
+            telemetry: broker::TelemetryReceiver::default(),
         }
     }
 

@@ -192,6 +192,8 @@ impl<T> Producer<T> {
             bytes += len as u64;
             self.metrics
                 .batch_sent(t, count, len, batch.uncompressed_size());
+            self.telemetry
+                .batch_drained(self.now.saturating_duration_since(batch.created()));
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
                 topic: t,

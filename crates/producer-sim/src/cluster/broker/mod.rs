@@ -11,18 +11,21 @@ mod init_producer_id;
 mod metadata;
 mod produce;
 mod sasl;
+mod telemetry;
 mod txn_offset_commit;
 
 pub(crate) use sasl::{SaslSession, ScramHash};
+pub use telemetry::SimTelemetryPush;
+pub(crate) use telemetry::TelemetryReceiver;
 
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest,
-    ApiVersionsResponse, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest, TxnOffsetCommitRequest,
+    ApiVersionsResponse, EndTxnRequest, FindCoordinatorRequest, GetTelemetrySubscriptionsRequest,
+    InitProducerIdRequest, MetadataRequest, ProduceRequest, PushTelemetryRequest, RequestHeader,
+    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -31,8 +34,9 @@ use super::{later, SimCluster};
 use crate::wire::{self, Shape};
 use crate::{
     RequestRecord, API_ADD_OFFSETS_TO_TXN, API_ADD_PARTITIONS_TO_TXN, API_API_VERSIONS,
-    API_END_TXN, API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_METADATA, API_PRODUCE,
-    API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_TXN_OFFSET_COMMIT, SIM_CAPABILITIES,
+    API_END_TXN, API_FIND_COORDINATOR, API_GET_TELEMETRY_SUBSCRIPTIONS, API_INIT_PRODUCER_ID,
+    API_METADATA, API_PRODUCE, API_PUSH_TELEMETRY, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
+    API_TXN_OFFSET_COMMIT, SIM_CAPABILITIES,
 };
 
 /// The error codes the brokers answer with (Kafka's numbers, by name).
@@ -55,6 +59,9 @@ mod code {
     pub(super) const UNKNOWN_PRODUCER_ID: i16 = ErrorCode::UNKNOWN_PRODUCER_ID.0;
     pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = ErrorCode::UNSUPPORTED_COMPRESSION_TYPE.0;
     pub(super) const INVALID_RECORD: i16 = ErrorCode::INVALID_RECORD.0;
+    pub(super) const THROTTLING_QUOTA_EXCEEDED: i16 = ErrorCode::THROTTLING_QUOTA_EXCEEDED.0;
+    pub(super) const UNKNOWN_SUBSCRIPTION_ID: i16 = ErrorCode::UNKNOWN_SUBSCRIPTION_ID.0;
+    pub(super) const TELEMETRY_TOO_LARGE: i16 = ErrorCode::TELEMETRY_TOO_LARGE.0;
     pub(super) const PRODUCER_FENCED: i16 = ErrorCode::PRODUCER_FENCED.0;
     pub(super) const UNKNOWN_TOPIC_ID: i16 = ErrorCode::UNKNOWN_TOPIC_ID.0;
     pub(super) const UNSUPPORTED_SASL_MECHANISM: i16 = ErrorCode::UNSUPPORTED_SASL_MECHANISM.0;
@@ -403,6 +410,24 @@ impl SimCluster {
                     sasl::SaslOutcome::Continue => Reply::Respond(frame),
                     sasl::SaslOutcome::Fail => Reply::RespondAndClose(frame),
                 })
+            }
+            API_GET_TELEMETRY_SUBSCRIPTIONS => {
+                let mut b = body.clone();
+                let req = GetTelemetrySubscriptionsRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed GetTelemetrySubscriptions request: {e}"))?;
+                self.trailing(broker_id, conn, "GetTelemetrySubscriptions", b.len());
+                let resp = self.get_telemetry_subscriptions(broker_id, rec.at, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
+            }
+            API_PUSH_TELEMETRY => {
+                let mut b = body.clone();
+                let req = PushTelemetryRequest::decode(&mut b, version)
+                    .map_err(|e| format!("malformed PushTelemetry request: {e}"))?;
+                self.trailing(broker_id, conn, "PushTelemetry", b.len());
+                let resp = self.push_telemetry(broker_id, rec.at, req);
+                rec.error_code = resp.error_code;
+                encode_frame(api, version, correlation_id, &resp).map(Reply::Respond)
             }
             _ => Err(format!("the simulator cannot serve {api:?}")),
         }
