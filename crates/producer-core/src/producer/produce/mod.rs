@@ -192,6 +192,11 @@ impl<T> Producer<T> {
             bytes += len as u64;
             self.metrics
                 .batch_sent(t, count, len, batch.uncompressed_size());
+            if batch.attempts() == 0 {
+                let lingered = batch.created() + self.config.linger <= now;
+                self.metrics
+                    .batch_sent_first(slot, batch.sealed_full(), lingered);
+            }
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
                 topic: t,
@@ -269,7 +274,7 @@ impl<T> Producer<T> {
             record_sets,
         );
         self.stats.produce_requests += 1;
-        self.metrics.request_sent(slot, bytes);
+        self.metrics.request_sent(slot, records, bytes);
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
@@ -295,6 +300,9 @@ impl<T> Producer<T> {
             sent_at: now,
             kind: RequestKind::Produce { batches: chosen },
         });
+        let in_flight = c.produce_in_flight();
+        self.metrics
+            .produce_in_flight(slot, now, in_flight, self.config.max_in_flight);
         if was_idle {
             self.arm_request_timer(slot);
         }
@@ -602,6 +610,9 @@ impl<T> Producer<T> {
         }
         self.stats.retries += 1;
         self.metrics.tick(self.now, &self.stats);
+        if let Some(slot) = self.brokers.slot_of_node(leader) {
+            self.metrics.batch_retried(slot, error);
+        }
         self.stats.records_retried += records;
         self.metrics.records_retried(t, records);
         let topic = self.topics.name(t);
