@@ -13,9 +13,9 @@
 //! | [`Verdict::Throttled`] | its answers' `throttle_time_ms` add up to at least a tenth of the window | the broker's quota `producer_byte_rate` |
 //! | [`Verdict::SlowBroker`] | its average round trip is at least 3 times its usual and 20 ms above it | `request.timeout.ms` (or the broker itself) |
 //! | [`Verdict::Retries`] | batches put back to be sent again are at least a quarter of the batches sent | `retry.backoff.ms` (and the error named) |
-//! | [`Verdict::InFlightCap`] | every `max.in.flight.requests.per.connection` slot was busy for at least half the window | `max.in.flight.requests.per.connection` |
+//! | [`Verdict::InFlightCap`] | every `max.in.flight.requests.per.connection` slot was busy for at least half the window, and at least half its batches were sealed full | `max.in.flight.requests.per.connection` |
 //! | [`Verdict::Backpressure`] | records waited for buffer space for at least a fifth of the window | `buffer.memory` |
-//! | [`Verdict::Linger`] | at least half its batches went out not full when `linger.ms` ended, and `linger.ms` is at least its round trip | `linger.ms` |
+//! | [`Verdict::Linger`] | at least half its requests went because a batch's `linger.ms` ended (none in them full), and `linger.ms` is at least its round trip | `linger.ms` |
 //! | [`Verdict::CallerBound`] | none of the above: the caller does not send enough to fill what the producer can carry | none: send more (more concurrent sends) |
 //!
 //! Brokers known only as a bootstrap address, that lead no partition and carried nothing in
@@ -39,10 +39,13 @@ pub const SLOW_MARGIN: Duration = Duration::from_millis(20);
 pub const RETRY_SHARE: f64 = 0.25;
 /// [`Verdict::InFlightCap`]: the least fraction of the window with every slot busy.
 pub const SATURATED_FRACTION: f64 = 0.5;
+/// [`Verdict::InFlightCap`]: the least share of batches sealed full.
+pub const FULL_SHARE: f64 = 0.5;
 /// [`Verdict::Backpressure`]: the least fraction of the window spent waiting for buffer
 /// space.
 pub const BUFFER_WAIT_FRACTION: f64 = 0.2;
-/// [`Verdict::Linger`]: the least share of batches that went out on `linger.ms`.
+/// [`Verdict::Linger`]: the least share of requests sent because a batch's `linger.ms`
+/// ended.
 pub const LINGERED_SHARE: f64 = 0.5;
 
 /// Where backpressure comes from (one more cause, a queue-delay limit, is planned).
@@ -57,6 +60,10 @@ pub enum BackpressureCause {
         buffer_memory: usize,
         /// Bytes buffered at the snapshot.
         buffered_bytes: usize,
+        /// `buffer.max.records`.
+        buffer_max_records: usize,
+        /// Records buffered at the snapshot.
+        buffered_records: usize,
     },
 }
 
@@ -74,12 +81,12 @@ pub enum Verdict {
         /// batches).
         batch_fill: f64,
     },
-    /// Batches wait for `linger.ms`: most go out not full when it ends, and it is at least
-    /// the broker's round trip.
+    /// Batches wait for `linger.ms`: most requests go because it ended (none of their batches
+    /// full), and it is at least the broker's round trip.
     Linger {
         /// `linger.ms`.
         linger: Duration,
-        /// The share of batches sent on `linger.ms` (0 to 1).
+        /// The share of requests sent because a batch's `linger.ms` ended (0 to 1).
         lingered_share: f64,
         /// The average round trip to the broker.
         round_trip: Duration,
@@ -237,7 +244,7 @@ impl fmt::Display for Verdict {
                 round_trip,
             } => write!(
                 f,
-                "{:.0}% of batches sent on linger.ms={:.0} ms, round trip {:.1} ms",
+                "{:.0}% of requests sent on linger.ms={:.0} ms, round trip {:.1} ms",
                 pct(lingered_share),
                 ms(linger),
                 ms(round_trip)
@@ -275,10 +282,12 @@ impl fmt::Display for Verdict {
                         wait_fraction,
                         buffer_memory,
                         buffered_bytes,
+                        buffer_max_records,
+                        buffered_records,
                     },
             } => write!(
                 f,
-                "send waited for buffer.memory {:.0}% of the time ({buffered_bytes} of {buffer_memory} bytes buffered)",
+                "send waited for buffer space {:.0}% of the time ({buffered_bytes} of {buffer_memory} bytes, {buffered_records} of {buffer_max_records} records buffered)",
                 pct(wait_fraction)
             ),
             Verdict::NotConnected { down, state } => write!(
@@ -435,11 +444,12 @@ impl MetricsSnapshot {
             };
         }
         let saturated_fraction = w.fraction(g.saturated_ns);
-        if saturated_fraction >= SATURATED_FRACTION {
+        let full_share = share(g.batches_full, g.batches);
+        if saturated_fraction >= SATURATED_FRACTION && full_share >= FULL_SHARE {
             return Verdict::InFlightCap {
                 max_in_flight: self.settings.max_in_flight,
                 saturated_fraction,
-                full_share: share(g.batches_full, g.batches),
+                full_share,
             };
         }
         let wait_fraction = self.buffer_wait_fraction();
@@ -449,11 +459,13 @@ impl MetricsSnapshot {
                     wait_fraction,
                     buffer_memory: self.buffer_total_bytes,
                     buffered_bytes: self.buffered_bytes,
+                    buffer_max_records: self.settings.buffer_max_records,
+                    buffered_records: self.buffered_records,
                 },
             };
         }
         let linger = self.settings.linger;
-        let lingered_share = share(g.batches_lingered, g.batches);
+        let lingered_share = share(g.requests_lingered, g.requests);
         let round_trip = Duration::from_micros(round_trip.unwrap_or(0));
         if !linger.is_zero() && lingered_share >= LINGERED_SHARE && linger >= round_trip {
             return Verdict::Linger {

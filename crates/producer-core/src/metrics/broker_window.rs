@@ -40,8 +40,9 @@ pub struct BrokerTotals {
     /// Of those, batches sealed because they were full (`batch.size` reached, or the next
     /// record did not fit).
     pub batches_full: u64,
-    /// Of those, batches sent not full once their `linger.ms` had passed.
-    pub batches_lingered: u64,
+    /// Produce requests sent because a batch's `linger.ms` had passed: no batch in them was
+    /// sealed full, and at least one sent for the first time had waited its `linger.ms`.
+    pub requests_lingered: u64,
     /// Batches of partitions it leads put back to be sent again.
     pub batches_retried: u64,
     /// Nanoseconds every `max.in.flight.requests.per.connection` slot of its connection was
@@ -69,7 +70,7 @@ impl BrokerTotals {
                 .saturating_sub(o.throttled_responses),
             batches: self.batches.saturating_sub(o.batches),
             batches_full: self.batches_full.saturating_sub(o.batches_full),
-            batches_lingered: self.batches_lingered.saturating_sub(o.batches_lingered),
+            requests_lingered: self.requests_lingered.saturating_sub(o.requests_lingered),
             batches_retried: self.batches_retried.saturating_sub(o.batches_retried),
             saturated_ns: self.saturated_ns.saturating_sub(o.saturated_ns),
             busy_ns: self.busy_ns.saturating_sub(o.busy_ns),
@@ -250,23 +251,23 @@ impl BrokerWindows {
         self.ring.push_back(Checkpoint { start: now, totals });
     }
 
-    /// A Produce request carrying `records` records and `bytes` batch bytes went to `slot`.
+    /// A Produce request carrying `records` records and `bytes` batch bytes went to `slot`;
+    /// `lingered` says it went because a batch's `linger.ms` had passed.
     #[inline]
-    pub(crate) fn request_sent(&mut self, slot: u32, records: u64, bytes: u64) {
+    pub(crate) fn request_sent(&mut self, slot: u32, records: u64, bytes: u64, lingered: bool) {
         let c = &mut self.entry(slot).counts;
         c.requests += 1;
+        c.requests_lingered += u64::from(lingered);
         c.records += records;
         c.bytes += bytes;
     }
 
-    /// A batch went to `slot` for the first time; `full` says it was sealed full, `lingered`
-    /// that it went out not full after its `linger.ms`.
+    /// A batch went to `slot` for the first time; `full` says it was sealed full.
     #[inline]
-    pub(crate) fn batch_sent_first(&mut self, slot: u32, full: bool, lingered: bool) {
+    pub(crate) fn batch_sent_first(&mut self, slot: u32, full: bool) {
         let c = &mut self.entry(slot).counts;
         c.batches += 1;
         c.batches_full += u64::from(full);
-        c.batches_lingered += u64::from(lingered && !full);
     }
 
     /// A Produce answer came from `slot` after `latency_us`, throttled `throttle_ms`.
@@ -406,20 +407,14 @@ mod tests {
     fn batches_are_counted_by_how_they_were_sealed_and_forgotten_with_the_slot() {
         let t0 = Instant::now();
         let mut w = BrokerWindows::new(100 * MS, 2, t0);
-        w.batch_sent_first(0, true, true);
-        w.batch_sent_first(0, false, true);
-        w.batch_sent_first(0, false, false);
+        w.batch_sent_first(0, true);
+        w.batch_sent_first(0, false);
+        w.batch_sent_first(0, false);
         w.batch_retried(0, ErrorCode::NOT_ENOUGH_REPLICAS);
-        w.request_sent(0, 30, 3000);
+        w.request_sent(0, 30, 3000, true);
         let m = w.measure(0, t0 + 10 * MS);
-        assert_eq!(
-            (
-                m.growth.batches,
-                m.growth.batches_full,
-                m.growth.batches_lingered
-            ),
-            (3, 1, 1)
-        );
+        assert_eq!((m.growth.batches, m.growth.batches_full), (3, 1));
+        assert_eq!(m.growth.requests_lingered, 1);
         assert_eq!(m.growth.batches_retried, 1);
         assert_eq!(m.last_retry_error, Some(ErrorCode::NOT_ENOUGH_REPLICAS));
         assert_eq!(

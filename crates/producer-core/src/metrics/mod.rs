@@ -149,6 +149,8 @@ pub struct SettingsInUse {
     pub batch_size: usize,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
+    /// `buffer.max.records`: the most records buffered at once.
+    pub buffer_max_records: usize,
 }
 
 impl Default for MetricsSnapshot {
@@ -279,7 +281,7 @@ mod tests {
         m.batch_sent(3, 5, 250, 500);
         m.records_retried(3, 5);
         m.records_failed(3, 2);
-        m.request_sent(1, 15, 750);
+        m.request_sent(1, 15, 750, false);
         m.produce_answered(1, Duration::from_millis(4), 0);
         m.produce_answered(1, Duration::from_millis(2), 70);
         let t = m.topic_metrics(3, "t".into());

@@ -163,21 +163,22 @@ impl Metrics {
     }
 
     /// A Produce request of `records` records in `bytes` batch bytes went to the broker in
-    /// `slot` (after [`Metrics::tick`]).
+    /// `slot` (after [`Metrics::tick`]); `lingered` says it went because a batch's `linger.ms`
+    /// had passed (none in it sealed full).
     #[inline]
-    pub(crate) fn request_sent(&mut self, slot: u32, records: u64, bytes: u64) {
+    pub(crate) fn request_sent(&mut self, slot: u32, records: u64, bytes: u64, lingered: bool) {
         let b = entry(&mut self.brokers, slot);
         b.requests += 1;
         b.bytes_sent += bytes;
-        self.broker_windows.request_sent(slot, records, bytes);
+        self.broker_windows
+            .request_sent(slot, records, bytes, lingered);
     }
 
     /// A batch went to the broker in `slot` for the first time (after [`Metrics::tick`]):
-    /// `full` says it was sealed full, `lingered` that it went out not full after its
-    /// `linger.ms`.
+    /// `full` says it was sealed full.
     #[inline]
-    pub(crate) fn batch_sent_first(&mut self, slot: u32, full: bool, lingered: bool) {
-        self.broker_windows.batch_sent_first(slot, full, lingered);
+    pub(crate) fn batch_sent_first(&mut self, slot: u32, full: bool) {
+        self.broker_windows.batch_sent_first(slot, full);
     }
 
     /// A batch of a partition the broker in `slot` leads was put back to be sent again after

@@ -186,6 +186,7 @@ impl<T> Producer<T> {
                 linger: self.config.linger,
                 batch_size: self.config.batch_size,
                 max_in_flight: self.config.max_in_flight,
+                buffer_max_records: self.config.buffer_max_records,
             },
             ..MetricsSnapshot::default()
         };

@@ -154,6 +154,9 @@ impl<T> Producer<T> {
         let mut size = 64 + self.config.client_id.len();
         let mut chosen: Vec<BatchRef> = Vec::new();
         let (mut records, mut bytes) = (0u64, 0u64);
+        // Whether this request goes because a batch's linger passed: none of its batches is
+        // full and one sent for the first time waited its `linger.ms` (the diagnosis's count).
+        let (mut any_full, mut any_lingered) = (false, false);
         self.metrics.tick(now, &self.stats);
         for k in 0..n {
             let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
@@ -193,9 +196,10 @@ impl<T> Producer<T> {
             self.metrics
                 .batch_sent(t, count, len, batch.uncompressed_size());
             if batch.attempts() == 0 {
-                let lingered = batch.created() + self.config.linger <= now;
-                self.metrics
-                    .batch_sent_first(slot, batch.sealed_full(), lingered);
+                let full = batch.sealed_full();
+                any_full |= full;
+                any_lingered |= !full && batch.created() + self.config.linger <= now;
+                self.metrics.batch_sent_first(slot, full);
             }
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
@@ -274,7 +278,8 @@ impl<T> Producer<T> {
             record_sets,
         );
         self.stats.produce_requests += 1;
-        self.metrics.request_sent(slot, records, bytes);
+        self.metrics
+            .request_sent(slot, records, bytes, any_lingered && !any_full);
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
