@@ -491,3 +491,144 @@ fn share(n: u64, of: u64) -> f64 {
         n as f64 / of as f64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::BrokerWindow;
+
+    const MS: u64 = 1_000_000;
+
+    /// A snapshot with one broker whose window is `g` over 1 s.
+    fn snapshot(records_waiting: bool, g: impl FnOnce(&mut BrokerWindow)) -> MetricsSnapshot {
+        let mut b = BrokerMetrics::new(4, "h".into(), 9092, ConnectionState::Ready);
+        b.records_waiting = records_waiting;
+        b.window.span = Duration::from_secs(1);
+        g(&mut b.window);
+        let mut s = MetricsSnapshot::default();
+        s.windowed.elapsed = Duration::from_secs(1);
+        s.settings.max_in_flight = 5;
+        s.settings.batch_size = 1000;
+        s.brokers.push(b);
+        s
+    }
+
+    fn verdict(s: &MetricsSnapshot) -> Verdict {
+        s.diagnose().brokers[0].verdict
+    }
+
+    #[test]
+    fn the_limit_nearest_the_broker_wins() {
+        // Down, throttled, retried, saturated with full batches and a waiting caller at once:
+        // the connection is named.
+        let all = |w: &mut BrokerWindow| {
+            w.growth.down_ns = 600 * MS;
+            w.growth.requests = 4;
+            w.growth.throttle_ms = 500;
+            w.growth.batches = 4;
+            w.growth.batches_full = 4;
+            w.growth.batches_retried = 4;
+            w.growth.saturated_ns = 900 * MS;
+        };
+        let mut s = snapshot(true, all);
+        s.buffer_wait_running = Duration::from_secs(1);
+        assert!(matches!(verdict(&s), Verdict::NotConnected { .. }));
+        // Without records waiting, being down says nothing: the throttle is next.
+        s.brokers[0].records_waiting = false;
+        assert!(matches!(verdict(&s), Verdict::Throttled { .. }));
+        s.brokers[0].window.growth.throttle_ms = 50;
+        assert!(matches!(
+            verdict(&s),
+            Verdict::Retries {
+                retried: 4,
+                sent: 4,
+                ..
+            }
+        ));
+        s.brokers[0].window.growth.batches_retried = 0;
+        assert!(matches!(
+            verdict(&s),
+            Verdict::InFlightCap {
+                max_in_flight: 5,
+                ..
+            }
+        ));
+        // Saturated with batches not full: not the cap; the buffer wait is next.
+        s.brokers[0].window.growth.batches_full = 1;
+        assert_eq!(
+            verdict(&s).setting(),
+            Some("buffer.memory"),
+            "{}",
+            s.diagnose()
+        );
+    }
+
+    #[test]
+    fn slow_needs_both_the_factor_and_the_margin() {
+        let slow = |avg_us: u64, usual_us: u64| {
+            snapshot(false, |w| {
+                w.growth.responses = 10;
+                w.growth.latency_us = avg_us * 10;
+                w.baseline_latency_us = Some(usual_us);
+            })
+        };
+        assert!(matches!(
+            verdict(&slow(60_000, 5_000)),
+            Verdict::SlowBroker { .. }
+        ));
+        // 3x but only 10 ms above: a fast broker's jitter, not slowness.
+        assert!(matches!(
+            verdict(&slow(15_000, 5_000)),
+            Verdict::CallerBound { .. }
+        ));
+        // 25 ms above but under 3x.
+        assert!(matches!(
+            verdict(&slow(75_000, 50_000)),
+            Verdict::CallerBound { .. }
+        ));
+    }
+
+    #[test]
+    fn linger_needs_lingered_requests_and_a_linger_above_the_round_trip() {
+        let mut s = snapshot(false, |w| {
+            w.growth.requests = 10;
+            w.growth.requests_lingered = 8;
+            w.growth.responses = 10;
+            w.growth.latency_us = 10 * 4_000;
+        });
+        s.settings.linger = Duration::from_millis(20);
+        assert!(matches!(verdict(&s), Verdict::Linger { .. }));
+        s.settings.linger = Duration::from_millis(2);
+        assert!(matches!(verdict(&s), Verdict::CallerBound { .. }));
+    }
+
+    #[test]
+    fn each_broker_gets_one_line_naming_the_setting() {
+        let s = snapshot(false, |w| {
+            w.growth.saturated_ns = 800 * MS;
+            w.growth.batches = 10;
+            w.growth.batches_full = 9;
+        });
+        let text = s.diagnose().to_string();
+        assert_eq!(
+            text,
+            "diagnose: node 4 (h:9092) 0 rec/s, 0.0 MB/s: batches are full and the in-flight \
+             cap is reached: all 5 in-flight slots busy 80% of the time, 90% of batches full \
+             -> max.in.flight.requests.per.connection: raise \
+             max.in.flight.requests.per.connection (5 at most with idempotence) or batch.size\n"
+        );
+        // A bootstrap address that carried nothing gets no line.
+        let mut s = MetricsSnapshot::default();
+        s.brokers.push(BrokerMetrics::new(
+            -1,
+            "b".into(),
+            1,
+            ConnectionState::Ready,
+        ));
+        assert!(s.diagnose().brokers.is_empty());
+        assert_eq!(
+            s.diagnose().to_string(),
+            "diagnose: no broker carried traffic\n"
+        );
+    }
+}
