@@ -230,6 +230,13 @@ impl fmt::Display for Verdict {
         match *self {
             Verdict::CallerBound {
                 records_per_sec,
+                batch_fill,
+                ..
+            } if records_per_sec == 0.0 || batch_fill.is_nan() => {
+                write!(f, "nothing sent to it in the window")
+            }
+            Verdict::CallerBound {
+                records_per_sec,
                 busy_fraction,
                 batch_fill,
             } => write!(
