@@ -358,6 +358,14 @@ impl Running {
         }
     }
 
+    /// The diagnosis (`None`: mio's thread stopped without leaving a snapshot).
+    pub fn diagnose(&self) -> Option<producer_core::Diagnosis> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.diagnose())),
+            Inner::Mio(p) => p.diagnose(),
+        }
+    }
+
     /// The partitions of `topic` (tokio: `partitions_for`, bounded by `max.block.ms`; mio:
     /// `partitions_for` with `timeout`).
     pub fn partitions_for(

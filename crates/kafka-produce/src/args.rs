@@ -93,6 +93,12 @@ pub struct Args {
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 
+    /// Print the diagnosis ("why is it slow?": per broker, the dominant limit over the last
+    /// metrics.sample.window.ms x metrics.num.samples, its numbers and the setting to change)
+    /// on stderr every 5 s while producing. It is printed at the end of every run anyway.
+    #[arg(long = "diagnose")]
+    pub diagnose: bool,
+
     /// At the end of the input, close within this many seconds: what is not delivered by then
     /// goes to --failed with its reason (never sent: purged; sent and unanswered: the close's
     /// deadline passed, possibly written). Without it the close waits for every record

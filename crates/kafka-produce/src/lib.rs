@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+mod diagnose;
 pub mod latency;
 mod lines;
 mod perf;

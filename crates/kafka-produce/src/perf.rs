@@ -76,6 +76,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let rt = runtime()?;
     let outcome = rt.block_on(async {
         let producer = tally.start_producer(config)?;
+        let printing = crate::diagnose::start(args.diagnose, &producer, progress.printer());
         let sending = send_paced(&producer, &template, total, rate, &tally);
         let stopped = tokio::select! {
             () = sending => tokio::select! {
@@ -84,8 +85,10 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
             },
             cause = tally.unreachable() => Some(cause),
         };
-        Ok::<_, Failure>(stopped)
+        let diagnosis = crate::diagnose::stop(printing, &producer).await;
+        Ok::<_, Failure>((stopped, diagnosis))
     })?;
+    let (outcome, diagnosis) = outcome;
     rt.shutdown_background();
     let elapsed = tally.started().elapsed();
     let unsent = total - counts.read().0;
@@ -112,6 +115,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
         latencies.quantile_ms(0.999),
     );
     println!("delivered {delivered}, failed {failed} of {sent} sent in {secs:.2} s");
+    eprint!("{diagnosis}");
     if let Some((cause, n)) = stopped {
         return Err(Failure::Partial(format!(
             "no bootstrap broker could be reached: {cause}; stopped early ({n} records not delivered, {unsent} not generated)"

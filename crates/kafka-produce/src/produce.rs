@@ -130,8 +130,9 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let limit = config.max_request_size;
     let rt = runtime()?;
     let mut chunks = read_all(inputs, format, limit, &tally)?;
-    let (outcome, unsent) = rt.block_on(async {
+    let outcome = rt.block_on(async {
         let producer = tally.start_producer(config)?;
+        let printing = crate::diagnose::start(args.diagnose, &producer, progress.printer());
         // A chunk received and not (wholly) handed to the producer yet.
         let mut held = Vec::new();
         let sending = send_all(&producer, &mut chunks, &mut held, &tally);
@@ -164,8 +165,10 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
                 }
             }
         }
-        Ok::<_, Failure>((result, unsent))
+        let diagnosis = crate::diagnose::stop(printing, &producer).await;
+        Ok::<_, Failure>((result, unsent, diagnosis))
     })?;
+    let (outcome, unsent, diagnosis) = outcome;
     // Whatever is still running (a producer waiting out its timeouts after an early stop) is
     // not waited for.
     rt.shutdown_background();
@@ -204,6 +207,7 @@ pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     if !latencies.is_empty() {
         eprintln!("delivery latency ms: {}", latencies.summary());
     }
+    eprint!("{diagnosis}");
     outcome?;
     if let Some((cause, _, all_read)) = &stopped {
         // Stopped early: not every record was delivered (possibly none was read yet), so the

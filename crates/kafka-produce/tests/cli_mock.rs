@@ -190,6 +190,70 @@ fn perf_mode_throughput_is_never_exceeded() {
     assert!(rate <= 2000.0 * 3000.0 / 2999.0 + 1.0, "{rate}: {run:#?}");
 }
 
+/// The diagnosis lines of a run's stderr.
+fn diagnosis_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("diagnose: node "))
+        .collect()
+}
+
+/// Every run ends with the diagnosis on stderr, one line per broker of the mock (3), each with
+/// its verdict and what to change, and none of the fault verdicts for the healthy mock; with
+/// `--diagnose`, it is printed every 5 s as well: a 7 s run (7,000 records at 1,000/s) prints
+/// it at 5 s and at the end.
+#[test]
+fn the_diagnosis_ends_every_run_and_diagnose_prints_it_while_producing() {
+    let m = mock("diagnosed");
+    let perf = |records: &str, extra: &[&str]| {
+        let mut args = vec![
+            "-b".to_string(),
+            m.bootstrap_servers(),
+            "-t".into(),
+            "diagnosed".into(),
+            "-q".into(),
+            "--num-records".into(),
+            records.into(),
+            "--throughput".into(),
+            "1000".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kafka_produce(&args, b"")
+    };
+    let run = perf("500", &[]);
+    run.expect_code(0);
+    let lines = diagnosis_lines(&run.stderr);
+    assert_eq!(lines.len(), 3, "one line per broker at the end: {run:#?}");
+    for node in 1..=3 {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("diagnose: node {node} ("))),
+            "node {node}: {run:#?}"
+        );
+    }
+    for l in &lines {
+        assert!(l.contains(" -> "), "what to change: {l}");
+        for fault in [
+            "the connection is not up",
+            "the broker throttles",
+            "retries dominate",
+            "the broker is slow",
+        ] {
+            assert!(!l.contains(fault), "{fault} for a healthy mock: {l}");
+        }
+    }
+    let run = perf("7000", &["--diagnose"]);
+    run.expect_code(0);
+    let lines = diagnosis_lines(&run.stderr);
+    assert!(
+        lines.len() >= 6,
+        "printed while producing and at the end: {run:#?}"
+    );
+    assert_eq!(lines.len() % 3, 0, "whole diagnoses: {run:#?}");
+}
+
 /// Bad inputs: each gets the documented exit code and a message naming the problem, before
 /// anything is produced.
 #[test]

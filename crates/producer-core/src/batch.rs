@@ -291,6 +291,8 @@ pub(crate) struct Batch<T> {
     /// (KIP-467); their batch mates take the batch's own error. `None` on every other path, so
     /// a success pays for one pointer-sized field and nothing else.
     record_errors: Option<Box<RecordFailures>>,
+    /// It was sealed because it was full (for the diagnosis's count of full batches).
+    sealed_full: bool,
 }
 
 impl<T> Batch<T> {
@@ -312,6 +314,7 @@ impl<T> Batch<T> {
             attempts: 0,
             base_sequence: None,
             possibly_persisted: false,
+            sealed_full: false,
             at_once: RetriesAtOnce::default(),
             record_errors: None,
         }
@@ -344,6 +347,7 @@ impl<T> Batch<T> {
             possibly_persisted: original.possibly_persisted,
             at_once: RetriesAtOnce::default(),
             record_errors: None,
+            sealed_full: false,
         }
     }
 
@@ -358,6 +362,15 @@ impl<T> Batch<T> {
     }
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts
+    }
+    /// Whether it was sealed because it was full ([`Batch::mark_sealed_full`]).
+    pub(crate) fn sealed_full(&self) -> bool {
+        self.sealed_full
+    }
+    /// Marks it as sealed because it was full (`batch.size` reached, or the next record did
+    /// not fit); call once, when it is sealed.
+    pub(crate) fn mark_sealed_full(&mut self) {
+        self.sealed_full = true;
     }
     pub(crate) fn record_count(&self) -> i32 {
         self.records.len() as i32

@@ -56,6 +56,7 @@ mod buffer;
 pub mod classify;
 pub mod config;
 mod connection;
+pub mod diagnosis;
 pub mod error_code;
 mod errors;
 pub mod limits;
@@ -79,6 +80,7 @@ mod types;
 pub mod windowed;
 
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
+pub use diagnosis::{BackpressureCause, BrokerDiagnosis, Diagnosis, Verdict};
 pub use error_code::ErrorCode;
 pub use metrics::{MetricsSnapshot, TopicMetrics};
 pub use partitioners::{

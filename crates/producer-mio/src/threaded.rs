@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use producer_core::{
-    Config, Delivery, Event, MetricsSnapshot, OAuthToken, Partitioner, Record, TransactionError,
+    Config, Delivery, Diagnosis, Event, MetricsSnapshot, OAuthToken, Partitioner, Record,
+    TransactionError,
 };
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
@@ -351,6 +352,14 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         }
         // The thread stopped: it left its last snapshot before stopping the queue.
         self.inner.shared.last_words.metrics()
+    }
+
+    /// "Why is it slow?": a verdict per broker over the last sample window (see
+    /// [`producer_core::diagnosis`]), from a [`ThreadedProducer::metrics`] snapshot (it blocks
+    /// as that does, and is `None` when that is). Call it during or right after the run to
+    /// explain: a progress line, the end of a run.
+    pub fn diagnose(&self) -> Option<Diagnosis> {
+        self.metrics().map(|m| m.diagnose())
     }
 
     /// Queues a call that waits for the producer thread (`command` made with the sending half

@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use producer_core::{MetricsSnapshot, Record, TopicPartitions};
+use producer_core::{Diagnosis, MetricsSnapshot, Record, TopicPartitions};
 use producer_driver::{Command, DriverLoop, PartitionsError, Refused};
 use tokio::sync::oneshot;
 
@@ -218,6 +218,14 @@ impl ProducerHandle {
         }
         // The task stopped: it left its last snapshot before stopping the queue.
         self.shared().last_words.metrics().unwrap_or_default()
+    }
+
+    /// "Why is it slow?": a verdict per broker over the last sample window (see
+    /// [`producer_core::diagnosis`]), from a [`ProducerHandle::metrics`] snapshot (so it costs
+    /// what one does; after the task stopped, from its last one). Call it during or right after
+    /// the run to explain: a progress line, the end of a run.
+    pub async fn diagnose(&self) -> Diagnosis {
+        self.metrics().await.diagnose()
     }
 
     /// The partitions of `topic` and their leaders, asking the cluster when they are not known

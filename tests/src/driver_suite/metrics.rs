@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use producer_core::metrics::ConnectionState;
-use producer_core::Record;
+use producer_core::{Record, Verdict};
 
 use crate::drive::Driver;
 use crate::running::{Options, Running, HANG_GUARD};
@@ -72,4 +72,65 @@ pub fn the_metrics_count_the_run(driver: Driver) {
         "closed: no connection left: {:?}",
         last.brokers
     );
+}
+
+/// A healthy run against the mock (3 brokers): the handle's diagnosis has one verdict per
+/// broker, the brokers leading a partition (as `partitions_for` tells) counting what was sent
+/// to them and the others nothing, and none of the fault verdicts (the mock is up, answers at
+/// once, never throttles or fails a batch); after `close`, the diagnosis of the loop's last
+/// snapshot still names the run's brokers.
+pub fn the_diagnosis_names_each_broker_and_no_fault(driver: Driver) {
+    const N: u64 = 3_000;
+    let mock = MockKafka::new(3, &[(TOPIC, 6)]).expect("mock cluster");
+    let p = Running::start(
+        driver,
+        Options::new(mock.producer_config().build().unwrap()),
+    );
+    let leaders: HashSet<i32> = p
+        .partitions_for(TOPIC, HANG_GUARD)
+        .expect("the topic's partitions")
+        .leaders()
+        .iter()
+        .copied()
+        .collect();
+    for id in 0..N {
+        let r = Record::new(TOPIC, format!("value-{id}")).with_partition((id % 6) as i32);
+        p.send(r, id).expect("the queue holds every record");
+    }
+    p.flush();
+    for _ in 0..N {
+        let r = p
+            .next_report(HANG_GUARD)
+            .expect("a report for every record");
+        assert!(r.result.is_ok(), "record {}: {:?}", r.id, r.result);
+    }
+    let d = p.diagnose().expect("a diagnosis while the producer runs");
+    let named: HashSet<i32> = d.brokers.iter().map(|b| b.node_id).collect();
+    assert_eq!(
+        named,
+        HashSet::from([1, 2, 3]),
+        "one verdict per broker: {d}"
+    );
+    for b in &d.brokers {
+        assert_eq!(
+            b.records_per_sec > 0.0,
+            leaders.contains(&b.node_id),
+            "records went to node {} as it leads a partition or not ({leaders:?}): {d}",
+            b.node_id
+        );
+        assert!(
+            !matches!(
+                b.verdict,
+                Verdict::NotConnected { .. }
+                    | Verdict::Throttled { .. }
+                    | Verdict::Retries { .. }
+                    | Verdict::SlowBroker { .. }
+            ),
+            "a fault verdict for a healthy mock broker: {d}"
+        );
+    }
+    assert_eq!(d.to_string().lines().count(), 3, "one line per broker: {d}");
+    p.close();
+    let last = p.diagnose().expect("the loop's last snapshot");
+    assert_eq!(last.brokers.len(), 3, "{last}");
 }

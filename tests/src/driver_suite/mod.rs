@@ -100,6 +100,7 @@ macro_rules! every_driver_test {
             panics::a_panic_in_a_transaction_fails_its_records_honestly,
             bounds::the_command_queue_counts_bytes_against_buffer_memory,
             metrics::the_metrics_count_the_run,
+            metrics::the_diagnosis_names_each_broker_and_no_fault,
             tls::tls_delivers_and_reads_back,
             tls::mtls_with_client_auth_required_delivers,
             tls::endpoint_identification_off_accepts_a_certificate_for_another_name,

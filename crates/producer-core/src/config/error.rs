@@ -6,7 +6,7 @@ use super::Config;
 use crate::record::Compression;
 use crate::security::SecurityProtocol;
 
-/// A configuration that cannot be used; returned by [`ConfigBuilder::build`].
+/// A configuration that cannot be used; returned by [`ConfigBuilder::build`](super::ConfigBuilder::build).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

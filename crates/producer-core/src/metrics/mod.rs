@@ -68,9 +68,11 @@
 // This file: `MetricsSnapshot`, `PREFIX` and the re-exports (the public paths stay
 // `producer_core::metrics::*`). `histogram.rs`: `Histogram`; `recording.rs`: `Metrics`, what the
 // producer keeps as it runs (with the bounded per-topic and per-broker tables); `per_topic.rs`:
-// `TopicMetrics`; `per_broker.rs`: `BrokerMetrics`, `ConnectionState`; `java_named.rs`: the
+// `TopicMetrics`; `per_broker.rs`: `BrokerMetrics`, `ConnectionState`; `broker_window.rs`: each
+// broker over the sample window (`BrokerWindow`, for `crate::diagnosis`); `java_named.rs`: the
 // Java-named `Series`; `prometheus.rs`: the text rendering. The tests are at the end.
 
+mod broker_window;
 mod histogram;
 mod java_named;
 mod per_broker;
@@ -80,6 +82,7 @@ mod recording;
 
 use std::time::Duration;
 
+pub use broker_window::{BrokerTotals, BrokerWindow, BASELINE_MIN_RESPONSES};
 pub use histogram::{Histogram, HISTOGRAM_BUCKETS};
 pub use java_named::{Series, SeriesKind, SeriesValue};
 pub use per_broker::{BrokerMetrics, ConnectionState};
@@ -128,6 +131,26 @@ pub struct MetricsSnapshot {
     pub metadata_age: Option<Duration>,
     /// `buffer.memory`, in bytes (`buffer-total-bytes`).
     pub buffer_total_bytes: usize,
+    /// How long the wait for buffer space running at the snapshot has run (zero when `send`
+    /// accepts records): a wait is counted in the totals only when it ends.
+    pub buffer_wait_running: Duration,
+    /// The settings the diagnosis weighs the figures against.
+    pub settings: SettingsInUse,
+}
+
+/// The settings in use that [`crate::diagnosis`] weighs a snapshot's figures against (and
+/// names in its advice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SettingsInUse {
+    /// `linger.ms`.
+    pub linger: Duration,
+    /// `batch.size`, in bytes.
+    pub batch_size: usize,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+    /// `buffer.max.records`: the most records buffered at once.
+    pub buffer_max_records: usize,
 }
 
 impl Default for MetricsSnapshot {
@@ -146,6 +169,8 @@ impl Default for MetricsSnapshot {
             topics: Vec::new(),
             metadata_age: None,
             buffer_total_bytes: 0,
+            buffer_wait_running: Duration::ZERO,
+            settings: SettingsInUse::default(),
         }
     }
 }
@@ -256,7 +281,7 @@ mod tests {
         m.batch_sent(3, 5, 250, 500);
         m.records_retried(3, 5);
         m.records_failed(3, 2);
-        m.request_sent(1, 750);
+        m.request_sent(1, 15, 750, false);
         m.produce_answered(1, Duration::from_millis(4), 0);
         m.produce_answered(1, Duration::from_millis(2), 70);
         let t = m.topic_metrics(3, "t".into());
@@ -264,7 +289,7 @@ mod tests {
         assert_eq!((t.records_retried, t.records_failed), (5, 2));
         assert_eq!(t.compression_rate(), 0.5);
         let mut b = BrokerMetrics::new(1, "h".into(), 1, ConnectionState::Ready);
-        m.broker_into(1, &mut b);
+        m.broker_into(1, &mut b, t0);
         assert_eq!((b.requests_sent, b.bytes_sent), (1, 750));
         assert_eq!(b.request_latency.count(), 2);
         assert_eq!(b.request_latency_max_us, 4000);
@@ -277,7 +302,7 @@ mod tests {
         assert_eq!((t.records_sent, t.bytes_sent, t.records_failed), (0, 0, 0));
         assert!(t.compression_rate().is_nan());
         let mut b = BrokerMetrics::new(1, "h".into(), 1, ConnectionState::Ready);
-        m.broker_into(1, &mut b);
+        m.broker_into(1, &mut b, t0);
         assert_eq!(b.request_latency.count(), 0);
         assert_eq!((b.requests_sent, b.throttle_time_ms), (0, 0));
     }

@@ -1,6 +1,7 @@
 //! [`BrokerMetrics`]: one broker's part of a snapshot (Java's `producer-node-metrics`), and
 //! [`ConnectionState`], where its connection stands.
 
+use super::broker_window::BrokerWindow;
 use super::histogram::{latency_histogram, Histogram};
 
 /// Where a broker's connection stands.
@@ -80,6 +81,10 @@ pub struct BrokerMetrics {
     pub throttle_time_max_ms: u64,
     /// Produce responses it throttled (`throttle_time_ms` above 0).
     pub throttled_responses: u64,
+    /// Whether partitions it leads hold records not yet reported (sent or waiting).
+    pub records_waiting: bool,
+    /// What it did over the sample window, for [`crate::diagnosis`].
+    pub window: BrokerWindow,
 }
 
 impl BrokerMetrics {
@@ -99,6 +104,8 @@ impl BrokerMetrics {
             throttle_time_ms: 0,
             throttle_time_max_ms: 0,
             throttled_responses: 0,
+            records_waiting: false,
+            window: BrokerWindow::default(),
         }
     }
 }

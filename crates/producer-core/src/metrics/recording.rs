@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::broker_window::BrokerWindows;
 use super::histogram::{latency_histogram, size_histogram, Histogram};
 use super::per_broker::BrokerMetrics;
 use super::per_topic::TopicMetrics;
@@ -43,6 +44,8 @@ pub(crate) struct Metrics {
     topics: Vec<TopicSeries>,
     /// Per broker, by broker slot (a retired slot's entry is cleared): at most the slots.
     brokers: Vec<BrokerSeries>,
+    /// Per broker over the sample window, for the diagnosis (rolled with `windows`).
+    broker_windows: BrokerWindows,
 }
 
 /// A topic's series, kept by topic number.
@@ -114,6 +117,7 @@ impl Metrics {
             last_metadata: None,
             topics: Vec::new(),
             brokers: Vec::new(),
+            broker_windows: BrokerWindows::new(window, samples, now),
         }
     }
 
@@ -141,6 +145,7 @@ impl Metrics {
         if self.windows.due(now) {
             let totals = self.totals(stats);
             self.windows.roll(now, totals);
+            self.broker_windows.roll(now);
         }
     }
 
@@ -157,12 +162,49 @@ impl Metrics {
         t.uncompressed_bytes_sent += raw;
     }
 
-    /// A Produce request of `bytes` batch bytes went to the broker in `slot`.
+    /// A Produce request of `records` records in `bytes` batch bytes went to the broker in
+    /// `slot` (after [`Metrics::tick`]); `lingered` says it went because a batch's `linger.ms`
+    /// had passed (none in it sealed full).
     #[inline]
-    pub(crate) fn request_sent(&mut self, slot: u32, bytes: u64) {
+    pub(crate) fn request_sent(&mut self, slot: u32, records: u64, bytes: u64, lingered: bool) {
         let b = entry(&mut self.brokers, slot);
         b.requests += 1;
         b.bytes_sent += bytes;
+        self.broker_windows
+            .request_sent(slot, records, bytes, lingered);
+    }
+
+    /// A batch went to the broker in `slot` for the first time (after [`Metrics::tick`]):
+    /// `full` says it was sealed full.
+    #[inline]
+    pub(crate) fn batch_sent_first(&mut self, slot: u32, full: bool) {
+        self.broker_windows.batch_sent_first(slot, full);
+    }
+
+    /// A batch of a partition the broker in `slot` leads was put back to be sent again after
+    /// `error` (after [`Metrics::tick`]).
+    pub(crate) fn batch_retried(&mut self, slot: u32, error: ErrorCode) {
+        self.broker_windows.batch_retried(slot, error);
+    }
+
+    /// The broker in `slot` has `in_flight` Produce requests in flight at `now`, with room for
+    /// `max`: call after each change (a request sent, answered, or lost with its connection).
+    pub(crate) fn produce_in_flight(
+        &mut self,
+        slot: u32,
+        now: Instant,
+        in_flight: usize,
+        max: usize,
+    ) {
+        self.broker_windows
+            .produce_in_flight(slot, now, in_flight, max);
+    }
+
+    /// Whether, from `now`, the producer wants a connection to the broker in `slot` and has no
+    /// ready one: true at a connection attempt or at a loss while it leads partitions holding
+    /// records, false once a connection is ready.
+    pub(crate) fn connection_down(&mut self, slot: u32, down: bool, now: Instant) {
+        self.broker_windows.connection_down(slot, down, now);
     }
 
     /// `records` of `topic` were put back to be sent again (after [`Metrics::tick`]; the
@@ -186,6 +228,7 @@ impl Metrics {
         let m = self.windows.maxima_mut();
         m.latency_us = m.latency_us.max(us);
         m.throttle_ms = m.throttle_ms.max(throttle);
+        self.broker_windows.answered(slot, us, throttle);
         let b = entry(&mut self.brokers, slot);
         b.latency.record(us);
         b.latency_max_us = b.latency_max_us.max(us);
@@ -239,6 +282,7 @@ impl Metrics {
         if let Some(b) = self.brokers.get_mut(slot as usize) {
             *b = BrokerSeries::default();
         }
+        self.broker_windows.forget(slot);
     }
 
     /// A batch of `records` records was acknowledged, `age` after its first record.
@@ -267,6 +311,9 @@ impl Metrics {
         s.errors = self.errors.clone();
         s.windowed = self.windows.measure(now, self.totals(stats));
         s.metadata_age = self.last_metadata.map(|t| now.saturating_duration_since(t));
+        s.buffer_wait_running = self
+            .full_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
     }
 
     /// Topic number `topic`'s series, named `name`.
@@ -282,8 +329,9 @@ impl Metrics {
         }
     }
 
-    /// Fills in the broker in `slot`'s series.
-    pub(crate) fn broker_into(&self, slot: u32, b: &mut BrokerMetrics) {
+    /// Fills in the broker in `slot`'s series, its window measured at `now`.
+    pub(crate) fn broker_into(&self, slot: u32, b: &mut BrokerMetrics, now: Instant) {
+        b.window = self.broker_windows.measure(slot, now);
         if let Some(m) = self.brokers.get(slot as usize) {
             b.requests_sent = m.requests;
             b.bytes_sent = m.bytes_sent;

@@ -30,6 +30,7 @@ impl<T> Producer<T> {
         let id = self
             .brokers
             .open_connection(slot, self.config.max_response_size, self.now);
+        self.metrics.connection_down(slot, true, self.now);
         self.timers.arm(
             self.now + self.config.request_timeout,
             TimerKind::Request { slot },
@@ -180,6 +181,7 @@ impl<T> Producer<T> {
     pub(super) fn connection_usable(&mut self, conn: ConnId) {
         self.brokers.connection_ready(conn.slot);
         self.telemetry.connection_created();
+        self.metrics.connection_down(conn.slot, false, self.now);
         let node_id = self.brokers.slot(conn.slot).node_id;
         self.outputs
             .push_back(Output::Event(Event::BrokerReady { node_id }));
@@ -260,6 +262,12 @@ impl<T> Producer<T> {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
                     self.metrics.tick(self.now, &self.stats);
+                    self.metrics.produce_in_flight(
+                        conn.slot,
+                        self.now,
+                        c.produce_in_flight(),
+                        self.config.max_in_flight,
+                    );
                     self.metrics.produce_answered(
                         conn.slot,
                         self.now.saturating_duration_since(req.sent_at),
@@ -346,6 +354,9 @@ impl<T> Producer<T> {
             .partitions
             .iter()
             .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+        self.metrics
+            .produce_in_flight(slot, self.now, 0, self.config.max_in_flight);
+        self.metrics.connection_down(slot, leads_waiting, self.now);
         if was_ready || leads_waiting {
             self.request_metadata();
         }

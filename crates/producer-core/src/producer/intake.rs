@@ -339,7 +339,7 @@ impl<T> Producer<T> {
         match open.try_append(batch_size, pending, payload) {
             Ok(()) => Ok(self.appended(topic, p, before)),
             Err(pending) => {
-                self.close_open_batch(topic, p);
+                self.close_full_batch(topic, p);
                 Err(pending)
             }
         }
@@ -384,7 +384,7 @@ impl<T> Producer<T> {
             .map_or(before, |o| o.size_in_bytes());
         let batch_open = size < self.config.batch_size;
         if !batch_open {
-            self.close_open_batch(topic, p);
+            self.close_full_batch(topic, p);
         }
         if self.config.linger.is_zero() {
             self.mark_partition_dirty(topic, p);
@@ -421,12 +421,25 @@ impl<T> Producer<T> {
     /// partition that had its `batch_size` bytes may move on at the next record). A batch that
     /// fails to compress fails its records.
     pub(super) fn close_open_batch(&mut self, topic: u32, p: u32) {
+        self.seal_open_batch(topic, p, false);
+    }
+
+    /// [`Producer::close_open_batch`] for a batch that is full (`batch.size` reached, or the
+    /// next record does not fit): it is counted as sealed full.
+    fn close_full_batch(&mut self, topic: u32, p: u32) {
+        self.seal_open_batch(topic, p, true);
+    }
+
+    fn seal_open_batch(&mut self, topic: u32, p: u32, full: bool) {
         let t = self.topics.get_mut(topic);
         let Some(open) = t.partitions[p as usize].open.take() else {
             return;
         };
         match open.seal(self.config.compression, self.txn.is_some()) {
-            Ok((batch, spare)) => {
+            Ok((mut batch, spare)) => {
+                if full {
+                    batch.mark_sealed_full();
+                }
                 if let Some(buf) = spare {
                     self.buffers.give(buf, self.config.batch_size);
                 }

@@ -46,7 +46,7 @@ use std::time::Instant;
 use crate::brokers::Brokers;
 use crate::buffer::{BufferPool, BufferUse};
 use crate::config::Config;
-use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot};
+use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot, SettingsInUse};
 use crate::outputs::OutputQueue;
 use crate::partitioner::Rng;
 use crate::timer::{TimerKind, Timers};
@@ -188,6 +188,12 @@ impl<T> Producer<T> {
             buffered_bytes: self.buffered.bytes(),
             producer_id: self.pid.assigned(),
             buffer_total_bytes: self.config.buffer_memory,
+            settings: SettingsInUse {
+                linger: self.config.linger,
+                batch_size: self.config.batch_size,
+                max_in_flight: self.config.max_in_flight,
+                buffer_max_records: self.config.buffer_max_records,
+            },
             ..MetricsSnapshot::default()
         };
         self.metrics.snapshot_into(&mut s, now, &self.stats);
@@ -210,11 +216,23 @@ impl<T> Producer<T> {
                 let mut m = BrokerMetrics::new(b.node_id, b.host.clone(), b.port, state);
                 m.in_flight_requests = in_flight_requests;
                 m.in_flight_produce = in_flight_produce;
-                self.metrics.broker_into(slot as u32, &mut m);
+                m.records_waiting = b
+                    .partitions
+                    .iter()
+                    .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+                self.metrics.broker_into(slot as u32, &mut m, now);
                 m
             })
             .collect();
         s
+    }
+
+    /// "Why is it slow?": a verdict per broker over the last sample window, measured at `now`
+    /// (see [`crate::diagnosis`]). Call it during or right after the run to explain (a progress
+    /// line, the end of a run); it reads the producer's state and changes nothing. It takes a
+    /// [`Producer::metrics_at`] snapshot, so it costs what one does.
+    pub fn diagnose(&self, now: Instant) -> crate::Diagnosis {
+        self.metrics_at(now).diagnose()
     }
 
     /// Records accepted and not yet reported.

@@ -411,6 +411,13 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         self.core.metrics_at(std::time::Instant::now())
     }
 
+    /// "Why is it slow?": a verdict per broker over the last sample window
+    /// ([`Producer::diagnose`] now; see [`producer_core::diagnosis`]). Call it between driver
+    /// calls: a progress line, the end of a run.
+    pub fn diagnose(&self) -> producer_core::Diagnosis {
+        self.core.diagnose(std::time::Instant::now())
+    }
+
     /// The delivery sink.
     pub fn sink(&self) -> &S {
         &self.sink

@@ -154,6 +154,9 @@ impl<T> Producer<T> {
         let mut size = 64 + self.config.client_id.len();
         let mut chosen: Vec<BatchRef> = Vec::new();
         let (mut records, mut bytes) = (0u64, 0u64);
+        // Whether this request goes because a batch's linger passed: none of its batches is
+        // full and one sent for the first time waited its `linger.ms` (the diagnosis's count).
+        let (mut any_full, mut any_lingered) = (false, false);
         self.metrics.tick(now, &self.stats);
         for k in 0..n {
             let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
@@ -194,6 +197,12 @@ impl<T> Producer<T> {
                 .batch_sent(t, count, len, batch.uncompressed_size());
             self.telemetry
                 .batch_drained(self.now.saturating_duration_since(batch.created()));
+            if batch.attempts() == 0 {
+                let full = batch.sealed_full();
+                any_full |= full;
+                any_lingered |= !full && batch.created() + self.config.linger <= now;
+                self.metrics.batch_sent_first(slot, full);
+            }
             pq.begin_flight(i, conn, idem);
             chosen.push(BatchRef {
                 topic: t,
@@ -271,7 +280,8 @@ impl<T> Producer<T> {
             record_sets,
         );
         self.stats.produce_requests += 1;
-        self.metrics.request_sent(slot, bytes);
+        self.metrics
+            .request_sent(slot, records, bytes, any_lingered && !any_full);
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
@@ -297,6 +307,9 @@ impl<T> Producer<T> {
             sent_at: now,
             kind: RequestKind::Produce { batches: chosen },
         });
+        let in_flight = c.produce_in_flight();
+        self.metrics
+            .produce_in_flight(slot, now, in_flight, self.config.max_in_flight);
         if was_idle {
             self.arm_request_timer(slot);
         }
@@ -604,6 +617,9 @@ impl<T> Producer<T> {
         }
         self.stats.retries += 1;
         self.metrics.tick(self.now, &self.stats);
+        if let Some(slot) = self.brokers.slot_of_node(leader) {
+            self.metrics.batch_retried(slot, error);
+        }
         self.stats.records_retried += records;
         self.metrics.records_retried(t, records);
         let topic = self.topics.name(t);
