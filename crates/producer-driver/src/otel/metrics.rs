@@ -31,16 +31,18 @@ type Samples = HashMap<&'static str, Vec<(Vec<KeyValue>, SeriesValue)>>;
 /// Fetches snapshots for the instruments, one per collection ([`SNAPSHOT_MAX_AGE`]).
 struct Source {
     fetch: Box<dyn Fn() -> Option<MetricsSnapshot> + Send + Sync>,
+    /// How long a fetched snapshot serves.
+    max_age: Duration,
     last: Mutex<Option<(Instant, Arc<Samples>)>>,
 }
 
 impl Source {
-    /// The samples of a snapshot at most [`SNAPSHOT_MAX_AGE`] old, fetching one when needed;
+    /// The samples of a snapshot at most `max_age` old, fetching one when needed;
     /// `None` when the producer gave none.
     fn samples(&self) -> Option<Arc<Samples>> {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((at, samples)) = &*last {
-            if at.elapsed() <= SNAPSHOT_MAX_AGE {
+            if at.elapsed() <= self.max_age {
                 return Some(samples.clone());
             }
         }
@@ -75,7 +77,9 @@ enum Instrument {
 
 /// The producer's metrics as observable instruments on a [`Meter`]: every series of
 /// [`MetricsSnapshot::java_named`] under its [`instrument_name`], counters as monotonic sums,
-/// the rest as gauges, each sample's labels as attributes. When the meter provider collects,
+/// the rest as gauges (a NaN, Java's average of nothing, is not observed: the series has no
+/// data point until it has a value), each sample's labels as attributes. When the meter
+/// provider collects,
 /// the instruments fetch one snapshot through the function given to
 /// [`ProducerMetrics::register`] and observe its values.
 ///
@@ -113,10 +117,23 @@ impl ProducerMetrics {
         meter: Meter,
         fetch: impl Fn() -> Option<MetricsSnapshot> + Send + Sync + 'static,
     ) -> Self {
+        Self::register_with_max_age(meter, SNAPSHOT_MAX_AGE, fetch)
+    }
+
+    /// [`ProducerMetrics::register`] with a fetched snapshot serving the instruments for
+    /// `max_age` instead of [`SNAPSHOT_MAX_AGE`]: longer for collections that take long (every
+    /// instrument of one collection then sees one snapshot), shorter for collections closer
+    /// together than that.
+    pub fn register_with_max_age(
+        meter: Meter,
+        max_age: Duration,
+        fetch: impl Fn() -> Option<MetricsSnapshot> + Send + Sync + 'static,
+    ) -> Self {
         let metrics = ProducerMetrics {
             meter,
             source: Arc::new(Source {
                 fetch: Box::new(fetch),
+                max_age,
                 last: Mutex::new(None),
             }),
             instruments: Mutex::new((BTreeSet::new(), Vec::new())),
@@ -194,7 +211,12 @@ impl ProducerMetrics {
                 .with_description(series.help)
                 .with_callback(move |observer| {
                     for (attributes, value) in samples_of(&source, name).iter() {
-                        observer.observe(value.as_f64(), attributes);
+                        let value = value.as_f64();
+                        // An average of nothing: no value to report (OpenTelemetry has no
+                        // "undefined"; the SDK would drop it anyway).
+                        if !value.is_nan() {
+                            observer.observe(value, attributes);
+                        }
                     }
                 })
                 .build();
