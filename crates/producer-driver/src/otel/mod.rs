@@ -83,3 +83,6 @@ pub use opentelemetry_sdk::propagation::TraceContextPropagator;
 pub const TRACEPARENT: &str = "traceparent";
 /// The W3C header that carries vendor trace state.
 pub const TRACESTATE: &str = "tracestate";
+
+#[cfg(test)]
+mod tests;
