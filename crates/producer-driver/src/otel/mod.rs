@@ -20,7 +20,8 @@
 //!   else the kind of failure) and status `Error` with the error's message.
 //!
 //! It then replaces the record's `traceparent` and `tracestate` headers with **the span's own
-//! context** (through the SDK's [`TraceContextPropagator`], never by hand), so a consumer that
+//! context** (through the SDK's [`TraceContextPropagator`], never by hand; it writes
+//! `tracestate` even when empty), so a consumer that
 //! extracts them makes its span a child of the produce span. The span ends when the record's
 //! report arrives (`on_acknowledgement`): the chain numbers each record ([`crate::RecordId`])
 //! and the drivers' loop hands the number back with the report.
