@@ -220,8 +220,10 @@ fn collect(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Po
     provider.force_flush().expect("collect");
     let mut points = Points::new();
     let exported = exporter.get_finished_metrics().expect("exported");
-    let last = exported.last().expect("one collection");
-    for scope in last.scope_metrics() {
+    for scope in exported
+        .iter()
+        .flat_map(|collection| collection.scope_metrics())
+    {
         for metric in scope.metrics() {
             let name = metric.name().to_string();
             match metric.data() {
@@ -331,6 +333,15 @@ pub fn the_metrics_are_exported_through_opentelemetry(driver: Driver) {
         "every record sent once"
     );
     drop(metrics);
+    assert_eq!(
+        Arc::strong_count(&served),
+        1,
+        "the dropped registration let its fetch function go"
+    );
+    assert!(
+        collect(&provider, &exporter).is_empty(),
+        "a dropped registration observes nothing"
+    );
 
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()

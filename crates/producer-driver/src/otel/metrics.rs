@@ -2,7 +2,7 @@
 //! instruments, read when the meter provider collects (names in [`crate::otel`]).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use opentelemetry::metrics::{Meter, ObservableCounter, ObservableGauge};
@@ -87,7 +87,11 @@ enum Instrument {
 /// [`ProducerMetrics::register`] (or [`ProducerMetrics::register_new_names`]) runs: the
 /// per-topic and per-broker names appear once the producer has a topic and a broker, so call
 /// `register_new_names` after the first records were sent (an OpenTelemetry callback cannot
-/// register instruments itself). Keep the value for as long as the metrics are to be exported.
+/// register instruments itself). Keep the value for as long as the metrics are to be exported:
+/// the instruments' callbacks stay with the meter provider (OpenTelemetry cannot take them
+/// back) but reach the fetch function (and the producer handle it holds) only through this
+/// value; once it is dropped they observe nothing, and the handle is let go.
+#[must_use = "the instruments observe nothing once this is dropped"]
 pub struct ProducerMetrics {
     meter: Meter,
     source: Arc<Source>,
@@ -185,7 +189,7 @@ impl ProducerMetrics {
     /// gauge.
     fn instrument(&self, series: &Series) -> Instrument {
         let name = series.name;
-        let source = self.source.clone();
+        let source = Arc::downgrade(&self.source);
         let counter = matches!(
             (series.kind, series.value),
             (SeriesKind::Counter, SeriesValue::Count(_))
@@ -225,10 +229,12 @@ impl ProducerMetrics {
     }
 }
 
-/// The samples of `name` in the current snapshot (none without one).
-fn samples_of(source: &Source, name: &str) -> Vec<(Vec<KeyValue>, SeriesValue)> {
+/// The samples of `name` in the current snapshot (none without one, or once the registration
+/// was dropped).
+fn samples_of(source: &Weak<Source>, name: &str) -> Vec<(Vec<KeyValue>, SeriesValue)> {
     source
-        .samples()
+        .upgrade()
+        .and_then(|source| source.samples())
         .and_then(|s| s.get(name).cloned())
         .unwrap_or_default()
 }
