@@ -77,9 +77,10 @@ use crate::call_user;
 ///   when that matters).
 ///
 /// # Tracing and metrics
-/// The hooks are what a tracing integration (OpenTelemetry) and a metrics plugin need:
-/// `on_send` can inject the current trace context as a `traceparent` header (W3C Trace
-/// Context) and start a producer span, and `on_acknowledgement` sees each outcome with
+/// The hooks are what a tracing integration and a metrics plugin need (the feature
+/// `opentelemetry` has one: `otel::TracingInterceptor`): `on_send_with_id` can inject a trace
+/// context as a `traceparent` header (W3C Trace Context) and start a producer span kept under the
+/// record's [`RecordId`], and `on_acknowledgement_with_id` ends it; a report sees each outcome with
 /// [`Acknowledgement::timestamp`], the record's create time (the driver fills it in with the
 /// wall clock right before `on_send` when the application gave none), from which the delivery
 /// latency follows, as well as the topic, partition and offset, or the error.
