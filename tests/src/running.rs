@@ -11,10 +11,12 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use opentelemetry_sdk::trace::SdkTracer;
 use producer_core::{
     Config, Event, InFlight, MetricsSnapshot, Partitioner, PurgeScope, Record, TopicPartitions,
     TransactionError,
 };
+use producer_driver::otel::{ProducerMetrics, TracingInterceptor};
 use producer_driver::panic::InjectedPanics;
 use producer_driver::tls::TlsSetupError;
 use producer_driver::{CloseOutcome, FlushOutcome, Interceptor, PartitionsError};
@@ -45,6 +47,8 @@ pub struct Options {
     pub futures: bool,
     /// The application's partitioner, if any (the builders' `partitioner`).
     pub partitioner: Option<Box<dyn Partitioner>>,
+    /// OpenTelemetry tracing (the builders' `opentelemetry`), added after `interceptors`.
+    pub tracing: Option<TracingInterceptor<SdkTracer>>,
 }
 
 impl Options {
@@ -61,6 +65,7 @@ impl Options {
             interceptors: Vec::new(),
             futures: false,
             partitioner: None,
+            tracing: None,
         }
     }
 }
@@ -157,6 +162,7 @@ impl Running {
             interceptors,
             futures,
             partitioner,
+            tracing,
         } = options;
         let event_tx = std::sync::Mutex::new(event_tx);
         let on_event = move |e: &Event| {
@@ -191,6 +197,9 @@ impl Running {
                 for interceptor in interceptors {
                     builder = builder.interceptor(interceptor);
                 }
+                if let Some(tracing) = tracing {
+                    builder = builder.opentelemetry(tracing);
+                }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || {
                         let tokens = tokens.clone();
@@ -221,6 +230,9 @@ impl Running {
                     .inject_panics(injected);
                 for interceptor in interceptors {
                     builder = builder.interceptor(interceptor);
+                }
+                if let Some(tracing) = tracing {
+                    builder = builder.opentelemetry(tracing);
                 }
                 if let Some(tokens) = tokens {
                     builder = builder.oauth_token_provider(move || tokens());
@@ -363,6 +375,33 @@ impl Running {
         match &self.inner {
             Inner::Tokio { rt, handle, .. } => Some(rt.block_on(handle.diagnose())),
             Inner::Mio(p) => p.diagnose(),
+        }
+    }
+
+    /// A function that takes a metrics snapshot from any thread outside the producer's (what an
+    /// OpenTelemetry collection calls).
+    pub fn metrics_fetcher(&self) -> Box<dyn Fn() -> Option<MetricsSnapshot> + Send + Sync> {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => {
+                let (rt, handle) = (rt.handle().clone(), handle.clone());
+                Box::new(move || Some(rt.block_on(handle.metrics())))
+            }
+            Inner::Mio(p) => {
+                let p = p.clone();
+                Box::new(move || p.metrics())
+            }
+        }
+    }
+
+    /// The producer's metrics registered on `meter` by the driver's own
+    /// `otel::register_metrics`.
+    pub fn register_otel_metrics(&self, meter: opentelemetry::metrics::Meter) -> ProducerMetrics {
+        match &self.inner {
+            Inner::Tokio { rt, handle, .. } => {
+                let _entered = rt.enter();
+                producer_tokio::otel::register_metrics(meter, handle)
+            }
+            Inner::Mio(p) => producer_mio::otel::register_metrics(meter, p),
         }
     }
 

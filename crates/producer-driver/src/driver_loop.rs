@@ -35,7 +35,7 @@ use producer_core::{
 
 use crate::commands::{Command, Replies, TransactionCall};
 use crate::control::TimedWaiters;
-use crate::interceptors::OnSendPanicked;
+use crate::interceptors::{OnSendPanicked, RecordId};
 use crate::panic::InjectedPanics;
 use crate::partitions::PartitionWaiters;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
@@ -80,10 +80,12 @@ pub type CoreOf<H> = Producer<Tracked<Opaque<H>>>;
 /// A host's commands.
 pub(crate) type Cmd<H> = Command<<H as Host>::Replies>;
 
-/// The value each record carries through the core: the caller's, and the flush cohort it was
-/// accepted in.
+/// The value each record carries through the core: the caller's, the flush cohort it was
+/// accepted in, and the number the interceptors gave it (`None` without interceptors: one
+/// store per record, eight bytes).
 pub struct Tracked<O> {
     cohort: Cohort,
+    record_id: Option<RecordId>,
     opaque: O,
 }
 
@@ -285,8 +287,12 @@ impl<H: Host> DriverLoop<H> {
                 } => {
                     self.unreleased_bytes += bytes;
                     timestamp::fill_at(&mut record, wall_ms);
-                    let cohort = self.flushes.accept();
-                    self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+                    let tracked = Tracked {
+                        cohort: self.flushes.accept(),
+                        record_id: None,
+                        opaque,
+                    };
+                    self.submit(core, now, record, tracked, bytes);
                 }
                 other => {
                     if self.apply(core, now, other) {
@@ -318,8 +324,12 @@ impl<H: Host> DriverLoop<H> {
             } => {
                 // Not reached: `take_commands` hands records over itself.
                 self.unreleased_bytes += bytes;
-                let cohort = self.flushes.accept();
-                self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+                let tracked = Tracked {
+                    cohort: self.flushes.accept(),
+                    record_id: None,
+                    opaque,
+                };
+                self.submit(core, now, record, tracked, bytes);
             }
             Command::Flush(done) => {
                 self.flush(core, now, done);
@@ -546,7 +556,8 @@ impl<H: Host> DriverLoop<H> {
     #[inline]
     pub fn deliver(&mut self, delivery: Delivery<Tracked<Opaque<H>>>) {
         let cohort = delivery.opaque.cohort;
-        self.hand_over(delivery.map_opaque(|t| t.opaque));
+        let record_id = delivery.opaque.record_id;
+        self.hand_over(record_id, delivery.map_opaque(|t| t.opaque));
         answer::<H>(self.flushes.reported(cohort));
     }
 
@@ -574,12 +585,16 @@ impl<H: Host> DriverLoop<H> {
         };
         self.unreleased_bytes += bytes;
         timestamp::fill_at(&mut record, wall_ms);
-        if let Err(panicked) = self.interceptors.on_send(&mut record) {
-            self.intercept_failed(panicked, opaque, record);
-            return;
-        }
-        let cohort = self.flushes.accept();
-        self.submit(core, now, record, Tracked { cohort, opaque }, bytes);
+        let record_id = match self.interceptors.on_send(&mut record) {
+            Ok(id) => id,
+            Err(panicked) => return self.intercept_failed(panicked, opaque, record),
+        };
+        let tracked = Tracked {
+            cohort: self.flushes.accept(),
+            record_id: Some(record_id),
+            opaque,
+        };
+        self.submit(core, now, record, tracked, bytes);
     }
 
     /// An interceptor's `on_send` panicked on `record`: the panic is named by an event and the
@@ -588,15 +603,16 @@ impl<H: Host> DriverLoop<H> {
     fn intercept_failed(&mut self, panicked: OnSendPanicked, opaque: Opaque<H>, record: Record) {
         self.emit(&panicked.event());
         let error = panicked.error();
-        self.hand_over(Delivery::failed(opaque, error, record));
+        self.hand_over(Some(panicked.id), Delivery::failed(opaque, error, record));
     }
 
-    /// Hands a report to the host, after the interceptors saw it; a panic in either is named
-    /// by an event, and the report counts as handed over.
+    /// Hands a report to the host, after the interceptors saw it (with the number they gave
+    /// the record, when it went through them); a panic in either is named by an event, and the
+    /// report counts as handed over.
     #[inline]
-    fn hand_over(&mut self, delivery: Delivery<Opaque<H>>) {
+    fn hand_over(&mut self, record_id: Option<RecordId>, delivery: Delivery<Opaque<H>>) {
         if !self.interceptors.is_empty() {
-            return self.hand_over_intercepted(delivery);
+            return self.hand_over_intercepted(record_id, delivery);
         }
         // Moved straight into the call: a report borrowed first would be copied again.
         let host = &mut self.host;
@@ -608,10 +624,14 @@ impl<H: Host> DriverLoop<H> {
     /// [`DriverLoop::hand_over`] with interceptors: they see the report first, and their panics
     /// are named by events. Out of line: the loop without interceptors keeps only the branch.
     #[inline(never)]
-    fn hand_over_intercepted(&mut self, delivery: Delivery<Opaque<H>>) {
+    fn hand_over_intercepted(
+        &mut self,
+        record_id: Option<RecordId>,
+        delivery: Delivery<Opaque<H>>,
+    ) {
         for panicked in self
             .interceptors
-            .on_acknowledgement(Acknowledgement::of(&delivery))
+            .on_acknowledgement_with_id(record_id, Acknowledgement::of(&delivery))
         {
             self.emit(&panicked);
         }

@@ -21,6 +21,19 @@
 //! report, and the report still reaches the application. The producer goes on either way.
 //!
 //! An empty chain costs one branch per record and per report ([`Interceptors::is_empty`]).
+//!
+//! # Matching a report to its record
+//! A success report names where the record landed, not the record: an interceptor that keeps
+//! state per record (a span, a timer) needs to know which record a report is for. The chain
+//! gives each record a [`RecordId`] as it goes through `on_send` (one counter per chain,
+//! consecutive), and the loop of the ready-made producers (producer-tokio's, producer-mio's
+//! `ThreadedProducer`) carries it with the record through the core and hands it back with the
+//! report: [`Interceptor::on_send_with_id`] and [`Interceptor::on_acknowledgement_with_id`]
+//! see it. It is `None` on the reports of records that never went through `on_send` (failed
+//! before reaching the interceptors) and on the success reports of the embeddable
+//! `MioDriver`, which hands the core the caller's own value and has nowhere to carry it.
+
+use std::num::NonZeroU64;
 
 use producer_core::{
     Callback, Delivery, DeliveryFailure, Event, ProduceError, Record, RecordMetadata,
@@ -64,9 +77,10 @@ use crate::call_user;
 ///   when that matters).
 ///
 /// # Tracing and metrics
-/// The hooks are what a tracing integration (OpenTelemetry) and a metrics plugin need:
-/// `on_send` can inject the current trace context as a `traceparent` header (W3C Trace
-/// Context) and start a producer span, and `on_acknowledgement` sees each outcome with
+/// The hooks are what a tracing integration and a metrics plugin need (the feature
+/// `opentelemetry` has one: `otel::TracingInterceptor`): `on_send_with_id` can inject a trace
+/// context as a `traceparent` header (W3C Trace Context) and start a producer span kept under the
+/// record's [`RecordId`], and `on_acknowledgement_with_id` ends it; a report sees each outcome with
 /// [`Acknowledgement::timestamp`], the record's create time (the driver fills it in with the
 /// wall clock right before `on_send` when the application gave none), from which the delivery
 /// latency follows, as well as the topic, partition and offset, or the error.
@@ -106,6 +120,47 @@ pub trait Interceptor: Send + 'static {
     fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) {
         let _ = ack;
     }
+
+    /// [`Interceptor::on_send`] with the number the chain gave the record: the same
+    /// [`RecordId`] comes with its report ([`Interceptor::on_acknowledgement_with_id`]). For an
+    /// interceptor that keeps state per record. Calls `on_send` by default; the drivers call
+    /// this one.
+    fn on_send_with_id(&mut self, id: RecordId, record: &mut Record) {
+        let _ = id;
+        self.on_send(record);
+    }
+
+    /// [`Interceptor::on_acknowledgement`] with the number the record got in
+    /// [`Interceptor::on_send_with_id`]; `None` when the driver has none for this report (see
+    /// the module's documentation). Calls `on_acknowledgement` by default; the drivers call
+    /// this one.
+    fn on_acknowledgement_with_id(&mut self, id: Option<RecordId>, ack: Acknowledgement<'_>) {
+        let _ = id;
+        self.on_acknowledgement(ack);
+    }
+}
+
+/// The number an [`Interceptors`] chain gave a record as it went through `on_send`: consecutive
+/// per chain from 1, handed back with the record's report. Eight bytes, and `Option<RecordId>`
+/// too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecordId(NonZeroU64);
+
+impl RecordId {
+    /// The first number a chain gives.
+    pub const FIRST: RecordId = RecordId(NonZeroU64::MIN);
+
+    /// The number.
+    #[must_use]
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+
+    /// The number after this one (wrapping past `u64::MAX` to 1, which no producer reaches).
+    #[must_use]
+    pub fn next(self) -> RecordId {
+        RecordId(self.0.checked_add(1).unwrap_or(NonZeroU64::MIN))
+    }
 }
 
 /// A boxed interceptor is one: for interceptors chosen at run time
@@ -117,6 +172,14 @@ impl<I: Interceptor + ?Sized> Interceptor for Box<I> {
 
     fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) {
         (**self).on_acknowledgement(ack);
+    }
+
+    fn on_send_with_id(&mut self, id: RecordId, record: &mut Record) {
+        (**self).on_send_with_id(id, record);
+    }
+
+    fn on_acknowledgement_with_id(&mut self, id: Option<RecordId>, ack: Acknowledgement<'_>) {
+        (**self).on_acknowledgement_with_id(id, ack);
     }
 }
 
@@ -207,6 +270,9 @@ impl<'a> Acknowledgement<'a> {
 pub struct OnSendPanicked {
     /// The panic's message.
     pub message: String,
+    /// The number the record got: the interceptors before the one that panicked saw it, and
+    /// see it again with the record's failure report.
+    pub id: RecordId,
 }
 
 impl OnSendPanicked {
@@ -231,9 +297,19 @@ impl OnSendPanicked {
 
 /// A driver's interceptors, in the order they were added, with the rule for their panics (see
 /// the module's documentation). Empty by default.
-#[derive(Default)]
 pub struct Interceptors {
     chain: Vec<Box<dyn Interceptor>>,
+    /// The number the next record gets.
+    next_id: RecordId,
+}
+
+impl Default for Interceptors {
+    fn default() -> Self {
+        Interceptors {
+            chain: Vec::new(),
+            next_id: RecordId::FIRST,
+        }
+    }
 }
 
 impl std::fmt::Debug for Interceptors {
@@ -269,19 +345,26 @@ impl Interceptors {
         self.chain.len()
     }
 
-    /// Runs each interceptor's `on_send` on `record`, in order, each inside [`call_user`]. The
-    /// first panic stops the chain: the record must then fail with [`OnSendPanicked::error`]
-    /// (not handed to the core), and the driver emits [`OnSendPanicked::event`]. The record
-    /// is left as the interceptors changed it, the panicking one included.
-    pub fn on_send(&mut self, record: &mut Record) -> Result<(), OnSendPanicked> {
+    /// Gives `record` the next [`RecordId`] and runs each interceptor's `on_send_with_id` on
+    /// it, in order, each inside [`call_user`]; returns the id, for the driver to hand back
+    /// with the record's report ([`Interceptors::on_acknowledgement_with_id`]). The first panic
+    /// stops the chain: the record must then fail with [`OnSendPanicked::error`] (not handed
+    /// to the core; its report carries [`OnSendPanicked::id`]), and the driver emits
+    /// [`OnSendPanicked::event`]. The record is left as the interceptors changed it, the
+    /// panicking one included.
+    pub fn on_send(&mut self, record: &mut Record) -> Result<RecordId, OnSendPanicked> {
+        let id = self.next_id;
+        self.next_id = id.next();
         for interceptor in &mut self.chain {
-            call_user(Callback::Interceptor, || interceptor.on_send(record)).map_err(|e| {
-                OnSendPanicked {
-                    message: panicked_message(e),
-                }
+            call_user(Callback::Interceptor, || {
+                interceptor.on_send_with_id(id, record)
+            })
+            .map_err(|e| OnSendPanicked {
+                message: panicked_message(e),
+                id,
             })?;
         }
-        Ok(())
+        Ok(id)
     }
 
     /// Runs each interceptor's `on_acknowledgement` on `ack`, in order, each inside
@@ -290,10 +373,22 @@ impl Interceptors {
     /// the others did; the driver then hands the report to the application.
     #[must_use = "the events name the panics: emit them"]
     pub fn on_acknowledgement(&mut self, ack: Acknowledgement<'_>) -> Vec<Event> {
+        self.on_acknowledgement_with_id(None, ack)
+    }
+
+    /// [`Interceptors::on_acknowledgement`] for the report of the record [`Interceptors::on_send`]
+    /// numbered `id` (`None`: a record that did not go through `on_send`, or a driver that
+    /// cannot tell).
+    #[must_use = "the events name the panics: emit them"]
+    pub fn on_acknowledgement_with_id(
+        &mut self,
+        id: Option<RecordId>,
+        ack: Acknowledgement<'_>,
+    ) -> Vec<Event> {
         let mut panics = Vec::new();
         for interceptor in &mut self.chain {
             if let Err(e) = call_user(Callback::Interceptor, || {
-                interceptor.on_acknowledgement(ack)
+                interceptor.on_acknowledgement_with_id(id, ack)
             }) {
                 panics.push(e);
             }

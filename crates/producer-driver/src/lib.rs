@@ -64,6 +64,8 @@ mod flush;
 mod interceptors;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 pub mod panic;
 mod partitions;
 mod read_sizing;
@@ -77,7 +79,7 @@ pub use control::{CloseOutcome, FlushOutcome};
 pub use driver_loop::{step, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque, Tracked};
 pub use events::log_event;
 pub use flush::{Cohort, Done, FlushTracker};
-pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked};
+pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicked, RecordId};
 pub use panic::{call_user, contain};
 pub use partitions::{PartitionsError, PartitionsResult};
 pub use read_sizing::ReadSizing;

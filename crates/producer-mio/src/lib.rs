@@ -74,6 +74,8 @@
 
 mod driver;
 mod error;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 mod partitions;
 mod resolver;
 mod sink;

@@ -91,6 +91,10 @@ struct Shared<T> {
     last_words: LastWords,
     /// The producer has a `transactional.id`: the handles have the transactional API.
     transactional: bool,
+    /// The send calls stamp the caller's OpenTelemetry context on each record
+    /// ([`ThreadedBuilder::opentelemetry`]).
+    #[cfg(feature = "opentelemetry")]
+    stamp_trace_context: bool,
 }
 
 impl<T> Shared<T> {
@@ -218,6 +222,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             partitioner: None,
             interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context: false,
             _reports: std::marker::PhantomData,
         }
     }
@@ -225,11 +231,17 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Queues a record with `opaque`, handed back in its report. Never blocks: when the queue
     /// is full the record comes back in [`TrySendError::Full`]; after `close`, in
     /// [`TrySendError::Closed`].
-    pub fn send_with(&self, record: Record, opaque: T) -> Result<(), TrySendError<T>> {
+    pub fn send_with(
+        &self,
+        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
+        opaque: T,
+    ) -> Result<(), TrySendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(TrySendError::Closed(record, opaque));
         }
+        #[cfg(feature = "opentelemetry")]
+        self.stamp_trace_context(&mut record);
         let bytes = charge::<T>(&record);
         let sent = (record, opaque);
         match shared
@@ -262,6 +274,10 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(BatchClosed);
         }
+        #[cfg(feature = "opentelemetry")]
+        records
+            .iter_mut()
+            .for_each(|(record, _)| self.stamp_trace_context(record));
         let burst = shared
             .queue
             .push_burst(
@@ -279,6 +295,16 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             shared.wake();
         }
         Ok(burst.taken)
+    }
+
+    /// Stamps the caller's OpenTelemetry context on `record` when the producer traces
+    /// ([`ThreadedBuilder::opentelemetry`]); one branch otherwise.
+    #[cfg(feature = "opentelemetry")]
+    #[inline]
+    fn stamp_trace_context(&self, record: &mut Record) {
+        if self.inner.shared.stamp_trace_context {
+            producer_driver::otel::inject_current_context(record);
+        }
     }
 
     /// Queues a record (see [`ThreadedProducer::send_with`]); its report carries
@@ -469,6 +495,8 @@ pub struct ThreadedBuilder<T> {
     partitioner: Option<Box<dyn Partitioner>>,
     interceptors: Interceptors,
     injected: InjectedPanics,
+    #[cfg(feature = "opentelemetry")]
+    stamp_trace_context: bool,
     _reports: std::marker::PhantomData<fn(T)>,
 }
 
@@ -546,6 +574,25 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         self
     }
 
+    /// Traces every record with OpenTelemetry (feature `opentelemetry`): adds `tracing` as an
+    /// interceptor (after those added before), and makes [`ThreadedProducer::send_with`],
+    /// [`ThreadedProducer::send`] and [`ThreadedProducer::send_batch`] stamp the caller's
+    /// current context ([`opentelemetry::Context::current`], when a span is current) on each
+    /// record as its `traceparent`/`tracestate` headers, so that the record's `send {topic}`
+    /// span is a child of the sender's span and its own context replaces those headers (see
+    /// [`producer_driver::otel`]). A record refused by a send call comes back with the stamped
+    /// headers.
+    #[cfg(feature = "opentelemetry")]
+    pub fn opentelemetry<Tr>(mut self, tracing: crate::otel::TracingInterceptor<Tr>) -> Self
+    where
+        Tr: opentelemetry::trace::Tracer + Send + 'static,
+        Tr::Span: Send + 'static,
+    {
+        self.interceptors.push(tracing);
+        self.stamp_trace_context = true;
+        self
+    }
+
     /// For tests only: panics injected into the producer thread's loop, to prove that the
     /// producer contains them. Not part of the supported API.
     #[doc(hidden)]
@@ -568,6 +615,8 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             partitioner,
             interceptors,
             injected,
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context,
             ..
         } = self;
         let poll = Poll::new()?;
@@ -601,6 +650,8 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             wake_pending: AtomicBool::new(false),
             last_words: LastWords::default(),
             transactional,
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context,
         });
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()

@@ -38,6 +38,10 @@ pub(crate) struct Settings {
     pub(crate) interceptors: producer_driver::Interceptors,
     /// Panics to inject (tests only).
     pub(crate) injected: InjectedPanics,
+    /// The send calls stamp the caller's trace context on each record
+    /// (`ProducerBuilder::opentelemetry`).
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) stamp_trace_context: bool,
 }
 
 /// Spawns the producer task for `config` on `runtime`; the first handle to it.
@@ -47,11 +51,17 @@ pub(crate) fn spawn(
     settings: Settings,
 ) -> ProducerHandle {
     let (net_tx, net_rx) = mpsc::channel(settings.event_capacity);
-    let shared = Arc::new(Shared::new(
+    #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
+    let mut shared = Shared::new(
         settings.command_capacity,
         config.buffer_memory,
         config.transactional_id.is_some(),
-    ));
+    );
+    #[cfg(feature = "opentelemetry")]
+    {
+        shared.stamp_trace_context = settings.stamp_trace_context;
+    }
+    let shared = Arc::new(shared);
     let host = TokioHost {
         on_delivery: settings.on_delivery,
         on_event: settings.on_event,

@@ -34,6 +34,8 @@ pub struct ProducerBuilder {
     partitioner: Option<CustomPartitioner>,
     interceptors: Interceptors,
     injected: InjectedPanics,
+    #[cfg(feature = "opentelemetry")]
+    stamp_trace_context: bool,
 }
 
 /// The application's partitioner, as the builder keeps it (`Debug` without the partitioner's).
@@ -60,6 +62,8 @@ impl ProducerBuilder {
             partitioner: None,
             interceptors: Interceptors::default(),
             injected: InjectedPanics::default(),
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context: false,
         }
     }
 
@@ -146,6 +150,24 @@ impl ProducerBuilder {
         self
     }
 
+    /// Traces every record with OpenTelemetry (feature `opentelemetry`): adds `tracing` as an
+    /// interceptor (after those added before), and makes every send call of the handles stamp
+    /// the caller's current context ([`opentelemetry::Context::current`], when a span is
+    /// current) on the record as its `traceparent`/`tracestate` headers, so that the record's
+    /// `send {topic}` span is a child of the sender's span and its own context replaces those
+    /// headers (see [`producer_driver::otel`]). A record refused by a send call comes back with
+    /// the stamped headers.
+    #[cfg(feature = "opentelemetry")]
+    pub fn opentelemetry<T>(mut self, tracing: crate::otel::TracingInterceptor<T>) -> Self
+    where
+        T: opentelemetry::trace::Tracer + Send + 'static,
+        T::Span: Send + 'static,
+    {
+        self.interceptors.push(tracing);
+        self.stamp_trace_context = true;
+        self
+    }
+
     /// Capacity of the command queue between handles and the producer task (default 1024):
     /// records queued plus those the task took and has not handed to the core yet. When the
     /// producer's buffer is full, at most this many sends queue before
@@ -222,6 +244,8 @@ impl ProducerBuilder {
             partitioner: self.partitioner.map(|p| p.0),
             interceptors: self.interceptors,
             injected: self.injected,
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context: self.stamp_trace_context,
         };
         Ok(actor::spawn(&runtime, config, settings))
     }

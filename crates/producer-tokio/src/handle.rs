@@ -139,6 +139,10 @@ impl ProducerHandle {
         if shared.core_full.load(Ordering::Acquire) || records.is_empty() {
             return Ok(0);
         }
+        #[cfg(feature = "opentelemetry")]
+        records
+            .iter_mut()
+            .for_each(|(record, _)| self.stamp_trace_context(record));
         self.push_batch(records, false)
     }
 
@@ -158,6 +162,10 @@ impl ProducerHandle {
         records: &mut Vec<(Record, u64)>,
     ) -> Result<(), BatchClosed> {
         let shared = self.shared();
+        #[cfg(feature = "opentelemetry")]
+        records
+            .iter_mut()
+            .for_each(|(record, _)| self.stamp_trace_context(record));
         loop {
             if shared.closing.load(Ordering::Acquire) {
                 return Err(BatchClosed);
@@ -249,6 +257,16 @@ impl ProducerHandle {
         rx.await.unwrap_or(Err(PartitionsError::Closed))
     }
 
+    /// Stamps the caller's OpenTelemetry context on `record` when the producer traces
+    /// ([`crate::ProducerBuilder::opentelemetry`]); one branch otherwise.
+    #[cfg(feature = "opentelemetry")]
+    #[inline]
+    fn stamp_trace_context(&self, record: &mut Record) {
+        if self.shared().stamp_trace_context {
+            producer_driver::otel::inject_current_context(record);
+        }
+    }
+
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
     pub fn is_closed(&self) -> bool {
         self.shared().closing.load(Ordering::Acquire) || self.shared().queue.is_stopped()
@@ -312,12 +330,14 @@ impl ProducerHandle {
     #[inline]
     fn push_unless_closed(
         &self,
-        record: Record,
+        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
         reply: ReplyTo,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         if self.shared().closing.load(Ordering::Acquire) {
             return Err(Refused::Stopped((record, reply)));
         }
+        #[cfg(feature = "opentelemetry")]
+        self.stamp_trace_context(&mut record);
         self.push(record, reply, false)
     }
 
@@ -350,7 +370,11 @@ impl ProducerHandle {
     }
 
     /// Queues a record without waiting (see [`ProducerHandle::try_send`]).
-    fn try_enqueue(&self, record: Record, reply: ReplyTo) -> Result<(), TrySendError> {
+    fn try_enqueue(
+        &self,
+        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
+        reply: ReplyTo,
+    ) -> Result<(), TrySendError> {
         let shared = self.shared();
         if shared.closing.load(Ordering::Acquire) {
             return Err(TrySendError::Closed(record));
@@ -358,6 +382,8 @@ impl ProducerHandle {
         if shared.core_full.load(Ordering::Acquire) {
             return Err(TrySendError::Full(record));
         }
+        #[cfg(feature = "opentelemetry")]
+        self.stamp_trace_context(&mut record);
         self.push(record, reply, false)
             .map_err(|refused| match refused {
                 Refused::Full((r, _)) => TrySendError::Full(r),

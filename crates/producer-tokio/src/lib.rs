@@ -111,6 +111,8 @@ mod control;
 mod delivery;
 mod error;
 mod handle;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 mod shared;
 mod token;
 mod transactions;

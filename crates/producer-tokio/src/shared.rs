@@ -35,6 +35,10 @@ pub(crate) struct Shared {
     pub(crate) last_words: LastWords,
     /// The producer has a `transactional.id`: the handles have the transactional API.
     pub(crate) transactional: bool,
+    /// The send calls stamp the caller's OpenTelemetry context on each record
+    /// (`ProducerBuilder::opentelemetry`).
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) stamp_trace_context: bool,
 }
 
 impl Shared {
@@ -47,6 +51,8 @@ impl Shared {
             space: Notify::new(),
             last_words: LastWords::default(),
             transactional,
+            #[cfg(feature = "opentelemetry")]
+            stamp_trace_context: false,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod control;
 pub mod interceptors;
 pub mod metrics;
 pub mod oauth;
+pub mod otel;
 pub mod panics;
 pub mod partitions;
 pub mod tls;
@@ -123,6 +124,8 @@ macro_rules! every_driver_test {
             interceptors::an_interceptor_stamps_every_record_and_sees_every_report,
             interceptors::a_panicking_on_send_fails_exactly_that_record,
             interceptors::a_panicking_on_acknowledgement_is_named_and_the_report_arrives,
+            otel::spans_follow_the_conventions_and_reach_the_consumer,
+            otel::the_metrics_are_exported_through_opentelemetry,
         );
     };
 }

@@ -196,7 +196,7 @@ impl<H: Host> DriverLoop<H> {
                 } => {
                     self.unreleased_bytes += bytes;
                     purged += 1;
-                    self.hand_over(Delivery::failed(opaque, never_sent.clone(), record));
+                    self.hand_over(None, Delivery::failed(opaque, never_sent.clone(), record));
                 }
                 Command::CloseWithin(..) if self.popped == close + 1 => {
                     self.timed.purged_before_close(purged);

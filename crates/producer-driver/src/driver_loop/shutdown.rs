@@ -78,14 +78,15 @@ impl<H: Host> DriverLoop<H> {
             None => ProduceError::Closed,
         };
         if let Some(s) = self.stash.take() {
+            let record_id = s.opaque.record_id;
             let d = Delivery::failed(s.opaque.opaque, never_sent.clone(), s.record);
-            self.hand_over(d);
+            self.hand_over(record_id, d);
         }
         let taken = std::mem::take(&mut self.taken);
         for command in taken.into_iter().chain(queued) {
             match command {
                 Command::Send { record, opaque, .. } => {
-                    self.hand_over(Delivery::failed(opaque, never_sent.clone(), record));
+                    self.hand_over(None, Delivery::failed(opaque, never_sent.clone(), record));
                 }
                 Command::Flush(done) | Command::Close(done) => H::Replies::done(done),
                 Command::Metrics(waiter) => {

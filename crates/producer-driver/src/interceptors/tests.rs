@@ -80,7 +80,7 @@ fn the_chain_runs_in_the_order_added() {
     let mut empty = Interceptors::default();
     assert!(empty.is_empty());
     let mut record = Record::new("t", "v");
-    assert_eq!(empty.on_send(&mut record), Ok(()));
+    assert_eq!(empty.on_send(&mut record), Ok(RecordId::FIRST));
     assert_eq!(
         record,
         Record::new("t", "v"),
@@ -93,7 +93,7 @@ fn the_chain_runs_in_the_order_added() {
     chain.push(Named::new("b", &log));
     chain.push_boxed(Box::new(Named::new("c", &log)));
     assert_eq!(chain.len(), 3);
-    assert_eq!(chain.on_send(&mut record), Ok(()));
+    assert!(chain.on_send(&mut record).is_ok());
     assert_eq!(seen(&record), ["a", "b", "c"]);
 
     let metadata = RecordMetadata::new("t".into(), 0, 7, 1_000);
@@ -167,7 +167,7 @@ fn a_panic_in_on_send_fails_that_record_only() {
     );
 
     let mut good = Record::new("t", "good");
-    assert_eq!(chain.on_send(&mut good), Ok(()));
+    assert!(chain.on_send(&mut good).is_ok());
     assert_eq!(seen(&good), ["a", "b", "c"]);
     assert_eq!(
         *log.lock().unwrap(),
@@ -446,5 +446,87 @@ fn a_record_held_aside_goes_through_on_send_once() {
             .any(|e| matches!(e, Event::CallbackPanicked { .. })),
         "nothing panicked: {:?}",
         host.events
+    );
+}
+
+/// Notes the number each record got in `on_send_with_id` and the number each report came with.
+struct Numbers(Arc<Mutex<Vec<String>>>);
+impl Interceptor for Numbers {
+    fn on_send_with_id(&mut self, id: RecordId, record: &mut Record) {
+        let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or_default());
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("send {value} {}", id.get()));
+    }
+    fn on_acknowledgement_with_id(&mut self, id: Option<RecordId>, ack: Acknowledgement<'_>) {
+        let value = match ack {
+            Acknowledgement::Failed { record, .. } => record.value.clone().unwrap_or_default(),
+            Acknowledgement::Delivered(_) => Default::default(),
+        };
+        let value = String::from_utf8_lossy(&value[..value.len().min(5)]).into_owned();
+        let id = id.map_or(0, RecordId::get);
+        self.0.lock().unwrap().push(format!("ack {value} {id}"));
+    }
+}
+
+/// Through the command layer: each record's report comes with the number the chain gave it in
+/// `on_send`, whichever way it ends (refused by the core, failed by a panicking interceptor
+/// after this one, failed in the core at close); numbers are consecutive from 1.
+#[test]
+fn each_report_comes_with_its_records_number() {
+    let config = Config::builder([("127.0.0.1", 9)])
+        .max_request_size(1024)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut core = Producer::new(config, t0);
+    let queue = CommandQueue::new(64, 1 << 20);
+    let numbers = Arc::new(Mutex::new(Vec::new()));
+    let mut chain = Interceptors::default();
+    chain.push(Numbers(numbers.clone()));
+    chain.push(Stamper(Log::default()));
+    let host = Recorder {
+        acked: Log::default(),
+        reports: Vec::new(),
+        events: Vec::new(),
+    };
+    let mut layer = DriverLoop::new(host, InjectedPanics::default()).with_interceptors(chain);
+    for (value, opaque) in [("small", 1), ("big", 2), ("boom", 3)] {
+        let record = Record::new("t", value);
+        let bytes = DriverLoop::<Recorder>::charge(&record);
+        let command = Command::Send {
+            record,
+            opaque,
+            bytes,
+        };
+        queue.push(command, bytes, false, |c| c).ok().unwrap();
+    }
+    let intake = Intake {
+        per_call: 16,
+        release_every: 4,
+    };
+    assert!(!layer.take_commands(&mut core, &queue, intake, || t0));
+    let mut t = t0;
+    core.close(t0);
+    while !core.is_closed() {
+        t += Duration::from_secs(1);
+        assert!(t < t0 + Duration::from_secs(600), "the core never closed");
+        if core.poll_timeout().is_some_and(|d| d <= t) {
+            core.handle_timeout(t);
+        }
+        layer.drain(&mut core, |_, _| {});
+        let _ = layer.settle(&mut core, &queue);
+    }
+    assert_eq!(
+        *numbers.lock().unwrap(),
+        [
+            "send small 1",
+            "send big 2",
+            "ack \0\0\0\0\0 2",
+            "send boom 3",
+            "ack boom 3",
+            "ack small 1"
+        ]
     );
 }

@@ -15,6 +15,7 @@ use producer_core::{
 use producer_driver::tls::TlsSetup;
 use producer_driver::{
     call_user, log_event, timestamp, Acknowledgement, Interceptor, Interceptors, ReadSizing,
+    RecordId,
 };
 
 use crate::error::StartError;
@@ -347,22 +348,27 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
         mut record: Record,
         opaque: T,
     ) -> Result<(), SendError<T>> {
-        if let Err(panicked) = self.interceptors.on_send(&mut record) {
-            self.keep_event(panicked.event());
-            self.hand_to_sink(Delivery::failed(opaque, panicked.error(), record));
-            return Ok(());
-        }
+        let record_id = match self.interceptors.on_send(&mut record) {
+            Ok(id) => id,
+            Err(panicked) => {
+                self.keep_event(panicked.event());
+                let failed = Delivery::failed(opaque, panicked.error(), record);
+                self.hand_to_sink_intercepted(Some(panicked.id), failed);
+                return Ok(());
+            }
+        };
         let refused = self.core.send(now, record, opaque).err();
         let Some(refused) = refused else {
             return Ok(());
         };
         let error = ProduceError::Refused(Box::new(refused.reason.clone()));
-        let panics = self
-            .interceptors
-            .on_acknowledgement(Acknowledgement::Failed {
+        let panics = self.interceptors.on_acknowledgement_with_id(
+            Some(record_id),
+            Acknowledgement::Failed {
                 error: &error,
                 record: &refused.record,
-            });
+            },
+        );
         for panicked in panics {
             self.keep_event(panicked);
         }
@@ -578,7 +584,8 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     #[inline]
     fn hand_to_sink(&mut self, d: Delivery<T>) {
         if !self.interceptors.is_empty() {
-            return self.hand_to_sink_intercepted(d);
+            // The core carries the caller's value, not a record's number.
+            return self.hand_to_sink_intercepted(None, d);
         }
         // Moved straight into the call: a report borrowed first would be copied again.
         let sink = &mut self.sink;
@@ -591,10 +598,10 @@ impl<T, S: DeliverySink<T>> MioDriver<T, S> {
     /// panics are named by events. Out of line: a driver without interceptors keeps only the
     /// branch.
     #[inline(never)]
-    fn hand_to_sink_intercepted(&mut self, d: Delivery<T>) {
+    fn hand_to_sink_intercepted(&mut self, record_id: Option<RecordId>, d: Delivery<T>) {
         for panicked in self
             .interceptors
-            .on_acknowledgement(Acknowledgement::of(&d))
+            .on_acknowledgement_with_id(record_id, Acknowledgement::of(&d))
         {
             self.keep_event(panicked);
         }
