@@ -1,15 +1,96 @@
 //! The clusters a run produces to: librdkafka's mock (`mock` mode) or a single-node Apache
 //! Kafka (`kafka` mode), each in a process of its own, and the CPU their process tree used.
 
+use crate::payloads::topic_names;
 use crate::{arg, Error, BROKERS, PARTITIONS, TOPIC};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Starts the mock cluster (with `--rtt-ms N`, every broker answering N ms late), prints
-/// `BOOTSTRAP host:port,...` and runs until stdin closes.
+/// The topics a cluster process creates: `count` topics named after `base`
+/// ([`topic_names`]), each of `partitions` partitions with the topic `configs`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TopicSpec {
+    pub(crate) base: String,
+    pub(crate) count: usize,
+    pub(crate) partitions: i32,
+    pub(crate) configs: Vec<(String, String)>,
+}
+
+impl TopicSpec {
+    /// The bench's topic: `bench`, 12 partitions.
+    pub(crate) fn bench() -> TopicSpec {
+        TopicSpec {
+            base: TOPIC.to_string(),
+            count: 1,
+            partitions: PARTITIONS,
+            configs: Vec::new(),
+        }
+    }
+
+    /// The spec as the words of a cluster process's command line (and `create` line).
+    fn words(&self) -> Vec<String> {
+        let mut w = vec![
+            "--topic".to_string(),
+            self.base.clone(),
+            "--topics".to_string(),
+            self.count.to_string(),
+            "--partitions".to_string(),
+            self.partitions.to_string(),
+        ];
+        if !self.configs.is_empty() {
+            w.push("--topic-config".to_string());
+            w.push(
+                self.configs
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        w
+    }
+
+    /// The spec from `words` (a cluster process's arguments), the bench's where absent.
+    fn parse(words: &[String]) -> Result<TopicSpec, Error> {
+        let bench = TopicSpec::bench();
+        let configs = match arg(words, "--topic-config") {
+            None => Vec::new(),
+            Some(c) => c
+                .split(',')
+                .map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .ok_or_else(|| format!("topic config {kv:?} is not k=v"))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(TopicSpec {
+            base: arg(words, "--topic").unwrap_or(&bench.base).to_string(),
+            count: arg(words, "--topics")
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(1),
+            partitions: arg(words, "--partitions")
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(PARTITIONS),
+            configs,
+        })
+    }
+}
+
+/// Starts the mock cluster with the topics of the [`TopicSpec`] arguments (with `--rtt-ms N`,
+/// every broker answering N ms late), prints `BOOTSTRAP host:port,...` and runs until stdin
+/// closes.
 pub(crate) fn mock_main(args: &[String]) -> Result<(), Error> {
-    let mock = producer_tests::MockKafka::new(BROKERS, &[(TOPIC, PARTITIONS)])?;
+    let spec = TopicSpec::parse(args)?;
+    let names = topic_names(&spec.base, spec.count);
+    let topics: Vec<(&str, i32)> = names
+        .iter()
+        .map(|n| (n.as_str(), spec.partitions))
+        .collect();
+    let mock = producer_tests::MockKafka::new(BROKERS, &topics)?;
     if let Some(ms) = arg(args, "--rtt-ms") {
         mock.set_rtt(-1, Duration::from_millis(ms.parse()?))?;
     }
@@ -25,13 +106,21 @@ pub(crate) fn mock_main(args: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
+/// A cluster process (`mock` or `kafka` mode) of the coordinator; stopped when dropped.
 pub(crate) struct Mock {
     pub(crate) child: Child,
     pub(crate) bootstrap: String,
+    /// The process's stdout after its `BOOTSTRAP` line: the answers to `create` lines.
+    replies: BufReader<ChildStdout>,
 }
 
 impl Mock {
-    pub(crate) fn start(broker: Broker, rtt_ms: Option<u64>) -> Result<Mock, Error> {
+    /// Starts a cluster with the topics of `topics` (none if its count is 0).
+    pub(crate) fn start(
+        broker: Broker,
+        rtt_ms: Option<u64>,
+        topics: &TopicSpec,
+    ) -> Result<Mock, Error> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg(match broker {
                 Broker::Mock => "mock",
@@ -43,19 +132,44 @@ impl Mock {
                     .into_iter()
                     .flatten(),
             )
+            .args(topics.words())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
         let stdout = child.stdout.take().ok_or("mock has no stdout")?;
+        let mut replies = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
+        replies.read_line(&mut line)?;
         let bootstrap = line
             .trim()
             .strip_prefix("BOOTSTRAP ")
             .ok_or_else(|| format!("mock cluster said {line:?}"))?
             .to_string();
-        Ok(Mock { child, bootstrap })
+        Ok(Mock {
+            child,
+            bootstrap,
+            replies,
+        })
+    }
+
+    /// Creates the topics of `topics` in a running `kafka`-mode cluster (the scale sweep's
+    /// points, each created once and reused by every producer and run). Returns when the
+    /// cluster has created them, or its error.
+    pub(crate) fn create_topics(&mut self, topics: &TopicSpec) -> Result<(), Error> {
+        let stdin = self.child.stdin.as_mut().ok_or("cluster has no stdin")?;
+        writeln!(stdin, "create {}", topics.words().join(" "))?;
+        stdin.flush()?;
+        let mut line = String::new();
+        self.replies.read_line(&mut line)?;
+        match line.trim() {
+            "OK" => Ok(()),
+            other => Err(format!(
+                "creating {} topic(s) {}: {other}",
+                topics.count, topics.base
+            )
+            .into()),
+        }
     }
 }
 
@@ -120,22 +234,71 @@ pub(crate) enum Broker {
     Kafka,
 }
 
-/// `kafka` mode: starts a single-node Apache Kafka, creates the bench topic, prints
-/// `BOOTSTRAP host:port` and runs until stdin closes.
-pub(crate) fn kafka_main() -> Result<(), Error> {
+/// `kafka` mode: starts a single-node Apache Kafka (the open-file limit raised to its hard
+/// limit first, for the 10,000-partition point; `--heap-mb N` for its heap), creates the topics
+/// of the [`TopicSpec`] arguments (the bench topic by default; none with `--topics 0`), prints
+/// `BOOTSTRAP host:port` and then serves `create SPEC` lines on stdin (each answered `OK` or
+/// `ERR reason` on stdout) until stdin closes.
+pub(crate) fn kafka_main(args: &[String]) -> Result<(), Error> {
     use producer_tests::kafka::cluster::{ClusterSpec, KafkaCluster};
-    let cluster = KafkaCluster::start(ClusterSpec::single()).map_err(|e| e.to_string())?;
-    cluster.ctl().create_topic(TOPIC, PARTITIONS, 1, &[])?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "BOOTSTRAP {}", cluster.bootstrap_servers())?;
+    let nofile = raise_open_files();
+    let mut spec = ClusterSpec::single();
+    if let Some(mb) = arg(args, "--heap-mb") {
+        spec = spec.heap_mb(mb.parse()?);
+    }
+    let cluster = KafkaCluster::start(spec).map_err(|e| e.to_string())?;
+    eprintln!("bench_e2e: Kafka started (open-file limit {nofile})");
+    let create = |spec: &TopicSpec| -> Result<(), String> {
+        let configs: Vec<(&str, &str)> = spec
+            .configs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        for name in topic_names(&spec.base, spec.count) {
+            cluster
+                .ctl()
+                .create_topic(&name, spec.partitions, 1, &configs)?;
+        }
+        Ok(())
+    };
+    let initial = TopicSpec::parse(args)?;
+    if initial.count > 0 {
+        create(&initial)?;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "BOOTSTRAP {}", cluster.bootstrap_servers())?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let reply = match words.first().map(String::as_str) {
+            Some("create") => match TopicSpec::parse(&words[1..]) {
+                Ok(spec) => create(&spec).map_or_else(|e| format!("ERR {e}"), |()| "OK".into()),
+                Err(e) => format!("ERR {e}"),
+            },
+            _ => format!("ERR unknown command {line:?}"),
+        };
+        writeln!(out, "{}", reply.replace('\n', " "))?;
         out.flush()?;
     }
-    let mut buf = [0u8; 256];
-    let mut stdin = std::io::stdin().lock();
-    while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
     drop(cluster);
     Ok(())
+}
+
+/// Raises this process's soft open-file limit to its hard limit (Kafka's JVM, started from it,
+/// inherits it: a partition holds a log segment and two index files open). Returns the limit.
+fn raise_open_files() -> u64 {
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur as u64
+    }
 }
 
 impl Broker {

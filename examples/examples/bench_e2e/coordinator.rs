@@ -1,7 +1,7 @@
 //! The coordinator (no mode argument): runs every producer of every workload in its own
 //! process against a fresh cluster, collects each run's figures and takes the medians.
 
-use crate::cluster::{tree_cpu_secs, Broker, Mock};
+use crate::cluster::{tree_cpu_secs, Broker, Mock, TopicSpec};
 use crate::open_loop::open_loop_sender;
 use crate::payloads::{sized, workload, Workload};
 use crate::peers::{build_peers, payload_files, peer, peer_command, Peer, PeerPrograms};
@@ -10,7 +10,7 @@ use crate::tables::{
     markdown_latency, markdown_throughput, print_latency_table, print_table, provenance,
     replace_marked,
 };
-use crate::{Error, BASELINE, BROKERS, PARTITIONS, WORKER_TIMEOUT};
+use crate::{Error, BASELINE, BROKERS, WORKER_TIMEOUT};
 use crate::{DEFAULT_BATCH_SIZE, DEFAULT_BUFFER_MEMORY};
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -51,6 +51,52 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) mock_rtt_ms: Option<u64>,
     /// `--baseline-exe PATH`: runs the workers of the `NAME@base` producers.
     pub(crate) baseline_exe: Option<&'a std::path::Path>,
+    /// The topics records go to (the bench topic; the scale sweep's point's).
+    pub(crate) topics: &'a TopicSpec,
+    /// Producers in the one process (the scale sweep's producers axis; 1 otherwise).
+    pub(crate) instances: usize,
+    /// `max.request.size` for the 1 MB point of the scale sweep.
+    pub(crate) max_request_size: Option<usize>,
+    /// `--defaults`: every producer at its shipped defaults.
+    pub(crate) defaults: bool,
+    /// A running cluster to produce to (the scale sweep's, its topics created once) instead
+    /// of a fresh one started for the run.
+    pub(crate) cluster: Option<&'a Mock>,
+    /// The scale sweep's point, in the log file's name.
+    pub(crate) point: Option<&'a str>,
+}
+
+impl<'a> RunSpec<'a> {
+    /// A run of `workload` with the bench's topic, one producer per process, a fresh cluster:
+    /// the other fields as their flags say.
+    pub(crate) fn plain(
+        workload: &'a str,
+        records: u64,
+        broker: Broker,
+        peers: &'a PeerPrograms,
+        topics: &'a TopicSpec,
+    ) -> RunSpec<'a> {
+        RunSpec {
+            workload,
+            records,
+            batch_size: None,
+            broker,
+            peers,
+            payload_files: None,
+            run: 1,
+            rate: None,
+            buffer_mib: None,
+            value_bytes: None,
+            mock_rtt_ms: None,
+            baseline_exe: None,
+            topics,
+            instances: 1,
+            max_request_size: None,
+            defaults: false,
+            cluster: None,
+            point: None,
+        }
+    }
 }
 
 impl RunSpec<'_> {
@@ -72,8 +118,14 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
                 .to_string(),
         );
     }
-    let mock = Mock::start(spec.broker, spec.mock_rtt_ms)
-        .map_err(|e| format!("cluster did not start: {e}"))?;
+    let mut fresh = None;
+    let mock: &Mock = match spec.cluster {
+        Some(running) => running,
+        None => fresh.insert(
+            Mock::start(spec.broker, spec.mock_rtt_ms, spec.topics)
+                .map_err(|e| format!("cluster did not start: {e}"))?,
+        ),
+    };
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
@@ -101,6 +153,19 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
             if let Some(n) = spec.value_bytes {
                 cmd.args(["--value-bytes", &n.to_string()]);
             }
+            if *spec.topics != TopicSpec::bench() {
+                cmd.args(["--topic", &spec.topics.base])
+                    .args(["--topics", &spec.topics.count.to_string()]);
+            }
+            if spec.instances > 1 {
+                cmd.args(["--instances", &spec.instances.to_string()]);
+            }
+            if let Some(n) = spec.max_request_size {
+                cmd.args(["--max-request-size", &n.to_string()]);
+            }
+            if spec.defaults {
+                cmd.arg("--defaults");
+            }
             (cmd, WORKER_TIMEOUT + spec.schedule())
         }
         Some((p, idem)) => {
@@ -117,8 +182,10 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
         .join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let log = logs.join(format!(
-        "{producer}-{}-run{}.stderr",
-        spec.workload, spec.run
+        "{producer}-{}{}-run{}.stderr",
+        spec.workload,
+        spec.point.map_or(String::new(), |p| format!("-{p}")),
+        spec.run
     ));
     let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null())
@@ -158,7 +225,7 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
     }
     let out = reader.join().unwrap_or_default();
     let broker_cpu = tree_cpu_secs(mock.child.id()) - broker_cpu_before;
-    drop(mock);
+    drop(fresh);
     let last_err = || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -256,16 +323,19 @@ pub(crate) fn coordinator_main(args: &[String]) -> Result<(), Error> {
     }
     let plan = plan(args)?;
     let peers = build_peers(&plan.producers);
+    if plan.scale {
+        return crate::scale::run_sweep(args, &plan, &peers);
+    }
     let total_started = Instant::now();
     for &broker in &plan.brokers {
         let markdown = run_broker(&plan, broker, &peers)?;
         if let Some(path) = &plan.readme {
             let text = std::fs::read_to_string(path)?;
             let body = format!("{}\n{markdown}", provenance(args, &plan, broker));
-            std::fs::write(path, replace_marked(&text, broker, &body)?)?;
+            let marker = plan.marker(broker);
+            std::fs::write(path, replace_marked(&text, &marker, &body)?)?;
             println!(
-                "bench_e2e: rewrote the {} tables of {}",
-                broker.name(),
+                "bench_e2e: rewrote the {marker} tables of {}",
                 path.display()
             );
         }
@@ -288,8 +358,14 @@ pub(crate) fn run_broker(
         "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
          per run), acks=all, linger 5 ms, batch size {}, buffer {} MiB{}",
         match broker {
-            Broker::Mock => format!("mock cluster of {BROKERS} brokers / {PARTITIONS} partitions"),
-            Broker::Kafka => format!("Apache Kafka, one node / {PARTITIONS} partitions"),
+            Broker::Mock => format!(
+                "mock cluster of {BROKERS} brokers / {} topic(s) of {} partitions",
+                plan.topics.count, plan.topics.partitions
+            ),
+            Broker::Kafka => format!(
+                "Apache Kafka, one node / {} topic(s) of {} partitions",
+                plan.topics.count, plan.topics.partitions
+            ),
         },
         plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
         plan.buffer_mib.unwrap_or(DEFAULT_BUFFER_MEMORY >> 20),
@@ -353,6 +429,9 @@ pub(crate) fn run_broker(
                     value_bytes: plan.value_bytes,
                     mock_rtt_ms: plan.mock_rtt_ms,
                     baseline_exe: plan.baseline_exe.as_deref(),
+                    defaults: plan.defaults,
+                    instances: plan.instances,
+                    ..RunSpec::plain(wname, records, broker, peers, &plan.topics)
                 };
                 let s = run_one(p, &spec);
                 match &s {

@@ -202,7 +202,9 @@ mod open_loop;
 mod payloads;
 mod peers;
 mod plan;
+mod plot;
 mod rdkafka_worker;
+mod scale;
 mod tables;
 mod worker;
 
@@ -266,7 +268,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("mock") => mock_main(&args[1..]),
-        Some("kafka") => kafka_main(),
+        Some("kafka") => kafka_main(&args[1..]),
         Some("worker") => worker_main(&args[1..]),
         _ => coordinator_main(&args),
     };

@@ -3,8 +3,8 @@
 
 use crate::payloads::Payloads;
 use crate::rdkafka_worker::{drain, rdkafka_config};
-use crate::worker::{our_config, Counting, Outcome, WorkerArgs, MIO_QUEUE};
-use crate::{Error, TOPIC};
+use crate::worker::{our_config, runtime, Counting, Outcome, WorkerArgs, MIO_QUEUE};
+use crate::Error;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,16 +148,13 @@ pub(crate) fn run_tokio_open_loop(
     use futures_util::stream::{FuturesUnordered, StreamExt};
     use producer_tokio::{DeliveryFuture, ProducerHandle};
     let config = our_config(w, idempotence)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let records = w.records;
     let timed = Arc::new(Timed::new(records, rate));
     rt.block_on(async move {
         let handle = ProducerHandle::start(config)?;
-        let topic: Arc<str> = Arc::from(TOPIC);
         let warmup = handle
-            .send(p.record(&topic, 0))
+            .send(p.record(0))
             .await
             .map_err(|e| format!("send refused: {e}"))?;
         warmup
@@ -187,7 +184,7 @@ pub(crate) fn run_tokio_open_loop(
         for i in 0..records {
             timed.latencies.pace(i);
             let f = handle
-                .send(p.record(&topic, i))
+                .send(p.record(i))
                 .await
                 .map_err(|e| format!("send refused: {e}"))?;
             tx.send((i, f)).map_err(|_| "collector gone")?;
@@ -210,9 +207,7 @@ pub(crate) fn run_tokio_cb_open_loop(
 ) -> Result<Outcome, Error> {
     use producer_tokio::ProducerHandle;
     let config = our_config(w, idempotence)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let records = w.records;
     let timed = Arc::new(Timed::new(records, rate));
     rt.block_on(async move {
@@ -222,9 +217,8 @@ pub(crate) fn run_tokio_cb_open_loop(
                 .on_delivery(move |report| timed.report(report.tag, report.result))
                 .start()?
         };
-        let topic: Arc<str> = Arc::from(TOPIC);
         handle
-            .send_detached(p.record(&topic, 0), WARMUP_TAG)
+            .send_detached(p.record(0), WARMUP_TAG)
             .await
             .map_err(|e| format!("send refused: {e}"))?;
         handle.flush().await;
@@ -232,7 +226,7 @@ pub(crate) fn run_tokio_cb_open_loop(
         for i in 0..records {
             timed.latencies.pace(i);
             handle
-                .send_detached(p.record(&topic, i), i)
+                .send_detached(p.record(i), i)
                 .await
                 .map_err(|e| format!("send refused: {e}"))?;
         }
@@ -260,7 +254,6 @@ pub(crate) fn run_mio_open_loop(
             timed.report(d.opaque, d.result.map_err(|f| f.error))
         })?
     };
-    let topic: Arc<str> = Arc::from(TOPIC);
     let send = |mut record: producer_core::Record, i: u64| -> Result<(), Error> {
         loop {
             match producer.send_with(record, i) {
@@ -273,12 +266,12 @@ pub(crate) fn run_mio_open_loop(
             }
         }
     };
-    send(p.record(&topic, 0), WARMUP_TAG)?;
+    send(p.record(0), WARMUP_TAG)?;
     producer.flush();
     let started = timed.latencies.begin();
     for i in 0..w.records {
         timed.latencies.pace(i);
-        send(p.record(&topic, i), i)?;
+        send(p.record(i), i)?;
     }
     producer.flush();
     let secs = started.elapsed().as_secs_f64();
@@ -302,8 +295,11 @@ pub(crate) fn run_rdkafka_open_loop(
     let producer: BaseProducer<Timed> =
         rdkafka_config(w, idempotence).create_with_context(Timed::new(w.records, rate))?;
     let send = |i: u64, opaque: usize| -> Result<(), Error> {
-        let mut record = BaseRecord::<[u8], [u8], usize>::with_opaque_to(TOPIC, opaque)
+        let mut record = BaseRecord::<[u8], [u8], usize>::with_opaque_to(p.topic(i), opaque)
             .payload(&p.values[p.value_range(i)]);
+        if let Some(k) = p.key_range(i) {
+            record = record.key(&p.keys[k]);
+        }
         loop {
             match producer.send(record) {
                 Ok(()) => return Ok(()),

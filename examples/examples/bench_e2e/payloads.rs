@@ -1,7 +1,7 @@
 //! The workloads (value size, keys, codec) and the payload arenas every producer takes its
 //! keys and values from.
 
-use crate::{Error, ALL_WORKLOADS};
+use crate::{Error, ALL_WORKLOADS, TOPIC};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -92,6 +92,8 @@ pub(crate) struct Payloads {
     pub(crate) keys: Bytes,
     pub(crate) value_bytes: usize,
     pub(crate) keyed: bool,
+    /// The topics records go to: record `i` to `topics[i % topics.len()]` (never empty).
+    pub(crate) topics: Vec<Arc<str>>,
 }
 
 impl Payloads {
@@ -149,7 +151,24 @@ impl Payloads {
             keys: Bytes::from(keys),
             value_bytes: w.value_bytes,
             keyed: w.keyed,
+            topics: vec![Arc::from(TOPIC)],
         }
+    }
+
+    /// The same payloads spread over `count` topics named after `base` ([`topic_names`]).
+    pub(crate) fn with_topics(self, base: &str, count: usize) -> Payloads {
+        Payloads {
+            topics: topic_names(base, count)
+                .into_iter()
+                .map(Arc::from)
+                .collect(),
+            ..self
+        }
+    }
+
+    /// The topic of record `i`: the topics in turn, so records spread evenly.
+    pub(crate) fn topic(&self, i: u64) -> &Arc<str> {
+        &self.topics[i as usize % self.topics.len()]
     }
 
     pub(crate) fn value_range(&self, i: u64) -> std::ops::Range<usize> {
@@ -164,11 +183,24 @@ impl Payloads {
     }
 
     /// A record for our producers: `Bytes` slices of the arenas, no copy.
-    pub(crate) fn record(&self, topic: &Arc<str>, i: u64) -> producer_core::Record {
-        let r = producer_core::Record::new(topic.clone(), self.values.slice(self.value_range(i)));
+    pub(crate) fn record(&self, i: u64) -> producer_core::Record {
+        let r = producer_core::Record::new(
+            self.topic(i).clone(),
+            self.values.slice(self.value_range(i)),
+        );
         match self.key_range(i) {
             Some(k) => r.with_key(self.keys.slice(k)),
             None => r,
         }
+    }
+}
+
+/// The names of `count` topics for `base`: `base` itself for one, else `base-0` ..
+/// `base-(count-1)` (the Java peer names them the same way).
+pub(crate) fn topic_names(base: &str, count: usize) -> Vec<String> {
+    if count <= 1 {
+        vec![base.to_string()]
+    } else {
+        (0..count).map(|j| format!("{base}-{j}")).collect()
     }
 }

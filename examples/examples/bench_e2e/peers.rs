@@ -1,7 +1,7 @@
 //! The producers of other projects (franz-go, Java, krafka, Confluent's client): building
 //! their programs and the command line of one run.
 
-use crate::cluster::Broker;
+use crate::cluster::{Broker, TopicSpec};
 use crate::coordinator::RunSpec;
 use crate::payloads::{sized, workload, Payloads};
 use crate::Error;
@@ -184,12 +184,15 @@ pub(crate) fn peer_command(
         .args(["--bootstrap", bootstrap])
         .args(["--records", &spec.records.to_string()])
         .args(["--values", values])
-        .args(["--value-bytes", &w.value_bytes.to_string()])
+        .args(["--value-bytes", &w.value_bytes.to_string()]);
+    if !spec.defaults {
         // Every peer gets 16 KiB batches (Java's default and ours) unless --batch-size says.
-        .args([
+        cmd.args([
             "--batch-size",
             &spec.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).to_string(),
         ]);
+    }
+    let scaled = spec.topics.count > 1 || spec.instances > 1 || spec.max_request_size.is_some();
     if let Some(k) = keys {
         cmd.args(["--keys", k]);
     }
@@ -199,7 +202,14 @@ pub(crate) fn peer_command(
     }
     match peer {
         Peer::FranzGo => {
-            cmd.arg(format!("--idempotence={idem}"));
+            if scaled {
+                return Err(
+                    "the franz-go peer has no topics, instances or request-size axis".into(),
+                );
+            }
+            cmd.arg(format!("--topic={}", spec.topics.base))
+                .arg(format!("--idempotence={idem}"))
+                .arg(format!("--defaults={}", spec.defaults));
             if spec.broker == Broker::Mock {
                 // franz-go cannot read the mock's ApiVersions v3 answer (nor its v5 one): capped
                 // at Kafka 2.3's protocol it asks ApiVersions v2, which it reads.
@@ -207,10 +217,24 @@ pub(crate) fn peer_command(
             }
         }
         Peer::Java => {
+            // The warm-up is at most the timed records (the 1 MB point's few).
             cmd.args(["--idempotence", &idem.to_string()])
-                .args(["--warmup", &JAVA_WARMUP.to_string()]);
+                .args(["--warmup", &JAVA_WARMUP.min(spec.records).to_string()])
+                .args(["--topic", &spec.topics.base])
+                .args(["--topics", &spec.topics.count.to_string()])
+                .args(["--instances", &spec.instances.to_string()])
+                .args(["--defaults", &spec.defaults.to_string()]);
+            if let Some(n) = spec.max_request_size {
+                cmd.args(["--max-request-size", &n.to_string()]);
+            }
         }
         Peer::Krafka | Peer::Confluent => {
+            if scaled || spec.defaults || *spec.topics != TopicSpec::bench() {
+                return Err(
+                    "the krafka and Confluent peers have no scale axes or shipped-defaults mode"
+                        .into(),
+                );
+            }
             if idem {
                 cmd.arg("--idempotence");
             }

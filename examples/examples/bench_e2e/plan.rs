@@ -1,6 +1,6 @@
 //! The coordinator's flags, checked before anything runs, as a [`Plan`].
 
-use crate::cluster::Broker;
+use crate::cluster::{Broker, TopicSpec};
 use crate::payloads::workload;
 use crate::peers::peer;
 use crate::tables::replace_marked;
@@ -20,7 +20,15 @@ pub(crate) const VALUE_FLAGS: &[&str] = &[
     "--value-bytes",
     "--mock-rtt-ms",
     "--baseline-exe",
+    "--partitions",
+    "--topics",
+    "--instances",
+    "--plot",
+    "--scale-points",
 ];
+
+/// The flags that take no value.
+const SWITCHES: &[&str] = &["--quick", "--defaults", "--scale"];
 
 /// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
 pub(crate) fn flag<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, Error>
@@ -59,6 +67,36 @@ pub(crate) struct Plan {
     pub(crate) mock_rtt_ms: Option<u64>,
     /// `--baseline-exe PATH`: the bench_e2e build whose workers run the `NAME@base` producers.
     pub(crate) baseline_exe: Option<std::path::PathBuf>,
+    /// `--defaults`: every producer at its shipped defaults (the README's defaults tables).
+    pub(crate) defaults: bool,
+    /// `--partitions N`, `--topics N`: the topics of every run (one `bench` topic of 12
+    /// partitions unless they say; N topics are `bench-0` .. `bench-(N-1)`, N partitions each).
+    pub(crate) topics: TopicSpec,
+    /// `--instances N`: producers per process.
+    pub(crate) instances: usize,
+    /// `--scale`: the scale sweep instead of the workloads (see [`crate::scale`]).
+    pub(crate) scale: bool,
+    /// `--scale-points a,b,...`: the sweep's points (all unless it says).
+    pub(crate) scale_points: Vec<String>,
+    /// `--plot PATH`: the sweep's SVG plot.
+    pub(crate) plot: Option<std::path::PathBuf>,
+}
+
+impl Plan {
+    /// The name in the README markers of `broker`'s tables: `mock`, `kafka`,
+    /// `kafka-defaults` (with `--defaults`), `scale` (with `--scale`).
+    pub(crate) fn marker(&self, broker: Broker) -> String {
+        marker(broker, self.scale, self.defaults)
+    }
+}
+
+/// See [`Plan::marker`].
+fn marker(broker: Broker, scale: bool, defaults: bool) -> String {
+    match (scale, defaults) {
+        (true, _) => "scale".to_string(),
+        (false, true) => format!("{}-defaults", broker.name()),
+        (false, false) => broker.name().to_string(),
+    }
 }
 
 pub(crate) fn usage() -> String {
@@ -67,9 +105,12 @@ pub(crate) fn usage() -> String {
          \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
          \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
          \x20                [--baseline-exe PATH (then NAME@base producers)]\n\
+         \x20                [--defaults] [--partitions N] [--topics N] [--instances N]\n\
+         \x20                [--scale [--scale-points {}] [--plot PATH.svg]]\n\
          \x20                [--workloads {}]\n\
          \x20                [--producers {}]\n\
          \x20                (also: {})",
+        crate::scale::POINTS.join(","),
         ALL_WORKLOADS.join(","),
         ALL_PRODUCERS.join(","),
         OTHER_PRODUCERS.join(",")
@@ -85,7 +126,7 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
             i += 2;
             continue;
         }
-        if a != "--quick" {
+        if !SWITCHES.contains(&a) {
             return Err(format!("unknown argument {a:?}\n{}", usage()).into());
         }
         i += 1;
@@ -113,7 +154,15 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         ))
     };
     let workloads = list("--workloads", ALL_WORKLOADS)?;
-    let producers = list("--producers", ALL_PRODUCERS)?;
+    let scale = args.iter().any(|a| a == "--scale");
+    let producers = list(
+        "--producers",
+        if scale {
+            crate::scale::PRODUCERS
+        } else {
+            ALL_PRODUCERS
+        },
+    )?;
     for w in &workloads {
         workload(w)?;
     }
@@ -169,12 +218,50 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
     if mock_rtt_ms.is_some_and(|ms| ms > 10_000) {
         return Err("--mock-rtt-ms must be at most 10000".into());
     }
+    let defaults = args.iter().any(|a| a == "--defaults");
+    let mut topics = TopicSpec::bench();
+    if let Some(n) = flag::<i32>(args, "--partitions")? {
+        if !(1..=100_000).contains(&n) {
+            return Err("--partitions must be 1 to 100000".into());
+        }
+        topics.partitions = n;
+    }
+    if let Some(n) = flag::<usize>(args, "--topics")? {
+        if !(1..=10_000).contains(&n) {
+            return Err("--topics must be 1 to 10000".into());
+        }
+        topics.count = n;
+    }
+    let instances = flag::<usize>(args, "--instances")?.unwrap_or(1);
+    if !(1..=64).contains(&instances) {
+        return Err("--instances must be 1 to 64".into());
+    }
+    if instances > 1 && workloads.iter().any(|w| w == "latency") {
+        return Err("--instances has no open-loop sender: leave out the latency workload".into());
+    }
+    let scale_points: Vec<String> = match flag::<String>(args, "--scale-points")? {
+        None => crate::scale::POINTS.iter().map(|p| p.to_string()).collect(),
+        Some(list) => list.split(',').map(str::to_string).collect(),
+    };
+    for p in &scale_points {
+        crate::scale::point(p)?;
+    }
+    let plot = flag::<String>(args, "--plot")?.map(std::path::PathBuf::from);
+    if scale && (defaults || instances > 1 || topics != TopicSpec::bench()) {
+        return Err(
+            "--scale sets the axes itself: no --defaults, --partitions, --topics or \
+                    --instances with it"
+                .into(),
+        );
+    }
+    // The sweep runs on Apache Kafka only.
+    let brokers = if scale { vec![Broker::Kafka] } else { brokers };
     let readme = flag::<String>(args, "--readme")?.map(std::path::PathBuf::from);
     if let Some(path) = &readme {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--readme {}: {e}", path.display()))?;
         for &b in &brokers {
-            replace_marked(&text, b, "")
+            replace_marked(&text, &marker(b, scale, defaults), "")
                 .map_err(|e| format!("--readme {}: {e}", path.display()))?;
         }
     }
@@ -191,5 +278,11 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         value_bytes,
         mock_rtt_ms,
         baseline_exe,
+        defaults,
+        topics,
+        instances,
+        scale,
+        scale_points,
+        plot,
     })
 }

@@ -3,7 +3,7 @@
 
 use crate::payloads::Payloads;
 use crate::worker::{Counting, Outcome, WorkerArgs};
-use crate::{Error, DEFAULT_BATCH_SIZE, TOPIC, WORKER_TIMEOUT};
+use crate::{Error, DEFAULT_BATCH_SIZE, WORKER_TIMEOUT};
 use std::time::{Duration, Instant};
 
 impl rdkafka::ClientContext for Counting {}
@@ -25,18 +25,27 @@ pub(crate) fn rdkafka_config(w: &WorkerArgs, idempotence: bool) -> rdkafka::Clie
             "enable.idempotence",
             if idempotence { "true" } else { "false" },
         )
-        .set("linger.ms", "5")
+        .set("compression.codec", w.workload.codec.name());
+    if let Some(n) = w.max_request_size {
+        // librdkafka's cap on a request (and a record) is message.max.bytes, 1,000,000 by
+        // default: below a 1,000,000-byte value with its overheads.
+        cfg.set("message.max.bytes", n.to_string());
+    }
+    if w.defaults {
+        // librdkafka's shipped defaults: batch.size 1,000,000, linger.ms 5, its own queue.
+        return cfg;
+    }
+    cfg.set("linger.ms", "5")
         .set("max.in.flight.requests.per.connection", "5")
         .set(
             "queue.buffering.max.kbytes",
-            (w.buffer_memory / 1024).to_string(),
+            (w.buffer_memory.max(w.max_request_size.unwrap_or(0)) / 1024).to_string(),
         )
         .set(
             "queue.buffering.max.messages",
             // librdkafka's most.
             w.buffer_max_records.min(2_147_483_647).to_string(),
-        )
-        .set("compression.codec", w.workload.codec.name());
+        );
     // 16 KiB as every other producer's unless --batch-size says: the equal settings
     // (librdkafka's own default is 1,000,000 bytes).
     cfg.set(
@@ -78,7 +87,7 @@ pub(crate) fn run_rdkafka(
     for i in 0..w.records {
         let value = &p.values[p.value_range(i)];
         let key = p.key_range(i).map(|k| &p.keys[k]);
-        let mut record = BaseRecord::<[u8], [u8]>::to(TOPIC).payload(value);
+        let mut record = BaseRecord::<[u8], [u8]>::to(p.topic(i)).payload(value);
         if let Some(k) = key {
             record = record.key(k);
         }

@@ -38,6 +38,46 @@ pub(crate) struct WorkerArgs {
     /// `buffer_max_records`: 1,000,000, or with `--buffer-memory` 100,000,000, so that the
     /// bytes decide how much is buffered whatever the record size.
     pub(crate) buffer_max_records: usize,
+    /// `--topic NAME` (default `bench`) and `--topics N` (default 1): record `i` goes to the
+    /// `i mod N`-th of [`crate::payloads::topic_names`]`(NAME, N)`.
+    pub(crate) topic: String,
+    pub(crate) topics: usize,
+    /// `--instances N` (default 1): N producers in this process, each sending its share of
+    /// the records from its own thread (our tokio rows on one shared runtime).
+    pub(crate) instances: usize,
+    /// `--max-request-size N`: `max_request_size` (librdkafka's `message.max.bytes`) for the
+    /// 1 MB records of the scale sweep.
+    pub(crate) max_request_size: Option<usize>,
+    /// `--defaults`: the producer's shipped defaults instead of the bench's equal settings
+    /// (batch size, linger, in-flight, buffer); acks, idempotence and codec stay the row's.
+    pub(crate) defaults: bool,
+}
+
+impl WorkerArgs {
+    /// The same arguments for one of `--instances`: `records` of them.
+    fn share(&self, records: u64) -> WorkerArgs {
+        WorkerArgs {
+            producer: self.producer.clone(),
+            bootstrap: self.bootstrap.clone(),
+            topic: self.topic.clone(),
+            records,
+            instances: 1,
+            ..*self
+        }
+    }
+}
+
+/// The tokio runtime of our tokio rows (multi-thread, default worker count), built on first
+/// use and shared by every producer of `--instances`.
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    Ok(RUNTIME.get_or_init(|| rt))
 }
 
 pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
@@ -60,39 +100,109 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
         } else {
             1_000_000
         },
+        topic: arg(args, "--topic").unwrap_or(TOPIC).to_string(),
+        topics: arg(args, "--topics")
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or(1),
+        instances: arg(args, "--instances")
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or(1),
+        max_request_size: arg(args, "--max-request-size")
+            .map(str::parse)
+            .transpose()?,
+        defaults: args.iter().any(|a| a == "--defaults"),
     };
-    let payloads = Payloads::new(w.workload);
+    let payloads = Payloads::new(w.workload).with_topics(&w.topic, w.topics);
+    let outcome = if w.instances > 1 {
+        if w.workload.open_loop {
+            return Err("--instances has no open-loop sender".into());
+        }
+        run_instances(&w, &payloads)?
+    } else {
+        run_producer(&w, &payloads)?
+    };
+    report(&outcome);
+    Ok(())
+}
+
+/// `--instances N`: N producers of `w.producer`, each in its own thread sending its share of
+/// the records (the first ones one more when N does not divide them). The outcome: the
+/// reports summed, the time of the slowest, the buffered peaks summed.
+fn run_instances(w: &WorkerArgs, p: &Payloads) -> Result<Outcome, Error> {
+    let n = w.instances as u64;
+    let outcomes: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..n)
+            .map(|k| {
+                let share = w.share(w.records / n + u64::from(k < w.records % n));
+                scope.spawn(move || run_producer(&share, p).map_err(|e| e.to_string()))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| Err("instance panicked".into())))
+            .collect()
+    });
+    let mut total = Outcome {
+        ok: 0,
+        failed: 0,
+        secs: 0.0,
+        latency: None,
+        peak_buffered: None,
+    };
+    for o in outcomes {
+        let o = o?;
+        total.ok += o.ok;
+        total.failed += o.failed;
+        total.secs = total.secs.max(o.secs);
+        total.peak_buffered = match (total.peak_buffered, o.peak_buffered) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(total)
+}
+
+/// One producer of `w.producer` sending `w.records` records.
+fn run_producer(w: &WorkerArgs, payloads: &Payloads) -> Result<Outcome, Error> {
     let outcome = if w.workload.open_loop {
         let rate = w.rate.ok_or("the latency workload needs --rate")?;
-        let p = &payloads;
+        let p = payloads;
         match w.producer.as_str() {
-            "tokio" => run_tokio_open_loop(&w, p, false, rate)?,
-            "tokio-idem" => run_tokio_open_loop(&w, p, true, rate)?,
-            "tokio-cb" => run_tokio_cb_open_loop(&w, p, false, rate)?,
-            "tokio-cb-idem" => run_tokio_cb_open_loop(&w, p, true, rate)?,
-            "mio" => run_mio_open_loop(&w, p, false, rate)?,
-            "mio-idem" => run_mio_open_loop(&w, p, true, rate)?,
-            "rdkafka" => run_rdkafka_open_loop(&w, p, false, rate)?,
-            "rdkafka-idem" => run_rdkafka_open_loop(&w, p, true, rate)?,
+            "tokio" => run_tokio_open_loop(w, p, false, rate)?,
+            "tokio-idem" => run_tokio_open_loop(w, p, true, rate)?,
+            "tokio-cb" => run_tokio_cb_open_loop(w, p, false, rate)?,
+            "tokio-cb-idem" => run_tokio_cb_open_loop(w, p, true, rate)?,
+            "mio" => run_mio_open_loop(w, p, false, rate)?,
+            "mio-idem" => run_mio_open_loop(w, p, true, rate)?,
+            "rdkafka" => run_rdkafka_open_loop(w, p, false, rate)?,
+            "rdkafka-idem" => run_rdkafka_open_loop(w, p, true, rate)?,
             other => return Err(format!("{other:?} has no open-loop sender").into()),
         }
     } else {
         match w.producer.as_str() {
-            "tokio" => run_tokio(&w, &payloads, false)?,
-            "tokio-idem" => run_tokio(&w, &payloads, true)?,
-            "tokio-cb" => run_tokio_detached(&w, &payloads, false, false)?,
-            "tokio-cb-idem" => run_tokio_detached(&w, &payloads, true, false)?,
-            "tokio-batch" => run_tokio_detached(&w, &payloads, false, true)?,
-            "tokio-batch-idem" => run_tokio_detached(&w, &payloads, true, true)?,
-            "mio" => run_mio(&w, &payloads, false, false)?,
-            "mio-idem" => run_mio(&w, &payloads, true, false)?,
-            "mio-batch" => run_mio(&w, &payloads, false, true)?,
-            "mio-batch-idem" => run_mio(&w, &payloads, true, true)?,
-            "rdkafka" => run_rdkafka(&w, &payloads, false)?,
-            "rdkafka-idem" => run_rdkafka(&w, &payloads, true)?,
+            "tokio" => run_tokio(w, payloads, false)?,
+            "tokio-idem" => run_tokio(w, payloads, true)?,
+            "tokio-cb" => run_tokio_detached(w, payloads, false, false)?,
+            "tokio-cb-idem" => run_tokio_detached(w, payloads, true, false)?,
+            "tokio-batch" => run_tokio_detached(w, payloads, false, true)?,
+            "tokio-batch-idem" => run_tokio_detached(w, payloads, true, true)?,
+            "mio" => run_mio(w, payloads, false, false)?,
+            "mio-idem" => run_mio(w, payloads, true, false)?,
+            "mio-batch" => run_mio(w, payloads, false, true)?,
+            "mio-batch-idem" => run_mio(w, payloads, true, true)?,
+            "rdkafka" => run_rdkafka(w, payloads, false)?,
+            "rdkafka-idem" => run_rdkafka(w, payloads, true)?,
             other => return Err(format!("unknown producer {other:?}").into()),
         }
     };
+    Ok(outcome)
+}
+
+/// Prints the `RESULT` line the coordinator reads: the outcome and this process's CPU and
+/// peak RSS.
+fn report(outcome: &Outcome) {
     // SAFETY: getrusage writes into the struct we pass.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -115,7 +225,6 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
         tv(ru.ru_stime),
         ru.ru_maxrss
     );
-    Ok(())
 }
 
 pub(crate) fn our_config(
@@ -126,13 +235,22 @@ pub(crate) fn our_config(
     let mut b = producer_core::Config::builder(bootstrap)
         .acks(producer_core::Acks::All)
         .enable_idempotence(idempotence)
-        .linger(Duration::from_millis(5))
-        .max_in_flight(5)
-        .buffer_memory(w.buffer_memory)
-        .buffer_max_records(w.buffer_max_records)
         .compression(w.workload.codec.ours());
-    if let Some(n) = w.batch_size {
-        b = b.batch_size(n);
+    if !w.defaults {
+        b = b
+            .linger(Duration::from_millis(5))
+            .max_in_flight(5)
+            .buffer_memory(w.buffer_memory)
+            .buffer_max_records(w.buffer_max_records);
+        if let Some(n) = w.batch_size {
+            b = b.batch_size(n);
+        }
+    }
+    if let Some(n) = w.max_request_size {
+        b = b.max_request_size(n);
+        if !w.defaults {
+            b = b.buffer_memory(w.buffer_memory.max(n));
+        }
     }
     Ok(b.build()?)
 }
@@ -140,9 +258,7 @@ pub(crate) fn our_config(
 pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
     use producer_tokio::{DeliveryFuture, ProducerHandle};
     let config = our_config(w, idempotence)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let records = w.records;
     rt.block_on(async move {
         let started = Instant::now();
@@ -157,11 +273,10 @@ pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Resu
             }
             counts
         });
-        let topic: Arc<str> = Arc::from(TOPIC);
         let mut chunk = Vec::with_capacity(1024);
         for i in 0..records {
             let f = handle
-                .send(p.record(&topic, i))
+                .send(p.record(i))
                 .await
                 .map_err(|e| format!("send refused: {e}"))?;
             chunk.push(f);
@@ -189,9 +304,7 @@ pub(crate) fn run_tokio_detached(
 ) -> Result<Outcome, Error> {
     use producer_tokio::ProducerHandle;
     let config = our_config(w, idempotence)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let records = w.records;
     let counts = Arc::new(Counting::default());
     rt.block_on(async move {
@@ -213,17 +326,16 @@ pub(crate) fn run_tokio_detached(
                 }
             })
         };
-        let topic: Arc<str> = Arc::from(TOPIC);
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
             let sent = if batched {
-                burst.extend((start..end).map(|i| (p.record(&topic, i), i)));
+                burst.extend((start..end).map(|i| (p.record(i), i)));
                 handle
                     .send_batch_detached(&mut burst)
                     .await
                     .map_err(|e| e.to_string())
             } else {
-                let record = p.record(&topic, start);
+                let record = p.record(start);
                 handle
                     .send_detached(record, start)
                     .await
@@ -299,11 +411,10 @@ pub(crate) fn send_mio(
     full: impl Fn(),
 ) -> Result<(), Error> {
     use producer_mio::TrySendError;
-    let topic: Arc<str> = Arc::from(TOPIC);
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
         if batched {
-            burst.extend((start..end).map(|i| (p.record(&topic, i), ())));
+            burst.extend((start..end).map(|i| (p.record(i), ())));
             while !burst.is_empty() {
                 let taken = producer
                     .send_batch(&mut burst)
@@ -313,7 +424,7 @@ pub(crate) fn send_mio(
                 }
             }
         } else {
-            let mut record = p.record(&topic, start);
+            let mut record = p.record(start);
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
