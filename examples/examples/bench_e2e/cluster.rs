@@ -115,11 +115,13 @@ pub(crate) struct Mock {
 }
 
 impl Mock {
-    /// Starts a cluster with the topics of `topics` (none if its count is 0).
+    /// Starts a cluster with the topics of `topics` (none if its count is 0); Kafka with a
+    /// heap of `heap_mb` MiB if given (the test tier's 384 MiB otherwise).
     pub(crate) fn start(
         broker: Broker,
         rtt_ms: Option<u64>,
         topics: &TopicSpec,
+        heap_mb: Option<u32>,
     ) -> Result<Mock, Error> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg(match broker {
@@ -133,6 +135,12 @@ impl Mock {
                     .flatten(),
             )
             .args(topics.words())
+            .args(
+                heap_mb
+                    .map(|mb| ["--heap-mb".to_string(), mb.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -122,7 +122,7 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
     let mock: &Mock = match spec.cluster {
         Some(running) => running,
         None => fresh.insert(
-            Mock::start(spec.broker, spec.mock_rtt_ms, spec.topics)
+            Mock::start(spec.broker, spec.mock_rtt_ms, spec.topics, None)
                 .map_err(|e| format!("cluster did not start: {e}"))?,
         ),
     };

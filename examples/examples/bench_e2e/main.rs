@@ -13,6 +13,10 @@
 //! cargo run --release --example bench_e2e -- --workloads latency --rate 200000 \
 //!     --producers rdkafka,tokio-idem,mio-idem
 //! cargo run --release --example bench_e2e -- --broker both --readme README.md   # the README
+//! cargo run --release --example bench_e2e -- --scale --readme README.md --plot docs/bench_scale.svg
+//! cargo run --release --example bench_e2e -- --broker kafka --defaults --readme README.md \
+//!     --workloads null100,key8,val1000 \
+//!     --producers rdkafka,rdkafka-idem,tokio-batch-idem,mio-idem,franz-go-idem,java-idem
 //! ```
 //!
 //! # Flags
@@ -47,6 +51,22 @@
 //!   runs, the throughput table and the latency table; nothing outside the markers changes. The
 //!   markers are checked before anything runs. `cargo run --release --example bench_e2e --
 //!   --broker both --readme README.md` regenerates both of the README's tables.
+//!
+//! * `--defaults`: every producer at its shipped defaults instead of the equal settings below
+//!   (ours, librdkafka, the Java and franz-go peers: no batch size, linger, in-flight or buffer
+//!   setting; acks=all and the row's idempotence stay); `--readme` then writes between the
+//!   `<!-- bench_e2e kafka-defaults begin -->` (`mock-defaults`) markers. krafka and
+//!   Confluent's client have no such mode (their rows say so).
+//! * `--partitions N`, `--topics N`: every run's topics: N topics (`bench-0` ..) of N
+//!   partitions each instead of one `bench` topic of 12; record `i` goes to topic `i mod N`.
+//! * `--instances N`: N producers in each producer process (ours, librdkafka's and the Java
+//!   peer's), each sending its share of the records from its own thread (our tokio rows on one
+//!   shared runtime); not with the `latency` workload.
+//! * `--scale`: the scale sweep instead of the workloads, on one single-node Kafka whose topics
+//!   each point creates once (see the `scale` module): `--scale-points a,b,...` narrows it,
+//!   `--records N` caps each point's records, `--runs N` sets every point's runs, `--readme`
+//!   writes between the `<!-- bench_e2e scale ... -->` markers and `--plot PATH.svg` draws CPU
+//!   and peak RSS against partitions (the `plot` module).
 //!
 //! Bad flags are an error with the usage, before anything runs.
 //!

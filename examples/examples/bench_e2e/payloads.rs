@@ -54,6 +54,8 @@ pub(crate) fn workload(name: &str) -> Result<Workload, Error> {
         "lz4" => (100, false, Codec::Lz4, false),
         "zstd" => (100, false, Codec::Zstd, false),
         "latency" => (100, false, Codec::None, true),
+        // The scale sweep's open-loop runs: `key8`'s records (not in the workload list).
+        "key8-latency" => (100, true, Codec::None, true),
         other => {
             return Err(format!(
                 "unknown workload {other:?} (known: {})",

@@ -193,7 +193,12 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
     if rate.is_some_and(|r| !(r >= 1.0 && r.is_finite())) {
         return Err("--rate must be at least 1 record per second".into());
     }
-    if let Some(at) = workloads.iter().position(|w| w == "latency") {
+    // The sweep takes its latency rate from each point's own runs.
+    let latency_at = workloads
+        .iter()
+        .position(|w| w == "latency")
+        .filter(|_| !scale);
+    if let Some(at) = latency_at {
         let measured = workloads[..at].iter().any(|w| w == "null100")
             && producers.iter().any(|p| p == BASELINE);
         if rate.is_none() && !measured {

@@ -52,6 +52,10 @@ const RATE_BASELINE: &str = "rdkafka-idem";
 /// The most value bytes one point sends.
 const POINT_BYTES: u64 = 256 << 20;
 
+/// The heap of the sweep's Kafka: the 10,000-partition point's metadata and the 1 MB point's
+/// requests.
+const KAFKA_HEAP_MB: u32 = 1024;
+
 /// The request and message size limit of the 1 MB point.
 const LARGE_REQUEST: usize = 2 << 20;
 
@@ -162,6 +166,7 @@ pub(crate) fn run_sweep(args: &[String], plan: &Plan, peers: &PeerPrograms) -> R
             count: 0,
             ..TopicSpec::bench()
         },
+        Some(KAFKA_HEAP_MB),
     )?;
     let mut results = Vec::new();
     for name in &plan.scale_points {
@@ -244,6 +249,11 @@ fn run_point(
     let w = sized(workload(wname)?, value_bytes);
     let files = payload_files(wname, value_bytes)?;
     let spec = |rate: Option<f64>, run: usize| RunSpec {
+        workload: if rate.is_some() {
+            "key8-latency"
+        } else {
+            wname
+        },
         payload_files: Some(&files),
         run,
         rate,
