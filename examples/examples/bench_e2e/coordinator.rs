@@ -356,7 +356,7 @@ pub(crate) fn run_broker(
     let (runs, records) = (plan.runs, plan.records);
     println!(
         "bench_e2e: {records} records per run, {runs} run(s), {} in its own process (restarted \
-         per run), acks=all, linger 5 ms, batch size {}, buffer {} MiB{}",
+         per run), acks=all, {}{}",
         match broker {
             Broker::Mock => format!(
                 "mock cluster of {BROKERS} brokers / {} topic(s) of {} partitions",
@@ -367,8 +367,15 @@ pub(crate) fn run_broker(
                 plan.topics.count, plan.topics.partitions
             ),
         },
-        plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
-        plan.buffer_mib.unwrap_or(DEFAULT_BUFFER_MEMORY >> 20),
+        if plan.defaults {
+            "every producer at its shipped defaults".to_string()
+        } else {
+            format!(
+                "linger 5 ms, batch size {}, buffer {} MiB",
+                plan.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+                plan.buffer_mib.unwrap_or(DEFAULT_BUFFER_MEMORY >> 20)
+            )
+        },
         plan.value_bytes.map_or(String::new(), |n| format!(
             ", {n}-byte values in every workload"
         ))

@@ -2,7 +2,9 @@
 //! limit raised, a 1 GiB heap); each point's topics are created once, when the point starts,
 //! and reused by every producer and run of it. Every point sends 8-byte keys drawn from
 //! 65,536 random ones (so every partition is busy) with values of the point's size, at acks=all
-//! and the bench's equal settings.
+//! and the bench's equal settings. Before a point's runs, the first producer sends an uncounted
+//! warm-up (20 records per partition, at most the point's records) so that no measured run pays
+//! for the broker creating the new partitions' log segments.
 //!
 //! The points, on four axes around one baseline (`p12`: one topic of 12 partitions, 100-byte
 //! values, one producer per process):
@@ -292,6 +294,18 @@ fn run_point(
             .map(|(k, v)| (k.to_string(), v))
             .collect::<BTreeMap<String, Row>>()
     };
+    // A warm-up run, not counted: the first writes to a new topic's partitions create their
+    // log segments in the broker, which the first measured producer would otherwise pay.
+    if let Some(first) = plan.producers.first() {
+        let warmup = RunSpec {
+            records: records.min(20 * point.total_partitions().max(1) as u64),
+            point: Some("warmup"),
+            ..spec(None, 1)
+        };
+        if let Err(e) = crate::coordinator::run_one(first, &warmup) {
+            eprintln!("  {} warm-up ({first}): {e}", point.name);
+        }
+    }
     let same: Vec<(String, String)> = plan
         .producers
         .iter()
