@@ -4,7 +4,7 @@ use crate::cluster::Broker;
 use crate::coordinator::{Figures, Row};
 use crate::payloads::{Codec, Workload};
 use crate::plan::Plan;
-use crate::{Error, BASELINE, BROKERS, PARTITIONS};
+use crate::{Error, BASELINE, BROKERS};
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
@@ -307,10 +307,19 @@ pub(crate) fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String
         utc_date(),
         thousands(plan.records as f64),
         plan.runs,
-        match broker {
-            Broker::Mock =>
-                format!("the mock cluster ({BROKERS} brokers, {PARTITIONS} partitions)"),
-            Broker::Kafka => format!("Apache Kafka 4.1.1 (one node, {PARTITIONS} partitions)"),
+        {
+            let topics = if plan.topics.count == 1 {
+                format!("{} partitions", plan.topics.partitions)
+            } else {
+                format!(
+                    "{} topics of {} partitions",
+                    plan.topics.count, plan.topics.partitions
+                )
+            };
+            match broker {
+                Broker::Mock => format!("the mock cluster ({BROKERS} brokers, {topics})"),
+                Broker::Kafka => format!("Apache Kafka 4.1.1 (one node, {topics})"),
+            }
         },
         if plan.defaults {
             ", every producer at its shipped defaults (no batch size, linger, in-flight or \
