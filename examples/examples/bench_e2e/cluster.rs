@@ -263,9 +263,21 @@ pub(crate) fn kafka_main(args: &[String]) -> Result<(), Error> {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         for name in topic_names(&spec.base, spec.count) {
+            // A KRaft controller refuses one operation of more than 10,000 records (a topic
+            // record and one per partition): a larger topic is created in steps.
+            let first = spec.partitions.min(PARTITIONS_PER_STEP);
+            cluster.ctl().create_topic(&name, first, 1, &configs)?;
+            let mut total = first;
+            while total < spec.partitions {
+                total = (total + PARTITIONS_PER_STEP).min(spec.partitions);
+                cluster.ctl().grow_topic(&name, total)?;
+            }
+            // Every partition led and served before a producer starts: a run should not pay
+            // for (or retry through) the broker taking up new partitions.
             cluster
-                .ctl()
-                .create_topic(&name, spec.partitions, 1, &configs)?;
+                .wait_led(&[name.as_str()], TOPIC_READY)
+                .and_then(|()| cluster.wait_served(&name, TOPIC_READY))
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     };
@@ -292,6 +304,13 @@ pub(crate) fn kafka_main(args: &[String]) -> Result<(), Error> {
     drop(cluster);
     Ok(())
 }
+
+/// How long a new topic's partitions may take to be led and served.
+const TOPIC_READY: Duration = Duration::from_secs(300);
+
+/// The most partitions one topic operation creates (Kafka's controller takes at most 10,000
+/// records per operation).
+const PARTITIONS_PER_STEP: i32 = 5_000;
 
 /// Raises this process's soft open-file limit to its hard limit (Kafka's JVM, started from it,
 /// inherits it: a partition holds a log segment and two index files open). Returns the limit.
