@@ -32,8 +32,11 @@ install() {
 command -v kcat >/dev/null || install kcat
 [ -x /usr/bin/time ] || install time
 
+# Release builds of both (the cluster launcher too: one profile, one set of artifacts), in
+# CARGO_TARGET_DIR when set.
+TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release -p kafka-produce >&2
-cargo build -p producer-tests --bin kafka_cluster >&2
+cargo build --release -p producer-tests --bin kafka_cluster >&2
 
 INPUT=$OUT/keyed-$LINES.txt
 if [ ! -s "$INPUT" ]; then
@@ -54,7 +57,7 @@ for r in $(seq 1 "$ROUNDS"); do TOPIC_ARGS+=(--topic "kp$r:12" --topic "kcat$r:1
 FIFO=$OUT/cluster.stdin
 rm -f "$FIFO"
 mkfifo "$FIFO"
-target/debug/kafka_cluster --nodes 3 "${TOPIC_ARGS[@]}" <"$FIFO" >"$OUT/cluster.out" \
+"$TARGET/release/kafka_cluster" --nodes 3 "${TOPIC_ARGS[@]}" <"$FIFO" >"$OUT/cluster.out" \
     2>"$OUT/cluster.err" &
 CLUSTER=$!
 exec 3>"$FIFO"
@@ -83,7 +86,7 @@ measure() {
 
 run_kafka_produce() {
     local r=$1 m
-    m=$(measure "kafka-produce-$r" target/release/kafka-produce -q -b "$BOOTSTRAP" -t "kp$r" \
+    m=$(measure "kafka-produce-$r" "$TARGET/release/kafka-produce" -q -b "$BOOTSTRAP" -t "kp$r" \
         -K : --failed "$OUT/kafka-produce-$r.failed" "$INPUT")
     grep -q "read $LINES records: delivered $LINES, failed 0" "$OUT/kafka-produce-$r.err" || {
         echo "kafka-produce (round $r) did not deliver every line:" >&2
