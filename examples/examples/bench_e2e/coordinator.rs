@@ -172,8 +172,12 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
             let program = spec.peers.get(&p).ok_or("peer not built")?;
             let program = program.as_ref().map_err(|e| format!("cannot build: {e}"))?;
             let cmd = peer_command(p, idem, program, spec, &mock.bootstrap)?;
-            // A peer that cannot talk to the cluster should not hold the bench for 10 minutes.
-            let timeout = Duration::from_secs(60 + spec.records / 20_000);
+            // A peer that cannot talk to the cluster should not hold the bench for 10 minutes;
+            // on the scale sweep's cluster (which our rows reached) a point may take longer.
+            let timeout = match spec.cluster {
+                Some(_) => WORKER_TIMEOUT,
+                None => Duration::from_secs(60 + spec.records / 20_000),
+            };
             (cmd, timeout.min(WORKER_TIMEOUT) + spec.schedule())
         }
     };
