@@ -1,4 +1,4 @@
-// franz-go peer of bench_e2e (examples/examples/bench_e2e.rs): produces --records records
+// franz-go peer of bench_e2e (examples/examples/bench_e2e/): produces --records records
 // with kgo.Client.Produce(ctx, record, callback), one call per record, and prints
 // "RESULT ok=N failed=N secs=S". The coordinator measures this process's CPU and peak RSS
 // itself (wait4). Payloads are read from the arena files the coordinator wrote, and sliced
@@ -42,6 +42,7 @@ func main() {
 	compression := flag.String("compression", "none", "none, lz4 or zstd")
 	rate := flag.Float64("rate", 0, "open loop at this many records per second (the latency workload)")
 	debug := flag.Bool("debug", false, "franz-go's debug log on stderr")
+	defaults := flag.Bool("defaults", false, "franz-go's shipped defaults (linger, batch max bytes, buffer limits) instead of the bench's equal settings")
 	maxKafka := flag.String("max-kafka", "", "cap the protocol versions at this Kafka release (e.g. 3.0)")
 	flag.Parse()
 
@@ -61,10 +62,14 @@ func main() {
 		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...),
 		kgo.DefaultProduceTopic(*topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchMaxBytes(int32(*batchSize)),
-		kgo.MaxBufferedRecords(1_000_000),
-		kgo.MaxBufferedBytes(64 << 20),
+	}
+	if !*defaults {
+		opts = append(opts,
+			kgo.ProducerLinger(5*time.Millisecond),
+			kgo.ProducerBatchMaxBytes(int32(*batchSize)),
+			kgo.MaxBufferedRecords(1_000_000),
+			kgo.MaxBufferedBytes(64<<20),
+		)
 	}
 	switch *compression {
 	case "none":
@@ -78,7 +83,10 @@ func main() {
 	}
 	if !*idem {
 		// Only without idempotence: franz-go refuses this option with it.
-		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
+		opts = append(opts, kgo.DisableIdempotentWrite())
+		if !*defaults {
+			opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(5))
+		}
 	}
 	if *maxKafka != "" {
 		v := kversion.FromString(*maxKafka)

@@ -1,4 +1,4 @@
-// Java peer of bench_e2e (examples/examples/bench_e2e.rs): Apache Kafka's KafkaProducer
+// Java peer of bench_e2e (examples/examples/bench_e2e/): Apache Kafka's KafkaProducer
 // (kafka-clients from the test tier's distribution), one send(record, callback) per record.
 // A warm-up of --warmup records (sent and flushed, not counted) comes first so the JIT has
 // compiled the hot path; then the clock starts and --records records are timed up to their
@@ -10,6 +10,14 @@
 // start + i/N; the sender sends every due record (catching up when it fell behind) and the
 // Callback of record i takes its latency, from when it was due to the callback; the RESULT
 // line adds p50_us, p99_us and p999_us.
+//
+// Scale axes (bench_e2e --scale): --topics N spreads record i over N topics (TOPIC-0 ..
+// TOPIC-(N-1), record i to TOPIC-(i mod N); one topic: --topic itself); --instances N runs N
+// KafkaProducers in this process, each sending its share of the records from its own thread
+// (not with --rate); --max-request-size N raises max.request.size (the 1 MB records). With
+// --defaults true the producer keeps its shipped defaults (batch.size, linger.ms,
+// buffer.memory, max.in.flight) instead of the bench's equal settings; acks, idempotence and
+// compression stay the row's.
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -36,6 +44,13 @@ public final class JavaPeer {
             a.put(argv[i], argv[i + 1]);
         }
         String topic = a.getOrDefault("--topic", "bench");
+        int topicCount = Integer.parseInt(a.getOrDefault("--topics", "1"));
+        String[] topics = new String[topicCount];
+        for (int j = 0; j < topicCount; j++) {
+            topics[j] = topicCount == 1 ? topic : topic + "-" + j;
+        }
+        int instances = Integer.parseInt(a.getOrDefault("--instances", "1"));
+        boolean defaults = Boolean.parseBoolean(a.getOrDefault("--defaults", "false"));
         long records = Long.parseLong(a.get("--records"));
         long warmup = Long.parseLong(a.getOrDefault("--warmup", "100000"));
         int valueBytes = Integer.parseInt(a.getOrDefault("--value-bytes", "100"));
@@ -46,11 +61,16 @@ public final class JavaPeer {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
         p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
-        p.put(ProducerConfig.BATCH_SIZE_CONFIG, a.getOrDefault("--batch-size", "16384"));
+        if (!defaults) {
+            p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+            p.put(ProducerConfig.BATCH_SIZE_CONFIG, a.getOrDefault("--batch-size", "16384"));
+            p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
+            p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, Long.toString(64L << 20));
+        }
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, a.getOrDefault("--idempotence", "false"));
-        p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
-        p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, Long.toString(64L << 20));
+        if (a.containsKey("--max-request-size")) {
+            p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, a.get("--max-request-size"));
+        }
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.getOrDefault("--compression", "none"));
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
@@ -67,16 +87,24 @@ public final class JavaPeer {
         };
         com.sun.management.OperatingSystemMXBean os =
             (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+        if (instances > 1) {
+            if (rate > 0) {
+                System.err.println("java: --instances takes no --rate");
+                System.exit(2);
+            }
+            runInstances(p, instances, topics, records, warmup, values, keys, valueBytes, os);
+            return;
+        }
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             // A client that cannot talk to the cluster says so (after max.block.ms) instead of
             // blocking every send.
             try {
-                producer.partitionsFor(topic);
+                producer.partitionsFor(topics[0]);
             } catch (Exception e) {
                 System.err.println("java: cannot connect: " + e);
                 System.exit(1);
             }
-            send(producer, topic, 0, warmup, values, keys, valueBytes, (m, e) -> { });
+            send(producer, topics, 0, warmup, values, keys, valueBytes, (m, e) -> { });
             producer.flush();
             long cpu0 = os.getProcessCpuTime();
             long t0 = System.nanoTime();
@@ -98,10 +126,10 @@ public final class JavaPeer {
                         }
                         counting.onCompletion(m, e);
                     };
-                    send(producer, topic, i, i + 1, values, keys, valueBytes, timed);
+                    send(producer, topics, i, i + 1, values, keys, valueBytes, timed);
                 }
             } else {
-                send(producer, topic, 0, records, values, keys, valueBytes, counting);
+                send(producer, topics, 0, records, values, keys, valueBytes, counting);
             }
             producer.flush();
             while (ok.get() + failed.get() < records) {
@@ -130,7 +158,68 @@ public final class JavaPeer {
             rank.apply(0.50), rank.apply(0.99), rank.apply(0.999));
     }
 
-    static void send(KafkaProducer<byte[], byte[]> producer, String topic, long from, long to,
+    /**
+     * --instances N: N producers, each warmed up with its share of the warm-up, then timed
+     * together (one clock, the process's CPU) while each sends its share from its own thread.
+     */
+    static void runInstances(Properties p, int n, String[] topics, long records, long warmup,
+                             byte[] values, byte[] keys, int valueBytes,
+                             com.sun.management.OperatingSystemMXBean os) throws Exception {
+        AtomicLong ok = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        Callback counting = (metadata, e) -> {
+            if (e == null) {
+                ok.incrementAndGet();
+            } else if (failed.incrementAndGet() <= 3) {
+                System.err.println("java: delivery failed: " + e);
+            }
+        };
+        java.util.List<KafkaProducer<byte[], byte[]>> producers = new java.util.ArrayList<>();
+        try {
+            for (int k = 0; k < n; k++) {
+                KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+                producers.add(producer);
+                try {
+                    producer.partitionsFor(topics[0]);
+                } catch (Exception e) {
+                    System.err.println("java: cannot connect: " + e);
+                    System.exit(1);
+                }
+                send(producer, topics, 0, warmup / n, values, keys, valueBytes, (m, e) -> { });
+                producer.flush();
+            }
+            long cpu0 = os.getProcessCpuTime();
+            long t0 = System.nanoTime();
+            Thread[] senders = new Thread[n];
+            for (int k = 0; k < n; k++) {
+                final KafkaProducer<byte[], byte[]> producer = producers.get(k);
+                final long from = records * k / n;
+                final long to = records * (k + 1) / n;
+                senders[k] = new Thread(() -> {
+                    send(producer, topics, from, to, values, keys, valueBytes, counting);
+                    producer.flush();
+                });
+                senders[k].start();
+            }
+            for (Thread s : senders) {
+                s.join();
+            }
+            while (ok.get() + failed.get() < records) {
+                Thread.sleep(1);
+            }
+            double secs = (System.nanoTime() - t0) / 1e9;
+            double cpu = (os.getProcessCpuTime() - cpu0) / 1e9;
+            System.out.printf("RESULT ok=%d failed=%d secs=%.6f cpu=%.6f%n",
+                ok.get(), failed.get(), secs, cpu);
+            System.out.flush();
+        } finally {
+            for (KafkaProducer<byte[], byte[]> producer : producers) {
+                producer.close();
+            }
+        }
+    }
+
+    static void send(KafkaProducer<byte[], byte[]> producer, String[] topics, long from, long to,
                      byte[] values, byte[] keys, int valueBytes, Callback cb) {
         for (long i = from; i < to; i++) {
             int start = (int) ((i * 7919L) % VALUE_ARENA);
@@ -140,7 +229,7 @@ public final class JavaPeer {
                 int k = (int) (i % KEYS) * 8;
                 key = Arrays.copyOfRange(keys, k, k + 8);
             }
-            producer.send(new ProducerRecord<>(topic, key, value), cb);
+            producer.send(new ProducerRecord<>(topics[(int) (i % topics.length)], key, value), cb);
         }
     }
 }

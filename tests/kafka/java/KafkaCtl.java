@@ -53,6 +53,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -137,6 +138,7 @@ public final class KafkaCtl {
         switch (t[0]) {
             case "create": return create(t);
             case "alter": return alter(t);
+            case "grow": return grow(t[1], Integer.parseInt(t[2]));
             case "delete": return delete(t[1]);
             case "describe": return "ok " + describe(t[1]);
             case "move": return move(t[1], Integer.parseInt(t[2]), Integer.parseInt(t[3]));
@@ -164,6 +166,13 @@ public final class KafkaCtl {
         NewTopic nt = new NewTopic(t[1], Integer.parseInt(t[2]), Short.parseShort(t[3]))
             .configs(configs(t, 4));
         admin.createTopics(List.of(nt)).all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        return "ok";
+    }
+
+    /** Raises topic t[1]'s partition count to t[2] (CreatePartitions). */
+    private String grow(String topic, int total) throws Exception {
+        admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(total)))
+            .all().get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
         return "ok";
     }
 

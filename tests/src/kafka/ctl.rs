@@ -192,6 +192,14 @@ impl Ctl {
         self.call(&cmd, |_| Ok(())).map(drop)
     }
 
+    /// Raises `topic`'s partition count to `total` (CreatePartitions). A KRaft controller
+    /// takes at most 10,000 records in one operation, so a topic of more partitions is created
+    /// smaller and grown in steps.
+    pub fn grow_topic(&self, topic: &str, total: i32) -> Result<(), String> {
+        self.call(&format!("grow {topic} {total}"), |_| Ok(()))
+            .map(drop)
+    }
+
     /// Sets topic configs (an empty value deletes the setting, back to the broker default).
     pub fn alter_topic_config(&self, topic: &str, configs: &[(&str, &str)]) -> Result<(), String> {
         let mut cmd = format!("alter {topic}");

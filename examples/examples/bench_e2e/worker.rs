@@ -1,0 +1,488 @@
+//! `worker` mode: one producer under test in this process (ours: tokio and mio drivers), its
+//! figures printed as a `RESULT` line.
+
+use crate::open_loop::{
+    run_mio_open_loop, run_rdkafka_open_loop, run_tokio_cb_open_loop, run_tokio_open_loop,
+};
+use crate::payloads::{sized, workload, Payloads, Workload};
+use crate::rdkafka_worker::run_rdkafka;
+use crate::DEFAULT_BUFFER_MEMORY;
+use crate::{arg, Error, TOPIC};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Command queue capacity of the threaded mio producer.
+pub(crate) const MIO_QUEUE: usize = 16_384;
+
+pub(crate) struct Outcome {
+    pub(crate) ok: u64,
+    pub(crate) failed: u64,
+    pub(crate) secs: f64,
+    /// The `latency` workload's p50, p99 and p99.9 delivery latency in µs.
+    pub(crate) latency: Option<[u64; 3]>,
+    /// The most bytes the producer held against `buffer_memory` (ours, sampled).
+    pub(crate) peak_buffered: Option<usize>,
+}
+
+pub(crate) struct WorkerArgs {
+    pub(crate) producer: String,
+    pub(crate) workload: Workload,
+    pub(crate) records: u64,
+    pub(crate) bootstrap: String,
+    pub(crate) batch_size: Option<usize>,
+    /// Records per second of the `latency` workload.
+    pub(crate) rate: Option<f64>,
+    /// `buffer_memory` in bytes (`--buffer-memory` MiB; default 64 MiB).
+    pub(crate) buffer_memory: usize,
+    /// `buffer_max_records`: 1,000,000, or with `--buffer-memory` 100,000,000, so that the
+    /// bytes decide how much is buffered whatever the record size.
+    pub(crate) buffer_max_records: usize,
+    /// `--topic NAME` (default `bench`) and `--topics N` (default 1): record `i` goes to the
+    /// `i mod N`-th of [`crate::payloads::topic_names`]`(NAME, N)`.
+    pub(crate) topic: String,
+    pub(crate) topics: usize,
+    /// `--instances N` (default 1): N producers in this process, each sending its share of
+    /// the records from its own thread (our tokio rows on one shared runtime).
+    pub(crate) instances: usize,
+    /// `--max-request-size N`: `max_request_size` (librdkafka's `message.max.bytes`) for the
+    /// 1 MB records of the scale sweep.
+    pub(crate) max_request_size: Option<usize>,
+    /// `--defaults`: the producer's shipped defaults instead of the bench's equal settings
+    /// (batch size, linger, in-flight, buffer); acks, idempotence and codec stay the row's.
+    pub(crate) defaults: bool,
+}
+
+impl WorkerArgs {
+    /// The same arguments for one of `--instances`: `records` of them.
+    fn share(&self, records: u64) -> WorkerArgs {
+        WorkerArgs {
+            producer: self.producer.clone(),
+            bootstrap: self.bootstrap.clone(),
+            topic: self.topic.clone(),
+            records,
+            instances: 1,
+            ..*self
+        }
+    }
+}
+
+/// The tokio runtime of our tokio rows (multi-thread, default worker count), built on first
+/// use and shared by every producer of `--instances`.
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
+    let w = WorkerArgs {
+        producer: arg(args, "--producer").ok_or("--producer")?.to_string(),
+        workload: sized(
+            workload(arg(args, "--workload").ok_or("--workload")?)?,
+            arg(args, "--value-bytes").map(str::parse).transpose()?,
+        ),
+        records: arg(args, "--records").ok_or("--records")?.parse()?,
+        bootstrap: arg(args, "--bootstrap").ok_or("--bootstrap")?.to_string(),
+        batch_size: arg(args, "--batch-size").map(str::parse).transpose()?,
+        rate: arg(args, "--rate").map(str::parse).transpose()?,
+        buffer_memory: arg(args, "--buffer-memory")
+            .map(str::parse::<usize>)
+            .transpose()?
+            .map_or(DEFAULT_BUFFER_MEMORY, |mib| mib << 20),
+        buffer_max_records: if arg(args, "--buffer-memory").is_some() {
+            100_000_000
+        } else {
+            1_000_000
+        },
+        topic: arg(args, "--topic").unwrap_or(TOPIC).to_string(),
+        topics: arg(args, "--topics")
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or(1),
+        instances: arg(args, "--instances")
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or(1),
+        max_request_size: arg(args, "--max-request-size")
+            .map(str::parse)
+            .transpose()?,
+        defaults: args.iter().any(|a| a == "--defaults"),
+    };
+    let payloads = Payloads::new(w.workload).with_topics(&w.topic, w.topics);
+    let outcome = if w.instances > 1 {
+        if w.workload.open_loop {
+            return Err("--instances has no open-loop sender".into());
+        }
+        run_instances(&w, &payloads)?
+    } else {
+        run_producer(&w, &payloads)?
+    };
+    report(&outcome);
+    Ok(())
+}
+
+/// `--instances N`: N producers of `w.producer`, each in its own thread sending its share of
+/// the records (the first ones one more when N does not divide them). The outcome: the
+/// reports summed, the time of the slowest, the buffered peaks summed.
+fn run_instances(w: &WorkerArgs, p: &Payloads) -> Result<Outcome, Error> {
+    let n = w.instances as u64;
+    let outcomes: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..n)
+            .map(|k| {
+                let share = w.share(w.records / n + u64::from(k < w.records % n));
+                scope.spawn(move || run_producer(&share, p).map_err(|e| e.to_string()))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| Err("instance panicked".into())))
+            .collect()
+    });
+    let mut total = Outcome {
+        ok: 0,
+        failed: 0,
+        secs: 0.0,
+        latency: None,
+        peak_buffered: None,
+    };
+    for o in outcomes {
+        let o = o?;
+        total.ok += o.ok;
+        total.failed += o.failed;
+        total.secs = total.secs.max(o.secs);
+        total.peak_buffered = match (total.peak_buffered, o.peak_buffered) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(total)
+}
+
+/// One producer of `w.producer` sending `w.records` records.
+fn run_producer(w: &WorkerArgs, payloads: &Payloads) -> Result<Outcome, Error> {
+    let outcome = if w.workload.open_loop {
+        let rate = w.rate.ok_or("the latency workload needs --rate")?;
+        let p = payloads;
+        match w.producer.as_str() {
+            "tokio" => run_tokio_open_loop(w, p, false, rate)?,
+            "tokio-idem" => run_tokio_open_loop(w, p, true, rate)?,
+            "tokio-cb" => run_tokio_cb_open_loop(w, p, false, rate)?,
+            "tokio-cb-idem" => run_tokio_cb_open_loop(w, p, true, rate)?,
+            "mio" => run_mio_open_loop(w, p, false, rate)?,
+            "mio-idem" => run_mio_open_loop(w, p, true, rate)?,
+            "rdkafka" => run_rdkafka_open_loop(w, p, false, rate)?,
+            "rdkafka-idem" => run_rdkafka_open_loop(w, p, true, rate)?,
+            other => return Err(format!("{other:?} has no open-loop sender").into()),
+        }
+    } else {
+        match w.producer.as_str() {
+            "tokio" => run_tokio(w, payloads, false)?,
+            "tokio-idem" => run_tokio(w, payloads, true)?,
+            "tokio-cb" => run_tokio_detached(w, payloads, false, false)?,
+            "tokio-cb-idem" => run_tokio_detached(w, payloads, true, false)?,
+            "tokio-batch" => run_tokio_detached(w, payloads, false, true)?,
+            "tokio-batch-idem" => run_tokio_detached(w, payloads, true, true)?,
+            "mio" => run_mio(w, payloads, false, false)?,
+            "mio-idem" => run_mio(w, payloads, true, false)?,
+            "mio-batch" => run_mio(w, payloads, false, true)?,
+            "mio-batch-idem" => run_mio(w, payloads, true, true)?,
+            "rdkafka" => run_rdkafka(w, payloads, false)?,
+            "rdkafka-idem" => run_rdkafka(w, payloads, true)?,
+            other => return Err(format!("unknown producer {other:?}").into()),
+        }
+    };
+    Ok(outcome)
+}
+
+/// Prints the `RESULT` line the coordinator reads: the outcome and this process's CPU and
+/// peak RSS.
+fn report(outcome: &Outcome) {
+    // SAFETY: getrusage writes into the struct we pass.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let latency = outcome.latency.map_or(String::new(), |[p50, p99, p999]| {
+        format!(" p50_us={p50} p99_us={p99} p999_us={p999}")
+    });
+    let buffered = outcome
+        .peak_buffered
+        .map_or(String::new(), |b| format!(" peak_buffered_kb={}", b / 1024));
+    println!(
+        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}",
+        outcome.ok,
+        outcome.failed,
+        outcome.secs,
+        tv(ru.ru_utime),
+        tv(ru.ru_stime),
+        ru.ru_maxrss
+    );
+}
+
+pub(crate) fn our_config(
+    w: &WorkerArgs,
+    idempotence: bool,
+) -> Result<producer_core::Config, Error> {
+    let bootstrap = producer_tests::parse_bootstrap(&w.bootstrap);
+    let mut b = producer_core::Config::builder(bootstrap)
+        .acks(producer_core::Acks::All)
+        .enable_idempotence(idempotence)
+        .compression(w.workload.codec.ours());
+    if !w.defaults {
+        b = b
+            .linger(Duration::from_millis(5))
+            .max_in_flight(5)
+            .buffer_memory(w.buffer_memory)
+            .buffer_max_records(w.buffer_max_records);
+        if let Some(n) = w.batch_size {
+            b = b.batch_size(n);
+        }
+    }
+    if let Some(n) = w.max_request_size {
+        b = b.max_request_size(n);
+        if !w.defaults {
+            b = b.buffer_memory(w.buffer_memory.max(n));
+        }
+    }
+    Ok(b.build()?)
+}
+
+pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome, Error> {
+    use producer_tokio::{DeliveryFuture, ProducerHandle};
+    let config = our_config(w, idempotence)?;
+    let rt = runtime()?;
+    let records = w.records;
+    rt.block_on(async move {
+        let started = Instant::now();
+        let handle = ProducerHandle::start(config)?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<DeliveryFuture>>(4096);
+        let collector = tokio::spawn(async move {
+            let counts = Counting::default();
+            while let Some(chunk) = rx.recv().await {
+                for f in chunk {
+                    counts.count(f.await);
+                }
+            }
+            counts
+        });
+        let mut chunk = Vec::with_capacity(1024);
+        for i in 0..records {
+            let f = handle
+                .send(p.record(i))
+                .await
+                .map_err(|e| format!("send refused: {e}"))?;
+            chunk.push(f);
+            if chunk.len() == 1024 {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(1024));
+                tx.send(full).await.map_err(|_| "collector gone")?;
+            }
+        }
+        tx.send(chunk).await.map_err(|_| "collector gone")?;
+        drop(tx);
+        let counts = collector.await?;
+        let secs = started.elapsed().as_secs_f64();
+        handle.close().await;
+        Ok(counts.outcome(secs))
+    })
+}
+
+/// `tokio-cb` (`send_detached` per record) or, with `batched`, `tokio-batch`
+/// (`send_batch_detached` in bursts of [`BURST`]); reports go to a counting callback.
+pub(crate) fn run_tokio_detached(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    batched: bool,
+) -> Result<Outcome, Error> {
+    use producer_tokio::ProducerHandle;
+    let config = our_config(w, idempotence)?;
+    let rt = runtime()?;
+    let records = w.records;
+    let counts = Arc::new(Counting::default());
+    rt.block_on(async move {
+        let started = Instant::now();
+        let handle = {
+            let counts = counts.clone();
+            ProducerHandle::builder(config)
+                .on_delivery(move |report| counts.count(report.result))
+                .start()?
+        };
+        let peak = Arc::new(AtomicU64::new(0));
+        let sampler = {
+            let (handle, peak) = (handle.clone(), peak.clone());
+            tokio::spawn(async move {
+                loop {
+                    let buffered = handle.metrics().await.buffered_bytes as u64;
+                    peak.fetch_max(buffered, Ordering::Relaxed);
+                    tokio::time::sleep(SAMPLE_EVERY).await;
+                }
+            })
+        };
+        let mut burst = Vec::with_capacity(BURST as usize);
+        for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
+            let sent = if batched {
+                burst.extend((start..end).map(|i| (p.record(i), i)));
+                handle
+                    .send_batch_detached(&mut burst)
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                let record = p.record(start);
+                handle
+                    .send_detached(record, start)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            sent.map_err(|e| format!("send refused: {e}"))?;
+        }
+        handle.flush().await;
+        let secs = started.elapsed().as_secs_f64();
+        sampler.abort();
+        handle.close().await;
+        Ok(Outcome {
+            peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+            ..counts.outcome(secs)
+        })
+    })
+}
+
+/// How often our workers read how much their producer holds against `buffer_memory`.
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
+/// `mio` (`ThreadedProducer::send` per record) or, with `batched`, `mio-batch` (`send_batch`
+/// in bursts of [`BURST`]); the sender sleeps 200 µs whenever the queue is full.
+pub(crate) fn run_mio(
+    w: &WorkerArgs,
+    p: &Payloads,
+    idempotence: bool,
+    batched: bool,
+) -> Result<Outcome, Error> {
+    use producer_mio::ThreadedProducer;
+    let config = our_config(w, idempotence)?;
+    let counts = Arc::new(Counting::default());
+    let started = Instant::now();
+    let producer = {
+        let counts = counts.clone();
+        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| {
+            counts.count(d.result.map_err(|f| f.error))
+        })?
+    };
+    let full = || std::thread::sleep(Duration::from_micros(200));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let peak = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(m) = producer.metrics() {
+                    peak.fetch_max(m.buffered_bytes as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+        });
+        let sent = send_mio(&producer, w, p, batched, full);
+        if sent.is_ok() {
+            producer.flush();
+        }
+        done.store(true, Ordering::Relaxed);
+        sent
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    producer.close();
+    Ok(Outcome {
+        peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+        ..counts.outcome(secs)
+    })
+}
+
+/// The sending loop of [`run_mio`].
+pub(crate) fn send_mio(
+    producer: &producer_mio::ThreadedProducer<()>,
+    w: &WorkerArgs,
+    p: &Payloads,
+    batched: bool,
+    full: impl Fn(),
+) -> Result<(), Error> {
+    use producer_mio::TrySendError;
+    let mut burst = Vec::with_capacity(BURST as usize);
+    for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
+        if batched {
+            burst.extend((start..end).map(|i| (p.record(i), ())));
+            while !burst.is_empty() {
+                let taken = producer
+                    .send_batch(&mut burst)
+                    .map_err(|e| format!("send refused: {e}"))?;
+                if taken == 0 {
+                    full();
+                }
+            }
+        } else {
+            let mut record = p.record(start);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err(TrySendError::Full(r, ())) => {
+                        record = r;
+                        full();
+                    }
+                    Err(e) => return Err(format!("send refused: {e}").into()),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records per burst for the batched producers.
+pub(crate) const BURST: u64 = 1024;
+
+/// `[start, end)` ranges of `size` records covering `0..records`.
+pub(crate) fn bursts(records: u64, size: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..records)
+        .step_by(size as usize)
+        .map(move |start| (start, (start + size).min(records)))
+}
+
+/// Delivery counts of one producer under test (also librdkafka's delivery context).
+#[derive(Default)]
+pub(crate) struct Counting {
+    pub(crate) ok: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+impl Counting {
+    /// Counts one report; the first few failures are printed.
+    pub(crate) fn count<T, E: std::fmt::Display>(&self, result: Result<T, E>) {
+        match result {
+            Ok(_) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if self.failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                    eprintln!("worker: delivery failed: {e}");
+                }
+            }
+        }
+    }
+
+    pub(crate) fn reported(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn outcome(&self, secs: f64) -> Outcome {
+        Outcome {
+            ok: self.ok.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            secs,
+            latency: None,
+            peak_buffered: None,
+        }
+    }
+}
