@@ -65,6 +65,7 @@ mod partition;
 pub mod partitioner;
 mod partitioners;
 mod producer;
+mod queue_delay;
 pub mod properties;
 pub mod protocol;
 pub mod record;

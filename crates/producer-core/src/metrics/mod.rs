@@ -128,6 +128,9 @@ pub struct MetricsSnapshot {
     pub metadata_age: Option<Duration>,
     /// `buffer.memory`, in bytes (`buffer-total-bytes`).
     pub buffer_total_bytes: usize,
+    /// The queue-delay limit now ([`crate::Producer::queue_delay_limit`]): the unacknowledged
+    /// bytes `send` accepts records up to; `None` when it is off.
+    pub queue_delay_limit_bytes: Option<usize>,
 }
 
 impl Default for MetricsSnapshot {
@@ -146,6 +149,7 @@ impl Default for MetricsSnapshot {
             topics: Vec::new(),
             metadata_age: None,
             buffer_total_bytes: 0,
+            queue_delay_limit_bytes: None,
         }
     }
 }

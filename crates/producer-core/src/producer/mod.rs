@@ -47,6 +47,7 @@ use crate::config::Config;
 use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot};
 use crate::outputs::OutputQueue;
 use crate::partitioner::Rng;
+use crate::queue_delay::QueueDelay;
 use crate::timer::{TimerKind, Timers};
 use crate::topics::Topics;
 use crate::types::{ConnId, Output, ProduceError, Record, SendError};
@@ -112,6 +113,8 @@ pub struct Producer<T> {
     txn: Option<TransactionBook<T>>,
     /// The deadlines of `flush_within` and `close_within`.
     deadlines: purge::Deadlines,
+    /// The queue-delay limit (`queue.delay.target.ms`): unacknowledged bytes `send` may reach.
+    queue_delay: QueueDelay,
 }
 
 impl<T> Producer<T> {
@@ -147,6 +150,7 @@ impl<T> Producer<T> {
             work_pending: true,
             txn: TransactionBook::new(&config),
             deadlines: purge::Deadlines::default(),
+            queue_delay: QueueDelay::new(&config),
             config,
         }
     }
@@ -182,6 +186,7 @@ impl<T> Producer<T> {
             buffered_bytes: self.buffered.bytes(),
             producer_id: self.pid.assigned(),
             buffer_total_bytes: self.config.buffer_memory,
+            queue_delay_limit_bytes: self.queue_delay_limit(),
             ..MetricsSnapshot::default()
         };
         self.metrics.snapshot_into(&mut s, now, &self.stats);
@@ -227,6 +232,36 @@ impl<T> Producer<T> {
     /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered.bytes()
+    }
+
+    /// The queue-delay limit now (`queue.delay.target.ms`, see
+    /// [`crate::Config::queue_delay_target`]): the unacknowledged bytes `send` accepts records
+    /// up to (a record finding none unacknowledged is accepted whatever its size); `None`
+    /// when the limit is off. It moves as Produce answers measure the cluster's drain rate.
+    pub fn queue_delay_limit(&self) -> Option<usize> {
+        Some(self.queue_delay.allowed()).filter(|&a| a != usize::MAX)
+    }
+
+    /// Bytes of records accepted and not yet acknowledged (what the queue-delay limit
+    /// counts): [`Producer::buffered_bytes`] less the acknowledged records a transactional
+    /// producer holds for their transaction's end.
+    pub fn unacknowledged_bytes(&self) -> usize {
+        self.buffered.unacknowledged_bytes()
+    }
+
+    /// For a driver that queues records before handing them to `send` (and bounds its queue
+    /// by [`Producer::buffer_charge`]s within `buffer_memory`): how many more bytes of
+    /// records the queue-delay limit lets in beside what the producer holds unacknowledged
+    /// now, so that the driver's queue and the producer together stay within the limit
+    /// ([`usize::MAX`] when it is off). A driver lets a record into an empty queue whatever
+    /// this says, as `send` accepts a record whatever its size when nothing is
+    /// unacknowledged. It rises when reports free space and when a Produce answer raises the
+    /// limit: read it again after handling outputs.
+    pub fn queue_delay_room(&self) -> usize {
+        match self.queue_delay.allowed() {
+            usize::MAX => usize::MAX,
+            allowed => allowed.saturating_sub(self.buffered.unacknowledged_bytes()),
+        }
     }
 
     /// Whether `close` has completed (every record reported, connections closed).

@@ -1,0 +1,268 @@
+//! The queue-delay limit (`queue.delay.target.ms`): how many unacknowledged bytes the producer
+//! lets `send` add, so that a producer offered more than the cluster absorbs keeps about
+//! `target` of records queued instead of filling `buffer.memory`.
+//!
+//! Little's law: bytes queued = drain rate x time each waits. The limit measures the rate at
+//! which the cluster acknowledges the producer's bytes while it has Produce requests in flight
+//! (its *busy* time: idle time is not counted, so a producer offered little still measures
+//! what the cluster drains when asked), smooths it, and allows `rate x target` unacknowledged
+//! bytes, never fewer than a floor and never more than `buffer.memory` (which stays the hard
+//! cap, checked apart).
+//!
+//! # One limit for the producer, from the whole producer's drain
+//! `send` admits a record before it is routed (a record without a key gets its partition, and
+//! so its broker, only when it is appended; a record waiting for metadata has none), and the
+//! drivers' command queue in front of the core is one budget: the limit is the producer's.
+//! It needs the producer's total drain rate. That is measured directly: each Produce answer
+//! adds the bytes it acknowledged and the time since the later of its request's sending and
+//! the previous answer from any broker, so the busy time of brokers draining at once is
+//! counted once and their bytes add up. (Summing rates measured per broker would count a
+//! broker no longer written to at its last rate, and overstate brokers that drain in turn.)
+//! The floor is per broker: enough unacknowledged bytes for `max.in.flight` full batches and
+//! an open one on every broker the producer knows, so that a limit near the floor still keeps
+//! every broker's pipeline full.
+//!
+//! # What is counted
+//! Bytes as `buffer.memory` counts them (a record's encoded size and its entry), of records
+//! not yet acknowledged: a transactional producer's acknowledged records, held for the
+//! transaction's end, count against `buffer.memory` but not here.
+//!
+//! # Cost
+//! `send` pays one comparison ([`QueueDelay::admits`]); the rate is updated once per Produce
+//! answer, the limit once per sample (at least a quarter of the target of busy time).
+
+use std::time::{Duration, Instant};
+
+use crate::config::{Acks, Config};
+
+/// The smoothing of the drain rate: each sample moves the rate this fraction of the way.
+const SMOOTHING: f64 = 0.5;
+
+/// The queue-delay limit's state; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct QueueDelay {
+    /// `queue.delay.target.ms`; `None`: the limit is off.
+    target: Option<Duration>,
+    /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when off).
+    allowed: usize,
+    /// Floor bytes per broker known: `(max.in.flight + 1) x batch.size`.
+    floor_per_broker: usize,
+    /// `buffer.memory`: the limit never goes above it.
+    cap: usize,
+    /// The smoothed drain rate, bytes per second of busy time; 0 until measured.
+    rate: f64,
+    /// Busy time a sample spans at least.
+    sample_span: Duration,
+    /// The sample being gathered: bytes acknowledged and busy time.
+    sample_bytes: usize,
+    sample_busy: Duration,
+    /// When the previous Produce answer came (from any broker).
+    last_answer: Option<Instant>,
+    /// When `send` was first refused by this limit since a record was last accepted.
+    held_since: Option<Instant>,
+}
+
+impl QueueDelay {
+    /// The limit `config` asks for, before any drain is measured: the floor for the bootstrap
+    /// brokers. Off with a zero target, and with `acks=0` (no acknowledgement measures the
+    /// drain; records leave the buffer as their requests are written).
+    pub(crate) fn new(config: &Config) -> Self {
+        let target = Some(config.queue_delay_target)
+            .filter(|t| !t.is_zero() && config.acks != Acks::None);
+        let floor_per_broker = config
+            .batch_size
+            .saturating_mul(config.max_in_flight.saturating_add(1));
+        let mut q = QueueDelay {
+            target,
+            allowed: usize::MAX,
+            floor_per_broker,
+            cap: config.buffer_memory,
+            rate: 0.0,
+            sample_span: (config.queue_delay_target / 4).max(Duration::from_millis(1)),
+            sample_bytes: 0,
+            sample_busy: Duration::ZERO,
+            last_answer: None,
+            held_since: None,
+        };
+        q.update(config.bootstrap.len());
+        q
+    }
+
+    /// Whether a record charged `size` bytes may be accepted beside `unacked` unacknowledged
+    /// bytes: always when nothing is unacknowledged (a record larger than the limit goes
+    /// alone), else when both together stay within the limit. Call it on every `send`.
+    #[inline(always)]
+    pub(crate) fn admits(&self, unacked: usize, size: usize) -> bool {
+        unacked.saturating_add(size) <= self.allowed || unacked == 0
+    }
+
+    /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when the limit is off).
+    pub(crate) fn allowed(&self) -> usize {
+        self.allowed
+    }
+
+    /// The smoothed drain rate in bytes per second of busy time (0 until measured, or off).
+    #[cfg(test)]
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Bytes of records acknowledged by the answer being handled (call before
+    /// [`QueueDelay::answered`] for the same answer).
+    #[inline]
+    pub(crate) fn acknowledged(&mut self, bytes: usize) {
+        self.sample_bytes = self.sample_bytes.saturating_add(bytes);
+    }
+
+    /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
+    /// answer's batches were reported); `brokers` counts the brokers the producer knows (for
+    /// the floor), asked only when a sample completes. Adds the busy time since the later of
+    /// `sent_at` and the previous answer; once the sample spans enough, folds it into the rate
+    /// and sets the limit anew. Returns whether the limit rose.
+    pub(crate) fn answered(
+        &mut self,
+        now: Instant,
+        sent_at: Instant,
+        brokers: impl FnOnce() -> usize,
+    ) -> bool {
+        if self.target.is_none() {
+            return false;
+        }
+        let from = self.last_answer.map_or(sent_at, |last| last.max(sent_at));
+        self.last_answer = Some(now);
+        self.sample_busy += now.saturating_duration_since(from);
+        if self.sample_busy < self.sample_span {
+            return false;
+        }
+        let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
+        self.rate = match self.rate {
+            r if r > 0.0 => r + SMOOTHING * (sample - r),
+            _ => sample,
+        };
+        self.sample_bytes = 0;
+        self.sample_busy = Duration::ZERO;
+        let before = self.allowed;
+        self.update(brokers());
+        self.allowed > before
+    }
+
+    /// Sets the limit from the rate: `rate x target`, within the floor for `brokers` brokers
+    /// and `buffer.memory`.
+    fn update(&mut self, brokers: usize) {
+        let Some(target) = self.target else {
+            self.allowed = usize::MAX;
+            return;
+        };
+        let floor = self
+            .floor_per_broker
+            .saturating_mul(brokers.max(1))
+            .min(self.cap);
+        let wanted = (self.rate * target.as_secs_f64()).min(self.cap as f64) as usize;
+        self.allowed = wanted.clamp(floor, self.cap);
+    }
+
+    /// `send` was refused by this limit at `now`: a wait starts, unless one already runs.
+    #[cold]
+    pub(crate) fn held_back(&mut self, now: Instant) {
+        self.held_since.get_or_insert(now);
+    }
+
+    /// Whether a wait started by [`QueueDelay::held_back`] runs (one branch on `send`'s path).
+    #[inline(always)]
+    pub(crate) fn holding_back(&self) -> bool {
+        self.held_since.is_some()
+    }
+
+    /// A record was accepted at `now`: the wait ends; returns how long it lasted.
+    #[cold]
+    pub(crate) fn hold_ended(&mut self, now: Instant) -> Duration {
+        self.held_since
+            .take()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(target_ms: u64) -> Config {
+        Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
+            .queue_delay_target(Duration::from_millis(target_ms))
+            .build()
+            .unwrap()
+    }
+
+    /// Before any drain is measured the limit is the floor: `max.in.flight + 1` batches for
+    /// each bootstrap broker.
+    #[test]
+    fn starts_at_the_floor_for_the_bootstrap_brokers() {
+        let q = QueueDelay::new(&config(50));
+        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
+        assert!(q.admits(0, 10 << 20), "a record alone always goes");
+        assert!(q.admits(q.allowed() - 100, 100));
+        assert!(!q.admits(q.allowed() - 100, 101));
+    }
+
+    /// A zero target and `acks=0` turn the limit off: it admits up to `buffer.memory` (which
+    /// is checked apart).
+    #[test]
+    fn a_zero_target_or_acks_0_is_off() {
+        let off = QueueDelay::new(&config(0));
+        assert_eq!(off.allowed(), usize::MAX);
+        assert!(off.admits(31 << 20, 1 << 20));
+        let acks0 = Config::builder([("a", 9092)])
+            .acks(Acks::None)
+            .build()
+            .unwrap();
+        assert_eq!(QueueDelay::new(&acks0).allowed(), usize::MAX);
+    }
+
+    /// With the cluster acknowledging 10 MB per second of busy time, the limit settles at
+    /// rate x target (0.5 MB for 50 ms); idle gaps between answers are not busy time.
+    #[test]
+    fn the_limit_follows_the_drain_rate_times_the_target() {
+        let mut q = QueueDelay::new(&config(50));
+        let mut t = Instant::now();
+        let mut rose = false;
+        for i in 0..200u64 {
+            if i % 50 == 0 {
+                // An idle second now and then, nothing in flight: not counted.
+                t += Duration::from_secs(1);
+            }
+            // A request written at `sent`, answered a millisecond later with 10 kB.
+            let sent = t;
+            t += Duration::from_millis(1);
+            q.acknowledged(10_000);
+            rose |= q.answered(t, sent, || 3);
+        }
+        assert!(rose, "the limit rose above the floor");
+        let rate = q.rate();
+        assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
+        let allowed = q.allowed();
+        assert!(
+            (450_000..550_000).contains(&allowed),
+            "allowed {allowed}: 10 MB/s x 50 ms"
+        );
+    }
+
+    /// The limit never goes below the floor for the brokers known, nor above
+    /// `buffer.memory`.
+    #[test]
+    fn the_limit_stays_between_the_floor_and_buffer_memory() {
+        let mut q = QueueDelay::new(&config(50));
+        let t0 = Instant::now();
+        // A slow drain: 1 kB per 20 ms.
+        for i in 1..=20u32 {
+            q.acknowledged(1000);
+            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+        }
+        assert_eq!(q.allowed(), 2 * 6 * 16 * 1024, "the floor for two brokers");
+        // A very fast one: 1 GB per ms.
+        for i in 21..=40u32 {
+            q.acknowledged(1 << 30);
+            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+        }
+        assert_eq!(q.allowed(), 32 << 20, "buffer.memory caps it");
+    }
+}
