@@ -37,6 +37,9 @@
 //!   target directory); a producer named `NAME@base` (`tokio@base`, `mio-idem@base`, ...) runs
 //!   NAME's worker from that build, beside this build's `NAME` in the same invocation: a
 //!   before/after comparison whose runs interleave on the same machine and mock.
+//! * `NAME+qdN` (`tokio+qd0`, `mio-idem+qd100`, ...): our producer NAME with
+//!   `queue.delay.target.ms` set to N (0: the queue-delay limit off), beside NAME at its
+//!   default in the same invocation.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -112,6 +115,13 @@
 //! keys slices of a 512 KiB arena. Our producers get them as `Bytes` slices (no copy:
 //! `Record` carries `Bytes`); librdkafka gets borrowed slices and copies them into its queue
 //! (`RD_KAFKA_MSG_F_COPY`, what `BaseProducer::send` does).
+//!
+//! # Latency from the send call, in the throughput workloads
+//! Our workers also time each record of the throughput workloads from just before its send
+//! call (so a send that waits for room counts its wait, as `kafka-producer-perf-test` counts
+//! from before `send`) to its report, and give the average and p99 (`acc_avg_us`,
+//! `acc_p99_us`, on each run's line): a producer that lets its buffer fill shows it here.
+//! `tokio` awaits its delivery futures in send order, so its figure is an upper bound.
 //!
 //! # Producers (settings equal where both have them)
 //! * `tokio`, `tokio-idem`: `producer_tokio::ProducerHandle` on a multi-thread runtime (default
@@ -524,6 +534,64 @@ struct Outcome {
     latency: Option<[u64; 3]>,
     /// The most bytes the producer held against `buffer_memory` (ours, sampled).
     peak_buffered: Option<usize>,
+    /// Throughput workloads (ours): average and p99 µs from each send call to its report.
+    accepted: Option<[u64; 2]>,
+}
+
+/// Each record's time from just before its send call to its report (the throughput
+/// workloads; see the module docs).
+struct SendTimes {
+    start: Instant,
+    /// Per record: ns since `start` when its send was called.
+    sent: Vec<AtomicU64>,
+    /// Per record: 1 + µs from its send call to its report, 0 before.
+    micros: Vec<std::sync::atomic::AtomicU32>,
+}
+
+impl SendTimes {
+    fn new(records: u64) -> Arc<SendTimes> {
+        Arc::new(SendTimes {
+            start: Instant::now(),
+            sent: (0..records).map(|_| AtomicU64::new(0)).collect(),
+            micros: (0..records).map(|_| Default::default()).collect(),
+        })
+    }
+
+    /// Records `start..end` are about to be sent.
+    fn sending(&self, start: u64, end: u64) {
+        let ns = self.start.elapsed().as_nanos() as u64;
+        for i in start..end {
+            if let Some(slot) = self.sent.get(i as usize) {
+                slot.store(ns, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn reported(&self, i: u64) {
+        let now = self.start.elapsed().as_nanos() as u64;
+        if let (Some(sent), Some(slot)) = (self.sent.get(i as usize), self.micros.get(i as usize)) {
+            let us = now.saturating_sub(sent.load(Ordering::Relaxed)) / 1000;
+            slot.store(us.min(u64::from(u32::MAX - 1)) as u32 + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Average and p99 (nearest rank) in µs over the reported records.
+    fn summary(&self) -> Option<[u64; 2]> {
+        let mut v: Vec<u32> = self
+            .micros
+            .iter()
+            .map(|m| m.load(Ordering::Relaxed))
+            .filter(|&m| m > 0)
+            .map(|m| m - 1)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let avg = v.iter().map(|&x| u64::from(x)).sum::<u64>() / v.len() as u64;
+        let p99 = v[((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some([avg, u64::from(p99)])
+    }
 }
 
 struct WorkerArgs {
@@ -539,6 +607,8 @@ struct WorkerArgs {
     /// `buffer_max_records`: 1,000,000, or with `--buffer-memory` 100,000,000, so that the
     /// bytes decide how much is buffered whatever the record size.
     buffer_max_records: usize,
+    /// `queue.delay.target.ms` (`NAME+qdN`); the default when absent.
+    queue_delay_ms: Option<u64>,
 }
 
 fn worker_main(args: &[String]) -> Result<(), Error> {
@@ -561,6 +631,7 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
         } else {
             1_000_000
         },
+        queue_delay_ms: arg(args, "--queue-delay-ms").map(str::parse).transpose()?,
     };
     let payloads = Payloads::new(w.workload);
     let outcome = if w.workload.open_loop {
@@ -607,8 +678,11 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let buffered = outcome
         .peak_buffered
         .map_or(String::new(), |b| format!(" peak_buffered_kb={}", b / 1024));
+    let accepted = outcome
+        .accepted
+        .map_or(String::new(), |[avg, p99]| format!(" acc_avg_us={avg} acc_p99_us={p99}"));
     println!(
-        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}",
+        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}{accepted}",
         outcome.ok,
         outcome.failed,
         outcome.secs,
@@ -632,6 +706,9 @@ fn our_config(w: &WorkerArgs, idempotence: bool) -> Result<producer_core::Config
     if let Some(n) = w.batch_size {
         b = b.batch_size(n);
     }
+    if let Some(ms) = w.queue_delay_ms {
+        b = b.queue_delay_target(Duration::from_millis(ms));
+    }
     Ok(b.build()?)
 }
 
@@ -645,24 +722,31 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
     rt.block_on(async move {
         let started = Instant::now();
         let handle = ProducerHandle::start(config)?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<DeliveryFuture>>(4096);
-        let collector = tokio::spawn(async move {
-            let counts = Counting::default();
-            while let Some(chunk) = rx.recv().await {
-                for f in chunk {
-                    counts.count(f.await);
+        let times = SendTimes::new(records);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(u64, DeliveryFuture)>>(4096);
+        let collector = {
+            let times = times.clone();
+            tokio::spawn(async move {
+                let counts = Counting::default();
+                while let Some(chunk) = rx.recv().await {
+                    for (i, f) in chunk {
+                        let r = f.await;
+                        times.reported(i);
+                        counts.count(r);
+                    }
                 }
-            }
-            counts
-        });
+                counts
+            })
+        };
         let topic: Arc<str> = Arc::from(TOPIC);
         let mut chunk = Vec::with_capacity(1024);
         for i in 0..records {
+            times.sending(i, i + 1);
             let f = handle
                 .send(p.record(&topic, i))
                 .await
                 .map_err(|e| format!("send refused: {e}"))?;
-            chunk.push(f);
+            chunk.push((i, f));
             if chunk.len() == 1024 {
                 let full = std::mem::replace(&mut chunk, Vec::with_capacity(1024));
                 tx.send(full).await.map_err(|_| "collector gone")?;
@@ -673,7 +757,10 @@ fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Result<Outcome,
         let counts = collector.await?;
         let secs = started.elapsed().as_secs_f64();
         handle.close().await;
-        Ok(counts.outcome(secs))
+        Ok(Outcome {
+            accepted: times.summary(),
+            ..counts.outcome(secs)
+        })
     })
 }
 
@@ -692,12 +779,16 @@ fn run_tokio_detached(
         .build()?;
     let records = w.records;
     let counts = Arc::new(Counting::default());
+    let times = SendTimes::new(records);
     rt.block_on(async move {
         let started = Instant::now();
         let handle = {
-            let counts = counts.clone();
+            let (counts, times) = (counts.clone(), times.clone());
             ProducerHandle::builder(config)
-                .on_delivery(move |report| counts.count(report.result))
+                .on_delivery(move |report| {
+                    times.reported(report.opaque);
+                    counts.count(report.result)
+                })
                 .start()?
         };
         let peak = Arc::new(AtomicU64::new(0));
@@ -714,6 +805,7 @@ fn run_tokio_detached(
         let topic: Arc<str> = Arc::from(TOPIC);
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
+            times.sending(start, end);
             let sent = if batched {
                 burst.extend((start..end).map(|i| (p.record(&topic, i), i)));
                 handle
@@ -735,6 +827,7 @@ fn run_tokio_detached(
         handle.close().await;
         Ok(Outcome {
             peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+            accepted: times.summary(),
             ..counts.outcome(secs)
         })
     })
@@ -754,10 +847,12 @@ fn run_mio(
     use producer_mio::ThreadedProducer;
     let config = our_config(w, idempotence)?;
     let counts = Arc::new(Counting::default());
+    let times = SendTimes::new(w.records);
     let started = Instant::now();
     let producer = {
-        let counts = counts.clone();
-        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| {
+        let (counts, times) = (counts.clone(), times.clone());
+        ThreadedProducer::<u64>::spawn(config, MIO_QUEUE, move |d| {
+            times.reported(d.opaque);
             counts.count(d.result.map_err(|f| f.error))
         })?
     };
@@ -773,7 +868,7 @@ fn run_mio(
                 std::thread::sleep(SAMPLE_EVERY);
             }
         });
-        let sent = send_mio(&producer, w, p, batched, full);
+        let sent = send_mio(&producer, w, p, batched, full, &times);
         if sent.is_ok() {
             producer.flush();
         }
@@ -784,24 +879,27 @@ fn run_mio(
     producer.close();
     Ok(Outcome {
         peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+        accepted: times.summary(),
         ..counts.outcome(secs)
     })
 }
 
 /// The sending loop of [`run_mio`].
 fn send_mio(
-    producer: &producer_mio::ThreadedProducer<()>,
+    producer: &producer_mio::ThreadedProducer<u64>,
     w: &WorkerArgs,
     p: &Payloads,
     batched: bool,
     full: impl Fn(),
+    times: &SendTimes,
 ) -> Result<(), Error> {
     use producer_mio::TrySendError;
     let topic: Arc<str> = Arc::from(TOPIC);
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
+        times.sending(start, end);
         if batched {
-            burst.extend((start..end).map(|i| (p.record(&topic, i), ())));
+            burst.extend((start..end).map(|i| (p.record(&topic, i), i)));
             while !burst.is_empty() {
                 let taken = producer
                     .send_batch(&mut burst)
@@ -813,9 +911,9 @@ fn send_mio(
         } else {
             let mut record = p.record(&topic, start);
             loop {
-                match producer.send(record) {
+                match producer.send_with(record, start) {
                     Ok(()) => break,
-                    Err(TrySendError::Full(r, ())) => {
+                    Err(TrySendError::Full(r, _)) => {
                         record = r;
                         full();
                     }
@@ -870,6 +968,7 @@ impl Counting {
             secs,
             latency: None,
             peak_buffered: None,
+            accepted: None,
         }
     }
 }
@@ -1329,6 +1428,8 @@ struct Sample {
     broker_cpu: f64,
     /// The most KiB our producer held against `buffer_memory` (sampled; ours only).
     peak_buffered_kb: Option<u64>,
+    /// Ours, throughput workloads: average and p99 µs from each send call to its report.
+    accepted_us: Option<[f64; 2]>,
 }
 
 /// CPU seconds (user and system) used so far by process `pid` and every process below it,
@@ -1634,6 +1735,17 @@ fn peer_command(
 }
 
 /// One run of `producer`: a fresh cluster, the producer's process, its figures or why not.
+/// `NAME+qdN`: our producer NAME with `queue.delay.target.ms` N; any other name as it is.
+fn queue_delay_suffix(producer: &str) -> (&str, Option<u64>) {
+    match producer.rsplit_once("+qd") {
+        Some((name, ms)) => match ms.parse() {
+            Ok(ms) => (name, Some(ms)),
+            Err(_) => (producer, None),
+        },
+        None => (producer, None),
+    }
+}
+
 fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     let e2s = |e: Error| e.to_string();
     if spec.rate.is_some() && !open_loop_sender(producer) {
@@ -1649,6 +1761,7 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     let (mut cmd, timeout) = match peer {
         None => {
             // NAME@base: the same worker, from the baseline build (`--baseline-exe`).
+            let (producer, queue_delay) = queue_delay_suffix(producer);
             let (exe, ours) = match (producer.strip_suffix("@base"), spec.baseline_exe) {
                 (Some(ours), Some(exe)) => (exe.to_path_buf(), ours),
                 _ => (
@@ -1657,7 +1770,12 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
                 ),
             };
             let mut cmd = Command::new(exe);
-            cmd.args(["worker", "--producer", ours, "--workload", spec.workload])
+            if let Some(ms) = queue_delay {
+                cmd.args(["worker", "--queue-delay-ms", &ms.to_string()]);
+            } else {
+                cmd.arg("worker");
+            }
+            cmd.args(["--producer", ours, "--workload", spec.workload])
                 .args(["--records", &spec.records.to_string()])
                 .args(["--bootstrap", &mock.bootstrap]);
             if let Some(n) = spec.batch_size {
@@ -1786,6 +1904,10 @@ fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
         },
         broker_cpu,
         peak_buffered_kb: fields.get("peak_buffered_kb").and_then(|v| v.parse().ok()),
+        accepted_us: match (get("acc_avg_us"), get("acc_p99_us")) {
+            (Ok(avg), Ok(p99)) => Some([avg, p99]),
+            _ => None,
+        },
     })
 }
 
@@ -1938,6 +2060,11 @@ fn plan(args: &[String]) -> Result<Plan, Error> {
         }
     }
     for p in &producers {
+        let (p, queue_delay) = queue_delay_suffix(p);
+        if queue_delay.is_some() && (peer(p).is_some() || !ALL_PRODUCERS.contains(&p)) {
+            return Err(format!("{p:?}: NAME+qdN needs one of our producers as NAME").into());
+        }
+        let p = &p.to_string();
         if let Some(ours) = p.strip_suffix("@base") {
             if baseline_exe.is_none() || peer(ours).is_some() || !ALL_PRODUCERS.contains(&ours) {
                 return Err(format!(
@@ -2164,6 +2291,11 @@ fn run_broker(plan: &Plan, broker: Broker, peers: &PeerPrograms) -> Result<Strin
                         s.latency_us.map_or(String::new(), |[a, b, c]| format!(
                             "  p50 {a:.0} us p99 {b:.0} us p99.9 {c:.0} us"
                         ))
+                            + &s.accepted_us.map_or(String::new(), |[a, b]| format!(
+                                "  from send: avg {:.1} ms p99 {:.1} ms",
+                                a / 1000.0,
+                                b / 1000.0
+                            ))
                     ),
                     Err(e) => {
                         eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1);
