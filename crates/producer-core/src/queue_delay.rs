@@ -9,6 +9,13 @@
 //! bytes, never fewer than a floor and never more than `buffer.memory` (which stays the hard
 //! cap, checked apart).
 //!
+//! Until the first Produce answer there is no drain to go by: the limit is `buffer.memory`, so
+//! a burst sent before the producer is connected is taken as without the limit (a caller that
+//! sends faster than the cluster drains queues, at most, what it sends until that answer).
+//! The first answer's sample is taken at once; later samples span a quarter of the target of
+//! busy time at least. While the producer is idle the rate keeps its last value: the limit
+//! never drops below the floor for want of traffic.
+//!
 //! # One limit for the producer, from the whole producer's drain
 //! `send` admits a record before it is routed (a record without a key gets its partition, and
 //! so its broker, only when it is appended; a record waiting for metadata has none), and the
@@ -63,8 +70,8 @@ pub(crate) struct QueueDelay {
 }
 
 impl QueueDelay {
-    /// The limit `config` asks for, before any drain is measured: the floor for the bootstrap
-    /// brokers. Off with a zero target, and with `acks=0` (no acknowledgement measures the
+    /// The limit `config` asks for, before any drain is measured: `buffer.memory`. Off with a
+    /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
         let target = Some(config.queue_delay_target)
@@ -84,7 +91,9 @@ impl QueueDelay {
             last_answer: None,
             held_since: None,
         };
-        q.update(config.bootstrap.len());
+        if q.target.is_some() {
+            q.allowed = q.cap;
+        }
         q
     }
 
@@ -131,7 +140,9 @@ impl QueueDelay {
         let from = self.last_answer.map_or(sent_at, |last| last.max(sent_at));
         self.last_answer = Some(now);
         self.sample_busy += now.saturating_duration_since(from);
-        if self.sample_busy < self.sample_span {
+        // The first sample is the first answer's; later ones span `sample_span` at least.
+        let measured = self.rate > 0.0;
+        if (measured && self.sample_busy < self.sample_span) || self.sample_busy.is_zero() {
             return false;
         }
         let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
@@ -193,11 +204,16 @@ mod tests {
             .unwrap()
     }
 
-    /// Before any drain is measured the limit is the floor: `max.in.flight + 1` batches for
-    /// each bootstrap broker.
+    /// Before any drain is measured the limit is `buffer.memory`; the first answer sets it
+    /// from its own sample, here to the floor (`max.in.flight + 1` batches for each of the
+    /// three brokers).
     #[test]
-    fn starts_at_the_floor_for_the_bootstrap_brokers() {
-        let q = QueueDelay::new(&config(50));
+    fn starts_at_buffer_memory_until_the_first_answer() {
+        let mut q = QueueDelay::new(&config(50));
+        assert_eq!(q.allowed(), 32 << 20);
+        let t0 = Instant::now();
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(2), t0, || 3);
         assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
         assert!(q.admits(0, 10 << 20), "a record alone always goes");
         assert!(q.admits(q.allowed() - 100, 100));
@@ -224,7 +240,6 @@ mod tests {
     fn the_limit_follows_the_drain_rate_times_the_target() {
         let mut q = QueueDelay::new(&config(50));
         let mut t = Instant::now();
-        let mut rose = false;
         for i in 0..200u64 {
             if i % 50 == 0 {
                 // An idle second now and then, nothing in flight: not counted.
@@ -234,9 +249,8 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(1);
             q.acknowledged(10_000);
-            rose |= q.answered(t, sent, || 3);
+            q.answered(t, sent, || 3);
         }
-        assert!(rose, "the limit rose above the floor");
         let rate = q.rate();
         assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
         let allowed = q.allowed();

@@ -278,13 +278,7 @@ fn threaded_producer_closes_when_handles_drop() {
     const N: usize = 3_000;
     let topic = "dropped";
     let cluster = Cluster::start(topic);
-    // 3,000 records at once through a send that never waits, before any drain is measured:
-    // without the queue-delay limit, which would push back at its floor until the first
-    // answers came.
-    let config = Config::builder(cluster.servers(false))
-        .queue_delay_target(Duration::ZERO)
-        .build()
-        .unwrap();
+    let config = Config::builder(cluster.servers(false)).build().unwrap();
     let (report_tx, report_rx) = mpsc::channel::<Delivery<usize>>();
     let producer = ThreadedProducer::<usize>::spawn(config, 8192, move |d| {
         let _ = report_tx.send(d);

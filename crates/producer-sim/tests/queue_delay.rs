@@ -60,13 +60,22 @@ struct Saturated {
 /// limit (when it is on) and `buffer.memory`; then stops offering and flushes.
 fn saturate(h: &mut Harness<u64>, run: Duration) -> Saturated {
     let mut s = Saturated::default();
+    // A first record delivered: until the first answer no drain is measured and the limit is
+    // `buffer.memory`, which a caller sending in no time would fill at once.
+    h.send(record(0, "orders", false), 0).unwrap();
+    s.sent.push(Sent {
+        id: 0,
+        topic: "orders".into(),
+        key: None,
+    });
+    assert!(h.run_until(secs(10), |h| h.deliveries.len() == 1));
+    let mut reported = 1;
     let t0 = h.now;
     let half = t0 + run / 2;
-    let mut id = 0u64;
+    let mut id = 1u64;
     let mut accepted_at: VecDeque<(u64, Instant, usize)> = VecDeque::new();
     let (mut samples, mut sum) = (0u64, 0f64);
     let (mut drained, mut latency_sum, mut latency_n) = (0usize, 0f64, 0u64);
-    let mut reported = 0;
     while h.now < t0 + run {
         loop {
             let r = record(id, "orders", false);

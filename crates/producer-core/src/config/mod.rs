@@ -66,7 +66,8 @@ pub struct Config {
     /// once the unacknowledged bytes reach what the cluster drains in this long (measured:
     /// the acknowledged bytes per second of time with Produce requests in flight), never
     /// below `max.in.flight + 1` batches per broker and never above `buffer_memory`, which
-    /// stays the hard cap. So records wait about this long in the producer instead of the
+    /// stays the hard cap (and at `buffer_memory` until the first Produce answer: no drain is
+    /// measured before it). So records wait about this long in the producer instead of the
     /// whole `buffer_memory`'s worth. Zero turns the limit off (the producer then fills
     /// `buffer_memory`, as the Java client does); it is off with `acks=0` too (nothing is
     /// acknowledged to measure the drain by).
