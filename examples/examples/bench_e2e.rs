@@ -571,7 +571,10 @@ impl SendTimes {
         let now = self.start.elapsed().as_nanos() as u64;
         if let (Some(sent), Some(slot)) = (self.sent.get(i as usize), self.micros.get(i as usize)) {
             let us = now.saturating_sub(sent.load(Ordering::Relaxed)) / 1000;
-            slot.store(us.min(u64::from(u32::MAX - 1)) as u32 + 1, Ordering::Relaxed);
+            slot.store(
+                us.min(u64::from(u32::MAX - 1)) as u32 + 1,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -678,9 +681,9 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let buffered = outcome
         .peak_buffered
         .map_or(String::new(), |b| format!(" peak_buffered_kb={}", b / 1024));
-    let accepted = outcome
-        .accepted
-        .map_or(String::new(), |[avg, p99]| format!(" acc_avg_us={avg} acc_p99_us={p99}"));
+    let accepted = outcome.accepted.map_or(String::new(), |[avg, p99]| {
+        format!(" acc_avg_us={avg} acc_p99_us={p99}")
+    });
     println!(
         "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}{accepted}",
         outcome.ok,
@@ -786,7 +789,7 @@ fn run_tokio_detached(
             let (counts, times) = (counts.clone(), times.clone());
             ProducerHandle::builder(config)
                 .on_delivery(move |report| {
-                    times.reported(report.opaque);
+                    times.reported(report.tag);
                     counts.count(report.result)
                 })
                 .start()?

@@ -5,15 +5,17 @@
 //! Little's law: bytes queued = drain rate x time each waits. The limit measures the rate at
 //! which the cluster acknowledges the producer's bytes while it has Produce requests in flight
 //! (its *busy* time: idle time is not counted, so a producer offered little still measures
-//! what the cluster drains when asked), smooths it, and allows `rate x target` unacknowledged
-//! bytes, never fewer than a floor and never more than `buffer.memory` (which stays the hard
-//! cap, checked apart).
+//! what the cluster drains when asked), and allows `rate x (target + linger + round trip)`
+//! unacknowledged bytes, never fewer than a floor and never more than `buffer.memory` (which
+//! stays the hard cap, checked apart). The target is the time a record *queues*: what it
+//! spends in any case (its batch's `linger`, and the shortest Produce round trip seen) comes
+//! on top, so a producer far from its cluster, or lingering long, is not held back for
+//! those.
 //!
 //! Until the first Produce answer there is no drain to go by: the limit is `buffer.memory`, so
 //! a burst sent before the producer is connected is taken as without the limit (a caller that
 //! sends faster than the cluster drains queues, at most, what it sends until that answer).
-//! The first answer's sample is taken at once; later samples span a quarter of the target of
-//! busy time at least. While the producer is idle the rate keeps its last value: the limit
+//! Each sample spans a quarter of the target of busy time at least. While the producer is idle the rate keeps its last value: the limit
 //! never drops below the floor for want of traffic.
 //!
 //! # One limit for the producer, from the whole producer's drain
@@ -65,6 +67,10 @@ pub(crate) struct QueueDelay {
     sample_busy: Duration,
     /// When the previous Produce answer came (from any broker).
     last_answer: Option<Instant>,
+    /// The shortest Produce round trip seen.
+    min_round_trip: Option<Duration>,
+    /// `linger.ms`.
+    linger: Duration,
     /// When `send` was first refused by this limit since a record was last accepted.
     held_since: Option<Instant>,
 }
@@ -74,8 +80,8 @@ impl QueueDelay {
     /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
-        let target = Some(config.queue_delay_target)
-            .filter(|t| !t.is_zero() && config.acks != Acks::None);
+        let target =
+            Some(config.queue_delay_target).filter(|t| !t.is_zero() && config.acks != Acks::None);
         let floor_per_broker = config
             .batch_size
             .saturating_mul(config.max_in_flight.saturating_add(1));
@@ -89,6 +95,8 @@ impl QueueDelay {
             sample_bytes: 0,
             sample_busy: Duration::ZERO,
             last_answer: None,
+            min_round_trip: None,
+            linger: config.linger,
             held_since: None,
         };
         if q.target.is_some() {
@@ -97,12 +105,12 @@ impl QueueDelay {
         q
     }
 
-    /// Whether a record charged `size` bytes may be accepted beside `unacked` unacknowledged
-    /// bytes: always when nothing is unacknowledged (a record larger than the limit goes
-    /// alone), else when both together stay within the limit. Call it on every `send`.
+    /// Whether a record may be accepted beside `unacked` unacknowledged bytes: while they
+    /// are below the limit (so the limit is passed by one record at most, and a record larger
+    /// than the limit is not held back for ever). Call it on every `send`: one comparison.
     #[inline(always)]
-    pub(crate) fn admits(&self, unacked: usize, size: usize) -> bool {
-        unacked.saturating_add(size) <= self.allowed || unacked == 0
+    pub(crate) fn admits(&self, unacked: usize) -> bool {
+        unacked < self.allowed
     }
 
     /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when the limit is off).
@@ -139,15 +147,20 @@ impl QueueDelay {
         }
         let from = self.last_answer.map_or(sent_at, |last| last.max(sent_at));
         self.last_answer = Some(now);
+        let round_trip = now.saturating_duration_since(sent_at);
+        self.min_round_trip = Some(
+            self.min_round_trip
+                .map_or(round_trip, |m| m.min(round_trip)),
+        );
         self.sample_busy += now.saturating_duration_since(from);
-        // The first sample is the first answer's; later ones span `sample_span` at least.
-        let measured = self.rate > 0.0;
-        if (measured && self.sample_busy < self.sample_span) || self.sample_busy.is_zero() {
+        if self.sample_busy < self.sample_span {
             return false;
         }
         let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
+        // Up at once, down smoothed: a rise is the cluster taking more than the limit let it
+        // have (the sample is bounded by what was queued), a fall may be a lull.
         self.rate = match self.rate {
-            r if r > 0.0 => r + SMOOTHING * (sample - r),
+            r if r > 0.0 && sample < r => r + SMOOTHING * (sample - r),
             _ => sample,
         };
         self.sample_bytes = 0;
@@ -157,8 +170,8 @@ impl QueueDelay {
         self.allowed > before
     }
 
-    /// Sets the limit from the rate: `rate x target`, within the floor for `brokers` brokers
-    /// and `buffer.memory`.
+    /// Sets the limit from the rate: `rate x (target + linger + shortest round trip)`, within
+    /// the floor for `brokers` brokers and `buffer.memory`.
     fn update(&mut self, brokers: usize) {
         let Some(target) = self.target else {
             self.allowed = usize::MAX;
@@ -168,7 +181,8 @@ impl QueueDelay {
             .floor_per_broker
             .saturating_mul(brokers.max(1))
             .min(self.cap);
-        let wanted = (self.rate * target.as_secs_f64()).min(self.cap as f64) as usize;
+        let delay = target + self.linger + self.min_round_trip.unwrap_or_default();
+        let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
         self.allowed = wanted.clamp(floor, self.cap);
     }
 
@@ -199,25 +213,25 @@ mod tests {
 
     fn config(target_ms: u64) -> Config {
         Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
+            .linger(Duration::ZERO)
             .queue_delay_target(Duration::from_millis(target_ms))
             .build()
             .unwrap()
     }
 
-    /// Before any drain is measured the limit is `buffer.memory`; the first answer sets it
-    /// from its own sample, here to the floor (`max.in.flight + 1` batches for each of the
-    /// three brokers).
+    /// Before any drain is measured the limit is `buffer.memory`; the first sample sets it,
+    /// here to the floor (`max.in.flight + 1` batches for each of the three brokers).
     #[test]
     fn starts_at_buffer_memory_until_the_first_answer() {
         let mut q = QueueDelay::new(&config(50));
         assert_eq!(q.allowed(), 32 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(2), t0, || 3);
+        q.answered(t0 + Duration::from_millis(20), t0, || 3);
         assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
-        assert!(q.admits(0, 10 << 20), "a record alone always goes");
-        assert!(q.admits(q.allowed() - 100, 100));
-        assert!(!q.admits(q.allowed() - 100, 101));
+        assert!(q.admits(0), "a record alone always goes, whatever its size");
+        assert!(q.admits(q.allowed() - 1));
+        assert!(!q.admits(q.allowed()));
     }
 
     /// A zero target and `acks=0` turn the limit off: it admits up to `buffer.memory` (which
@@ -226,7 +240,7 @@ mod tests {
     fn a_zero_target_or_acks_0_is_off() {
         let off = QueueDelay::new(&config(0));
         assert_eq!(off.allowed(), usize::MAX);
-        assert!(off.admits(31 << 20, 1 << 20));
+        assert!(off.admits(31 << 20));
         let acks0 = Config::builder([("a", 9092)])
             .acks(Acks::None)
             .build()
@@ -235,7 +249,8 @@ mod tests {
     }
 
     /// With the cluster acknowledging 10 MB per second of busy time, the limit settles at
-    /// rate x target (0.5 MB for 50 ms); idle gaps between answers are not busy time.
+    /// rate x (target + round trip): 0.51 MB for 50 ms and 1 ms; idle gaps between answers
+    /// are not busy time.
     #[test]
     fn the_limit_follows_the_drain_rate_times_the_target() {
         let mut q = QueueDelay::new(&config(50));
@@ -255,8 +270,8 @@ mod tests {
         assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
         let allowed = q.allowed();
         assert!(
-            (450_000..550_000).contains(&allowed),
-            "allowed {allowed}: 10 MB/s x 50 ms"
+            (459_000..561_000).contains(&allowed),
+            "allowed {allowed}: 10 MB/s x 51 ms"
         );
     }
 

@@ -18,8 +18,8 @@
 //! The core's queue-delay limit (`queue.delay.target.ms`) bounds them further: the owner
 //! publishes, with the core's bytes, how many more bytes the limit lets in beside what the core
 //! holds unacknowledged ([`producer_core::Producer::queue_delay_room`], a [`CoreLoad`]), and a
-//! record is queued only if the bytes queued and taken stay within that room too (a record
-//! finding the queue empty always goes, as the core takes a record alone whatever its size).
+//! record is queued only while the bytes queued and taken are below that room (as the core
+//! takes records while its unacknowledged bytes are below the limit).
 //! So a sender is held back here, before the core, once the queue and the core together hold
 //! what the cluster drains in the target delay; it is woken as the room grows again.
 
@@ -198,12 +198,9 @@ impl<C> CommandQueue<C> {
         let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
         let budget = used.saturating_add(bytes) <= self.byte_budget
             || (queue == 0 && bytes > self.byte_budget);
-        // The queue-delay limit: a record finding the queue empty always goes, and a command
-        // that carries no record bytes is not held back by it.
-        budget
-            && (queue == 0
-                || bytes == 0
-                || queue.saturating_add(bytes) <= self.delay_room.load(Ordering::Acquire))
+        // The queue-delay limit: records go while the queue is below its room (a command
+        // that carries no record bytes is not held back by it).
+        budget && (bytes == 0 || queue < self.delay_room.load(Ordering::Acquire))
     }
 
     /// Publishes what the core holds and lets in. Returns whether room grew: the core's bytes
@@ -301,22 +298,17 @@ impl<C> CommandQueue<C> {
         let free = self
             .byte_budget
             .saturating_sub(queue.saturating_add(self.core_bytes.load(Ordering::Acquire)));
-        // The queue-delay limit's share of it.
-        let delay_free = self
-            .delay_room
-            .load(Ordering::Acquire)
-            .saturating_sub(queue);
+        let delay_room = self.delay_room.load(Ordering::Acquire);
         // The items that fit: by count, then by bytes (a record larger than the whole budget
-        // goes alone into an empty queue, as with `push`; so does any first record into an
-        // empty queue, for the queue-delay limit).
+        // goes alone into an empty queue, as with `push`), and while the queue is below the
+        // queue-delay room.
         let mut taken = 0;
         let mut added = 0usize;
         for item in from.iter().take(room) {
             let bytes = charge(item);
-            let first = queue == 0 && taken == 0;
-            let next = added.saturating_add(bytes);
-            if (next > free && !(first && bytes > self.byte_budget))
-                || (next > delay_free && !first)
+            let alone = queue == 0 && taken == 0 && bytes > self.byte_budget;
+            if (added.saturating_add(bytes) > free && !alone)
+                || queue.saturating_add(added) >= delay_room
             {
                 break;
             }
@@ -406,8 +398,7 @@ impl<C> CommandQueue<C> {
         self.core_bytes.store(core.bytes, Ordering::Release);
         // Lowered only: a rise is published where waiting senders are checked (`settle`,
         // `refill`), so that no sender waits for a rise already seen.
-        self.delay_room
-            .fetch_min(core.delay_room, Ordering::AcqRel);
+        self.delay_room.fetch_min(core.delay_room, Ordering::AcqRel);
         if bytes > 0 {
             self.held_bytes.fetch_sub(bytes, Ordering::Release);
         }
@@ -681,22 +672,25 @@ mod tests {
         CoreLoad { bytes, delay_room }
     }
 
-    /// The core's queue-delay limit bounds the queue below `buffer_memory`: a record is
-    /// queued only while the queued and taken bytes stay within the room the core publishes
-    /// (a record finding the queue empty always goes), for single records and bursts alike;
-    /// a sender refused by it is woken once a report or a Produce answer grows the room, and
-    /// never by a release that only moves records to the core.
+    /// The core's queue-delay limit bounds the queue below `buffer_memory`: records are
+    /// queued while the queued and taken bytes are below the room the core publishes, for
+    /// single records and bursts alike; a sender refused by it is woken once a report or a
+    /// Produce answer grows the room, and never by a release that only moves records to the
+    /// core.
     #[test]
     fn the_queue_delay_room_holds_senders_back_below_the_byte_budget() {
         let q = CommandQueue::new(100, 10_000);
         let mut taken = VecDeque::new();
-        // The core holds 1000 bytes unacknowledged and its limit is 1500: 500 more may come.
+        // The core holds 1000 bytes unacknowledged and its limit is 1500: room for 500.
         let _ = q.refill(&mut taken, load(1000, 500));
         assert!(q.push(1, 300, false, id).is_ok());
-        assert!(q.push(2, 200, false, id).is_ok(), "500: the room exactly");
+        assert!(
+            q.push(2, 400, false, id).is_ok(),
+            "300 queued: below the room"
+        );
         assert!(
             matches!(q.push(3, 1, true, id), Err(Refused::Full(3))),
-            "over the room, far below the byte budget"
+            "700 queued: over the room, far below the byte budget"
         );
         let mut burst = vec![4, 5];
         let b = q.push_burst(&mut burst, true, |_| 10, |x, _| x).unwrap();
@@ -704,48 +698,48 @@ mod tests {
         // The owner hands both to the core (its room shrinks by as much): no room grew.
         let _ = q.refill(&mut taken, load(1000, 500));
         taken.clear();
-        q.release(2, 500, load(1500, 0));
-        assert!(!q.settle(load(1500, 0)), "nothing freed, no room grew");
-        // The queue is empty: one record goes whatever the room (as the core takes a record
-        // alone when nothing is unacknowledged), but not a second.
-        assert!(q.push(6, 5000, false, id).is_ok(), "alone into an empty queue");
-        assert!(matches!(q.push(7, 1, true, id), Err(Refused::Full(7))));
-        let _ = q.refill(&mut taken, load(1500, 0));
-        taken.clear();
-        q.release(1, 5000, load(6500, 0));
+        q.release(2, 700, load(1700, 0));
+        assert!(!q.settle(load(1700, 0)), "nothing freed, no room grew");
+        assert!(
+            matches!(q.push(4, 1, true, id), Err(Refused::Full(4))),
+            "no room: not even into the empty queue"
+        );
         // A release that would raise the room does not: the rise waits for `settle`, which
         // wakes the senders refused meanwhile.
-        q.release(0, 0, load(6500, 700));
-        assert!(q.push(8, 1, false, id).is_ok(), "alone into the empty queue");
-        assert!(matches!(q.push(9, 1, true, id), Err(Refused::Full(9))));
+        q.release(0, 0, load(1700, 700));
+        assert!(matches!(q.push(4, 1, true, id), Err(Refused::Full(4))));
         assert!(
             q.settle(load(1000, 700)),
             "reports freed bytes and the room grew: wake"
         );
-        assert!(q.push(9, 600, false, id).is_ok(), "1 + 600 <= 700");
-        assert!(matches!(q.push(10, 200, false, id), Err(Refused::Full(10))));
         assert!(
-            q.push(11, 0, false, id).is_ok(),
+            q.push(4, 5000, false, id).is_ok(),
+            "larger than the room, into a queue below it"
+        );
+        assert!(matches!(q.push(5, 1, false, id), Err(Refused::Full(5))));
+        assert!(
+            q.push(6, 0, false, id).is_ok(),
             "a command without record bytes is not held back"
         );
         // Without a limit (the room usize::MAX) the byte budget alone counts.
-        let _ = q.refill(&mut taken, load(1000, usize::MAX));
+        assert!(!q.settle(load(1000, usize::MAX)), "no sender waits");
         assert!(
-            q.push(10, 8000, false, id).is_ok(),
-            "601 + 8000 + 1000 <= 10 000"
+            q.push(7, 4000, false, id).is_ok(),
+            "5000 + 4000 + 1000 <= 10 000"
         );
     }
 
     /// A Produce answer that raises the limit without freeing bytes (a transactional
-    /// producer's acknowledged records stay held) still wakes the waiting senders.
+    /// producer's acknowledged records stay held) still wakes the waiting senders, once the
+    /// queue holds at most half the room.
     #[test]
     fn a_rise_of_the_queue_delay_room_alone_wakes_waiting_senders() {
         let q = CommandQueue::new(100, 10_000);
         let mut taken = VecDeque::new();
-        let _ = q.refill(&mut taken, load(2000, 0));
+        let _ = q.refill(&mut taken, load(2000, 100));
         q.push(1, 100, false, id).unwrap();
         assert!(matches!(q.push(2, 100, true, id), Err(Refused::Full(2))));
-        assert!(!q.settle(load(2000, 0)), "nothing changed");
+        assert!(!q.settle(load(2000, 100)), "nothing changed");
         assert!(
             !q.settle(load(2000, 150)),
             "100 queued: over half the room, not yet"

@@ -382,11 +382,7 @@ impl<H: Host> DriverLoop<H> {
         if self.unreleased == 0 && self.unreleased_bytes == 0 {
             return;
         }
-        queue.release(
-            self.unreleased,
-            self.unreleased_bytes,
-            CoreLoad::of(core),
-        );
+        queue.release(self.unreleased, self.unreleased_bytes, CoreLoad::of(core));
         self.unreleased = 0;
         self.unreleased_bytes = 0;
     }

@@ -115,7 +115,7 @@ impl<T> Producer<T> {
         }
         if !self
             .queue_delay
-            .admits(self.buffered.unacknowledged_bytes(), size)
+            .admits(self.buffered.unacknowledged_bytes())
         {
             // Pushed back by the queue-delay limit (`queue-delay-wait-time-ns-total` runs
             // from here to the next record accepted).

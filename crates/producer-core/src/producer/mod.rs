@@ -235,9 +235,9 @@ impl<T> Producer<T> {
     }
 
     /// The queue-delay limit now (`queue.delay.target.ms`, see
-    /// [`crate::Config::queue_delay_target`]): the unacknowledged bytes `send` accepts records
-    /// up to (a record finding none unacknowledged is accepted whatever its size); `None`
-    /// when the limit is off. It moves as Produce answers measure the cluster's drain rate.
+    /// [`crate::Config::queue_delay_target`]): `send` accepts records while the
+    /// unacknowledged bytes are below it (so it is passed by one record at most); `None` when
+    /// the limit is off. It moves as Produce answers measure the cluster's drain rate.
     pub fn queue_delay_limit(&self) -> Option<usize> {
         Some(self.queue_delay.allowed()).filter(|&a| a != usize::MAX)
     }
@@ -252,10 +252,9 @@ impl<T> Producer<T> {
     /// For a driver that queues records before handing them to `send` (and bounds its queue
     /// by [`Producer::buffer_charge`]s within `buffer_memory`): how many more bytes of
     /// records the queue-delay limit lets in beside what the producer holds unacknowledged
-    /// now, so that the driver's queue and the producer together stay within the limit
-    /// ([`usize::MAX`] when it is off). A driver lets a record into an empty queue whatever
-    /// this says, as `send` accepts a record whatever its size when nothing is
-    /// unacknowledged. It rises when reports free space and when a Produce answer raises the
+    /// now: a driver lets records into its queue while the bytes queued are below it, as
+    /// `send` accepts them while the unacknowledged bytes are below the limit
+    /// ([`usize::MAX`] when it is off). It rises when reports free space and when a Produce answer raises the
     /// limit: read it again after handling outputs.
     pub fn queue_delay_room(&self) -> usize {
         match self.queue_delay.allowed() {
