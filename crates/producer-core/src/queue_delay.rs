@@ -3,9 +3,10 @@
 //! `target` of records queued instead of filling `buffer.memory`.
 //!
 //! Little's law: bytes queued = drain rate x time each waits. The limit measures the rate at
-//! which the cluster acknowledges the producer's bytes while it has Produce requests in flight
-//! (its *busy* time: idle time is not counted, so a producer offered little still measures
-//! what the cluster drains when asked), and allows `rate x (target + linger + round trip)`
+//! which the producer's bytes are acknowledged while it holds unacknowledged records (its
+//! *busy* time: idle time is not counted, so a producer offered little still measures what is
+//! drained when there is something to drain; and whether the cluster or the producer's own
+//! thread is what bounds the rate, the rate is what comes out), and allows `rate x (target + linger + round trip)`
 //! unacknowledged bytes, never fewer than a floor and never more than `buffer.memory` (which
 //! stays the hard cap, checked apart). The target is the time a record *queues*: what it
 //! spends in any case (its batch's `linger`, and the shortest Produce round trip seen) comes
@@ -23,9 +24,10 @@
 //! so its broker, only when it is appended; a record waiting for metadata has none), and the
 //! drivers' command queue in front of the core is one budget: the limit is the producer's.
 //! It needs the producer's total drain rate. That is measured directly: each Produce answer
-//! adds the bytes it acknowledged and the time since the later of its request's sending and
-//! the previous answer from any broker, so the busy time of brokers draining at once is
-//! counted once and their bytes add up. (Summing rates measured per broker would count a
+//! adds the bytes it acknowledged and the time since the later of the previous answer from
+//! any broker and the moment the producer last went from holding nothing unacknowledged to
+//! holding records, so the busy time of brokers draining at once is counted once and their
+//! bytes add up. (Summing rates measured per broker would count a
 //! broker no longer written to at its last rate, and overstate brokers that drain in turn.)
 //! The floor is per broker: enough unacknowledged bytes for `max.in.flight` full batches and
 //! an open one on every broker the producer knows, so that a limit near the floor still keeps
@@ -44,8 +46,10 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Acks, Config};
 
-/// The smoothing of the drain rate: each sample moves the rate this fraction of the way.
-const SMOOTHING: f64 = 0.5;
+/// The smoothing of a fall of the drain rate: each lower sample moves the rate this fraction
+/// of the way down (a higher one sets it at once). Slow, so that a short stall (the cluster's,
+/// or the producer's thread not scheduled) does not hold senders back once it is over.
+const SMOOTHING: f64 = 0.125;
 
 /// The queue-delay limit's state; see the module documentation.
 #[derive(Debug)]
@@ -67,6 +71,9 @@ pub(crate) struct QueueDelay {
     sample_busy: Duration,
     /// When the previous Produce answer came (from any broker).
     last_answer: Option<Instant>,
+    /// When `send` last accepted a record while nothing was unacknowledged: the start of the
+    /// current busy period.
+    busy_since: Option<Instant>,
     /// The shortest Produce round trip seen.
     min_round_trip: Option<Duration>,
     /// `linger.ms`.
@@ -95,6 +102,7 @@ impl QueueDelay {
             sample_bytes: 0,
             sample_busy: Duration::ZERO,
             last_answer: None,
+            busy_since: None,
             min_round_trip: None,
             linger: config.linger,
             held_since: None,
@@ -111,6 +119,13 @@ impl QueueDelay {
     #[inline(always)]
     pub(crate) fn admits(&self, unacked: usize) -> bool {
         unacked < self.allowed
+    }
+
+    /// `send` accepted a record at `now` while nothing was unacknowledged: a busy period
+    /// starts (the time before it is not counted as drain time).
+    #[inline]
+    pub(crate) fn busy_from(&mut self, now: Instant) {
+        self.busy_since = Some(now);
     }
 
     /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when the limit is off).
@@ -134,8 +149,9 @@ impl QueueDelay {
     /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
     /// answer's batches were reported); `brokers` counts the brokers the producer knows (for
     /// the floor), asked only when a sample completes. Adds the busy time since the later of
-    /// `sent_at` and the previous answer; once the sample spans enough, folds it into the rate
-    /// and sets the limit anew. Returns whether the limit rose.
+    /// the previous answer and the start of the busy period (the first answer: since
+    /// `sent_at`); once the sample spans enough, folds it into the rate and sets the limit
+    /// anew. Returns whether the limit rose.
     pub(crate) fn answered(
         &mut self,
         now: Instant,
@@ -145,7 +161,11 @@ impl QueueDelay {
         if self.target.is_none() {
             return false;
         }
-        let from = self.last_answer.map_or(sent_at, |last| last.max(sent_at));
+        let from = match (self.last_answer, self.busy_since) {
+            (Some(last), Some(busy)) => last.max(busy),
+            (Some(last), None) => last,
+            (None, _) => sent_at,
+        };
         self.last_answer = Some(now);
         let round_trip = now.saturating_duration_since(sent_at);
         self.min_round_trip = Some(
@@ -257,8 +277,10 @@ mod tests {
         let mut t = Instant::now();
         for i in 0..200u64 {
             if i % 50 == 0 {
-                // An idle second now and then, nothing in flight: not counted.
+                // An idle second now and then, nothing held: not counted (a record accepted
+                // with nothing unacknowledged starts the next busy period).
                 t += Duration::from_secs(1);
+                q.busy_from(t);
             }
             // A request written at `sent`, answered a millisecond later with 10 kB.
             let sent = t;

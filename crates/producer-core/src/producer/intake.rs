@@ -113,10 +113,8 @@ impl<T> Producer<T> {
             self.metrics.buffer_full(self.now);
             return refuse(SendErrorReason::Full, record, opaque);
         }
-        if !self
-            .queue_delay
-            .admits(self.buffered.unacknowledged_bytes())
-        {
+        let unacknowledged = self.buffered.unacknowledged_bytes();
+        if !self.queue_delay.admits(unacknowledged) {
             // Pushed back by the queue-delay limit (`queue-delay-wait-time-ns-total` runs
             // from here to the next record accepted).
             self.queue_delay.held_back(self.now);
@@ -135,6 +133,9 @@ impl<T> Producer<T> {
         }
         if self.queue_delay.holding_back() {
             self.queue_delay_wait_ended();
+        }
+        if unacknowledged == 0 {
+            self.queue_delay.busy_from(self.now);
         }
         let Record {
             partition,
