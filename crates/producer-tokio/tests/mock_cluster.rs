@@ -732,8 +732,9 @@ async fn batch_partial_takes_and_closed() {
 /// A cluster slower than the caller (every broker answers 20 ms late, one request of at most
 /// 16 KiB in flight per broker): `send(..).await` is held back by the queue-delay limit, so
 /// the bytes the producer holds stay far below `buffer.memory` although the caller offers
-/// 3 MB as fast as it can, and each waiting `send` is woken as room comes back (the loop ends);
-/// every record is delivered, in order per partition.
+/// 3 MB as fast as it can (once a drain is measured: a few records sent one at a time), and
+/// each waiting `send` is woken as room comes back (the loop ends); every record is delivered,
+/// in order per partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_is_held_back_by_the_queue_delay_limit_and_woken() {
     const N: usize = 30_000;
@@ -748,6 +749,15 @@ async fn send_is_held_back_by_the_queue_delay_limit_and_woken() {
         .unwrap();
     let buffer_memory = config.buffer_memory;
     let handle = ProducerHandle::start(config).unwrap();
+    // One record at a time until a drain is measured: before it the limit is
+    // `buffer.memory`, which a caller this fast would fill at once.
+    let mut warm_up = 0;
+    while handle.metrics().await.queue_delay_limit_bytes == Some(buffer_memory) {
+        let r = Record::new(TOPIC, format!("warm-up {warm_up}"));
+        handle.send(r).await.unwrap().await.expect("delivered");
+        warm_up += 1;
+        assert!(warm_up < 1000, "no drain measured");
+    }
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = {
         let (handle, sampling) = (handle.clone(), sampling.clone());
