@@ -168,6 +168,12 @@ impl Brokers {
         self.slots.len() as u32
     }
 
+    /// How many brokers the cluster's metadata named (live slots with a node id). A scan:
+    /// for a rare caller.
+    pub(crate) fn nodes(&self) -> usize {
+        self.live().filter(|(_, b)| b.node_id >= 0).count()
+    }
+
     /// The slots of live brokers (bootstrap addresses and nodes), with their numbers.
     pub(crate) fn live(&self) -> impl Iterator<Item = (usize, &BrokerSlot)> {
         self.slots.iter().enumerate().filter(|(_, b)| !b.retired)

@@ -8,10 +8,15 @@ use crate::record::RECORD_BATCH_OVERHEAD;
 
 /// Records accepted and not yet reported, and the bytes they count against `buffer_memory`.
 /// A record is charged once, at `send`, and released once, when its report is queued.
+/// Of those bytes, the ones of records acknowledged and held for their transaction's end are
+/// counted apart too: the queue-delay limit counts only the unacknowledged ones.
 #[derive(Debug, Default)]
 pub(crate) struct BufferUse {
     bytes: usize,
     records: usize,
+    /// Bytes of acknowledged records held (a transactional producer's, until the end of
+    /// their transaction): part of `bytes`.
+    acknowledged_held: usize,
 }
 
 impl BufferUse {
@@ -41,6 +46,22 @@ impl BufferUse {
 
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Bytes of records not yet acknowledged: what the queue-delay limit counts.
+    #[inline(always)]
+    pub(crate) fn unacknowledged_bytes(&self) -> usize {
+        self.bytes - self.acknowledged_held
+    }
+
+    /// Records worth `bytes` were acknowledged and stay held (for their transaction's end).
+    pub(crate) fn hold_acknowledged(&mut self, bytes: usize) {
+        self.acknowledged_held += bytes;
+    }
+
+    /// Acknowledged records held worth `bytes` are about to be reported (and released).
+    pub(crate) fn end_acknowledged_hold(&mut self, bytes: usize) {
+        self.acknowledged_held -= bytes;
     }
 
     pub(crate) fn records(&self) -> usize {

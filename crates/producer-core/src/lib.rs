@@ -68,6 +68,7 @@ mod partitioners;
 mod producer;
 pub mod properties;
 pub mod protocol;
+mod queue_delay;
 pub mod record;
 pub mod sasl;
 mod security;

@@ -32,6 +32,14 @@ pub struct Stats {
     /// from `send`'s first refusal as [`crate::SendErrorReason::Full`] to the next record it
     /// accepts, by the `now` the calls carried. Counted when the wait ends.
     pub buffer_wait_ns: u64,
+    /// Nanoseconds records were held back by the queue-delay limit (`queue.delay.target.ms`,
+    /// `queue-delay-wait-time-ns-total`): from `send`'s first refusal by it as
+    /// [`crate::SendErrorReason::Full`] to the next record it accepts, by the `now` the calls
+    /// carried; counted when the wait ends. Apart from [`Stats::buffer_wait_ns`]: a refusal
+    /// counts here when `buffer.memory` had room and the limit did not. (A threaded driver
+    /// holds its senders back in its own queue first, by the same limit: see
+    /// [`crate::Producer::queue_delay_room`]; only refusals by the producer count here.)
+    pub queue_delay_wait_ns: u64,
     /// Responses that could not be parsed (the connection was closed).
     pub malformed_responses: u64,
     /// Bytes after complete response bodies that the body did not use (ignored).

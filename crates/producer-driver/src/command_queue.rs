@@ -14,6 +14,14 @@
 //! and the owner publishes the core's own count ([`producer_core::Producer::buffered_bytes`])
 //! as it hands records over and as reports free space. So the bytes queued, taken and not yet
 //! handed over, and held by the core stay within the budget together.
+//!
+//! The core's queue-delay limit (`queue.delay.target.ms`) bounds them further: the owner
+//! publishes, with the core's bytes, how many more bytes the limit lets in beside what the core
+//! holds unacknowledged ([`producer_core::Producer::queue_delay_room`], a [`CoreLoad`]), and a
+//! record is queued only while the bytes queued and taken are below that room (as the core
+//! takes records while its unacknowledged bytes are below the limit).
+//! So a sender is held back here, before the core, once the queue and the core together hold
+//! what the cluster drains in the target delay; it is woken as the room grows again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +67,38 @@ pub struct Refill {
     pub finished: bool,
 }
 
+/// What the owner publishes of the core's state for the queue's byte bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoreLoad {
+    /// The bytes the core holds against `buffer_memory`
+    /// ([`producer_core::Producer::buffered_bytes`]).
+    pub bytes: usize,
+    /// The bytes the core's queue-delay limit lets in beside what it holds unacknowledged
+    /// ([`producer_core::Producer::queue_delay_room`]; [`usize::MAX`]: no such limit).
+    pub delay_room: usize,
+}
+
+impl CoreLoad {
+    /// What `core` holds and lets in now.
+    #[inline]
+    pub fn of<T>(core: &producer_core::Producer<T>) -> Self {
+        CoreLoad {
+            bytes: core.buffered_bytes(),
+            delay_room: core.queue_delay_room(),
+        }
+    }
+}
+
+impl From<usize> for CoreLoad {
+    /// The core holds `bytes`, with no queue-delay limit.
+    fn from(bytes: usize) -> Self {
+        CoreLoad {
+            bytes,
+            delay_room: usize::MAX,
+        }
+    }
+}
+
 /// A bounded multi-producer queue of commands `C`, taken whole by one owner.
 #[derive(Debug)]
 pub struct CommandQueue<C> {
@@ -77,6 +117,10 @@ pub struct CommandQueue<C> {
     /// `held_bytes` is lowered for the same records, so a sender never sees a record in
     /// neither.
     core_bytes: AtomicUsize,
+    /// The bytes the core's queue-delay limit lets in beside what it holds, as the owner last
+    /// published it ([`CoreLoad::delay_room`]). Lowered before `held_bytes` is, as
+    /// `core_bytes` is raised.
+    delay_room: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -112,6 +156,7 @@ impl<C> CommandQueue<C> {
             held: AtomicUsize::new(0),
             held_bytes: AtomicUsize::new(0),
             core_bytes: AtomicUsize::new(0),
+            delay_room: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -151,12 +196,26 @@ impl<C> CommandQueue<C> {
     fn fits(&self, state: &State<C>, bytes: usize) -> bool {
         let queue = self.queue_bytes(state);
         let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
-        used.saturating_add(bytes) <= self.byte_budget || (queue == 0 && bytes > self.byte_budget)
+        let budget = used.saturating_add(bytes) <= self.byte_budget
+            || (queue == 0 && bytes > self.byte_budget);
+        // The queue-delay limit: records go while the queue is below its room (a command
+        // that carries no record bytes is not held back by it).
+        budget && (bytes == 0 || queue < self.delay_room.load(Ordering::Acquire))
+    }
+
+    /// Publishes what the core holds and lets in. Returns whether room grew: the core's bytes
+    /// went down or the queue-delay room went up.
+    #[inline]
+    fn publish(&self, core: CoreLoad) -> bool {
+        let freed = core.bytes < self.core_bytes.swap(core.bytes, Ordering::AcqRel);
+        let grew = core.delay_room > self.delay_room.swap(core.delay_room, Ordering::AcqRel);
+        freed || grew
     }
 
     /// Whether senders refused as full should be woken: half the command capacity is free,
-    /// and half the byte budget is (or the queue holds no record bytes at all: then only the
-    /// core's records stand in the way, and a sender whose record fits may go).
+    /// and half the byte budget is, and the queue holds at most half the queue-delay room (or
+    /// the queue holds no record bytes at all: then only the core's records stand in the way,
+    /// and a sender whose record fits may go).
     #[inline]
     fn room_for_waiters(&self, state: &State<C>) -> bool {
         if self.used(state) > self.capacity / 2 {
@@ -164,7 +223,9 @@ impl<C> CommandQueue<C> {
         }
         let queue = self.queue_bytes(state);
         let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
-        queue == 0 || used <= self.byte_budget / 2
+        queue == 0
+            || (used <= self.byte_budget / 2
+                && queue <= self.delay_room.load(Ordering::Acquire) / 2)
     }
 
     /// Queues the command `make` builds from `item` if the queue has room for one more
@@ -237,14 +298,18 @@ impl<C> CommandQueue<C> {
         let free = self
             .byte_budget
             .saturating_sub(queue.saturating_add(self.core_bytes.load(Ordering::Acquire)));
+        let delay_room = self.delay_room.load(Ordering::Acquire);
         // The items that fit: by count, then by bytes (a record larger than the whole budget
-        // goes alone into an empty queue, as with `push`).
+        // goes alone into an empty queue, as with `push`), and while the queue is below the
+        // queue-delay room.
         let mut taken = 0;
         let mut added = 0usize;
         for item in from.iter().take(room) {
             let bytes = charge(item);
             let alone = queue == 0 && taken == 0 && bytes > self.byte_budget;
-            if added.saturating_add(bytes) > free && !alone {
+            if (added.saturating_add(bytes) > free && !alone)
+                || queue.saturating_add(added) >= delay_room
+            {
                 break;
             }
             added = added.saturating_add(bytes);
@@ -279,9 +344,9 @@ impl<C> CommandQueue<C> {
     /// whether no command will ever come again.
     #[inline]
     #[must_use = "waiting senders must be woken, and a finished queue means closing"]
-    pub fn refill(&self, taken: &mut VecDeque<C>, core_bytes: usize) -> Refill {
+    pub fn refill(&self, taken: &mut VecDeque<C>, core: impl Into<CoreLoad>) -> Refill {
         let mut state = self.lock();
-        self.core_bytes.store(core_bytes, Ordering::Release);
+        self.publish(core.into());
         if taken.is_empty() {
             std::mem::swap(&mut state.queued, taken);
             // Added to what is still held: a record the owner holds aside (the core was full)
@@ -303,9 +368,9 @@ impl<C> CommandQueue<C> {
     /// out of the budgets: the commands go from queued to held. Says whether to wake waiting
     /// senders.
     #[must_use = "waiting senders must be woken"]
-    pub fn take_behind(&self, taken: &mut VecDeque<C>, core_bytes: usize) -> bool {
+    pub fn take_behind(&self, taken: &mut VecDeque<C>, core: impl Into<CoreLoad>) -> bool {
         let mut state = self.lock();
-        self.core_bytes.store(core_bytes, Ordering::Release);
+        self.publish(core.into());
         if !state.queued.is_empty() {
             self.held.fetch_add(state.queued.len(), Ordering::Relaxed);
             self.held_bytes
@@ -328,8 +393,12 @@ impl<C> CommandQueue<C> {
     /// [`CommandQueue::push`]), are handled and no longer count against the capacity; the core now
     /// holds `core_bytes` (the records handed over count there from now on: published first).
     #[inline]
-    pub fn release(&self, handled: usize, bytes: usize, core_bytes: usize) {
-        self.core_bytes.store(core_bytes, Ordering::Release);
+    pub fn release(&self, handled: usize, bytes: usize, core: impl Into<CoreLoad>) {
+        let core = core.into();
+        self.core_bytes.store(core.bytes, Ordering::Release);
+        // Lowered only: a rise is published where waiting senders are checked (`settle`,
+        // `refill`), so that no sender waits for a rise already seen.
+        self.delay_room.fetch_min(core.delay_room, Ordering::AcqRel);
         if bytes > 0 {
             self.held_bytes.fetch_sub(bytes, Ordering::Release);
         }
@@ -338,19 +407,23 @@ impl<C> CommandQueue<C> {
         }
     }
 
-    /// For the owner, after reports freed space in the core (it holds `core_bytes` now):
-    /// whether to wake the senders waiting for room. Takes the lock only when the core's count
-    /// went down.
+    /// For the owner, after reports freed space in the core or a Produce answer raised its
+    /// queue-delay limit (`core` is what it holds and lets in now): whether to wake the
+    /// senders waiting for room. Takes the lock only when the core's count went down or the
+    /// queue-delay room went up.
     #[inline]
     #[must_use = "waiting senders must be woken"]
-    pub fn settle(&self, core_bytes: usize) -> bool {
-        if core_bytes >= self.core_bytes.load(Ordering::Relaxed) {
+    pub fn settle(&self, core: impl Into<CoreLoad>) -> bool {
+        let core = core.into();
+        if core.bytes >= self.core_bytes.load(Ordering::Relaxed)
+            && core.delay_room <= self.delay_room.load(Ordering::Relaxed)
+        {
             // Nothing freed (a rise is published before the records leave the held count).
-            self.core_bytes.store(core_bytes, Ordering::Release);
+            self.publish(core);
             return false;
         }
         let mut state = self.lock();
-        self.core_bytes.store(core_bytes, Ordering::Release);
+        self.publish(core);
         self.wake_check(&mut state)
     }
 
@@ -593,5 +666,85 @@ mod tests {
         assert!(matches!(q.push(2, 1, true, id), Err(Refused::Full(2))));
         assert!(!q.settle(700), "200 queued, 900 used: not half free");
         assert!(q.settle(200), "half free");
+    }
+
+    fn load(bytes: usize, delay_room: usize) -> CoreLoad {
+        CoreLoad { bytes, delay_room }
+    }
+
+    /// The core's queue-delay limit bounds the queue below `buffer_memory`: records are
+    /// queued while the queued and taken bytes are below the room the core publishes, for
+    /// single records and bursts alike; a sender refused by it is woken once a report or a
+    /// Produce answer grows the room, and never by a release that only moves records to the
+    /// core.
+    #[test]
+    fn the_queue_delay_room_holds_senders_back_below_the_byte_budget() {
+        let q = CommandQueue::new(100, 10_000);
+        let mut taken = VecDeque::new();
+        // The core holds 1000 bytes unacknowledged and its limit is 1500: room for 500.
+        let _ = q.refill(&mut taken, load(1000, 500));
+        assert!(q.push(1, 300, false, id).is_ok());
+        assert!(
+            q.push(2, 400, false, id).is_ok(),
+            "300 queued: below the room"
+        );
+        assert!(
+            matches!(q.push(3, 1, true, id), Err(Refused::Full(3))),
+            "700 queued: over the room, far below the byte budget"
+        );
+        let mut burst = vec![4, 5];
+        let b = q.push_burst(&mut burst, true, |_| 10, |x, _| x).unwrap();
+        assert_eq!(b.taken, 0, "a burst is held back too");
+        // The owner hands both to the core (its room shrinks by as much): no room grew.
+        let _ = q.refill(&mut taken, load(1000, 500));
+        taken.clear();
+        q.release(2, 700, load(1700, 0));
+        assert!(!q.settle(load(1700, 0)), "nothing freed, no room grew");
+        assert!(
+            matches!(q.push(4, 1, true, id), Err(Refused::Full(4))),
+            "no room: not even into the empty queue"
+        );
+        // A release that would raise the room does not: the rise waits for `settle`, which
+        // wakes the senders refused meanwhile.
+        q.release(0, 0, load(1700, 700));
+        assert!(matches!(q.push(4, 1, true, id), Err(Refused::Full(4))));
+        assert!(
+            q.settle(load(1000, 700)),
+            "reports freed bytes and the room grew: wake"
+        );
+        assert!(
+            q.push(4, 5000, false, id).is_ok(),
+            "larger than the room, into a queue below it"
+        );
+        assert!(matches!(q.push(5, 1, false, id), Err(Refused::Full(5))));
+        assert!(
+            q.push(6, 0, false, id).is_ok(),
+            "a command without record bytes is not held back"
+        );
+        // Without a limit (the room usize::MAX) the byte budget alone counts.
+        assert!(!q.settle(load(1000, usize::MAX)), "no sender waits");
+        assert!(
+            q.push(7, 4000, false, id).is_ok(),
+            "5000 + 4000 + 1000 <= 10 000"
+        );
+    }
+
+    /// A Produce answer that raises the limit without freeing bytes (a transactional
+    /// producer's acknowledged records stay held) still wakes the waiting senders, once the
+    /// queue holds at most half the room.
+    #[test]
+    fn a_rise_of_the_queue_delay_room_alone_wakes_waiting_senders() {
+        let q = CommandQueue::new(100, 10_000);
+        let mut taken = VecDeque::new();
+        let _ = q.refill(&mut taken, load(2000, 100));
+        q.push(1, 100, false, id).unwrap();
+        assert!(matches!(q.push(2, 100, true, id), Err(Refused::Full(2))));
+        assert!(!q.settle(load(2000, 100)), "nothing changed");
+        assert!(
+            !q.settle(load(2000, 150)),
+            "100 queued: over half the room, not yet"
+        );
+        assert!(q.settle(load(2000, 400)), "the room grew to 400: wake");
+        assert!(q.push(2, 100, false, id).is_ok());
     }
 }

@@ -39,7 +39,7 @@ use crate::interceptors::{OnSendPanicked, RecordId};
 use crate::panic::InjectedPanics;
 use crate::partitions::PartitionWaiters;
 use crate::{call_user, contain, log_event, timestamp, Cohort, CommandQueue, FlushTracker};
-use crate::{Acknowledgement, Interceptors};
+use crate::{Acknowledgement, CoreLoad, Interceptors};
 
 /// What a driver supplies to its [`DriverLoop`]: where reports and events go.
 pub trait Host {
@@ -371,7 +371,7 @@ impl<H: Host> DriverLoop<H> {
         queue: &CommandQueue<Cmd<H>>,
         clock: &impl Fn() -> Instant,
     ) {
-        let refill = queue.refill(&mut self.taken, core.buffered_bytes());
+        let refill = queue.refill(&mut self.taken, CoreLoad::of(core));
         // Timed commands are noted only while a record is held aside (see `deadlines`).
         self.behind_noted = false;
         // Waiting senders are woken once half the capacity is free, not for every batch: a
@@ -392,11 +392,7 @@ impl<H: Host> DriverLoop<H> {
         if self.unreleased == 0 && self.unreleased_bytes == 0 {
             return;
         }
-        queue.release(
-            self.unreleased,
-            self.unreleased_bytes,
-            core.buffered_bytes(),
-        );
+        queue.release(self.unreleased, self.unreleased_bytes, CoreLoad::of(core));
         self.unreleased = 0;
         self.unreleased_bytes = 0;
     }
@@ -501,7 +497,7 @@ impl<H: Host> DriverLoop<H> {
             let bytes = s.bytes;
             self.submit(core, now, s.record, s.opaque, bytes);
             if self.stash.is_none() {
-                queue.release(0, bytes, core.buffered_bytes());
+                queue.release(0, bytes, CoreLoad::of(core));
             } else {
                 self.expire(core, queue, now);
             }
@@ -540,7 +536,7 @@ impl<H: Host> DriverLoop<H> {
     /// an earlier one timed out; the core then has outputs too, and this returns true.
     #[must_use = "a pending flush covers the records that waited for metadata: flush again"]
     pub fn settle(&mut self, core: &mut CoreOf<H>, queue: &CommandQueue<Cmd<H>>) -> bool {
-        if queue.settle(core.buffered_bytes()) {
+        if queue.settle(CoreLoad::of(core)) {
             self.host.wake_senders();
         }
         if !self.txn_flushes.is_empty() && core.unacknowledged_records() == 0 {

@@ -26,8 +26,10 @@ fn ms(n: u64) -> Duration {
 }
 
 fn producer(seed: u64, tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Harness<u64> {
+    // A steady load whatever a slow or black-holed broker takes: without the queue-delay
+    // limit, which would push back once its records queue (tests/queue_delay.rs).
     harness(cluster(3, &[(TOPIC, PARTITIONS as i32)], seed), |b| {
-        tune(b.batch_size(1024))
+        tune(b.batch_size(1024).queue_delay_target(Duration::ZERO))
     })
 }
 

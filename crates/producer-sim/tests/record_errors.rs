@@ -275,10 +275,13 @@ fn batches_behind_one_refused_before_the_append_are_delivered() {
     ] {
         let mut c = SimCluster::new(SimConfig::with_brokers(1, 13), Instant::now());
         c.create_topic(TOPIC, 1).unwrap();
+        // Records sent while the partition retries (nothing drains meanwhile): without the
+        // queue-delay limit, which would push back then (tests/queue_delay.rs).
         let mut h = harness(c, |b| {
             b.linger(Duration::from_millis(1))
                 .batch_size(256)
                 .max_in_flight(5)
+                .queue_delay_target(Duration::ZERO)
         });
         // Metadata and a producer id first.
         h.send(keyed(1000), 1000).unwrap();

@@ -728,3 +728,71 @@ async fn batch_partial_takes_and_closed() {
         "records not taken are untouched"
     );
 }
+
+/// A cluster slower than the caller (every broker answers 20 ms late, one request of at most
+/// 16 KiB in flight per broker): `send(..).await` is held back by the queue-delay limit, so
+/// the bytes the producer holds stay far below `buffer.memory` although the caller offers
+/// 3 MB as fast as it can (once a drain is measured: a few records sent one at a time), and
+/// each waiting `send` is woken as room comes back (the loop ends); every record is delivered,
+/// in order per partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_is_held_back_by_the_queue_delay_limit_and_woken() {
+    const N: usize = 30_000;
+    let mock = cluster();
+    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
+    let config = builder(&mock)
+        .max_in_flight(1)
+        .max_request_size(16 * 1024)
+        .batch_size(16 * 1024)
+        .queue_delay_target(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let buffer_memory = config.buffer_memory;
+    let handle = ProducerHandle::start(config).unwrap();
+    // One record at a time until a drain is measured: before it the limit is
+    // `buffer.memory`, which a caller this fast would fill at once.
+    let mut warm_up = 0;
+    while handle.metrics().await.queue_delay_limit_bytes == Some(buffer_memory) {
+        let r = Record::new(TOPIC, format!("warm-up {warm_up}"));
+        handle.send(r).await.unwrap().await.expect("delivered");
+        warm_up += 1;
+        assert!(warm_up < 1000, "no drain measured");
+    }
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (handle, sampling) = (handle.clone(), sampling.clone());
+        tokio::spawn(async move {
+            let mut most = 0;
+            let mut limit = None;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                let m = handle.metrics().await;
+                most = most.max(m.buffered_bytes);
+                limit = limit.or(m.queue_delay_limit_bytes);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (most, limit)
+        })
+    };
+    let value = "v".repeat(100);
+    let mut futures = Vec::with_capacity(N);
+    for i in 0..N {
+        let r = Record::new(TOPIC, format!("{i:08}{value}")).with_key(format!("k{}", i % 6));
+        futures.push(handle.send(r).await.expect("sent once there is room"));
+    }
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (most, limit) = sampler.await.unwrap();
+    let mut last: HashMap<i32, i64> = HashMap::new();
+    for f in futures {
+        let m = f.await.expect("delivered");
+        let prev = last.insert(m.partition, m.offset).unwrap_or(-1);
+        assert!(m.offset > prev, "in order per partition");
+    }
+    let offered = N * 110;
+    println!("offered {offered} bytes; held at most {most}; limit {limit:?}");
+    assert!(limit.is_some(), "the limit is on by default");
+    assert!(
+        most < offered / 4 && most < buffer_memory / 16,
+        "held back: at most {most} bytes held of {offered} offered"
+    );
+    handle.close().await;
+}

@@ -61,6 +61,17 @@ pub struct Config {
     pub max_request_size: usize,
     /// `buffer.memory`: bytes of records held at most.
     pub buffer_memory: usize,
+    /// `queue.delay.target.ms`: the queue-delay limit. When the cluster absorbs less than the
+    /// application offers, `send` pushes back (`Full`, or a driver's blocking send waits)
+    /// once the unacknowledged bytes reach what the cluster drains in this long (measured:
+    /// the acknowledged bytes per second of time with Produce requests in flight), never
+    /// below `max.in.flight + 1` batches per broker and never above `buffer_memory`, which
+    /// stays the hard cap (and at `buffer_memory` until the first Produce answer: no drain is
+    /// measured before it). So records wait about this long in the producer instead of the
+    /// whole `buffer_memory`'s worth. Zero turns the limit off (the producer then fills
+    /// `buffer_memory`, as the Java client does); it is off with `acks=0` too (nothing is
+    /// acknowledged to measure the drain by).
+    pub queue_delay_target: Duration,
     /// Records held at most (franz-go's `MaxBufferedRecords`).
     pub buffer_max_records: usize,
     /// `compression.type`.
@@ -199,6 +210,7 @@ impl Config {
                 batch_size: 16 * 1024,
                 max_request_size: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
+                queue_delay_target: Duration::from_millis(50),
                 buffer_max_records: 1_000_000,
                 compression: Compression::None,
                 retry_backoff: Duration::from_millis(100),
@@ -236,7 +248,7 @@ impl Config {
 impl Config {
     /// Every duration setting by its builder name: the ones [`ConfigBuilder::build`] bounds by
     /// [`Config::MAX_DURATION`].
-    fn durations(&self) -> [(&'static str, Duration); 15] {
+    fn durations(&self) -> [(&'static str, Duration); 16] {
         [
             ("linger", self.linger),
             ("retry_backoff", self.retry_backoff),
@@ -256,6 +268,7 @@ impl Config {
             ),
             ("transaction_timeout", self.transaction_timeout),
             ("token_timeout", self.token_timeout),
+            ("queue_delay_target", self.queue_delay_target),
         ]
     }
 
@@ -282,6 +295,7 @@ impl Config {
             &mut self.partitioner_availability_timeout,
             &mut self.transaction_timeout,
             &mut self.token_timeout,
+            &mut self.queue_delay_target,
         ] {
             *d = (*d).min(max);
         }
@@ -328,6 +342,9 @@ impl ConfigBuilder {
         max_request_size: usize);
     setter!(/// `buffer.memory` (default 32 MiB).
         buffer_memory: usize);
+    setter!(/// `queue.delay.target.ms` (default 50 ms; zero turns the limit off): see
+        /// [`Config::queue_delay_target`].
+        queue_delay_target: Duration);
     setter!(/// Most records held at once (default 1,000,000).
         buffer_max_records: usize);
     setter!(/// `compression.type` (default none).

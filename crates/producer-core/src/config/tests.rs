@@ -115,7 +115,7 @@ refused!(
 #[test]
 fn duration_max_for_each_duration_setting_is_a_typed_error() {
     type Set = fn(ConfigBuilder, Duration) -> ConfigBuilder;
-    let settings: [(&str, Set); 15] = [
+    let settings: [(&str, Set); 16] = [
         ("linger", |b, d| b.linger(d)),
         ("retry_backoff", |b, d| b.retry_backoff(d)),
         ("retry_backoff_max", |b, d| b.retry_backoff_max(d)),
@@ -133,6 +133,7 @@ fn duration_max_for_each_duration_setting_is_a_typed_error() {
         }),
         ("transaction_timeout", |b, d| b.transaction_timeout(d)),
         ("token_timeout", |b, d| b.token_timeout(d)),
+        ("queue_delay_target", |b, d| b.queue_delay_target(d)),
     ];
     assert_eq!(
         settings.map(|(n, _)| n),

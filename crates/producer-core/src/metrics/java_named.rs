@@ -24,7 +24,7 @@ impl MetricsSnapshot {
                 value,
             })
         };
-        let totals: [(&'static str, &'static str, u64); 6] = [
+        let totals: [(&'static str, &'static str, u64); 7] = [
             (
                 "record_send_total",
                 "Records sent (record-send-total), retries included.",
@@ -54,6 +54,11 @@ impl MetricsSnapshot {
                 "bufferpool_wait_time_ns_total",
                 "Nanoseconds records waited for buffer space (bufferpool-wait-time-ns-total).",
                 c.buffer_wait_ns,
+            ),
+            (
+                "queue_delay_wait_time_ns_total",
+                "Nanoseconds records were held back by the queue-delay limit, queue.delay.target.ms (queue-delay-wait-time-ns-total).",
+                c.queue_delay_wait_ns,
             ),
         ];
         for (name, help, n) in totals {
@@ -158,6 +163,15 @@ impl MetricsSnapshot {
             Vec::new(),
             SeriesValue::Count(self.buffer_total_bytes as u64),
         );
+        if let Some(limit) = self.queue_delay_limit_bytes {
+            push(
+                "queue_delay_limit_bytes",
+                "Unacknowledged bytes the queue-delay limit lets send reach now (queue-delay-limit-bytes).",
+                SeriesKind::Gauge,
+                Vec::new(),
+                SeriesValue::Count(limit as u64),
+            );
+        }
         let in_flight: usize = self.brokers.iter().map(|b| b.in_flight_requests).sum();
         push(
             "requests_in_flight",

@@ -131,6 +131,9 @@ pub struct MetricsSnapshot {
     pub metadata_age: Option<Duration>,
     /// `buffer.memory`, in bytes (`buffer-total-bytes`).
     pub buffer_total_bytes: usize,
+    /// The queue-delay limit now ([`crate::Producer::queue_delay_limit`]): the unacknowledged
+    /// bytes `send` accepts records up to; `None` when it is off.
+    pub queue_delay_limit_bytes: Option<usize>,
     /// How long the wait for buffer space running at the snapshot has run (zero when `send`
     /// accepts records): a wait is counted in the totals only when it ends.
     pub buffer_wait_running: Duration,
@@ -171,6 +174,7 @@ impl Default for MetricsSnapshot {
             buffer_total_bytes: 0,
             buffer_wait_running: Duration::ZERO,
             settings: SettingsInUse::default(),
+            queue_delay_limit_bytes: None,
         }
     }
 }

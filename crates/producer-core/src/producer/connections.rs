@@ -277,6 +277,9 @@ impl<T> Producer<T> {
                         unreachable!("matched as Produce above")
                     };
                     self.on_produce(conn, batches, parsed.body);
+                    let brokers = &self.brokers;
+                    self.queue_delay
+                        .answered(self.now, req.sent_at, || brokers.nodes().max(1));
                     true
                 }
                 Err(_) => return self.malformed(conn, req),

@@ -113,6 +113,13 @@ impl<T> Producer<T> {
             self.metrics.buffer_full(self.now);
             return refuse(SendErrorReason::Full, record, opaque);
         }
+        let unacknowledged = self.buffered.unacknowledged_bytes();
+        if !self.queue_delay.admits(unacknowledged) {
+            // Pushed back by the queue-delay limit (`queue-delay-wait-time-ns-total` runs
+            // from here to the next record accepted).
+            self.queue_delay.held_back(self.now);
+            return refuse(SendErrorReason::Full, record, opaque);
+        }
         if let Some(p) = record
             .partition
             .filter(|&p| known && p >= t.partitions.len() as i32)
@@ -123,6 +130,12 @@ impl<T> Producer<T> {
         // entry, so that the call does not make them wait on the stack).
         if self.metrics.waiting_for_buffer() {
             self.metrics.buffer_wait_ended(self.now, &mut self.stats);
+        }
+        if self.queue_delay.holding_back() {
+            self.queue_delay_wait_ended();
+        }
+        if unacknowledged == 0 {
+            self.queue_delay.busy_from(self.now);
         }
         let Record {
             partition,
@@ -157,6 +170,18 @@ impl<T> Producer<T> {
         }
         self.route_sized(topic, pending, partition, payload);
         Ok(())
+    }
+
+    /// A record was accepted after the queue-delay limit refused records: the wait ends,
+    /// counted in [`crate::Stats::queue_delay_wait_ns`].
+    #[cold]
+    #[inline(never)]
+    fn queue_delay_wait_ended(&mut self) {
+        let waited = self.queue_delay.hold_ended(self.now);
+        self.stats.queue_delay_wait_ns = self
+            .stats
+            .queue_delay_wait_ns
+            .saturating_add(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// How long a record may wait for its topic's metadata: `max_block`, and never longer than

@@ -49,6 +49,7 @@ use crate::config::Config;
 use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot, SettingsInUse};
 use crate::outputs::OutputQueue;
 use crate::partitioner::Rng;
+use crate::queue_delay::QueueDelay;
 use crate::timer::{TimerKind, Timers};
 use crate::topics::Topics;
 use crate::types::{ConnId, Output, ProduceError, Record, SendError};
@@ -117,6 +118,8 @@ pub struct Producer<T> {
     deadlines: purge::Deadlines,
     /// Client telemetry (KIP-714).
     telemetry: telemetry::TelemetryBook,
+    /// The queue-delay limit (`queue.delay.target.ms`): unacknowledged bytes `send` may reach.
+    queue_delay: QueueDelay,
 }
 
 impl<T> Producer<T> {
@@ -153,6 +156,7 @@ impl<T> Producer<T> {
             txn: TransactionBook::new(&config),
             deadlines: purge::Deadlines::default(),
             telemetry: telemetry::TelemetryBook::new(&config, now),
+            queue_delay: QueueDelay::new(&config),
             config,
         }
     }
@@ -194,6 +198,7 @@ impl<T> Producer<T> {
                 max_in_flight: self.config.max_in_flight,
                 buffer_max_records: self.config.buffer_max_records,
             },
+            queue_delay_limit_bytes: self.queue_delay_limit(),
             ..MetricsSnapshot::default()
         };
         self.metrics.snapshot_into(&mut s, now, &self.stats);
@@ -251,6 +256,35 @@ impl<T> Producer<T> {
     /// Bytes of records accepted and not yet reported (as counted against `buffer_memory`).
     pub fn buffered_bytes(&self) -> usize {
         self.buffered.bytes()
+    }
+
+    /// The queue-delay limit now (`queue.delay.target.ms`, see
+    /// [`crate::Config::queue_delay_target`]): `send` accepts records while the
+    /// unacknowledged bytes are below it (so it is passed by one record at most); `None` when
+    /// the limit is off. It moves as Produce answers measure the cluster's drain rate.
+    pub fn queue_delay_limit(&self) -> Option<usize> {
+        Some(self.queue_delay.allowed()).filter(|&a| a != usize::MAX)
+    }
+
+    /// Bytes of records accepted and not yet acknowledged (what the queue-delay limit
+    /// counts): [`Producer::buffered_bytes`] less the acknowledged records a transactional
+    /// producer holds for their transaction's end.
+    pub fn unacknowledged_bytes(&self) -> usize {
+        self.buffered.unacknowledged_bytes()
+    }
+
+    /// For a driver that queues records before handing them to `send` (and bounds its queue
+    /// by [`Producer::buffer_charge`]s within `buffer_memory`): how many more bytes of
+    /// records the queue-delay limit lets in beside what the producer holds unacknowledged
+    /// now: a driver lets records into its queue while the bytes queued are below it, as
+    /// `send` accepts them while the unacknowledged bytes are below the limit
+    /// ([`usize::MAX`] when it is off). It rises when reports free space and when a Produce answer raises the
+    /// limit: read it again after handling outputs.
+    pub fn queue_delay_room(&self) -> usize {
+        match self.queue_delay.allowed() {
+            usize::MAX => usize::MAX,
+            allowed => allowed.saturating_sub(self.buffered.unacknowledged_bytes()),
+        }
     }
 
     /// Whether `close` has completed (every record reported, connections closed).

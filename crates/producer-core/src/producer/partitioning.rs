@@ -239,6 +239,8 @@ mod tests {
         Config::builder([("k", 9092)])
             .batch_size(1000)
             .linger(Duration::from_secs(3600))
+            // Nothing is ever sent: no drain to limit the queue by.
+            .queue_delay_target(Duration::ZERO)
             .seed(7)
     }
 

@@ -131,6 +131,10 @@ impl<T> Producer<T> {
             sealed,
             record_errors,
         } = batch.into_finished();
+        if result.is_ok() {
+            // Drained: the queue-delay limit measures the cluster's rate by these bytes.
+            self.queue_delay.acknowledged(charged);
+        }
         match result {
             Ok((base, append_time)) if self.txn.is_some() => {
                 // Reported when the transaction ends.

@@ -49,6 +49,7 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["batch.size"], "bytes"),
     setting(&["max.request.size", "message.max.bytes"], "bytes"),
     setting(&["buffer.memory"], "bytes"),
+    setting(&["queue.delay.target.ms"], "milliseconds, 0 for off"),
     setting(&["queue.buffering.max.kbytes"], "kibibytes"),
     setting(&["queue.buffering.max.messages"], "a count"),
     setting(
@@ -265,6 +266,7 @@ impl ConfigBuilder {
             "batch.size" => self.config.batch_size = count()?,
             "max.request.size" => self.config.max_request_size = count()?,
             "buffer.memory" => self.config.buffer_memory = count()?,
+            "queue.delay.target.ms" => self.config.queue_delay_target = ms()?,
             "queue.buffering.max.kbytes" => {
                 self.config.buffer_memory = count()?.checked_mul(1024).ok_or_else(bad)?
             }

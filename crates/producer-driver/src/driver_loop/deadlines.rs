@@ -26,7 +26,7 @@ use producer_core::{Delivery, ProduceError};
 use super::{Cmd, CoreOf, DriverLoop, Host};
 use crate::commands::{Command, Replies};
 use crate::control::FlushOutcome;
-use crate::CommandQueue;
+use crate::{CommandQueue, CoreLoad};
 
 /// A timed command in the loop's `taken`: its number ([`DriverLoop`]'s `popped` counts the
 /// commands taken off the front), its deadline, and whether it is a close.
@@ -109,7 +109,7 @@ impl<H: Host> DriverLoop<H> {
     ) -> bool {
         if !self.senders_gone {
             let before = self.taken.len();
-            if queue.take_behind(&mut self.taken, core.buffered_bytes()) {
+            if queue.take_behind(&mut self.taken, CoreLoad::of(core)) {
                 self.host.wake_senders();
             }
             if self.note_timed(before) {
@@ -175,7 +175,7 @@ impl<H: Host> DriverLoop<H> {
             return;
         };
         self.host.core_full(false);
-        queue.release(0, held.bytes, core.buffered_bytes());
+        queue.release(0, held.bytes, CoreLoad::of(core));
         self.deliver(Delivery::failed(
             held.opaque,
             never_sent.clone(),

@@ -594,6 +594,7 @@ impl<T> Producer<T> {
         base_offset: i64,
         append_time: i64,
     ) {
+        self.buffered.hold_acknowledged(charged);
         let txn = self
             .txn
             .as_mut()
@@ -778,6 +779,7 @@ impl<T> Producer<T> {
 
     /// Reports a held batch delivered and committed, and frees its space.
     fn report_held_committed(&mut self, h: HeldBatch<T>) {
+        self.buffered.end_acknowledged_hold(h.charged);
         self.buffers
             .give(h.sealed.into_buffer(), self.config.batch_size);
         self.buffered.release(h.charged, h.records.len());
@@ -803,6 +805,7 @@ impl<T> Producer<T> {
 
     /// Fails every record of a held batch with `error`, handing each back.
     fn fail_held(&mut self, h: HeldBatch<T>, error: ProduceError) {
+        self.buffered.end_acknowledged_hold(h.charged);
         let decoded = h.sealed.into_records().map_err(|e| e.to_string());
         let unreported = Unreported {
             records: h.records,

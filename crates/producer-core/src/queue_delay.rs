@@ -1,0 +1,319 @@
+//! The queue-delay limit (`queue.delay.target.ms`): how many unacknowledged bytes the producer
+//! lets `send` add, so that a producer offered more than the cluster absorbs keeps about
+//! `target` of records queued instead of filling `buffer.memory`.
+//!
+//! Little's law: bytes queued = drain rate x time each waits. The limit measures the rate at
+//! which the producer's bytes are acknowledged while it holds unacknowledged records (its
+//! *busy* time: idle time is not counted, so a producer offered little still measures what is
+//! drained when there is something to drain; and whether the cluster or the producer's own
+//! thread is what bounds the rate, the rate is what comes out), and allows `rate x (target + linger + round trip)`
+//! unacknowledged bytes, never fewer than a floor and never more than `buffer.memory` (which
+//! stays the hard cap, checked apart). The target is the time a record *queues*: what it
+//! spends in any case (its batch's `linger`, and the shortest Produce round trip seen) comes
+//! on top, so a producer far from its cluster, or lingering long, is not held back for
+//! those.
+//!
+//! Until the first Produce answer there is no drain to go by: the limit is `buffer.memory`, so
+//! a burst sent before the producer is connected is taken as without the limit (a caller that
+//! sends faster than the cluster drains queues, at most, what it sends until that answer).
+//! Each sample spans a quarter of the target of busy time at least. While the producer is idle the rate keeps its last value: the limit
+//! never drops below the floor for want of traffic.
+//!
+//! # One limit for the producer, from the whole producer's drain
+//! `send` admits a record before it is routed (a record without a key gets its partition, and
+//! so its broker, only when it is appended; a record waiting for metadata has none), and the
+//! drivers' command queue in front of the core is one budget: the limit is the producer's.
+//! It needs the producer's total drain rate. That is measured directly: each Produce answer
+//! adds the bytes it acknowledged and the time since the later of the previous answer from
+//! any broker and the moment the producer last went from holding nothing unacknowledged to
+//! holding records, so the busy time of brokers draining at once is counted once and their
+//! bytes add up. (Summing rates measured per broker would count a
+//! broker no longer written to at its last rate, and overstate brokers that drain in turn.)
+//! The floor is per broker: enough unacknowledged bytes for `max.in.flight` full batches and
+//! an open one on every broker the producer knows, so that a limit near the floor still keeps
+//! every broker's pipeline full.
+//!
+//! # What is counted
+//! Bytes as `buffer.memory` counts them (a record's encoded size and its entry), of records
+//! not yet acknowledged: a transactional producer's acknowledged records, held for the
+//! transaction's end, count against `buffer.memory` but not here.
+//!
+//! # Cost
+//! `send` pays one comparison ([`QueueDelay::admits`]); the rate is updated once per Produce
+//! answer, the limit once per sample (at least a quarter of the target of busy time).
+
+use std::time::{Duration, Instant};
+
+use crate::config::{Acks, Config};
+
+/// The smoothing of a fall of the drain rate: each lower sample moves the rate this fraction
+/// of the way down (a higher one sets it at once). Slow, so that a short stall (the cluster's,
+/// or the producer's thread not scheduled) does not hold senders back once it is over.
+const SMOOTHING: f64 = 0.125;
+
+/// The queue-delay limit's state; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct QueueDelay {
+    /// `queue.delay.target.ms`; `None`: the limit is off.
+    target: Option<Duration>,
+    /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when off).
+    allowed: usize,
+    /// Floor bytes per broker known: `(max.in.flight + 1) x batch.size`.
+    floor_per_broker: usize,
+    /// `buffer.memory`: the limit never goes above it.
+    cap: usize,
+    /// The smoothed drain rate, bytes per second of busy time; 0 until measured.
+    rate: f64,
+    /// Busy time a sample spans at least.
+    sample_span: Duration,
+    /// The sample being gathered: bytes acknowledged and busy time.
+    sample_bytes: usize,
+    sample_busy: Duration,
+    /// When the previous Produce answer came (from any broker).
+    last_answer: Option<Instant>,
+    /// When `send` last accepted a record while nothing was unacknowledged: the start of the
+    /// current busy period.
+    busy_since: Option<Instant>,
+    /// The shortest Produce round trip seen.
+    min_round_trip: Option<Duration>,
+    /// `linger.ms`.
+    linger: Duration,
+    /// When `send` was first refused by this limit since a record was last accepted.
+    held_since: Option<Instant>,
+}
+
+impl QueueDelay {
+    /// The limit `config` asks for, before any drain is measured: `buffer.memory`. Off with a
+    /// zero target, and with `acks=0` (no acknowledgement measures the
+    /// drain; records leave the buffer as their requests are written).
+    pub(crate) fn new(config: &Config) -> Self {
+        let target =
+            Some(config.queue_delay_target).filter(|t| !t.is_zero() && config.acks != Acks::None);
+        let floor_per_broker = config
+            .batch_size
+            .saturating_mul(config.max_in_flight.saturating_add(1));
+        let mut q = QueueDelay {
+            target,
+            allowed: usize::MAX,
+            floor_per_broker,
+            cap: config.buffer_memory,
+            rate: 0.0,
+            sample_span: (config.queue_delay_target / 4).max(Duration::from_millis(1)),
+            sample_bytes: 0,
+            sample_busy: Duration::ZERO,
+            last_answer: None,
+            busy_since: None,
+            min_round_trip: None,
+            linger: config.linger,
+            held_since: None,
+        };
+        if q.target.is_some() {
+            q.allowed = q.cap;
+        }
+        q
+    }
+
+    /// Whether a record may be accepted beside `unacked` unacknowledged bytes: while they
+    /// are below the limit (so the limit is passed by one record at most, and a record larger
+    /// than the limit is not held back for ever). Call it on every `send`: one comparison.
+    #[inline(always)]
+    pub(crate) fn admits(&self, unacked: usize) -> bool {
+        unacked < self.allowed
+    }
+
+    /// `send` accepted a record at `now` while nothing was unacknowledged: a busy period
+    /// starts (the time before it is not counted as drain time).
+    #[inline]
+    pub(crate) fn busy_from(&mut self, now: Instant) {
+        self.busy_since = Some(now);
+    }
+
+    /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when the limit is off).
+    pub(crate) fn allowed(&self) -> usize {
+        self.allowed
+    }
+
+    /// The smoothed drain rate in bytes per second of busy time (0 until measured, or off).
+    #[cfg(test)]
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Bytes of records acknowledged by the answer being handled (call before
+    /// [`QueueDelay::answered`] for the same answer).
+    #[inline]
+    pub(crate) fn acknowledged(&mut self, bytes: usize) {
+        self.sample_bytes = self.sample_bytes.saturating_add(bytes);
+    }
+
+    /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
+    /// answer's batches were reported); `brokers` counts the brokers the producer knows (for
+    /// the floor), asked only when a sample completes. Adds the busy time since the later of
+    /// the previous answer and the start of the busy period (the first answer: since
+    /// `sent_at`); once the sample spans enough, folds it into the rate and sets the limit
+    /// anew. Returns whether the limit rose.
+    pub(crate) fn answered(
+        &mut self,
+        now: Instant,
+        sent_at: Instant,
+        brokers: impl FnOnce() -> usize,
+    ) -> bool {
+        if self.target.is_none() {
+            return false;
+        }
+        let from = match (self.last_answer, self.busy_since) {
+            (Some(last), Some(busy)) => last.max(busy),
+            (Some(last), None) => last,
+            (None, _) => sent_at,
+        };
+        self.last_answer = Some(now);
+        let round_trip = now.saturating_duration_since(sent_at);
+        self.min_round_trip = Some(
+            self.min_round_trip
+                .map_or(round_trip, |m| m.min(round_trip)),
+        );
+        self.sample_busy += now.saturating_duration_since(from);
+        if self.sample_busy < self.sample_span {
+            return false;
+        }
+        let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
+        // Up at once, down smoothed: a rise is the cluster taking more than the limit let it
+        // have (the sample is bounded by what was queued), a fall may be a lull.
+        self.rate = match self.rate {
+            r if r > 0.0 && sample < r => r + SMOOTHING * (sample - r),
+            _ => sample,
+        };
+        self.sample_bytes = 0;
+        self.sample_busy = Duration::ZERO;
+        let before = self.allowed;
+        self.update(brokers());
+        self.allowed > before
+    }
+
+    /// Sets the limit from the rate: `rate x (target + linger + shortest round trip)`, within
+    /// the floor for `brokers` brokers and `buffer.memory`.
+    fn update(&mut self, brokers: usize) {
+        let Some(target) = self.target else {
+            self.allowed = usize::MAX;
+            return;
+        };
+        let floor = self
+            .floor_per_broker
+            .saturating_mul(brokers.max(1))
+            .min(self.cap);
+        let delay = target + self.linger + self.min_round_trip.unwrap_or_default();
+        let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
+        self.allowed = wanted.clamp(floor, self.cap);
+    }
+
+    /// `send` was refused by this limit at `now`: a wait starts, unless one already runs.
+    #[cold]
+    pub(crate) fn held_back(&mut self, now: Instant) {
+        self.held_since.get_or_insert(now);
+    }
+
+    /// Whether a wait started by [`QueueDelay::held_back`] runs (one branch on `send`'s path).
+    #[inline(always)]
+    pub(crate) fn holding_back(&self) -> bool {
+        self.held_since.is_some()
+    }
+
+    /// A record was accepted at `now`: the wait ends; returns how long it lasted.
+    #[cold]
+    pub(crate) fn hold_ended(&mut self, now: Instant) -> Duration {
+        self.held_since
+            .take()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(target_ms: u64) -> Config {
+        Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
+            .linger(Duration::ZERO)
+            .queue_delay_target(Duration::from_millis(target_ms))
+            .build()
+            .unwrap()
+    }
+
+    /// Before any drain is measured the limit is `buffer.memory`; the first sample sets it,
+    /// here to the floor (`max.in.flight + 1` batches for each of the three brokers).
+    #[test]
+    fn starts_at_buffer_memory_until_the_first_answer() {
+        let mut q = QueueDelay::new(&config(50));
+        assert_eq!(q.allowed(), 32 << 20);
+        let t0 = Instant::now();
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(20), t0, || 3);
+        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
+        assert!(q.admits(0), "a record alone always goes, whatever its size");
+        assert!(q.admits(q.allowed() - 1));
+        assert!(!q.admits(q.allowed()));
+    }
+
+    /// A zero target and `acks=0` turn the limit off: it admits up to `buffer.memory` (which
+    /// is checked apart).
+    #[test]
+    fn a_zero_target_or_acks_0_is_off() {
+        let off = QueueDelay::new(&config(0));
+        assert_eq!(off.allowed(), usize::MAX);
+        assert!(off.admits(31 << 20));
+        let acks0 = Config::builder([("a", 9092)])
+            .acks(Acks::None)
+            .build()
+            .unwrap();
+        assert_eq!(QueueDelay::new(&acks0).allowed(), usize::MAX);
+    }
+
+    /// With the cluster acknowledging 10 MB per second of busy time, the limit settles at
+    /// rate x (target + round trip): 0.51 MB for 50 ms and 1 ms; idle gaps between answers
+    /// are not busy time.
+    #[test]
+    fn the_limit_follows_the_drain_rate_times_the_target() {
+        let mut q = QueueDelay::new(&config(50));
+        let mut t = Instant::now();
+        for i in 0..200u64 {
+            if i % 50 == 0 {
+                // An idle second now and then, nothing held: not counted (a record accepted
+                // with nothing unacknowledged starts the next busy period).
+                t += Duration::from_secs(1);
+                q.busy_from(t);
+            }
+            // A request written at `sent`, answered a millisecond later with 10 kB.
+            let sent = t;
+            t += Duration::from_millis(1);
+            q.acknowledged(10_000);
+            q.answered(t, sent, || 3);
+        }
+        let rate = q.rate();
+        assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
+        let allowed = q.allowed();
+        assert!(
+            (459_000..561_000).contains(&allowed),
+            "allowed {allowed}: 10 MB/s x 51 ms"
+        );
+    }
+
+    /// The limit never goes below the floor for the brokers known, nor above
+    /// `buffer.memory`.
+    #[test]
+    fn the_limit_stays_between_the_floor_and_buffer_memory() {
+        let mut q = QueueDelay::new(&config(50));
+        let t0 = Instant::now();
+        // A slow drain: 1 kB per 20 ms.
+        for i in 1..=20u32 {
+            q.acknowledged(1000);
+            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+        }
+        assert_eq!(q.allowed(), 2 * 6 * 16 * 1024, "the floor for two brokers");
+        // A very fast one: 1 GB per ms.
+        for i in 21..=40u32 {
+            q.acknowledged(1 << 30);
+            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+        }
+        assert_eq!(q.allowed(), 32 << 20, "buffer.memory caps it");
+    }
+}

@@ -1,0 +1,242 @@
+//! The queue-delay limit (`queue.delay.target.ms`) against a simulated cluster slower than
+//! the caller: a broker that answers each Produce request 5 ms late, one request in flight,
+//! at most 8 KiB per request, while the test offers records every millisecond until `send`
+//! says `Full`. With the limit, the unacknowledged bytes settle near what the cluster drains
+//! in the target delay, far below `buffer.memory`, and `send` pushes back there; without it,
+//! the buffer fills to `buffer.memory`. Either way every record offered and accepted is
+//! delivered once, in order per partition; `buffer.memory` stays the hard cap.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use producer_core::{ConfigBuilder, Producer, SendErrorReason};
+use producer_sim::drive::Harness;
+use support::run::*;
+
+const TOPICS: &[(&str, i32)] = &[("orders", 4)];
+const TARGET: Duration = Duration::from_millis(50);
+const BUFFER: usize = 4 << 20;
+
+/// One broker answering every Produce request 5 ms late, one request in flight, 8 KiB at
+/// most per request: it drains about 1.5 MB/s whatever the caller offers.
+fn slow_cluster(tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Harness<u64> {
+    let mut h = harness(cluster(1, TOPICS, 5), |b| {
+        tune(
+            b.linger(Duration::from_millis(2))
+                .batch_size(4096)
+                .max_request_size(8192)
+                .max_in_flight(1)
+                .buffer_memory(BUFFER),
+        )
+    });
+    h.cluster
+        .delay_responses(1, Duration::from_millis(5), u32::MAX)
+        .unwrap();
+    h
+}
+
+/// What a saturating run saw.
+#[derive(Debug, Default)]
+struct Saturated {
+    sent: Vec<Sent>,
+    /// Unacknowledged bytes at the first `Full`.
+    at_first_full: Option<usize>,
+    /// The most unacknowledged bytes seen after a send, over the run's second half.
+    max_late: usize,
+    /// Their average, sampled each millisecond over the second half.
+    avg_late: f64,
+    /// Bytes (as `buffer.memory` counts them) delivered over the second half, per second.
+    drain_late: f64,
+    /// Sends refused as `Full`.
+    refused: u64,
+    /// Mean virtual time from acceptance to report, over the second half, in ms.
+    latency_ms: f64,
+}
+
+/// Offers records every millisecond of `run` (virtual time) until `send` refuses one as
+/// `Full`, checking after every accepted record that the unacknowledged bytes are within the
+/// limit (when it is on) and `buffer.memory`; then stops offering and flushes.
+fn saturate(h: &mut Harness<u64>, run: Duration) -> Saturated {
+    let mut s = Saturated::default();
+    // A record a millisecond for 100 ms, so that a drain is measured: until then the limit
+    // is `buffer.memory`, which a caller sending in no time would fill at once.
+    let mut id = 0u64;
+    while id < 100 {
+        h.send(record(id, "orders", false), id).unwrap();
+        s.sent.push(Sent {
+            id,
+            topic: "orders".into(),
+            key: None,
+        });
+        id += 1;
+        h.run_for(Duration::from_millis(1));
+    }
+    assert!(h.run_until(secs(10), |h| h.deliveries.len() == id as usize));
+    let mut reported = id as usize;
+    let t0 = h.now;
+    let half = t0 + run / 2;
+    let mut accepted_at: VecDeque<(u64, Instant, usize)> = VecDeque::new();
+    let (mut samples, mut sum) = (0u64, 0f64);
+    let (mut drained, mut latency_sum, mut latency_n) = (0usize, 0f64, 0u64);
+    while h.now < t0 + run {
+        loop {
+            let r = record(id, "orders", false);
+            let charge = Producer::<u64>::buffer_charge(&r);
+            match h.send(r, id) {
+                Ok(()) => {
+                    let unacked = h.producer.unacknowledged_bytes();
+                    if let Some(limit) = h.producer.queue_delay_limit() {
+                        assert!(
+                            unacked - charge < limit,
+                            "accepted with {} unacknowledged bytes, at the limit {limit}",
+                            unacked - charge
+                        );
+                    }
+                    assert!(
+                        h.producer.buffered_bytes()
+                            <= BUFFER.min(h.producer.config().buffer_memory)
+                    );
+                    if h.now >= half {
+                        s.max_late = s.max_late.max(unacked);
+                    }
+                    accepted_at.push_back((id, h.now, charge));
+                    s.sent.push(Sent {
+                        id,
+                        topic: "orders".into(),
+                        key: None,
+                    });
+                    id += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.reason, SendErrorReason::Full);
+                    assert_eq!(e.opaque, id, "the refused record comes back");
+                    s.refused += 1;
+                    s.at_first_full
+                        .get_or_insert(h.producer.unacknowledged_bytes());
+                    break;
+                }
+            }
+        }
+        h.run_for(Duration::from_millis(1));
+        // Reports come in send order here (one partition leader, one request in flight,
+        // sticky batches): match them to their acceptance.
+        while reported < h.deliveries.len() {
+            let d = &h.deliveries[reported];
+            reported += 1;
+            assert!(
+                d.result.is_ok(),
+                "record {} failed: {:?}",
+                d.opaque,
+                d.result
+            );
+            let pos = accepted_at.iter().position(|&(i, _, _)| i == d.opaque);
+            let (_, at, charge) = accepted_at.remove(pos.unwrap()).unwrap();
+            if h.now >= half {
+                drained += charge;
+                latency_sum += (h.now - at).as_secs_f64() * 1000.0;
+                latency_n += 1;
+            }
+        }
+        if h.now >= half {
+            samples += 1;
+            sum += h.producer.unacknowledged_bytes() as f64;
+        }
+    }
+    s.avg_late = sum / samples as f64;
+    s.drain_late = drained as f64 / (run / 2).as_secs_f64();
+    s.latency_ms = latency_sum / latency_n.max(1) as f64;
+    assert!(h.flush(secs(60)), "every record reported");
+    check_run(h, &s.sent, TOPICS, true);
+    assert!(
+        h.deliveries.iter().all(|d| d.result.is_ok()),
+        "none dropped: every record delivered"
+    );
+    s
+}
+
+/// With the cluster slower than the caller, the unacknowledged bytes settle near what the
+/// cluster drains in the target delay (well below `buffer.memory`), `send` pushes back there
+/// (`Full` long before `buffer.memory`), the time held back is counted apart from the buffer
+/// wait, and every record accepted is delivered once, in order.
+#[test]
+fn a_saturated_producer_keeps_about_the_target_delay_queued() {
+    let mut h = slow_cluster(|b| b.queue_delay_target(TARGET));
+    let s = saturate(&mut h, secs(3));
+    // The target, and what a record spends in any case: its linger and the round trip
+    // (5 ms of the broker's delay and up to 5 ms of network each way).
+    let expected = s.drain_late * (TARGET + Duration::from_millis(2 + 5 + 2)).as_secs_f64();
+    println!(
+        "limit on: drain {:.0} B/s, expected depth {expected:.0}, average {:.0}, max {}, \
+         first Full at {:?}, {} refusals, latency {:.1} ms",
+        s.drain_late, s.avg_late, s.max_late, s.at_first_full, s.refused, s.latency_ms
+    );
+    assert!(s.drain_late > 100_000.0, "the cluster drained: {s:?}");
+    let first_full = s.at_first_full.expect("send pushed back");
+    assert!(
+        first_full < BUFFER / 8,
+        "pushed back at {first_full} bytes, far below buffer.memory"
+    );
+    assert!(
+        s.avg_late < 2.0 * expected && s.avg_late > 0.25 * expected,
+        "the queue settles near drain x target: average {} for {expected}",
+        s.avg_late
+    );
+    assert!(s.max_late < BUFFER / 8, "max {}", s.max_late);
+    let limit = h.producer.queue_delay_limit().unwrap();
+    assert!(
+        (limit as f64) < 2.0 * expected.max(8192.0) && limit >= 2 * 4096,
+        "the limit {limit} follows the drain: {expected}"
+    );
+    let m = h.producer.metrics();
+    assert!(m.counters.queue_delay_wait_ns > 0, "held back, counted");
+    assert_eq!(m.counters.buffer_wait_ns, 0, "buffer.memory never reached");
+    assert_eq!(m.queue_delay_limit_bytes, Some(limit));
+    let text = m.to_string();
+    assert!(text.contains(&format!("kafka_producer_queue_delay_limit_bytes {limit}\n")));
+    assert!(text.contains(&format!(
+        "kafka_producer_queue_delay_wait_time_ns_total {}\n",
+        m.counters.queue_delay_wait_ns
+    )));
+}
+
+/// With the limit off (`queue.delay.target.ms=0`) the old behaviour holds: the buffer fills
+/// to `buffer.memory` before `send` says `Full`, and that wait counts as the buffer wait.
+#[test]
+fn with_the_limit_off_the_buffer_fills_to_buffer_memory() {
+    let mut h = slow_cluster(|b| b.queue_delay_target(Duration::ZERO));
+    assert_eq!(h.producer.queue_delay_limit(), None);
+    let s = saturate(&mut h, Duration::from_millis(600));
+    println!(
+        "limit off: drain {:.0} B/s, average {:.0}, max {}, first Full at {:?}, latency {:.1} ms",
+        s.drain_late, s.avg_late, s.max_late, s.at_first_full, s.latency_ms
+    );
+    let first_full = s.at_first_full.expect("full at last");
+    assert!(
+        first_full > BUFFER - 1024,
+        "Full only at buffer.memory: {first_full}"
+    );
+    let m = h.producer.metrics();
+    assert_eq!(m.counters.queue_delay_wait_ns, 0);
+    assert!(m.counters.buffer_wait_ns > 0);
+    assert_eq!(m.queue_delay_limit_bytes, None);
+}
+
+/// `buffer.memory` stays the hard cap: with a buffer smaller than what the cluster drains in
+/// the target delay, the limit stops at it and the buffer never holds more.
+#[test]
+fn buffer_memory_stays_the_hard_cap() {
+    let small = 48 * 1024;
+    let mut h = slow_cluster(|b| {
+        b.queue_delay_target(Duration::from_secs(2))
+            .buffer_memory(small)
+    });
+    let s = saturate(&mut h, secs(1));
+    assert!(s.max_late <= small, "{} over buffer.memory", s.max_late);
+    assert_eq!(h.producer.queue_delay_limit(), Some(small), "capped");
+    assert!(
+        h.producer.metrics().counters.buffer_wait_ns > 0,
+        "Full at buffer.memory"
+    );
+}
