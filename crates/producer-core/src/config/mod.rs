@@ -70,7 +70,9 @@ pub struct Config {
     /// measured before it). So records wait about this long in the producer instead of the
     /// whole `buffer_memory`'s worth. Zero turns the limit off (the producer then fills
     /// `buffer_memory`, as the Java client does); it is off with `acks=0` too (nothing is
-    /// acknowledged to measure the drain by).
+    /// acknowledged to measure the drain by). **Off by default for now**: the default target
+    /// (issue 22 asks for it on) waits for a measurement of its throughput cost on a quiet
+    /// machine.
     pub queue_delay_target: Duration,
     /// Records held at most (franz-go's `MaxBufferedRecords`).
     pub buffer_max_records: usize,
@@ -210,7 +212,7 @@ impl Config {
                 batch_size: 16 * 1024,
                 max_request_size: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
-                queue_delay_target: Duration::from_millis(50),
+                queue_delay_target: Duration::ZERO,
                 buffer_max_records: 1_000_000,
                 compression: Compression::None,
                 retry_backoff: Duration::from_millis(100),
@@ -342,7 +344,8 @@ impl ConfigBuilder {
         max_request_size: usize);
     setter!(/// `buffer.memory` (default 32 MiB).
         buffer_memory: usize);
-    setter!(/// `queue.delay.target.ms` (default 50 ms; zero turns the limit off): see
+    setter!(/// `queue.delay.target.ms` (default 0: off until its default target is measured; 50 ms is a
+        /// start): see
         /// [`Config::queue_delay_target`].
         queue_delay_target: Duration);
     setter!(/// Most records held at once (default 1,000,000).
