@@ -583,7 +583,10 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
     /// [`producer_driver::otel`]). A record refused by a send call comes back with the stamped
     /// headers.
     #[cfg(feature = "opentelemetry")]
-    pub fn opentelemetry<Tr>(mut self, tracing: crate::otel::TracingInterceptor<Tr>) -> Self
+    pub fn opentelemetry<Tr>(
+        mut self,
+        tracing: producer_driver::otel::TracingInterceptor<Tr>,
+    ) -> Self
     where
         Tr: opentelemetry::trace::Tracer + Send + 'static,
         Tr::Span: Send + 'static,
