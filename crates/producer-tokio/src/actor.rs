@@ -104,7 +104,7 @@ async fn commands(ready: &Notify, holding: bool) {
 }
 
 /// The clock the core runs on: tokio's, so tests may pause time.
-fn now() -> std::time::Instant {
+pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 

@@ -46,7 +46,7 @@ impl Shared {
         Shared {
             closing: AtomicBool::new(false),
             core_full: AtomicBool::new(false),
-            queue: CommandQueue::new(command_capacity, buffer_memory),
+            queue: CommandQueue::new(command_capacity, buffer_memory).with_clock(crate::actor::now),
             cmd_ready: Notify::new(),
             space: Notify::new(),
             last_words: LastWords::default(),
