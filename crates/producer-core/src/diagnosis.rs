@@ -441,7 +441,10 @@ impl MetricsSnapshot {
     /// The fraction of the window records waited for buffer space: waits ended in the window
     /// plus the one running, over the window.
     fn buffer_wait_fraction(&self) -> f64 {
-        self.wait_fraction(self.windowed.growth.buffer_wait_ns, self.buffer_wait_running)
+        self.wait_fraction(
+            self.windowed.growth.buffer_wait_ns,
+            self.buffer_wait_running,
+        )
     }
 
     /// The fraction of the window records were held back by the queue-delay limit, likewise.
@@ -654,7 +657,9 @@ mod tests {
             }
         );
         assert_eq!(v.setting(), Some("queue.delay.target.ms"));
-        assert!(v.to_string().contains("310 bytes unacknowledged, limit 300 bytes"));
+        assert!(v
+            .to_string()
+            .contains("310 bytes unacknowledged, limit 300 bytes"));
         s.buffer_wait_running = Duration::from_millis(150);
         assert!(
             matches!(

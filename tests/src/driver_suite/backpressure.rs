@@ -104,7 +104,10 @@ pub fn a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed(driver: D
     assert!(
         matches!(
             causes.as_slice(),
-            [BackpressureCause::BufferMemory { buffer_memory: BUDGET, .. }]
+            [BackpressureCause::BufferMemory {
+                buffer_memory: BUDGET,
+                ..
+            }]
         ),
         "backpressure by buffer.memory: {}",
         m.diagnose()
