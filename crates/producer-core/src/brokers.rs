@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::active::{ActivePartitions, Listed, Listing};
 use crate::connection::{ConnState, Connection};
 use crate::limits::{MAX_BROKERS, MAX_THROTTLE};
 use crate::types::{ConnId, ConnectionError};
@@ -35,8 +36,9 @@ pub(crate) struct BrokerSlot {
     pub(crate) reconnect_at: Option<Instant>,
     /// Consecutive failed connection attempts (reconnect backoff exponent).
     pub(crate) failures: u32,
-    /// Round-robin start for the next request, so no partition starves.
-    pub(crate) drain_index: usize,
+    /// The partitions it leads that have something to send, in the order requests serve them
+    /// (round robin, so no partition starves).
+    pub(crate) active: ActivePartitions,
     /// Why its last connection failed, until a connection to it is ready again.
     last_error: Option<Box<ConnectionError>>,
     /// The node left the cluster and the slot is free: it has no connection, leads nothing,
@@ -57,7 +59,7 @@ impl BrokerSlot {
             throttled_until: None,
             reconnect_at: None,
             failures: 0,
-            drain_index: 0,
+            active: ActivePartitions::default(),
             last_error: None,
             retired: false,
         }
@@ -142,6 +144,8 @@ pub(crate) struct Brokers {
     all_down_reported: bool,
     /// Retired slots, for the next new node.
     free: Vec<u32>,
+    /// The sequence number of the next partition listing ([`crate::active`]).
+    next_listing: u64,
 }
 
 impl Brokers {
@@ -159,6 +163,7 @@ impl Brokers {
             ever_ready: false,
             all_down_reported: false,
             free: Vec::new(),
+            next_listing: 0,
         }
     }
 
@@ -278,6 +283,7 @@ impl Brokers {
     pub(crate) fn forget_topic(&mut self, topic: u32) {
         for b in &mut self.slots {
             b.partitions.retain(|&(t, _)| t != topic);
+            b.active.forget_topic(topic);
         }
     }
 
@@ -391,6 +397,20 @@ impl Brokers {
             self.slots[slot as usize].dirty = false;
         }
         dirty
+    }
+
+    /// Lists `(topic, partition)` with `slot` as having something to send, at the back of its
+    /// [`ActivePartitions`]; the partition is to keep the returned listing (its entry is valid
+    /// while it does).
+    pub(crate) fn list(&mut self, slot: u32, (topic, partition): (u32, u32)) -> Listing {
+        self.next_listing += 1;
+        let seq = self.next_listing;
+        self.slots[slot as usize].active.push(Listed {
+            topic,
+            partition,
+            seq,
+        });
+        Listing { slot, seq }
     }
 
     /// Records that `leader` now leads `(topic, partition)` instead of `old`.
