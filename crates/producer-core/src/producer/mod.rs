@@ -222,10 +222,7 @@ impl<T> Producer<T> {
                 let mut m = BrokerMetrics::new(b.node_id, b.host.clone(), b.port, state);
                 m.in_flight_requests = in_flight_requests;
                 m.in_flight_produce = in_flight_produce;
-                m.records_waiting = b
-                    .partitions
-                    .iter()
-                    .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+                m.records_waiting = self.has_active_partition(slot as u32);
                 self.metrics.broker_into(slot as u32, &mut m, now);
                 m
             })
