@@ -15,13 +15,14 @@
 //! asking the producer to drop them (amortised: only after the list doubled).
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 
 /// One entry of a broker's list: partition `partition` of topic `topic`, listed under `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Listed {
     pub(crate) topic: u32,
     pub(crate) partition: u32,
-    pub(crate) seq: u64,
+    pub(crate) seq: NonZeroU64,
 }
 
 /// Where a partition is listed: the broker slot and the listing's sequence number (kept in the
@@ -29,7 +30,8 @@ pub(crate) struct Listed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Listing {
     pub(crate) slot: u32,
-    pub(crate) seq: u64,
+    /// Never 0, so that an `Option<Listing>` in every partition takes 16 bytes, not 24.
+    pub(crate) seq: NonZeroU64,
 }
 
 /// The stale entries a list may hold beyond twice the partitions its broker leads before it is
@@ -98,7 +100,7 @@ mod tests {
         Listed {
             topic,
             partition,
-            seq,
+            seq: NonZeroU64::new(seq + 1).unwrap(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! by whoever retires it.
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use crate::active::{ActivePartitions, Listed, Listing};
@@ -403,8 +404,9 @@ impl Brokers {
     /// [`ActivePartitions`]; the partition is to keep the returned listing (its entry is valid
     /// while it does).
     pub(crate) fn list(&mut self, slot: u32, (topic, partition): (u32, u32)) -> Listing {
+        // 1, 2, 3, ...: u64 does not run out.
+        let seq = NonZeroU64::MIN.saturating_add(self.next_listing);
         self.next_listing += 1;
-        let seq = self.next_listing;
         self.slots[slot as usize].active.push(Listed {
             topic,
             partition,

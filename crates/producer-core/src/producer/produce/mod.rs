@@ -384,7 +384,10 @@ impl<T> Producer<T> {
         // Each answer by (topic number, partition): a v13 answer names topics by the ids the
         // request carried, an older one by name. A partition named more than once gets `None`:
         // its entries may contradict each other (written and not), so none is believed.
-        let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> = HashMap::new();
+        // Sized for the batches the request carried (a partition each), so that it does not
+        // grow on the way; a longer answer grows it, bounded by the response's size.
+        let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> =
+            HashMap::with_capacity(batches.len());
         for topic in &resp.topics {
             let t = if topic.topic_id != [0; 16] {
                 self.topics.by_topic_id(topic.topic_id)
