@@ -8,7 +8,6 @@
 //! node's connection never names its successor's; timers naming a retired slot are forgotten
 //! by whoever retires it.
 
-use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
@@ -133,7 +132,9 @@ pub(crate) enum FailureOutcome {
 #[derive(Debug)]
 pub(crate) struct Brokers {
     slots: Vec<BrokerSlot>,
-    by_node: HashMap<i32, u32>,
+    /// Node id -> slot, sorted by node id (at most [`MAX_BROKERS`]): looked up a few times per
+    /// batch (a partition's leader), where a binary search costs less than hashing.
+    by_node: Vec<(i32, u32)>,
     dirty: Vec<u32>,
     /// Bootstrap slot to try next when no broker is reachable.
     next_bootstrap: usize,
@@ -157,7 +158,7 @@ impl Brokers {
                 .iter()
                 .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p, 0))
                 .collect(),
-            by_node: HashMap::new(),
+            by_node: Vec::new(),
             dirty: Vec::new(),
             next_bootstrap: 0,
             latest_error: None,
@@ -200,12 +201,15 @@ impl Brokers {
 
     /// The slot of a node named by metadata, if known.
     pub(crate) fn slot_of_node(&self, node_id: i32) -> Option<u32> {
-        self.by_node.get(&node_id).copied()
+        self.by_node
+            .binary_search_by_key(&node_id, |&(n, _)| n)
+            .ok()
+            .map(|i| self.by_node[i].1)
     }
 
     /// Whether metadata named this node.
     pub(crate) fn knows_node(&self, node_id: i32) -> bool {
-        self.by_node.contains_key(&node_id)
+        self.slot_of_node(node_id).is_some()
     }
 
     /// The slot of a node, created (or its address updated) from a broker entry of a Metadata
@@ -219,14 +223,18 @@ impl Brokers {
             return None;
         }
         let port = u16::try_from(port).unwrap_or(0);
-        if let Some(&slot) = self.by_node.get(&node_id) {
-            let b = &mut self.slots[slot as usize];
-            if b.host != host || b.port != port {
-                b.host = host.to_owned();
-                b.port = port;
+        let at = match self.by_node.binary_search_by_key(&node_id, |&(n, _)| n) {
+            Ok(i) => {
+                let slot = self.by_node[i].1;
+                let b = &mut self.slots[slot as usize];
+                if b.host != host || b.port != port {
+                    b.host = host.to_owned();
+                    b.port = port;
+                }
+                return Some(slot);
             }
-            return Some(slot);
-        }
+            Err(at) => at,
+        };
         if self.by_node.len() >= MAX_BROKERS {
             return None;
         }
@@ -242,7 +250,7 @@ impl Brokers {
                 self.slots.len() as u32 - 1
             }
         };
-        self.by_node.insert(node_id, slot);
+        self.by_node.insert(at, (node_id, slot));
         Some(slot)
     }
 
@@ -254,7 +262,7 @@ impl Brokers {
         self.by_node
             .iter()
             .filter(|(node, _)| listed.binary_search(node).is_err())
-            .map(|(_, &slot)| slot)
+            .map(|&(_, slot)| slot)
             .collect()
     }
 
@@ -270,8 +278,13 @@ impl Brokers {
         }
         debug_assert!(b.conn.is_none(), "the connection is closed first");
         debug_assert!(b.partitions.is_empty(), "the partitions move first");
-        if self.by_node.get(&b.node_id) == Some(&slot) {
-            self.by_node.remove(&b.node_id);
+        if let Ok(i) = self
+            .by_node
+            .binary_search_by_key(&b.node_id, |&(n, _)| n)
+        {
+            if self.by_node[i].1 == slot {
+                self.by_node.remove(i);
+            }
         }
         let mut vacant = BrokerSlot::new(-1, String::new(), 0, b.generation);
         vacant.retired = true;
