@@ -278,10 +278,7 @@ impl Brokers {
         }
         debug_assert!(b.conn.is_none(), "the connection is closed first");
         debug_assert!(b.partitions.is_empty(), "the partitions move first");
-        if let Ok(i) = self
-            .by_node
-            .binary_search_by_key(&b.node_id, |&(n, _)| n)
-        {
+        if let Ok(i) = self.by_node.binary_search_by_key(&b.node_id, |&(n, _)| n) {
             if self.by_node[i].1 == slot {
                 self.by_node.remove(i);
             }

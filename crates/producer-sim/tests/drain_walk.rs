@@ -147,7 +147,11 @@ fn a_partition_moved_away_and_back_is_in_a_request_once() {
     assert!(done, "every record reported");
     check_run(&h, &sent, &topics, true);
     let requests = produce_requests(&h);
-    assert!(requests.len() > 10, "records flowed: {} requests", requests.len());
+    assert!(
+        requests.len() > 10,
+        "records flowed: {} requests",
+        requests.len()
+    );
     for (broker, parts) in requests {
         let distinct: HashSet<&(String, i32)> = parts.iter().collect();
         assert_eq!(

@@ -25,7 +25,9 @@ impl<T> Producer<T> {
             return;
         }
         let listing = self.brokers.list(slot, (topic, p));
-        self.topics.partition_mut(topic, p).set_listing(Some(listing));
+        self.topics
+            .partition_mut(topic, p)
+            .set_listing(Some(listing));
         let b = self.brokers.slot(slot);
         if b.active.needs_compaction(b.partitions.len()) {
             self.compact_active(slot);
@@ -53,7 +55,8 @@ impl<T> Producer<T> {
         let active = &self.brokers.slot(slot).active;
         (0..active.len()).any(|i| {
             active.get(i).is_some_and(|e| {
-                self.listing_valid(slot, e) && !self.topics.partition(e.topic, e.partition).is_empty()
+                self.listing_valid(slot, e)
+                    && !self.topics.partition(e.topic, e.partition).is_empty()
             })
         })
     }
