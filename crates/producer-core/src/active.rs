@@ -66,6 +66,11 @@ impl ActivePartitions {
         self.queue.pop_front()
     }
 
+    /// Puts an entry taken by [`ActivePartitions::pop_front`] back in front.
+    pub(crate) fn put_back_front(&mut self, entry: Listed) {
+        self.queue.push_front(entry);
+    }
+
     /// Moves the back entry (one just pushed back but not served after all) to the front: the
     /// next request starts with it.
     pub(crate) fn back_to_front(&mut self) {

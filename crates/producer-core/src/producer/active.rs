@@ -68,3 +68,83 @@ impl<T> Producer<T> {
         self.brokers.slot_mut(slot).active = active;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::config::Config;
+    use crate::types::Record;
+
+    use super::super::Producer;
+
+    /// Entries of `slot`'s list that are the current listing of their partition.
+    fn valid(p: &Producer<()>, slot: u32) -> Vec<(u32, u32)> {
+        let active = &p.brokers.slot(slot).active;
+        (0..active.len())
+            .filter_map(|i| active.get(i))
+            .filter(|&e| p.listing_valid(slot, e))
+            .map(|e| (e.topic, e.partition))
+            .collect()
+    }
+
+    /// Partitions holding a record whose leader moves between two brokers a thousand times:
+    /// each is validly listed exactly once, with its current leader, and neither list grows
+    /// past its cap (twice the partitions led plus 64), whatever the stale entries left behind.
+    #[test]
+    fn leader_flaps_keep_one_valid_listing_and_bounded_lists() {
+        let now = Instant::now();
+        let config = Config::builder([("k", 9092)])
+            .linger(Duration::from_secs(3600))
+            .enable_idempotence(false)
+            .build()
+            .unwrap();
+        let mut p: Producer<()> = Producer::new(config, now);
+        let a = p.brokers.node_slot(1, "a", 9092).unwrap();
+        let b = p.brokers.node_slot(2, "b", 9092).unwrap();
+        let (t, _) = p.topics.id_of(&Arc::from("t"), now);
+        p.topics.get_mut(t).grow_partitions(4);
+        p.topics.get_mut(t).known = true;
+        for part in 0..4 {
+            p.set_leader(t, part, 1, 0);
+            p.send(
+                now,
+                Record::new("t", &b"v"[..]).with_partition(part as i32),
+                (),
+            )
+            .unwrap();
+        }
+        let mut both = valid(&p, a);
+        both.sort_unstable();
+        assert_eq!(
+            both,
+            vec![(t, 0), (t, 1), (t, 2), (t, 3)],
+            "listed with broker 1"
+        );
+        for epoch in 1..1000 {
+            let (leader, slot) = if epoch % 2 == 1 { (2, b) } else { (1, a) };
+            for part in 0..4 {
+                p.set_leader(t, part, leader, epoch);
+            }
+            let (now_valid, other) = (valid(&p, slot), valid(&p, if slot == a { b } else { a }));
+            assert_eq!(
+                now_valid.len(),
+                4,
+                "epoch {epoch}: each listed with its new leader"
+            );
+            assert!(
+                other.is_empty(),
+                "epoch {epoch}: no valid entry left with the old one"
+            );
+            for s in [a, b] {
+                let led = p.brokers.slot(s).partitions.len();
+                assert!(
+                    p.brokers.slot(s).active.len() <= 2 * led.max(4) + 64 + 1,
+                    "epoch {epoch}: list of slot {s} holds {}",
+                    p.brokers.slot(s).active.len()
+                );
+            }
+        }
+    }
+}

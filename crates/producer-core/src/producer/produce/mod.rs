@@ -163,10 +163,17 @@ impl<T> Producer<T> {
         // full and one sent for the first time waited its `linger.ms` (the diagnosis's count).
         let (mut any_full, mut any_lingered) = (false, false);
         self.metrics.tick(now, &self.stats);
+        // The first entry put back: meeting it again means the walk went round (the list may
+        // have been compacted meanwhile), and a partition is in a request at most once.
+        let mut first_kept = None;
         for _ in 0..n {
             let Some(e) = self.brokers.slot_mut(slot).active.pop_front() else {
                 break;
             };
+            if first_kept == Some(e) {
+                self.brokers.slot_mut(slot).active.put_back_front(e);
+                break;
+            }
             if !self.listing_valid(slot, e) {
                 // Stale (the partition moved or was listed again): dropped.
                 continue;
@@ -178,6 +185,7 @@ impl<T> Producer<T> {
             }
             // Served or not, the partition holds something: back of the list.
             self.brokers.slot_mut(slot).active.push(e);
+            first_kept.get_or_insert(e);
             if self
                 .topics
                 .partition(t, p)
