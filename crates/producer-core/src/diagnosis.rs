@@ -14,7 +14,8 @@
 //! | [`Verdict::SlowBroker`] | its average round trip is at least 3 times its usual and 20 ms above it | `request.timeout.ms` (or the broker itself) |
 //! | [`Verdict::Retries`] | batches put back to be sent again are at least a quarter of the batches sent | `retry.backoff.ms` (and the error named) |
 //! | [`Verdict::InFlightCap`] | every `max.in.flight.requests.per.connection` slot was busy for at least half the window, and at least half its batches were sealed full | `max.in.flight.requests.per.connection` |
-//! | [`Verdict::Backpressure`] | records waited for buffer space for at least a fifth of the window | `buffer.memory` |
+//! | [`Verdict::Backpressure`] with [`BackpressureCause::BufferMemory`] | records waited for buffer space (in the producer or in a driver's queue in front of it) for at least a fifth of the window, and at least as long as for the queue-delay limit | `buffer.memory` |
+//! | [`Verdict::Backpressure`] with [`BackpressureCause::QueueDelay`] | records were held back by the queue-delay limit (in the producer or in a driver's queue) for at least a fifth of the window, and longer than they waited for buffer space | `queue.delay.target.ms` |
 //! | [`Verdict::Linger`] | at least half its requests went because a batch's `linger.ms` ended (none in them full), and `linger.ms` is at least its round trip | `linger.ms` |
 //! | [`Verdict::CallerBound`] | none of the above: the caller does not send enough to fill what the producer can carry | none: send more (more concurrent sends) |
 //!
@@ -42,13 +43,13 @@ pub const SATURATED_FRACTION: f64 = 0.5;
 /// [`Verdict::InFlightCap`]: the least share of batches sealed full.
 pub const FULL_SHARE: f64 = 0.5;
 /// [`Verdict::Backpressure`]: the least fraction of the window spent waiting for buffer
-/// space.
+/// space, or held back by the queue-delay limit.
 pub const BUFFER_WAIT_FRACTION: f64 = 0.2;
 /// [`Verdict::Linger`]: the least share of requests sent because a batch's `linger.ms`
 /// ended.
 pub const LINGERED_SHARE: f64 = 0.5;
 
-/// Where backpressure comes from (one more cause, a queue-delay limit, is planned).
+/// Where backpressure comes from: the wait that took the larger part of the window.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum BackpressureCause {
@@ -64,6 +65,17 @@ pub enum BackpressureCause {
         buffer_max_records: usize,
         /// Records buffered at the snapshot.
         buffered_records: usize,
+    },
+    /// The queue-delay limit (`queue.delay.target.ms`) holds `send` back: the unacknowledged
+    /// bytes reached what the cluster drains in the target delay, well below `buffer.memory`.
+    QueueDelay {
+        /// The fraction of the window records were held back by the limit (0 to 1).
+        wait_fraction: f64,
+        /// The limit at the snapshot: the unacknowledged bytes `send` accepts records up to
+        /// (0 if it was turned off since).
+        limit_bytes: usize,
+        /// Bytes accepted and not yet acknowledged at the snapshot.
+        unacknowledged_bytes: usize,
     },
 }
 
@@ -168,6 +180,9 @@ impl Verdict {
             Verdict::Backpressure {
                 cause: BackpressureCause::BufferMemory { .. },
             } => Some("buffer.memory"),
+            Verdict::Backpressure {
+                cause: BackpressureCause::QueueDelay { .. },
+            } => Some("queue.delay.target.ms"),
             Verdict::NotConnected { .. } => Some("bootstrap.servers"),
             Verdict::Retries { .. } => Some("retry.backoff.ms"),
         }
@@ -188,6 +203,11 @@ impl Verdict {
             Verdict::Backpressure {
                 cause: BackpressureCause::BufferMemory { .. },
             } => "raise buffer.memory, or find what keeps the brokers from taking more",
+            Verdict::Backpressure {
+                cause: BackpressureCause::QueueDelay { .. },
+            } => {
+                "the cluster drains no faster: raise queue.delay.target.ms (0: off) to queue more, or add brokers or partitions"
+            }
             Verdict::NotConnected { .. } => {
                 "check the broker is up and reachable at this address (bootstrap.servers, advertised.listeners)"
             }
@@ -295,6 +315,18 @@ impl fmt::Display for Verdict {
             } => write!(
                 f,
                 "send waited for buffer space {:.0}% of the time ({buffered_bytes} of {buffer_memory} bytes, {buffered_records} of {buffer_max_records} records buffered)",
+                pct(wait_fraction)
+            ),
+            Verdict::Backpressure {
+                cause:
+                    BackpressureCause::QueueDelay {
+                        wait_fraction,
+                        limit_bytes,
+                        unacknowledged_bytes,
+                    },
+            } => write!(
+                f,
+                "send was held back by the queue-delay limit {:.0}% of the time ({unacknowledged_bytes} bytes unacknowledged, limit {limit_bytes} bytes)",
                 pct(wait_fraction)
             ),
             Verdict::NotConnected { down, state } => write!(
@@ -409,9 +441,44 @@ impl MetricsSnapshot {
     /// The fraction of the window records waited for buffer space: waits ended in the window
     /// plus the one running, over the window.
     fn buffer_wait_fraction(&self) -> f64 {
-        let waited = Duration::from_nanos(self.windowed.growth.buffer_wait_ns)
-            .saturating_add(self.buffer_wait_running);
+        self.wait_fraction(
+            self.windowed.growth.buffer_wait_ns,
+            self.buffer_wait_running,
+        )
+    }
+
+    /// The fraction of the window records were held back by the queue-delay limit, likewise.
+    fn queue_delay_wait_fraction(&self) -> f64 {
+        self.wait_fraction(
+            self.windowed.growth.queue_delay_wait_ns,
+            self.queue_delay_wait_running,
+        )
+    }
+
+    fn wait_fraction(&self, ended_ns: u64, running: Duration) -> f64 {
+        let waited = Duration::from_nanos(ended_ns).saturating_add(running);
         (waited.as_secs_f64() / self.windowed.elapsed.as_secs_f64()).min(1.0)
+    }
+
+    /// The backpressure cause, if `send` waited for at least [`BUFFER_WAIT_FRACTION`] of the
+    /// window: the wait that took longer (buffer space on a tie).
+    fn backpressure(&self) -> Option<BackpressureCause> {
+        let buffer = self.buffer_wait_fraction();
+        let queue_delay = self.queue_delay_wait_fraction();
+        if queue_delay > buffer && queue_delay >= BUFFER_WAIT_FRACTION {
+            return Some(BackpressureCause::QueueDelay {
+                wait_fraction: queue_delay,
+                limit_bytes: self.queue_delay_limit_bytes.unwrap_or(0),
+                unacknowledged_bytes: self.unacknowledged_bytes,
+            });
+        }
+        (buffer >= BUFFER_WAIT_FRACTION).then_some(BackpressureCause::BufferMemory {
+            wait_fraction: buffer,
+            buffer_memory: self.buffer_total_bytes,
+            buffered_bytes: self.buffered_bytes,
+            buffer_max_records: self.settings.buffer_max_records,
+            buffered_records: self.buffered_records,
+        })
     }
 
     /// The first limit that holds for `b`, from the broker's end back to the caller's.
@@ -459,17 +526,10 @@ impl MetricsSnapshot {
                 full_share,
             };
         }
-        let wait_fraction = self.buffer_wait_fraction();
-        if wait_fraction >= BUFFER_WAIT_FRACTION && (b.records_waiting || g.requests > 0) {
-            return Verdict::Backpressure {
-                cause: BackpressureCause::BufferMemory {
-                    wait_fraction,
-                    buffer_memory: self.buffer_total_bytes,
-                    buffered_bytes: self.buffered_bytes,
-                    buffer_max_records: self.settings.buffer_max_records,
-                    buffered_records: self.buffered_records,
-                },
-            };
+        if b.records_waiting || g.requests > 0 {
+            if let Some(cause) = self.backpressure() {
+                return Verdict::Backpressure { cause };
+            }
         }
         let linger = self.settings.linger;
         let lingered_share = share(g.requests_lingered, g.requests);
@@ -567,6 +627,48 @@ mod tests {
             Some("buffer.memory"),
             "{}",
             s.diagnose()
+        );
+    }
+
+    /// The backpressure cause is the wait that took the larger part of the window: buffer
+    /// space (on a tie too) or the queue-delay limit, each with the numbers behind it.
+    #[test]
+    fn the_longer_wait_names_the_backpressure_cause() {
+        let mut s = snapshot(true, |w| w.growth.requests = 4);
+        s.buffer_total_bytes = 1000;
+        s.queue_delay_limit_bytes = Some(300);
+        s.unacknowledged_bytes = 310;
+        s.windowed.growth.buffer_wait_ns = 100 * MS;
+        s.windowed.growth.queue_delay_wait_ns = 150 * MS;
+        assert!(
+            matches!(verdict(&s), Verdict::CallerBound { .. }),
+            "neither wait reaches a fifth of the window"
+        );
+        s.queue_delay_wait_running = Duration::from_millis(100);
+        let v = verdict(&s);
+        assert_eq!(
+            v,
+            Verdict::Backpressure {
+                cause: BackpressureCause::QueueDelay {
+                    wait_fraction: 0.25,
+                    limit_bytes: 300,
+                    unacknowledged_bytes: 310,
+                }
+            }
+        );
+        assert_eq!(v.setting(), Some("queue.delay.target.ms"));
+        assert!(v
+            .to_string()
+            .contains("310 bytes unacknowledged, limit 300 bytes"));
+        s.buffer_wait_running = Duration::from_millis(150);
+        assert!(
+            matches!(
+                verdict(&s),
+                Verdict::Backpressure {
+                    cause: BackpressureCause::BufferMemory { wait_fraction, .. }
+                } if wait_fraction == 0.25
+            ),
+            "a tie: buffer space"
         );
     }
 

@@ -84,7 +84,7 @@ pub mod windowed;
 pub use config::{Acks, Config, ConfigBuilder, ConfigError, MetadataRecovery};
 pub use diagnosis::{BackpressureCause, BrokerDiagnosis, Diagnosis, Verdict};
 pub use error_code::ErrorCode;
-pub use metrics::{MetricsSnapshot, TopicMetrics};
+pub use metrics::{MetricsSnapshot, SendWaitCause, TopicMetrics};
 pub use partitioners::{
     DefaultPartitioner, Murmur2Partitioner, PartitionView, Partitioner, PartitionerError,
     RoundRobinPartitioner, Route, StickyPartitioner,

@@ -218,6 +218,11 @@ impl QueueDelay {
         self.held_since.is_some()
     }
 
+    /// Since when the wait started by [`QueueDelay::held_back`] runs, if one does.
+    pub(crate) fn held_since(&self) -> Option<Instant> {
+        self.held_since
+    }
+
     /// A record was accepted at `now`: the wait ends; returns how long it lasted.
     #[cold]
     pub(crate) fn hold_ended(&mut self, now: Instant) -> Duration {

@@ -30,15 +30,18 @@ pub struct Stats {
     pub records_retried: u64,
     /// Nanoseconds records waited for buffer space (Java's `bufferpool-wait-time-ns-total`):
     /// from `send`'s first refusal as [`crate::SendErrorReason::Full`] to the next record it
-    /// accepts, by the `now` the calls carried. Counted when the wait ends.
+    /// accepts, by the `now` the calls carried. Counted when the wait ends. With a threaded
+    /// driver, also the time senders were held back in its queue by the same budget
+    /// ([`crate::Producer::note_send_wait`]).
     pub buffer_wait_ns: u64,
     /// Nanoseconds records were held back by the queue-delay limit (`queue.delay.target.ms`,
     /// `queue-delay-wait-time-ns-total`): from `send`'s first refusal by it as
     /// [`crate::SendErrorReason::Full`] to the next record it accepts, by the `now` the calls
     /// carried; counted when the wait ends. Apart from [`Stats::buffer_wait_ns`]: a refusal
-    /// counts here when `buffer.memory` had room and the limit did not. (A threaded driver
-    /// holds its senders back in its own queue first, by the same limit: see
-    /// [`crate::Producer::queue_delay_room`]; only refusals by the producer count here.)
+    /// counts here when `buffer.memory` had room and the limit did not. A threaded driver
+    /// holds its senders back in its own queue first, by the same limit (see
+    /// [`crate::Producer::queue_delay_room`]), and its waits count here too
+    /// ([`crate::Producer::note_send_wait`]).
     pub queue_delay_wait_ns: u64,
     /// Responses that could not be parsed (the connection was closed).
     pub malformed_responses: u64,

@@ -39,6 +39,8 @@ pub struct RateTotals {
     pub batches_sent: u64,
     /// Nanoseconds records waited for buffer space: `bufferpool-wait-*`.
     pub buffer_wait_ns: u64,
+    /// Nanoseconds records were held back by the queue-delay limit (`queue.delay.target.ms`).
+    pub queue_delay_wait_ns: u64,
     /// Produce responses received.
     pub responses: u64,
     /// Their round trips added up, in microseconds.
@@ -60,6 +62,9 @@ impl RateTotals {
                 .saturating_sub(o.uncompressed_bytes_sent),
             batches_sent: self.batches_sent.saturating_sub(o.batches_sent),
             buffer_wait_ns: self.buffer_wait_ns.saturating_sub(o.buffer_wait_ns),
+            queue_delay_wait_ns: self
+                .queue_delay_wait_ns
+                .saturating_sub(o.queue_delay_wait_ns),
             responses: self.responses.saturating_sub(o.responses),
             latency_us: self.latency_us.saturating_sub(o.latency_us),
             throttle_ms: self.throttle_ms.saturating_sub(o.throttle_ms),

@@ -372,6 +372,8 @@ impl<H: Host> DriverLoop<H> {
         clock: &impl Fn() -> Instant,
     ) {
         let refill = queue.refill(&mut self.taken, CoreLoad::of(core));
+        // The time senders were held back in the queue counts in the core's metrics.
+        refill.send_waits.note_in(core, clock);
         // Timed commands are noted only while a record is held aside (see `deadlines`).
         self.behind_noted = false;
         // Waiting senders are woken once half the capacity is free, not for every batch: a

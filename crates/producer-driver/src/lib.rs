@@ -69,6 +69,7 @@ pub mod otel;
 pub mod panic;
 mod partitions;
 mod read_sizing;
+mod send_wait;
 pub mod timestamp;
 pub mod tls;
 mod write_queue;
@@ -83,4 +84,5 @@ pub use interceptors::{Acknowledgement, Interceptor, Interceptors, OnSendPanicke
 pub use panic::{call_user, contain};
 pub use partitions::{PartitionsError, PartitionsResult};
 pub use read_sizing::ReadSizing;
+pub use send_wait::SendWaits;
 pub use write_queue::{WriteQueue, MAX_IOV};

@@ -231,17 +231,32 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Queues a record with `opaque`, handed back in its report. Never blocks: when the queue
     /// is full the record comes back in [`TrySendError::Full`]; after `close`, in
     /// [`TrySendError::Closed`].
-    pub fn send_with(
-        &self,
-        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
-        opaque: T,
-    ) -> Result<(), TrySendError<T>> {
+    pub fn send_with(&self, record: Record, opaque: T) -> Result<(), TrySendError<T>> {
+        #[cfg(feature = "opentelemetry")]
+        if self.inner.shared.stamp_trace_context {
+            return self.send_stamped(record, opaque);
+        }
+        self.queue_record(record, opaque)
+    }
+
+    /// [`ThreadedProducer::send_with`] for a producer that traces: the caller's context
+    /// stamped on the record first. Out of line, so that the record path of a producer that
+    /// does not trace stays one branch (a record borrowed mutably there was copied once more).
+    #[cfg(feature = "opentelemetry")]
+    #[cold]
+    #[inline(never)]
+    fn send_stamped(&self, mut record: Record, opaque: T) -> Result<(), TrySendError<T>> {
+        producer_driver::otel::inject_current_context(&mut record);
+        self.queue_record(record, opaque)
+    }
+
+    /// Queues `record` as it is (see [`ThreadedProducer::send_with`]).
+    #[inline(always)]
+    fn queue_record(&self, record: Record, opaque: T) -> Result<(), TrySendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(TrySendError::Closed(record, opaque));
         }
-        #[cfg(feature = "opentelemetry")]
-        self.stamp_trace_context(&mut record);
         let bytes = charge::<T>(&record);
         let sent = (record, opaque);
         match shared
@@ -275,9 +290,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             return Err(BatchClosed);
         }
         #[cfg(feature = "opentelemetry")]
-        records
-            .iter_mut()
-            .for_each(|(record, _)| self.stamp_trace_context(record));
+        if self.inner.shared.stamp_trace_context {
+            records.iter_mut().for_each(|(record, _)| {
+                producer_driver::otel::inject_current_context(record);
+            });
+        }
         let burst = shared
             .queue
             .push_burst(
@@ -295,16 +312,6 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             shared.wake();
         }
         Ok(burst.taken)
-    }
-
-    /// Stamps the caller's OpenTelemetry context on `record` when the producer traces
-    /// ([`ThreadedBuilder::opentelemetry`]); one branch otherwise.
-    #[cfg(feature = "opentelemetry")]
-    #[inline]
-    fn stamp_trace_context(&self, record: &mut Record) {
-        if self.inner.shared.stamp_trace_context {
-            producer_driver::otel::inject_current_context(record);
-        }
     }
 
     /// Queues a record (see [`ThreadedProducer::send_with`]); its report carries
@@ -583,7 +590,10 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
     /// [`producer_driver::otel`]). A record refused by a send call comes back with the stamped
     /// headers.
     #[cfg(feature = "opentelemetry")]
-    pub fn opentelemetry<Tr>(mut self, tracing: crate::otel::TracingInterceptor<Tr>) -> Self
+    pub fn opentelemetry<Tr>(
+        mut self,
+        tracing: producer_driver::otel::TracingInterceptor<Tr>,
+    ) -> Self
     where
         Tr: opentelemetry::trace::Tracer + Send + 'static,
         Tr::Span: Send + 'static,

@@ -259,6 +259,63 @@ fn backpressure_from_the_buffer_is_named() {
     }
 }
 
+/// The queue-delay limit on (a 20 ms target, `buffer.memory` at its 32 MiB default), brokers
+/// that answer after 20 ms, and a caller that always has more: `send` refuses as `Full` by the
+/// limit, far below `buffer.memory`, most of the time, and every broker's verdict is
+/// backpressure from the queue-delay limit, with the limit and the unacknowledged bytes
+/// behind it.
+#[test]
+fn backpressure_from_the_queue_delay_limit_is_named() {
+    let mut h = start(7, |b| {
+        b.queue_delay_target(20 * MS)
+            .max_in_flight(1)
+            // A request carries a batch of each of the broker's two partitions, neither full
+            // (not the in-flight cap), and bounds what the broker drains.
+            .batch_size(256 * 1024)
+            .max_request_size(256 * 1024)
+    });
+    for broker in 1..=3 {
+        h.cluster
+            .delay_responses(broker, 20 * MS, u32::MAX)
+            .unwrap();
+    }
+    // 2 KB records, 100 a millisecond: 200 MB/s offered, about 38 MB/s drained.
+    let value = bytes::Bytes::from(vec![b'v'; 2000]);
+    let end = h.now + Duration::from_secs(3);
+    let mut id = 0;
+    while h.now < end {
+        for _ in 0..100 {
+            let r = Record::new(TOPIC, value.clone()).with_partition(spread(id));
+            if h.send(r, id).is_err() {
+                break;
+            }
+            id += 1;
+        }
+        h.run_for(MS);
+    }
+    let d = diagnose(&h);
+    let m = h.producer.metrics();
+    assert_eq!(m.counters.buffer_wait_ns, 0, "buffer.memory never reached");
+    for b in &d.brokers {
+        let Verdict::Backpressure {
+            cause:
+                BackpressureCause::QueueDelay {
+                    wait_fraction,
+                    limit_bytes,
+                    unacknowledged_bytes,
+                },
+        } = b.verdict
+        else {
+            panic!("broker {}: {:?}", b.node_id, b.verdict);
+        };
+        assert!(wait_fraction >= 0.5, "{wait_fraction}");
+        assert_eq!(Some(limit_bytes), h.producer.queue_delay_limit());
+        assert!(limit_bytes < m.buffer_total_bytes / 8, "{limit_bytes}");
+        assert_eq!(unacknowledged_bytes, h.producer.unacknowledged_bytes());
+        line_names(&d, b.node_id, "queue.delay.target.ms");
+    }
+}
+
 /// Broker 1 stops answering after a warm-up (its connections stall: nothing it sends, not even
 /// a new connection's completion, reaches the producer; it stays in Metadata as the leader):
 /// `request.timeout.ms` (200 ms) closes the connection, and no new one comes up while records

@@ -103,10 +103,7 @@ async fn commands(ready: &Notify, holding: bool) {
     }
 }
 
-/// The clock the core runs on: tokio's, so tests may pause time.
-fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
-}
+use crate::shared::now;
 
 /// Commands or events handled per wake-up before the outputs are drained.
 const BATCH: usize = 128;

@@ -140,9 +140,11 @@ impl ProducerHandle {
             return Ok(0);
         }
         #[cfg(feature = "opentelemetry")]
-        records
-            .iter_mut()
-            .for_each(|(record, _)| self.stamp_trace_context(record));
+        if shared.stamp_trace_context {
+            records.iter_mut().for_each(|(record, _)| {
+                producer_driver::otel::inject_current_context(record);
+            });
+        }
         self.push_batch(records, false)
     }
 
@@ -163,9 +165,11 @@ impl ProducerHandle {
     ) -> Result<(), BatchClosed> {
         let shared = self.shared();
         #[cfg(feature = "opentelemetry")]
-        records
-            .iter_mut()
-            .for_each(|(record, _)| self.stamp_trace_context(record));
+        if shared.stamp_trace_context {
+            records.iter_mut().for_each(|(record, _)| {
+                producer_driver::otel::inject_current_context(record);
+            });
+        }
         loop {
             if shared.closing.load(Ordering::Acquire) {
                 return Err(BatchClosed);
@@ -257,16 +261,6 @@ impl ProducerHandle {
         rx.await.unwrap_or(Err(PartitionsError::Closed))
     }
 
-    /// Stamps the caller's OpenTelemetry context on `record` when the producer traces
-    /// ([`crate::ProducerBuilder::opentelemetry`]); one branch otherwise.
-    #[cfg(feature = "opentelemetry")]
-    #[inline]
-    fn stamp_trace_context(&self, record: &mut Record) {
-        if self.shared().stamp_trace_context {
-            producer_driver::otel::inject_current_context(record);
-        }
-    }
-
     /// Whether [`ProducerHandle::close`] was called or the producer task has stopped.
     pub fn is_closed(&self) -> bool {
         self.shared().closing.load(Ordering::Acquire) || self.shared().queue.is_stopped()
@@ -330,14 +324,31 @@ impl ProducerHandle {
     #[inline]
     fn push_unless_closed(
         &self,
-        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
+        record: Record,
         reply: ReplyTo,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         if self.shared().closing.load(Ordering::Acquire) {
             return Err(Refused::Stopped((record, reply)));
         }
         #[cfg(feature = "opentelemetry")]
-        self.stamp_trace_context(&mut record);
+        if self.shared().stamp_trace_context {
+            return self.push_stamped(record, reply);
+        }
+        self.push(record, reply, false)
+    }
+
+    /// [`ProducerHandle::push`] for a producer that traces: the caller's context stamped on
+    /// the record first. Out of line, so that the record path of a producer that does not
+    /// trace stays one branch (a record borrowed mutably there was copied once more).
+    #[cfg(feature = "opentelemetry")]
+    #[cold]
+    #[inline(never)]
+    fn push_stamped(
+        &self,
+        mut record: Record,
+        reply: ReplyTo,
+    ) -> Result<(), Refused<(Record, ReplyTo)>> {
+        producer_driver::otel::inject_current_context(&mut record);
         self.push(record, reply, false)
     }
 
@@ -370,11 +381,7 @@ impl ProducerHandle {
     }
 
     /// Queues a record without waiting (see [`ProducerHandle::try_send`]).
-    fn try_enqueue(
-        &self,
-        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))] mut record: Record,
-        reply: ReplyTo,
-    ) -> Result<(), TrySendError> {
+    fn try_enqueue(&self, record: Record, reply: ReplyTo) -> Result<(), TrySendError> {
         let shared = self.shared();
         if shared.closing.load(Ordering::Acquire) {
             return Err(TrySendError::Closed(record));
@@ -383,7 +390,14 @@ impl ProducerHandle {
             return Err(TrySendError::Full(record));
         }
         #[cfg(feature = "opentelemetry")]
-        self.stamp_trace_context(&mut record);
+        if shared.stamp_trace_context {
+            return self
+                .push_stamped(record, reply)
+                .map_err(|refused| match refused {
+                    Refused::Full((r, _)) => TrySendError::Full(r),
+                    Refused::Stopped((r, _)) => TrySendError::Closed(r),
+                });
+        }
         self.push(record, reply, false)
             .map_err(|refused| match refused {
                 Refused::Full((r, _)) => TrySendError::Full(r),

@@ -46,7 +46,7 @@ impl Shared {
         Shared {
             closing: AtomicBool::new(false),
             core_full: AtomicBool::new(false),
-            queue: CommandQueue::new(command_capacity, buffer_memory),
+            queue: CommandQueue::new(command_capacity, buffer_memory).with_clock(now),
             cmd_ready: Notify::new(),
             space: Notify::new(),
             last_words: LastWords::default(),
@@ -122,4 +122,9 @@ impl Host for TokioHost {
     fn wake_senders(&mut self) {
         self.shared.space.notify_waiters();
     }
+}
+
+/// The clock the core runs on: tokio's, so tests may pause time.
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }

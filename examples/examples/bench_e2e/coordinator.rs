@@ -5,7 +5,7 @@ use crate::cluster::{tree_cpu_secs, Broker, Mock, TopicSpec};
 use crate::open_loop::open_loop_sender;
 use crate::payloads::{sized, workload, Workload};
 use crate::peers::{build_peers, payload_files, peer, peer_command, Peer, PeerPrograms};
-use crate::plan::{plan, usage, Plan};
+use crate::plan::{plan, queue_delay_suffix, usage, Plan};
 use crate::tables::{
     markdown_latency, markdown_throughput, print_latency_table, print_table, provenance,
     replace_marked,
@@ -31,6 +31,22 @@ pub(crate) struct Sample {
     pub(crate) broker_cpu: f64,
     /// The most KiB our producer held against `buffer_memory` (sampled; ours only).
     pub(crate) peak_buffered_kb: Option<u64>,
+    /// Ours, throughput workloads: average and p99 µs from each send call to its report.
+    pub(crate) accepted_us: Option<[f64; 2]>,
+}
+
+impl Sample {
+    /// `  from send: avg A ms p99 B ms` for a run's line, or nothing when the run has no such
+    /// figures (peers, librdkafka, the latency workload).
+    pub(crate) fn accepted_text(&self) -> String {
+        self.accepted_us.map_or(String::new(), |[avg, p99]| {
+            format!(
+                "  from send: avg {:.1} ms p99 {:.1} ms",
+                avg / 1000.0,
+                p99 / 1000.0
+            )
+        })
+    }
 }
 
 /// What one run needs beyond the producer's name.
@@ -129,6 +145,8 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
+            // NAME+qdN: NAME's worker with `queue.delay.target.ms` N.
+            let (producer, queue_delay) = queue_delay_suffix(producer);
             // NAME@base: the same worker, from the baseline build (`--baseline-exe`).
             let (exe, ours) = match (producer.strip_suffix("@base"), spec.baseline_exe) {
                 (Some(ours), Some(exe)) => (exe.to_path_buf(), ours),
@@ -141,6 +159,9 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
             cmd.args(["worker", "--producer", ours, "--workload", spec.workload])
                 .args(["--records", &spec.records.to_string()])
                 .args(["--bootstrap", &mock.bootstrap]);
+            if let Some(ms) = queue_delay {
+                cmd.args(["--queue-delay-ms", &ms.to_string()]);
+            }
             if let Some(n) = spec.batch_size {
                 cmd.args(["--batch-size", &n.to_string()]);
             }
@@ -286,6 +307,10 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
         },
         broker_cpu,
         peak_buffered_kb: fields.get("peak_buffered_kb").and_then(|v| v.parse().ok()),
+        accepted_us: match (get("acc_avg_us"), get("acc_p99_us")) {
+            (Ok(avg), Ok(p99)) => Some([avg, p99]),
+            _ => None,
+        },
     })
 }
 
@@ -461,7 +486,7 @@ pub(crate) fn run_broker(
                         s.failed,
                         s.latency_us.map_or(String::new(), |[a, b, c]| format!(
                             "  p50 {a:.0} us p99 {b:.0} us p99.9 {c:.0} us"
-                        ))
+                        )) + &s.accepted_text()
                     ),
                     Err(e) => {
                         eprintln!("  {wname} run {}/{runs} {p:>16}: {e}", run + 1);

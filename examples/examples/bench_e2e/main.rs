@@ -41,6 +41,10 @@
 //!   target directory); a producer named `NAME@base` (`tokio@base`, `mio-idem@base`, ...) runs
 //!   NAME's worker from that build, beside this build's `NAME` in the same invocation: a
 //!   before/after comparison whose runs interleave on the same machine and mock.
+//! * `NAME+qdN` (`tokio+qd50`, `mio-idem+qd100`, `mio@base+qd20`, ...): our producer NAME
+//!   with the queue-delay limit at N ms (`queue.delay.target.ms` N, passed to the worker as
+//!   `--queue-delay-ms N`; `+qd0` is the limit off, the default), beside NAME in the same
+//!   invocation.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -137,6 +141,17 @@
 //! `Record` carries `Bytes`); librdkafka gets borrowed slices and copies them into its queue
 //! (`RD_KAFKA_MSG_F_COPY`, what `BaseProducer::send` does).
 //!
+//! # Latency from the send call, in the throughput workloads
+//! Our workers also time one record in 64 of the throughput workloads (the clock is read for
+//! those only, so the timing costs the producer's figures next to nothing) from just before its send
+//! call (so a send that waits for room counts its wait, as `kafka-producer-perf-test` counts
+//! from before `send`) to its report, and give the average and p99 (`acc_avg_us`,
+//! `acc_p99_us`, on each run's `RESULT` line; "from send" on the coordinator's run lines): a
+//! producer that lets its buffer fill shows it here. `tokio` awaits its delivery futures in
+//! send order, so its figure is an upper bound; with `--instances N` the average is over all
+//! instances' records and the p99 the highest instance's (an upper bound). The per-record
+//! times live in the `send_times` module.
+//!
 //! # Producers (settings equal where both have them)
 //! * `tokio`, `tokio-idem`: `producer_tokio::ProducerHandle` on a multi-thread runtime (default
 //!   worker count). `send(record).await` per record; the delivery futures go in chunks of
@@ -229,6 +244,7 @@ mod plan;
 mod plot;
 mod rdkafka_worker;
 mod scale;
+mod send_times;
 mod tables;
 mod worker;
 

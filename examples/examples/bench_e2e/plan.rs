@@ -105,6 +105,7 @@ pub(crate) fn usage() -> String {
          \x20                [--broker mock|kafka|both] [--rate RECORDS_PER_S] [--readme PATH]\n\
          \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
          \x20                [--baseline-exe PATH (then NAME@base producers)]\n\
+         \x20                (NAME+qdN: our producer NAME with queue.delay.target.ms N)\n\
          \x20                [--defaults] [--partitions N] [--topics N] [--instances N]\n\
          \x20                [--scale [--scale-points {}] [--plot PATH.svg]]\n\
          \x20                [--workloads {}]\n\
@@ -173,6 +174,16 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         }
     }
     for p in &producers {
+        let (p, queue_delay) = queue_delay_suffix(p);
+        let ours = p.strip_suffix("@base").unwrap_or(p);
+        // Our drivers only: librdkafka's worker and the peers have no such setting.
+        let our_driver = ours.starts_with("tokio") || ours.starts_with("mio");
+        if queue_delay.is_some() && !(our_driver && ALL_PRODUCERS.contains(&ours)) {
+            return Err(format!(
+                "{p:?}: NAME+qdN needs one of our producers (tokio*, mio*) as NAME"
+            )
+            .into());
+        }
         if let Some(ours) = p.strip_suffix("@base") {
             if baseline_exe.is_none() || peer(ours).is_some() || !ALL_PRODUCERS.contains(&ours) {
                 return Err(format!(
@@ -182,10 +193,7 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
             }
             continue;
         }
-        if peer(p).is_none()
-            && !ALL_PRODUCERS.contains(&p.as_str())
-            && !OTHER_PRODUCERS.contains(&p.as_str())
-        {
+        if peer(p).is_none() && !ALL_PRODUCERS.contains(&p) && !OTHER_PRODUCERS.contains(&p) {
             return Err(format!("unknown producer {p:?}\n{}", usage()).into());
         }
     }
@@ -290,4 +298,16 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         scale_points,
         plot,
     })
+}
+
+/// `NAME+qdN`: our producer NAME with `queue.delay.target.ms` N (`Some(N)`); any other name
+/// as it is (`None`). The coordinator runs NAME's worker with `--queue-delay-ms N`.
+pub(crate) fn queue_delay_suffix(producer: &str) -> (&str, Option<u64>) {
+    match producer.rsplit_once("+qd") {
+        Some((name, ms)) => match ms.parse() {
+            Ok(ms) => (name, Some(ms)),
+            Err(_) => (producer, None),
+        },
+        None => (producer, None),
+    }
 }

@@ -283,7 +283,7 @@ fn run_point(
                         s.broker_cpu,
                         s.latency_us.map_or(String::new(), |[a, b, c]| format!(
                             "  p50 {a:.0} us p99 {b:.0} us p99.9 {c:.0} us"
-                        ))
+                        )) + &s.accepted_text()
                     ),
                     Err(e) => eprintln!("  {} run {run}/{runs} {row:>16}: {e}", point.name),
                 }

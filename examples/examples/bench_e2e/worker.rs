@@ -6,6 +6,7 @@ use crate::open_loop::{
 };
 use crate::payloads::{sized, workload, Payloads, Workload};
 use crate::rdkafka_worker::run_rdkafka;
+use crate::send_times::SendTimes;
 use crate::DEFAULT_BUFFER_MEMORY;
 use crate::{arg, Error, TOPIC};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +24,8 @@ pub(crate) struct Outcome {
     pub(crate) latency: Option<[u64; 3]>,
     /// The most bytes the producer held against `buffer_memory` (ours, sampled).
     pub(crate) peak_buffered: Option<usize>,
+    /// Throughput workloads (ours): average and p99 µs from each send call to its report.
+    pub(crate) accepted: Option<[u64; 2]>,
 }
 
 pub(crate) struct WorkerArgs {
@@ -54,6 +57,9 @@ pub(crate) struct WorkerArgs {
     /// `--linger-ms N`: our `linger` instead of the bench's 5 ms (to fill batches of keyed
     /// records over many partitions: the flat-cost profile of issue 22).
     pub(crate) linger_ms: Option<u64>,
+    /// `--queue-delay-ms N` (`NAME+qdN`): our producers' `queue.delay.target.ms`; the
+    /// producer's default when absent.
+    pub(crate) queue_delay_ms: Option<u64>,
 }
 
 impl WorkerArgs {
@@ -117,6 +123,7 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
             .transpose()?,
         defaults: args.iter().any(|a| a == "--defaults"),
         linger_ms: arg(args, "--linger-ms").map(str::parse).transpose()?,
+        queue_delay_ms: arg(args, "--queue-delay-ms").map(str::parse).transpose()?,
     };
     let payloads = Payloads::new(w.workload).with_topics(&w.topic, w.topics);
     let outcome = if w.instances > 1 {
@@ -133,7 +140,8 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
 
 /// `--instances N`: N producers of `w.producer`, each in its own thread sending its share of
 /// the records (the first ones one more when N does not divide them). The outcome: the
-/// reports summed, the time of the slowest, the buffered peaks summed.
+/// reports summed, the time of the slowest, the buffered peaks summed; from the send call:
+/// the average weighted by each instance's reports and the highest p99 (an upper bound).
 fn run_instances(w: &WorkerArgs, p: &Payloads) -> Result<Outcome, Error> {
     let n = w.instances as u64;
     let outcomes: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
@@ -154,7 +162,10 @@ fn run_instances(w: &WorkerArgs, p: &Payloads) -> Result<Outcome, Error> {
         secs: 0.0,
         latency: None,
         peak_buffered: None,
+        accepted: None,
     };
+    // Per instance: its reports and its send-to-report average and p99.
+    let mut accepted: Vec<(u64, [u64; 2])> = Vec::new();
     for o in outcomes {
         let o = o?;
         total.ok += o.ok;
@@ -164,6 +175,17 @@ fn run_instances(w: &WorkerArgs, p: &Payloads) -> Result<Outcome, Error> {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
+        if let Some(a) = o.accepted {
+            accepted.push((o.ok + o.failed, a));
+        }
+    }
+    let reports: u64 = accepted.iter().map(|(n, _)| n).sum();
+    let weighted: u64 = accepted.iter().map(|(n, [avg, _])| n * avg).sum();
+    if let (Some(avg), Some(p99)) = (
+        weighted.checked_div(reports),
+        accepted.iter().map(|(_, [_, p99])| *p99).max(),
+    ) {
+        total.accepted = Some([avg, p99]);
     }
     Ok(total)
 }
@@ -220,8 +242,11 @@ fn report(outcome: &Outcome) {
     let buffered = outcome
         .peak_buffered
         .map_or(String::new(), |b| format!(" peak_buffered_kb={}", b / 1024));
+    let accepted = outcome.accepted.map_or(String::new(), |[avg, p99]| {
+        format!(" acc_avg_us={avg} acc_p99_us={p99}")
+    });
     println!(
-        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}",
+        "RESULT ok={} failed={} secs={:.6} user={:.6} sys={:.6} maxrss_kb={}{latency}{buffered}{accepted}",
         outcome.ok,
         outcome.failed,
         outcome.secs,
@@ -250,6 +275,9 @@ pub(crate) fn our_config(
             b = b.batch_size(n);
         }
     }
+    if let Some(ms) = w.queue_delay_ms {
+        b = b.queue_delay_target(Duration::from_millis(ms));
+    }
     if let Some(n) = w.max_request_size {
         b = b.max_request_size(n);
         if !w.defaults {
@@ -267,23 +295,30 @@ pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Resu
     rt.block_on(async move {
         let started = Instant::now();
         let handle = ProducerHandle::start(config)?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<DeliveryFuture>>(4096);
-        let collector = tokio::spawn(async move {
-            let counts = Counting::default();
-            while let Some(chunk) = rx.recv().await {
-                for f in chunk {
-                    counts.count(f.await);
+        let times = SendTimes::new(records);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(u64, DeliveryFuture)>>(4096);
+        let collector = {
+            let times = times.clone();
+            tokio::spawn(async move {
+                let counts = Counting::default();
+                while let Some(chunk) = rx.recv().await {
+                    for (i, f) in chunk {
+                        let r = f.await;
+                        times.reported(i);
+                        counts.count(r);
+                    }
                 }
-            }
-            counts
-        });
+                counts
+            })
+        };
         let mut chunk = Vec::with_capacity(1024);
         for i in 0..records {
+            times.sending(i, i + 1);
             let f = handle
                 .send(p.record(i))
                 .await
                 .map_err(|e| format!("send refused: {e}"))?;
-            chunk.push(f);
+            chunk.push((i, f));
             if chunk.len() == 1024 {
                 let full = std::mem::replace(&mut chunk, Vec::with_capacity(1024));
                 tx.send(full).await.map_err(|_| "collector gone")?;
@@ -294,7 +329,10 @@ pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Resu
         let counts = collector.await?;
         let secs = started.elapsed().as_secs_f64();
         handle.close().await;
-        Ok(counts.outcome(secs))
+        Ok(Outcome {
+            accepted: times.summary(),
+            ..counts.outcome(secs)
+        })
     })
 }
 
@@ -311,12 +349,16 @@ pub(crate) fn run_tokio_detached(
     let rt = runtime()?;
     let records = w.records;
     let counts = Arc::new(Counting::default());
+    let times = SendTimes::new(records);
     rt.block_on(async move {
         let started = Instant::now();
         let handle = {
-            let counts = counts.clone();
+            let (counts, times) = (counts.clone(), times.clone());
             ProducerHandle::builder(config)
-                .on_delivery(move |report| counts.count(report.result))
+                .on_delivery(move |report| {
+                    times.reported(report.tag);
+                    counts.count(report.result)
+                })
                 .start()?
         };
         let peak = Arc::new(AtomicU64::new(0));
@@ -332,6 +374,7 @@ pub(crate) fn run_tokio_detached(
         };
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
+            times.sending(start, end);
             let sent = if batched {
                 burst.extend((start..end).map(|i| (p.record(i), i)));
                 handle
@@ -354,6 +397,7 @@ pub(crate) fn run_tokio_detached(
         handle.close().await;
         Ok(Outcome {
             peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+            accepted: times.summary(),
             ..counts.outcome(secs)
         })
     })
@@ -373,10 +417,12 @@ pub(crate) fn run_mio(
     use producer_mio::ThreadedProducer;
     let config = our_config(w, idempotence)?;
     let counts = Arc::new(Counting::default());
+    let times = SendTimes::new(w.records);
     let started = Instant::now();
     let producer = {
-        let counts = counts.clone();
-        ThreadedProducer::<()>::spawn(config, MIO_QUEUE, move |d| {
+        let (counts, times) = (counts.clone(), times.clone());
+        ThreadedProducer::<u64>::spawn(config, MIO_QUEUE, move |d| {
+            times.reported(d.opaque);
             counts.count(d.result.map_err(|f| f.error))
         })?
     };
@@ -392,7 +438,7 @@ pub(crate) fn run_mio(
                 std::thread::sleep(SAMPLE_EVERY);
             }
         });
-        let sent = send_mio(&producer, w, p, batched, full);
+        let sent = send_mio(&producer, w, p, batched, full, &times);
         if sent.is_ok() {
             producer.flush();
         }
@@ -406,23 +452,26 @@ pub(crate) fn run_mio(
     producer.close();
     Ok(Outcome {
         peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
+        accepted: times.summary(),
         ..counts.outcome(secs)
     })
 }
 
 /// The sending loop of [`run_mio`].
 pub(crate) fn send_mio(
-    producer: &producer_mio::ThreadedProducer<()>,
+    producer: &producer_mio::ThreadedProducer<u64>,
     w: &WorkerArgs,
     p: &Payloads,
     batched: bool,
     full: impl Fn(),
+    times: &SendTimes,
 ) -> Result<(), Error> {
     use producer_mio::TrySendError;
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
+        times.sending(start, end);
         if batched {
-            burst.extend((start..end).map(|i| (p.record(i), ())));
+            burst.extend((start..end).map(|i| (p.record(i), i)));
             while !burst.is_empty() {
                 let taken = producer
                     .send_batch(&mut burst)
@@ -434,9 +483,9 @@ pub(crate) fn send_mio(
         } else {
             let mut record = p.record(start);
             loop {
-                match producer.send(record) {
+                match producer.send_with(record, start) {
                     Ok(()) => break,
-                    Err(TrySendError::Full(r, ())) => {
+                    Err(TrySendError::Full(r, _)) => {
                         record = r;
                         full();
                     }
@@ -507,6 +556,7 @@ impl Counting {
             secs,
             latency: None,
             peak_buffered: None,
+            accepted: None,
         }
     }
 }

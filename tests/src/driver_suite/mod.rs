@@ -18,6 +18,7 @@ use producer_core::Record;
 
 use crate::running::{Reported, Running, HANG_GUARD};
 
+pub mod backpressure;
 pub mod bounds;
 pub mod control;
 pub mod interceptors;
@@ -100,6 +101,8 @@ macro_rules! every_driver_test {
             panics::a_panic_while_failing_the_records_still_returns_every_call,
             panics::a_panic_in_a_transaction_fails_its_records_honestly,
             bounds::the_command_queue_counts_bytes_against_buffer_memory,
+            backpressure::a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed,
+            backpressure::a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed,
             metrics::the_metrics_count_the_run,
             metrics::the_diagnosis_names_each_broker_and_no_fault,
             tls::tls_delivers_and_reads_back,

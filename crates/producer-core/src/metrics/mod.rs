@@ -137,8 +137,27 @@ pub struct MetricsSnapshot {
     /// How long the wait for buffer space running at the snapshot has run (zero when `send`
     /// accepts records): a wait is counted in the totals only when it ends.
     pub buffer_wait_running: Duration,
+    /// How long the wait by the queue-delay limit running at the snapshot has run (zero when
+    /// none runs), in the producer or in a driver's queue in front of it.
+    pub queue_delay_wait_running: Duration,
+    /// Bytes of records accepted and not yet acknowledged
+    /// ([`crate::Producer::unacknowledged_bytes`]: what the queue-delay limit counts).
+    pub unacknowledged_bytes: usize,
     /// The settings the diagnosis weighs the figures against.
     pub settings: SettingsInUse,
+}
+
+/// Which limit held a sender back (for a driver that holds senders back in its own queue in
+/// front of the producer, [`crate::Producer::note_send_wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SendWaitCause {
+    /// `buffer.memory` or `buffer.max.records` (or a driver's own bound on queued commands):
+    /// counted in [`Stats::buffer_wait_ns`] (`bufferpool-wait-time-ns-total`).
+    BufferMemory,
+    /// The queue-delay limit (`queue.delay.target.ms`): counted in
+    /// [`Stats::queue_delay_wait_ns`].
+    QueueDelay,
 }
 
 /// The settings in use that [`crate::diagnosis`] weighs a snapshot's figures against (and
@@ -173,6 +192,8 @@ impl Default for MetricsSnapshot {
             metadata_age: None,
             buffer_total_bytes: 0,
             buffer_wait_running: Duration::ZERO,
+            queue_delay_wait_running: Duration::ZERO,
+            unacknowledged_bytes: 0,
             settings: SettingsInUse::default(),
             queue_delay_limit_bytes: None,
         }
@@ -236,7 +257,7 @@ mod tests {
             m.partition_error(code);
         }
         let mut s = MetricsSnapshot::default();
-        m.snapshot_into(&mut s, Instant::now(), &Stats::default());
+        m.snapshot_into(&mut s, Instant::now(), &Stats::default(), None);
         assert_eq!(
             s.errors,
             vec![(ErrorCode(-1), 1), (ErrorCode(6), 1), (ErrorCode(19), 2)]
@@ -324,10 +345,37 @@ mod tests {
         assert_eq!(stats.buffer_wait_ns, 25_000_000);
         assert!(!m.waiting_for_buffer());
         let mut s = MetricsSnapshot::default();
-        m.snapshot_into(&mut s, t0 + Duration::from_secs(50), &stats);
+        m.snapshot_into(&mut s, t0 + Duration::from_secs(50), &stats, None);
         assert_eq!(s.windowed.growth.buffer_wait_ns, 25_000_000);
         assert_eq!(s.windowed.elapsed, Duration::from_secs(50));
         assert_eq!(s.windowed.bufferpool_wait_ratio(), 0.0005);
+    }
+
+    /// A driver's waits count with the producer's own, by cause: ended ones in the totals and
+    /// the window (`bufferpool-wait-ratio` for buffer space), a running one as running (the
+    /// longer of the driver's and the producer's when both run).
+    #[test]
+    fn a_driver_queue_wait_counts_by_cause() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut m = Metrics::new(Duration::from_secs(30), 2, t0);
+        let mut stats = Stats::default();
+        m.send_wait_ended(t0 + ms(40), ms(30), SendWaitCause::BufferMemory, &mut stats);
+        m.send_wait_ended(t0 + ms(60), ms(7), SendWaitCause::QueueDelay, &mut stats);
+        assert_eq!(stats.buffer_wait_ns, 30_000_000);
+        assert_eq!(stats.queue_delay_wait_ns, 7_000_000);
+        m.send_wait_running(Some((t0 + ms(100), SendWaitCause::QueueDelay)));
+        m.buffer_full(t0 + ms(150));
+        let mut s = MetricsSnapshot::default();
+        m.snapshot_into(&mut s, t0 + ms(1000), &stats, Some(t0 + ms(500)));
+        assert_eq!(s.windowed.growth.buffer_wait_ns, 30_000_000);
+        assert_eq!(s.windowed.growth.queue_delay_wait_ns, 7_000_000);
+        assert!(s.windowed.bufferpool_wait_ratio() > 0.0);
+        assert_eq!(s.buffer_wait_running, ms(850), "the producer's own");
+        assert_eq!(s.queue_delay_wait_running, ms(900), "the driver's, longer");
+        m.send_wait_running(None);
+        m.snapshot_into(&mut s, t0 + ms(1000), &stats, None);
+        assert_eq!(s.queue_delay_wait_running, Duration::ZERO);
     }
 
     #[test]

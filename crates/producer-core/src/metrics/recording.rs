@@ -10,7 +10,7 @@ use super::broker_window::BrokerWindows;
 use super::histogram::{latency_histogram, size_histogram, Histogram};
 use super::per_broker::BrokerMetrics;
 use super::per_topic::TopicMetrics;
-use super::MetricsSnapshot;
+use super::{MetricsSnapshot, SendWaitCause};
 use crate::stats::Stats;
 use crate::windowed::{RateTotals, Windows};
 use crate::ErrorCode;
@@ -37,6 +37,9 @@ pub(crate) struct Metrics {
     throttle_ms: u64,
     /// Since when `send` has refused records as `Full` without accepting one.
     full_since: Option<Instant>,
+    /// A wait running in a driver's queue in front of the producer (since when, and why), as
+    /// the driver last told ([`Metrics::send_wait_running`]).
+    driver_wait: Option<(Instant, SendWaitCause)>,
     /// When the last Metadata answer was applied.
     last_metadata: Option<Instant>,
     /// Per topic, by topic number (a forgotten topic's entry is cleared for the next owner of
@@ -114,6 +117,7 @@ impl Metrics {
             uncompressed_sent: 0,
             throttle_ms: 0,
             full_since: None,
+            driver_wait: None,
             last_metadata: None,
             topics: Vec::new(),
             brokers: Vec::new(),
@@ -132,6 +136,7 @@ impl Metrics {
             uncompressed_bytes_sent: self.uncompressed_sent,
             batches_sent: stats.batches_sent,
             buffer_wait_ns: stats.buffer_wait_ns,
+            queue_delay_wait_ns: stats.queue_delay_wait_ns,
             responses: self.request_latency.count(),
             latency_us: self.request_latency.sum(),
             throttle_ms: self.throttle_ms,
@@ -264,6 +269,32 @@ impl Metrics {
         }
     }
 
+    /// A driver let a sender through at `now` after holding senders back for `waited` in its
+    /// own queue, by `cause`: counted in [`Stats::buffer_wait_ns`] or
+    /// [`Stats::queue_delay_wait_ns`] as a wait that ends at `now` (and in the window that
+    /// holds `now`), as the producer counts its own.
+    #[cold]
+    pub(crate) fn send_wait_ended(
+        &mut self,
+        now: Instant,
+        waited: Duration,
+        cause: SendWaitCause,
+        stats: &mut Stats,
+    ) {
+        self.tick(now, stats);
+        let total = match cause {
+            SendWaitCause::BufferMemory => &mut stats.buffer_wait_ns,
+            SendWaitCause::QueueDelay => &mut stats.queue_delay_wait_ns,
+        };
+        *total = total.saturating_add(nanos(waited));
+    }
+
+    /// What a driver's queue holds senders back by now: since when and why (`None`: nobody
+    /// waits there). Snapshots count it as a wait running.
+    pub(crate) fn send_wait_running(&mut self, since: Option<(Instant, SendWaitCause)>) {
+        self.driver_wait = since;
+    }
+
     /// A Metadata answer was applied at `now`.
     pub(crate) fn metadata_applied(&mut self, now: Instant) {
         self.last_metadata = Some(now);
@@ -303,17 +334,36 @@ impl Metrics {
         }
     }
 
-    /// The parts of a snapshot this keeps, at `now`, with `stats` the counters.
-    pub(crate) fn snapshot_into(&self, s: &mut MetricsSnapshot, now: Instant, stats: &Stats) {
+    /// The parts of a snapshot this keeps, at `now`, with `stats` the counters and
+    /// `queue_delay_since` the start of the producer's own queue-delay wait running.
+    pub(crate) fn snapshot_into(
+        &self,
+        s: &mut MetricsSnapshot,
+        now: Instant,
+        stats: &Stats,
+        queue_delay_since: Option<Instant>,
+    ) {
         s.request_latency = self.request_latency.clone();
         s.delivery_latency = self.delivery_latency.clone();
         s.batch_size = self.batch_size.clone();
         s.errors = self.errors.clone();
         s.windowed = self.windows.measure(now, self.totals(stats));
         s.metadata_age = self.last_metadata.map(|t| now.saturating_duration_since(t));
-        s.buffer_wait_running = self
-            .full_since
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        // A wait runs in the producer, in a driver's queue in front of it, or both: the
+        // longer counts (they overlap in time).
+        let running = |since: Option<Instant>| {
+            since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+        };
+        let driver = |cause: SendWaitCause| {
+            running(
+                self.driver_wait
+                    .filter(|&(_, c)| c == cause)
+                    .map(|(since, _)| since),
+            )
+        };
+        s.buffer_wait_running = running(self.full_since).max(driver(SendWaitCause::BufferMemory));
+        s.queue_delay_wait_running =
+            running(queue_delay_since).max(driver(SendWaitCause::QueueDelay));
     }
 
     /// Topic number `topic`'s series, named `name`.

@@ -42,12 +42,14 @@ pub(crate) mod telemetry;
 pub(crate) mod transaction;
 mod transactions;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::brokers::Brokers;
 use crate::buffer::{BufferPool, BufferUse};
 use crate::config::Config;
-use crate::metrics::{BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot, SettingsInUse};
+use crate::metrics::{
+    BrokerMetrics, ConnectionState, Metrics, MetricsSnapshot, SendWaitCause, SettingsInUse,
+};
 use crate::outputs::OutputQueue;
 use crate::partitioner::Rng;
 use crate::queue_delay::QueueDelay;
@@ -200,9 +202,11 @@ impl<T> Producer<T> {
                 buffer_max_records: self.config.buffer_max_records,
             },
             queue_delay_limit_bytes: self.queue_delay_limit(),
+            unacknowledged_bytes: self.buffered.unacknowledged_bytes(),
             ..MetricsSnapshot::default()
         };
-        self.metrics.snapshot_into(&mut s, now, &self.stats);
+        self.metrics
+            .snapshot_into(&mut s, now, &self.stats, self.queue_delay.held_since());
         s.topics = self
             .topics
             .numbers()
@@ -283,6 +287,30 @@ impl<T> Producer<T> {
             usize::MAX => usize::MAX,
             allowed => allowed.saturating_sub(self.buffered.unacknowledged_bytes()),
         }
+    }
+
+    /// For a driver that holds senders back in its own queue in front of the producer (by
+    /// [`Producer::buffer_charge`]s against `buffer_memory`, or by
+    /// [`Producer::queue_delay_room`]): a sender held back there since `now - waited` was let
+    /// through at `now`. Call it when the driver next holds the producer (once per wait, not
+    /// per record); the wait counts as one `send` refused it for `waited`: in
+    /// [`Stats::buffer_wait_ns`] (and `bufferpool-wait-ratio`) for
+    /// [`SendWaitCause::BufferMemory`], in [`Stats::queue_delay_wait_ns`] for
+    /// [`SendWaitCause::QueueDelay`], and so in the [`crate::diagnosis`]. A `now` before the
+    /// latest input's time counts as it.
+    pub fn note_send_wait(&mut self, now: Instant, waited: Duration, cause: SendWaitCause) {
+        let now = now.max(self.now);
+        self.metrics
+            .send_wait_ended(now, waited, cause, &mut self.stats);
+    }
+
+    /// For a driver that holds senders back in its own queue (see
+    /// [`Producer::note_send_wait`]): whether a wait runs there now, since when and why
+    /// (`None`: nobody waits). Call it whenever the driver learns it (each time it takes its
+    /// queue); snapshots count it as a wait running ([`MetricsSnapshot::buffer_wait_running`],
+    /// [`MetricsSnapshot::queue_delay_wait_running`]) until told otherwise.
+    pub fn note_send_wait_running(&mut self, since: Option<(Instant, SendWaitCause)>) {
+        self.metrics.send_wait_running(since);
     }
 
     /// Whether `close` has completed (every record reported, connections closed).

@@ -1,0 +1,161 @@
+//! Backpressure in the driver: senders held back in the driver's command queue (by
+//! `buffer.memory` or by the queue-delay limit) count in the core's wait metrics, and the
+//! diagnosis names the cause, against a slow mock cluster.
+
+use std::time::Duration;
+
+use producer_core::{BackpressureCause, Config, MetricsSnapshot, Record, Verdict};
+
+use crate::drive::Driver;
+use crate::driver_suite::reports_of;
+use crate::running::{Options, Running, TryRefused};
+use crate::MockKafka;
+
+const TOPIC: &str = "backpressure";
+/// The sample window of the diagnosis (two of them): shorter than the run, so that the
+/// snapshot taken as the last record is queued covers the held-back part of it.
+const WINDOW: Duration = Duration::from_millis(200);
+
+/// Queues `record` with `id`, waiting for room: tokio's `send` waits in the driver; mio's
+/// `send_with` hands a refused record back, and the caller tries again after a pause (its
+/// own retry policy, as an application's).
+fn send_waiting(p: &Running, driver: Driver, mut record: Record, id: u64) {
+    if driver == Driver::Tokio {
+        p.send(record, id).expect("the producer is open");
+        return;
+    }
+    loop {
+        match p.try_send(record, id) {
+            Ok(()) => return,
+            Err(TryRefused::Full(r)) => {
+                record = r;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryRefused::Closed(_)) => panic!("closed"),
+        }
+    }
+}
+
+/// The backpressure verdicts of the diagnosis of `m`.
+fn backpressure_causes(m: &MetricsSnapshot) -> Vec<BackpressureCause> {
+    m.diagnose()
+        .brokers
+        .iter()
+        .filter_map(|b| match b.verdict {
+            Verdict::Backpressure { cause } => Some(cause),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sends `n` records of `value` bytes waiting for room, and returns the metrics snapshot
+/// taken right after the last was queued (while the producer still works through them),
+/// after which every record is reported delivered.
+fn send_all(p: &Running, driver: Driver, n: u64, value: usize) -> MetricsSnapshot {
+    let value = bytes::Bytes::from(vec![b'v'; value]);
+    for id in 0..n {
+        let r = Record::new(TOPIC, value.clone()).with_key(format!("k{}", id % 6));
+        send_waiting(p, driver, r, id);
+    }
+    let m = p.metrics().expect("a snapshot while the producer runs");
+    println!(
+        "buffer wait {} ns (+{:?} running), queue-delay wait {} ns (+{:?} running) in {:?}; limit {:?}",
+        m.counters.buffer_wait_ns,
+        m.buffer_wait_running,
+        m.counters.queue_delay_wait_ns,
+        m.queue_delay_wait_running,
+        m.windowed.elapsed,
+        m.queue_delay_limit_bytes
+    );
+    p.flush();
+    for r in reports_of(p, 0..n).values() {
+        assert!(r.result.is_ok(), "record {}: {:?}", r.id, r.result);
+    }
+    m
+}
+
+/// A `buffer.memory` of 32 KiB against a broker that answers after 20 ms, and 1 MB to send:
+/// senders are held back in the driver's queue by the byte budget most of the run. That wait
+/// counts in the buffer-wait total (`bufferpool-wait-time-ns-total`, ended waits or the one
+/// running) and its window, and the diagnosis names backpressure by `buffer.memory`.
+pub fn a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed(driver: Driver) {
+    const BUDGET: usize = 32 * 1024;
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
+    let config: Config = mock
+        .producer_config()
+        .buffer_memory(BUDGET)
+        // Batches never fill (the budget is smaller): not the in-flight cap.
+        .batch_size(BUDGET)
+        .max_request_size(BUDGET)
+        .queue_delay_target(Duration::ZERO)
+        .metrics_sample_window(WINDOW)
+        .build()
+        .unwrap();
+    let p = Running::start(driver, Options::new(config));
+    let m = send_all(&p, driver, 1_000, 1_000);
+    let waited = Duration::from_nanos(m.counters.buffer_wait_ns) + m.buffer_wait_running;
+    assert!(waited > Duration::ZERO, "no buffer wait counted");
+    assert!(
+        m.windowed.growth.buffer_wait_ns > 0 || !m.buffer_wait_running.is_zero(),
+        "in the window too"
+    );
+    let causes = backpressure_causes(&m);
+    assert!(
+        matches!(
+            causes.as_slice(),
+            [BackpressureCause::BufferMemory {
+                buffer_memory: BUDGET,
+                ..
+            }]
+        ),
+        "backpressure by buffer.memory: {}",
+        m.diagnose()
+    );
+    p.close();
+}
+
+/// The queue-delay limit on (a 50 ms target) with `buffer.memory` at its default (32 MiB),
+/// one request in flight to a broker that answers after 20 ms, and 2 MB to send: once a drain
+/// rate is measured the limit holds senders back in the driver's queue far below
+/// `buffer.memory`. That wait counts as the queue-delay wait (not as a wait for buffer
+/// space), and the diagnosis names backpressure by the queue-delay limit.
+pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(driver: Driver) {
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
+    let config: Config = mock
+        .producer_config()
+        .max_in_flight(1)
+        .max_request_size(16 * 1024)
+        .batch_size(16 * 1024)
+        .queue_delay_target(Duration::from_millis(50))
+        .metrics_sample_window(WINDOW)
+        .build()
+        .unwrap();
+    let buffer_memory = config.buffer_memory;
+    let p = Running::start(driver, Options::new(config));
+    // One record at a time until a drain is measured: before it the limit is
+    // `buffer.memory`.
+    let mut warm_up = 0u64;
+    while p.metrics().expect("a snapshot").queue_delay_limit_bytes == Some(buffer_memory) {
+        let id = 1_000_000 + warm_up;
+        p.send(Record::new(TOPIC, format!("warm-up {warm_up}")), id)
+            .expect("open");
+        reports_of(&p, [id]);
+        warm_up += 1;
+        assert!(warm_up < 1000, "no drain measured");
+    }
+    let m = send_all(&p, driver, 20_000, 100);
+    let held = Duration::from_nanos(m.counters.queue_delay_wait_ns) + m.queue_delay_wait_running;
+    assert!(held > Duration::ZERO, "no queue-delay wait counted");
+    let causes = backpressure_causes(&m);
+    assert!(
+        matches!(
+            causes.as_slice(),
+            [BackpressureCause::QueueDelay { limit_bytes, .. }] if *limit_bytes < buffer_memory
+        ),
+        "backpressure by the queue-delay limit: {}",
+        m.diagnose()
+    );
+    p.close();
+}
