@@ -3,9 +3,9 @@
 
 use crate::payloads::Payloads;
 use crate::rdkafka_worker::{drain, rdkafka_config};
+use crate::send_times::{nearest_rank, sorted_micros, store_micros};
 use crate::worker::{our_config, runtime, Counting, Outcome, WorkerArgs, MIO_QUEUE};
 use crate::Error;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,29 +60,14 @@ impl Latencies {
     pub(crate) fn delivered(&self, i: u64, at: Instant) {
         if let Some(slot) = self.micros.get(i as usize) {
             let us = at.saturating_duration_since(self.due(i)).as_micros();
-            slot.store(
-                us.min(u128::from(u32::MAX - 1)) as u32 + 1,
-                Ordering::Relaxed,
-            );
+            store_micros(slot, u64::try_from(us).unwrap_or(u64::MAX));
         }
     }
 
     /// p50, p99 and p99.9 in µs (nearest rank) over the delivered records; `None` if none.
     pub(crate) fn percentiles(&self) -> Option<[u64; 3]> {
-        let mut v: Vec<u32> = self
-            .micros
-            .iter()
-            .map(|m| m.load(Ordering::Relaxed))
-            .filter(|&m| m > 0)
-            .map(|m| m - 1)
-            .collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_unstable();
-        let rank =
-            |q: f64| u64::from(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
-        Some([rank(0.50), rank(0.99), rank(0.999)])
+        let v = sorted_micros(&self.micros)?;
+        Some([0.50, 0.99, 0.999].map(|q| nearest_rank(&v, q)))
     }
 }
 

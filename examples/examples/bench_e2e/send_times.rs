@@ -54,29 +54,46 @@ impl SendTimes {
         let k = (i / SAMPLE_EVERY) as usize;
         let now = self.start.elapsed().as_nanos() as u64;
         if let (Some(sent), Some(slot)) = (self.sent.get(k), self.micros.get(k)) {
-            let us = now.saturating_sub(sent.load(Ordering::Relaxed)) / 1000;
-            slot.store(
-                us.min(u64::from(u32::MAX - 1)) as u32 + 1,
-                Ordering::Relaxed,
+            store_micros(
+                slot,
+                now.saturating_sub(sent.load(Ordering::Relaxed)) / 1000,
             );
         }
     }
 
     /// Average and p99 (nearest rank) in µs over the sampled records reported; `None` if none was.
     pub(crate) fn summary(&self) -> Option<[u64; 2]> {
-        let mut v: Vec<u32> = self
-            .micros
-            .iter()
-            .map(|m| m.load(Ordering::Relaxed))
-            .filter(|&m| m > 0)
-            .map(|m| m - 1)
-            .collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_unstable();
+        let v = sorted_micros(&self.micros)?;
         let avg = v.iter().map(|&x| u64::from(x)).sum::<u64>() / v.len() as u64;
-        let p99 = v[((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Some([avg, u64::from(p99)])
+        Some([avg, nearest_rank(&v, 0.99)])
     }
+}
+
+/// Stores `us` microseconds in a per-record slot as 1 + µs (0 means no report yet), capped
+/// below `u32::MAX` (what the open-loop workload and [`SendTimes`] both keep).
+pub(crate) fn store_micros(slot: &AtomicU32, us: u64) {
+    slot.store(
+        us.min(u64::from(u32::MAX - 1)) as u32 + 1,
+        Ordering::Relaxed,
+    );
+}
+
+/// The µs stored by [`store_micros`] in the slots that have one, sorted; `None` if none has.
+pub(crate) fn sorted_micros(slots: &[AtomicU32]) -> Option<Vec<u32>> {
+    let mut v: Vec<u32> = slots
+        .iter()
+        .map(|m| m.load(Ordering::Relaxed))
+        .filter(|&m| m > 0)
+        .map(|m| m - 1)
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v)
+}
+
+/// The `q` quantile of sorted, non-empty `v` by nearest rank.
+pub(crate) fn nearest_rank(v: &[u32], q: f64) -> u64 {
+    u64::from(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
 }
