@@ -16,12 +16,15 @@
 //! `rate x round trip`, and a limit below that would lower the rate it measures, which would
 //! lower the limit again (a spiral down to the floor).
 //!
-//! Until the first Produce answer there is no drain to go by: the limit starts at the floor
-//! for the bootstrap brokers (a slow start, as TCP's first window: each sample while the limit
-//! binds measures about `limit / round trip`, so the next limit is the last times
-//! `(target + linger + round trip) / round trip`, and it reaches the drain within a few round
-//! trips). A burst sent before the producer is connected waits for the first answers instead
-//! of queueing a whole `buffer.memory` in front of every later record.
+//! Until the first Produce answer there is no drain to go by: the limit starts at an eighth of
+//! `buffer.memory` (at least the floor for the bootstrap brokers), [`INITIAL_SHARE`]. A
+//! burst sent before the producer is connected queues that much at most in front of later
+//! records, not a whole `buffer.memory`; a burst up to it is taken without pushing back (a
+//! slow start from the floor refused even a few thousand small records sent at start-up).
+//! From there the limit follows the drain. It rises at once when the cluster takes more: each
+//! sample while the limit binds measures about `limit / round trip`, so the next limit is the
+//! last times `(target + linger + round trip) / round trip`, and it reaches the drain within a
+//! few round trips.
 //! Each sample spans a quarter of the target of busy time at least. While the producer is idle
 //! the rate keeps its last value: the limit never drops below the floor for want of traffic.
 //!
@@ -56,6 +59,9 @@ use crate::config::{Acks, Config};
 /// of the way down (a higher one sets it at once). Slow, so that a short stall (the cluster's,
 /// or the producer's thread not scheduled) does not hold senders back once it is over.
 const SMOOTHING: f64 = 0.125;
+
+/// The share of `buffer.memory` the limit starts at, before any drain is measured.
+const INITIAL_SHARE: usize = 8;
 
 /// The weight of each answer's round trip in the smoothed one (TCP's SRTT gain).
 const ROUND_TRIP_GAIN: f64 = 0.125;
@@ -93,8 +99,9 @@ pub(crate) struct QueueDelay {
 }
 
 impl QueueDelay {
-    /// The limit `config` asks for, before any drain is measured: the floor for the bootstrap
-    /// brokers (a slow start, see the module documentation). Off with a
+    /// The limit `config` asks for, before any drain is measured: an eighth of
+    /// `buffer.memory`, at least the floor for the bootstrap brokers (see the module
+    /// documentation). Off with a
     /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
@@ -120,6 +127,7 @@ impl QueueDelay {
         };
         if q.target.is_some() {
             q.update(config.bootstrap.len());
+            q.allowed = q.allowed.max(q.cap / INITIAL_SHARE).min(q.cap);
         }
         q
     }
@@ -254,31 +262,41 @@ mod tests {
             .unwrap()
     }
 
-    /// Before any drain is measured the limit is the floor for the bootstrap brokers (`max.in.flight
-    /// + 1` batches for each of the three), not `buffer.memory`: a burst before the first answer
-    /// waits for it instead of queueing the whole buffer in front of later records.
+    /// Before any drain is measured the limit is an eighth of `buffer.memory` (4 MiB of 32),
+    /// not the whole of it: a burst before the first answer queues that much at most; the
+    /// first sample sets it from the drain, here the floor (`max.in.flight + 1` batches for
+    /// each of the three brokers).
     #[test]
-    fn starts_at_the_floor_for_the_bootstrap_brokers() {
+    fn starts_at_an_eighth_of_buffer_memory() {
         let mut q = QueueDelay::new(&config(50));
-        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
+        assert_eq!(q.allowed(), 4 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
         q.answered(t0 + Duration::from_millis(20), t0, || 3);
-        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "a slow first answer keeps the floor");
+        assert_eq!(
+            q.allowed(),
+            3 * 6 * 16 * 1024,
+            "a slow first answer: the floor"
+        );
         assert!(q.admits(0), "a record alone always goes, whatever its size");
         assert!(q.admits(q.allowed() - 1));
         assert!(!q.admits(q.allowed()));
     }
 
-    /// A slow start: while the limit binds, each sample measures about `limit / round trip`
-    /// and the limit grows by `(target + round trip) / round trip` per sample, so a cluster
-    /// that drains 100 MB/s with 2 ms round trips is reached within a few round trips.
+    /// While the limit binds, each sample measures about `limit / round trip` and the limit
+    /// grows by `(target + round trip) / round trip` per sample: from the floor (after a slow
+    /// first answer), a cluster that drains 1 GB/s with 2 ms round trips is reached within a
+    /// few round trips.
     #[test]
     fn the_limit_grows_from_the_floor_to_the_drain_within_a_few_round_trips() {
         let mut q = QueueDelay::new(&config(10));
-        let drain = 100e6; // bytes per second the cluster could take
+        let t0 = Instant::now();
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(20), t0, || 3);
+        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "the floor");
+        let drain = 1e9; // bytes per second the cluster could take
         let round_trip = Duration::from_millis(2);
-        let mut t = Instant::now();
+        let mut t = t0 + Duration::from_millis(20);
         q.busy_from(t);
         let mut trips = 0;
         while (q.allowed() as f64) < drain * 0.010 {
@@ -289,7 +307,11 @@ mod tests {
             q.acknowledged(acked as usize);
             q.answered(t, sent, || 3);
             trips += 1;
-            assert!(trips < 20, "still at {} after {trips} round trips", q.allowed());
+            assert!(
+                trips < 20,
+                "still at {} after {trips} round trips",
+                q.allowed()
+            );
         }
         assert!(trips <= 8, "{trips} round trips to reach the drain");
     }
