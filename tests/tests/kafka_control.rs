@@ -98,6 +98,10 @@ fn abandon_then_keep_producing(driver: Driver) {
         .linger(Duration::from_millis(5))
         // Small batches: five requests in flight hold a few hundred records, the rest wait.
         .batch_size(1024)
+        // The records queued behind the frozen broker are the subject here: without the
+        // queue-delay limit (on, it would push back on `send` once the frozen broker stops
+        // draining, long before the 3,000 records are queued).
+        .queue_delay_target(Duration::ZERO)
         .build()
         .unwrap();
     assert!(config.idempotence, "idempotent by default");
@@ -236,6 +240,10 @@ fn close_within_with_the_broker_frozen(driver: Driver) {
         .linger(Duration::from_millis(5))
         // Small batches: five requests in flight hold a few hundred records, the rest wait.
         .batch_size(1024)
+        // The records queued behind the frozen broker are the subject here: without the
+        // queue-delay limit (on, it would push back on `send` once the frozen broker stops
+        // draining, long before the 3,000 records are queued).
+        .queue_delay_target(Duration::ZERO)
         .build()
         .unwrap();
     let p = Running::start(driver, Options::new(config));

@@ -175,10 +175,19 @@ impl Brokers {
         self.slots.len() as u32
     }
 
-    /// How many brokers the cluster's metadata named (live slots with a node id). A scan:
-    /// for a rare caller.
-    pub(crate) fn nodes(&self) -> usize {
-        self.live().filter(|(_, b)| b.node_id >= 0).count()
+    /// What the queue-delay limit's floor counts: the brokers metadata named (at least one) and
+    /// the partitions with something to send (each list's entries, stale ones included, at most
+    /// the partitions its broker leads). A scan of the slots: once per queue-delay sample.
+    pub(crate) fn backlog(&self) -> crate::queue_delay::Backlog {
+        let (mut brokers, mut partitions) = (0, 0);
+        for b in self.iter().filter(|b| b.node_id >= 0) {
+            brokers += 1;
+            partitions += b.active.len().min(b.partitions.len());
+        }
+        crate::queue_delay::Backlog {
+            brokers: brokers.max(1),
+            partitions,
+        }
     }
 
     /// The slots of live brokers (bootstrap addresses and nodes), with their numbers.

@@ -38,9 +38,15 @@
 //! holding records, so the busy time of brokers draining at once is counted once and their
 //! bytes add up. (Summing rates measured per broker would count a
 //! broker no longer written to at its last rate, and overstate brokers that drain in turn.)
-//! The floor is per broker: enough unacknowledged bytes for `max.in.flight` full batches and
-//! an open one on every broker the producer knows, so that a limit near the floor still keeps
-//! every broker's pipeline full.
+//! The floor: enough unacknowledged bytes for `max.in.flight` full batches and an open one on
+//! every broker the producer knows, so that a limit near the floor still keeps every broker's
+//! pipeline full, or a full batch for every partition with something to send if that is more,
+//! so that the limit never keeps a batch from filling. With keys spread over thousands of partitions the
+//! cluster's drain is bound by batches per second, not bytes: a limit that held the queue
+//! to what was drained made batches of one record, which lowered the drain, which lowered the
+//! limit (one topic of 10,000 partitions on one Kafka node: 4,000 records/s, a tenth of the
+//! rate without the limit). There the floor reaches `buffer.memory` and the limit stands
+//! aside.
 //!
 //! # What is counted
 //! Bytes as `buffer.memory` counts them (a record's encoded size and its entry), of records
@@ -66,6 +72,15 @@ const INITIAL_SHARE: usize = 8;
 /// The weight of each answer's round trip in the smoothed one (TCP's SRTT gain).
 const ROUND_TRIP_GAIN: f64 = 0.125;
 
+/// What the floor of the limit counts, asked of the producer when a sample completes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backlog {
+    /// Brokers the producer knows.
+    pub(crate) brokers: usize,
+    /// Partitions with something to send (an open batch, or sealed ones waiting).
+    pub(crate) partitions: usize,
+}
+
 /// The queue-delay limit's state; see the module documentation.
 #[derive(Debug)]
 pub(crate) struct QueueDelay {
@@ -75,6 +90,8 @@ pub(crate) struct QueueDelay {
     allowed: usize,
     /// Floor bytes per broker known: `(max.in.flight + 1) x batch.size`.
     floor_per_broker: usize,
+    /// `batch.size`: floor bytes per partition with something to send.
+    batch_size: usize,
     /// `buffer.memory`: the limit never goes above it.
     cap: usize,
     /// The smoothed drain rate, bytes per second of busy time; 0 until measured.
@@ -114,6 +131,7 @@ impl QueueDelay {
             target,
             allowed: usize::MAX,
             floor_per_broker,
+            batch_size: config.batch_size,
             cap: config.buffer_memory,
             rate: 0.0,
             sample_span: (config.queue_delay_target / 4).max(Duration::from_millis(1)),
@@ -126,7 +144,10 @@ impl QueueDelay {
             held_since: None,
         };
         if q.target.is_some() {
-            q.update(config.bootstrap.len());
+            q.update(Backlog {
+                brokers: config.bootstrap.len(),
+                partitions: 0,
+            });
             q.allowed = q.allowed.max(q.cap / INITIAL_SHARE).min(q.cap);
         }
         q
@@ -166,8 +187,8 @@ impl QueueDelay {
     }
 
     /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
-    /// answer's batches were reported); `brokers` counts the brokers the producer knows (for
-    /// the floor), asked only when a sample completes. Adds the busy time since the later of
+    /// answer's batches were reported); `backlog` gives the brokers the producer knows and the
+    /// partitions with something to send (for the floor), asked only when a sample completes. Adds the busy time since the later of
     /// the previous answer and the start of the busy period (the first answer: since
     /// `sent_at`); once the sample spans enough, folds it into the rate and sets the limit
     /// anew. Returns whether the limit rose.
@@ -175,7 +196,7 @@ impl QueueDelay {
         &mut self,
         now: Instant,
         sent_at: Instant,
-        brokers: impl FnOnce() -> usize,
+        backlog: impl FnOnce() -> Backlog,
     ) -> bool {
         if self.target.is_none() {
             return false;
@@ -191,7 +212,10 @@ impl QueueDelay {
             smoothed.mul_f64(1.0 - ROUND_TRIP_GAIN) + round_trip.mul_f64(ROUND_TRIP_GAIN)
         }));
         self.sample_busy += now.saturating_duration_since(from);
-        if self.sample_busy < self.sample_span {
+        // A sample spans a round trip at least: the answers of pipelined requests come back to
+        // back, and a sample of those alone would count a whole round trip's bytes in a
+        // moment (and the rate rises at once).
+        if self.sample_busy < self.sample_span.max(self.round_trip.unwrap_or_default()) {
             return false;
         }
         let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
@@ -204,20 +228,21 @@ impl QueueDelay {
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
         let before = self.allowed;
-        self.update(brokers());
+        self.update(backlog());
         self.allowed > before
     }
 
-    /// Sets the limit from the rate: `rate x (target + linger + shortest round trip)`, within
-    /// the floor for `brokers` brokers and `buffer.memory`.
-    fn update(&mut self, brokers: usize) {
+    /// Sets the limit from the rate: `rate x (target + linger + round trip)`, within the
+    /// floor for `backlog` and `buffer.memory`.
+    fn update(&mut self, backlog: Backlog) {
         let Some(target) = self.target else {
             self.allowed = usize::MAX;
             return;
         };
         let floor = self
             .floor_per_broker
-            .saturating_mul(brokers.max(1))
+            .saturating_mul(backlog.brokers.max(1))
+            .max(self.batch_size.saturating_mul(backlog.partitions))
             .min(self.cap);
         let delay = target + self.linger + self.round_trip.unwrap_or_default();
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
@@ -254,6 +279,14 @@ impl QueueDelay {
 mod tests {
     use super::*;
 
+    /// A backlog of `n` brokers and no partition with something to send.
+    fn brokers(n: usize) -> Backlog {
+        Backlog {
+            brokers: n,
+            partitions: 0,
+        }
+    }
+
     fn config(target_ms: u64) -> Config {
         Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
             .linger(Duration::ZERO)
@@ -272,7 +305,7 @@ mod tests {
         assert_eq!(q.allowed(), 4 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(20), t0, || 3);
+        q.answered(t0 + Duration::from_millis(20), t0, || brokers(3));
         assert_eq!(
             q.allowed(),
             3 * 6 * 16 * 1024,
@@ -291,8 +324,11 @@ mod tests {
     fn the_limit_grows_from_the_floor_to_the_drain_within_a_few_round_trips() {
         let mut q = QueueDelay::new(&config(10));
         let t0 = Instant::now();
+        // A first answer of 1 kB after 3 ms: the floor.
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(20), t0, || 3);
+        q.answered(t0 + Duration::from_millis(20), t0 + Duration::from_millis(17), || {
+            brokers(3)
+        });
         assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "the floor");
         let drain = 1e9; // bytes per second the cluster could take
         let round_trip = Duration::from_millis(2);
@@ -305,7 +341,7 @@ mod tests {
             let sent = t;
             t += round_trip;
             q.acknowledged(acked as usize);
-            q.answered(t, sent, || 3);
+            q.answered(t, sent, || brokers(3));
             trips += 1;
             assert!(
                 trips < 20,
@@ -334,11 +370,35 @@ mod tests {
             let in_flight = q.allowed().min(1_000_000);
             t += Duration::from_millis(10);
             q.acknowledged(in_flight / 10);
-            q.answered(t, t - round_trip, || 1);
+            q.answered(t, t - round_trip, || brokers(1));
         }
         let rate = q.rate();
         assert!(rate > 9.0e6, "the measured rate fell to {rate}");
         assert!(q.allowed() >= 1_000_000, "allowed {}", q.allowed());
+    }
+
+    /// The floor is a full batch for every partition with something to send when that is more
+    /// than the brokers' floor: with keys over 10,000 partitions a slow drain does not hold the
+    /// queue below what fills their batches (there the floor is `buffer.memory`), and 100
+    /// partitions with data on a slow drain keep 100 batches' worth.
+    #[test]
+    fn the_floor_counts_a_batch_for_every_partition_with_data() {
+        let slow = |partitions| {
+            let mut q = QueueDelay::new(&config(20));
+            let t0 = Instant::now();
+            for i in 1..=20u32 {
+                q.acknowledged(1000);
+                q.answered(t0 + Duration::from_millis(20) * i, t0, || Backlog {
+                    brokers: 1,
+                    partitions,
+                });
+            }
+            q.allowed()
+        };
+        assert_eq!(slow(0), 6 * 16 * 1024);
+        assert_eq!(slow(4), 6 * 16 * 1024, "the broker's floor is more");
+        assert_eq!(slow(100), 100 * 16 * 1024);
+        assert_eq!(slow(10_000), 32 << 20, "buffer.memory");
     }
 
     /// A zero target and `acks=0` turn the limit off: it admits up to `buffer.memory` (which
@@ -373,7 +433,7 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(1);
             q.acknowledged(10_000);
-            q.answered(t, sent, || 3);
+            q.answered(t, sent, || brokers(3));
         }
         let rate = q.rate();
         assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
@@ -393,13 +453,15 @@ mod tests {
         // A slow drain: 1 kB per 20 ms.
         for i in 1..=20u32 {
             q.acknowledged(1000);
-            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+            let sent = t0 + Duration::from_millis(20) * (i - 1);
+            q.answered(t0 + Duration::from_millis(20) * i, sent, || brokers(2));
         }
         assert_eq!(q.allowed(), 2 * 6 * 16 * 1024, "the floor for two brokers");
         // A very fast one: 1 GB per ms.
         for i in 21..=40u32 {
             q.acknowledged(1 << 30);
-            q.answered(t0 + Duration::from_millis(20) * i, t0, || 2);
+            let sent = t0 + Duration::from_millis(20) * (i - 1);
+            q.answered(t0 + Duration::from_millis(20) * i, sent, || brokers(2));
         }
         assert_eq!(q.allowed(), 32 << 20, "buffer.memory caps it");
     }

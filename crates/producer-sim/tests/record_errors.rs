@@ -166,6 +166,9 @@ fn batches_behind_a_rejected_one_are_written_once_in_order() {
         b.linger(Duration::from_millis(1))
             .batch_size(256)
             .max_in_flight(5)
+            // Every record is sent at once (the sequences are the subject): the queue-delay
+            // limit, whose floor is a few 256-byte batches, would refuse some as `Full`.
+            .queue_delay_target(Duration::ZERO)
     });
     let n = 120;
     let keyless = |id: u64| id % 13 == 5;

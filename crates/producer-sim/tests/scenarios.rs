@@ -1064,7 +1064,11 @@ fn all_brokers_down_after_the_cluster_was_reached_is_one_episode_per_outage() {
 #[test]
 fn buffer_charge_is_what_send_charges() {
     let mut h = harness(cluster(1, &[("t", 3)], 71), |b| {
-        b.linger(Duration::from_secs(60)).max_request_size(1 << 20)
+        b.linger(Duration::from_secs(60))
+            .max_request_size(1 << 20)
+            // Every shape is sent at once, records of 1 MB among them: the queue-delay limit
+            // (a few batches after one record's drain) would refuse some as `Full`.
+            .queue_delay_target(Duration::ZERO)
     });
     // The topic's metadata first: records of a known topic are charged their batch entry.
     h.send(record(0, "t", false), 0).unwrap();

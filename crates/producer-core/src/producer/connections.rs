@@ -279,7 +279,7 @@ impl<T> Producer<T> {
                     self.on_produce(conn, batches, parsed.body);
                     let brokers = &self.brokers;
                     self.queue_delay
-                        .answered(self.now, req.sent_at, || brokers.nodes().max(1));
+                        .answered(self.now, req.sent_at, || brokers.backlog());
                     true
                 }
                 Err(_) => return self.malformed(conn, req),
