@@ -326,9 +326,11 @@ mod tests {
         let t0 = Instant::now();
         // A first answer of 1 kB after 3 ms: the floor.
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(20), t0 + Duration::from_millis(17), || {
-            brokers(3)
-        });
+        q.answered(
+            t0 + Duration::from_millis(20),
+            t0 + Duration::from_millis(17),
+            || brokers(3),
+        );
         assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "the floor");
         let drain = 1e9; // bytes per second the cluster could take
         let round_trip = Duration::from_millis(2);

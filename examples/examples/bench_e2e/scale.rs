@@ -24,7 +24,9 @@
 //! records/s at that point (every row at the same rate; `tokio-batch-idem`, whose API takes
 //! bursts, is timed with the per-record sender of the same driver, `tokio-cb-idem`; the `i4`
 //! and `i16` points have no open-loop run). A point sends `--records` records (1,000,000 by
-//! default), at most 256 MiB of values (the 10 KB and 1 MB points send fewer).
+//! default), at most 256 MiB of values (the 10 KB and 1 MB points send fewer) and, from 5,000
+//! partitions, at most 10 records per partition (there every producer's rate is bound by the
+//! broker's cost per batch); an open-loop run sends at most 10 s of records at its rate.
 //!
 //! With `--readme PATH` the table replaces what lies between `<!-- bench_e2e scale begin -->`
 //! and `<!-- bench_e2e scale end -->`; with `--plot PATH.svg` the partitions axis is drawn
@@ -54,6 +56,18 @@ const RATE_BASELINE: &str = "rdkafka-idem";
 
 /// The most value bytes one point sends.
 const POINT_BYTES: u64 = 256 << 20;
+
+/// Records per partition a point of 5,000 partitions or more sends: on one node there every
+/// producer's rate is bound by the broker's cost per batch (a few thousand records/s; 1,202 for
+/// `rdkafka-idem` at 10,000 partitions in a trial run), so a million records would take the
+/// sweep's whole hour.
+const LARGE_POINT_RECORDS_PER_PARTITION: u64 = 10;
+
+/// The partitions from which a point is large ([`LARGE_POINT_RECORDS_PER_PARTITION`]).
+const LARGE_POINT_PARTITIONS: i64 = 5_000;
+
+/// Seconds an open-loop run lasts at most: it sends at most its rate times this.
+const LATENCY_RUN_SECS: f64 = 10.0;
 
 /// The heap of the sweep's Kafka: the 10,000-partition point's metadata and the 1 MB point's
 /// requests.
@@ -174,10 +188,12 @@ pub(crate) fn run_sweep(args: &[String], plan: &Plan, peers: &PeerPrograms) -> R
     let mut results = Vec::new();
     for name in &plan.scale_points {
         let point = point(name)?;
-        let records = plan
-            .records
-            .min(POINT_BYTES / point.value_bytes as u64)
-            .max(1);
+        let mut records = plan.records.min(POINT_BYTES / point.value_bytes as u64);
+        if point.total_partitions() >= LARGE_POINT_PARTITIONS {
+            records =
+                records.min(LARGE_POINT_RECORDS_PER_PARTITION * point.total_partitions() as u64);
+        }
+        let records = records.max(1);
         let runs = runs_flag.unwrap_or(if name == "p10000" || name == "v1000000" {
             3
         } else {
@@ -236,6 +252,11 @@ pub(crate) fn run_sweep(args: &[String], plan: &Plan, peers: &PeerPrograms) -> R
     Ok(())
 }
 
+/// The records of an open-loop run at `rate`: the point's, at most [`LATENCY_RUN_SECS`] of them.
+fn latency_records(records: u64, rate: f64) -> u64 {
+    records.min((rate * LATENCY_RUN_SECS) as u64).max(1)
+}
+
 /// The throughput runs of every producer at `point`, then (one producer per process) the
 /// open-loop runs at half of [`RATE_BASELINE`]'s records/s.
 fn run_point(
@@ -265,9 +286,16 @@ fn run_point(
         max_request_size: (point.value_bytes > 100_000).then_some(LARGE_REQUEST),
         cluster: Some(cluster),
         point: Some(&point.name),
-        ..RunSpec::plain(wname, records, Broker::Kafka, peers, topics)
+        ..RunSpec::plain(
+            wname,
+            rate.map_or(records, |r| latency_records(records, r)),
+            Broker::Kafka,
+            peers,
+            topics,
+        )
     };
     let sweep = |rate: Option<f64>, names: &[(String, String)]| {
+        let records = rate.map_or(records, |r| latency_records(records, r));
         let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
         for run in 1..=runs {
             for (row, runner) in names {
