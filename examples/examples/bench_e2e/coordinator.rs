@@ -336,6 +336,12 @@ pub(crate) struct Figures {
     /// p50, p99 and p99.9 latency in ms.
     pub(crate) achieved: f64,
     pub(crate) latency_ms: Option<[f64; 3]>,
+    /// Ours, throughput workloads: the average and p99 ms from each send call to its report
+    /// (each the median over the runs that gave it).
+    pub(crate) accepted_ms: Option<[f64; 2]>,
+    /// The most MB our producer held against `buffer_memory` (the median over the runs whose
+    /// worker samples it).
+    pub(crate) peak_buffered_mb: Option<f64>,
 }
 
 /// A row of a table: the medians of the runs that gave figures, and why the others did not.
@@ -354,6 +360,9 @@ pub(crate) fn coordinator_main(args: &[String]) -> Result<(), Error> {
     let peers = build_peers(&plan.producers);
     if plan.scale {
         return crate::scale::run_sweep(args, &plan, &peers);
+    }
+    if plan.saturation {
+        return crate::saturation::run(args, &plan, &peers);
     }
     let total_started = Instant::now();
     for &broker in &plan.brokers {
@@ -551,6 +560,11 @@ pub(crate) fn rows<'a>(
                 .filter_map(|s| s.as_ref().err().cloned())
                 .collect();
             let m = |f: &dyn Fn(&Sample) -> f64| median(v.iter().map(f).collect());
+            // The median over the runs that have the figure, `None` if none has.
+            let some = |f: &dyn Fn(&Sample) -> Option<f64>| {
+                let present: Vec<f64> = v.iter().filter_map(f).collect();
+                (!present.is_empty()).then(|| median(present))
+            };
             let figures = (!v.is_empty()).then(|| {
                 let rate = m(&|s| records as f64 / s.secs);
                 Figures {
@@ -565,6 +579,10 @@ pub(crate) fn rows<'a>(
                     latency_ms: v[0].latency_us.is_some().then(|| {
                         [0, 1, 2].map(|q| m(&|s| s.latency_us.map_or(f64::NAN, |l| l[q])) / 1e3)
                     }),
+                    accepted_ms: some(&|s| s.accepted_us.map(|a| a[0]))
+                        .zip(some(&|s| s.accepted_us.map(|a| a[1])))
+                        .map(|(avg, p99)| [avg / 1e3, p99 / 1e3]),
+                    peak_buffered_mb: some(&|s| s.peak_buffered_kb.map(|kb| kb as f64 / 1024.0)),
                 }
             });
             (

@@ -14,6 +14,7 @@
 //!     --producers rdkafka,tokio-idem,mio-idem
 //! cargo run --release --example bench_e2e -- --broker both --readme README.md   # the README
 //! cargo run --release --example bench_e2e -- --scale --readme README.md --plot docs/bench_scale.svg
+//! cargo run --release --example bench_e2e -- --saturation --broker both --readme README.md
 //! cargo run --release --example bench_e2e -- --broker kafka --defaults --readme README.md \
 //!     --workloads null100,key8,val1000 \
 //!     --producers rdkafka,rdkafka-idem,tokio-batch-idem,mio-idem,franz-go-idem,java-idem
@@ -43,8 +44,8 @@
 //!   before/after comparison whose runs interleave on the same machine and mock.
 //! * `NAME+qdN` (`tokio+qd50`, `mio-idem+qd100`, `mio@base+qd20`, ...): our producer NAME
 //!   with the queue-delay limit at N ms (`queue.delay.target.ms` N, passed to the worker as
-//!   `--queue-delay-ms N`; `+qd0` is the limit off, the default), beside NAME in the same
-//!   invocation.
+//!   `--queue-delay-ms N`; `+qd0` turns the limit off, which is otherwise on at its default
+//!   of 20 ms), beside NAME in the same invocation.
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run
@@ -71,6 +72,15 @@
 //!   `--records N` caps each point's records, `--runs N` sets every point's runs, `--readme`
 //!   writes between the `<!-- bench_e2e scale ... -->` markers and `--plot PATH.svg` draws CPU
 //!   and peak RSS against partitions (the `plot` module).
+//! * `--saturation`: latency under saturation instead of the workloads (see the `saturation`
+//!   module): on each broker of `--broker`, every API row of ours (`tokio-idem`,
+//!   `tokio-cb-idem`, `tokio-batch-idem`, `mio-idem`, `mio-batch-idem` unless `--producers`
+//!   says) unthrottled on `null100` with the queue-delay limit on (the default) and off
+//!   (`NAME+qd0`), then the open-loop `latency` workload at half of the limit-off records/s;
+//!   one table per broker (records/s, the "from send" average and p99, the p99 at half the
+//!   peak, peak RSS, bytes buffered, each target met or not), which `--readme` writes between
+//!   the `<!-- bench_e2e saturation-mock ... -->` (`saturation-kafka`) markers. Takes
+//!   `--runs`, `--records`, `--batch-size`, `--buffer-memory`, `--mock-rtt-ms`.
 //!
 //! Bad flags are an error with the usage, before anything runs.
 //!
@@ -243,6 +253,7 @@ mod peers;
 mod plan;
 mod plot;
 mod rdkafka_worker;
+mod saturation;
 mod scale;
 mod send_times;
 mod tables;

@@ -28,7 +28,7 @@ pub(crate) const VALUE_FLAGS: &[&str] = &[
 ];
 
 /// The flags that take no value.
-const SWITCHES: &[&str] = &["--quick", "--defaults", "--scale"];
+const SWITCHES: &[&str] = &["--quick", "--defaults", "--scale", "--saturation"];
 
 /// The value of `--name`, parsed; an error (not a panic) for a missing or bad value.
 pub(crate) fn flag<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, Error>
@@ -80,22 +80,52 @@ pub(crate) struct Plan {
     pub(crate) scale_points: Vec<String>,
     /// `--plot PATH`: the sweep's SVG plot.
     pub(crate) plot: Option<std::path::PathBuf>,
+    /// `--saturation`: the queue-delay limit on and off, unthrottled, and the latency at half
+    /// the peak, instead of the workloads (see [`crate::saturation`]).
+    pub(crate) saturation: bool,
 }
 
 impl Plan {
     /// The name in the README markers of `broker`'s tables: `mock`, `kafka`,
-    /// `kafka-defaults` (with `--defaults`), `scale` (with `--scale`).
+    /// `kafka-defaults` (with `--defaults`), `scale` (with `--scale`), `saturation-mock`,
+    /// `saturation-kafka` (with `--saturation`).
     pub(crate) fn marker(&self, broker: Broker) -> String {
-        marker(broker, self.scale, self.defaults)
+        marker(broker, self.mode())
+    }
+
+    /// What this invocation runs instead of the workloads, if anything.
+    fn mode(&self) -> Mode {
+        mode(self.scale, self.saturation, self.defaults)
+    }
+}
+
+/// What an invocation runs, as far as its README markers go.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Workloads,
+    Defaults,
+    Scale,
+    Saturation,
+}
+
+/// The mode of the `--scale`, `--saturation` and `--defaults` switches (at most one of the
+/// first two, neither with `--defaults`: checked in [`plan`]).
+fn mode(scale: bool, saturation: bool, defaults: bool) -> Mode {
+    match (scale, saturation, defaults) {
+        (true, _, _) => Mode::Scale,
+        (false, true, _) => Mode::Saturation,
+        (false, false, true) => Mode::Defaults,
+        (false, false, false) => Mode::Workloads,
     }
 }
 
 /// See [`Plan::marker`].
-fn marker(broker: Broker, scale: bool, defaults: bool) -> String {
-    match (scale, defaults) {
-        (true, _) => "scale".to_string(),
-        (false, true) => format!("{}-defaults", broker.name()),
-        (false, false) => broker.name().to_string(),
+fn marker(broker: Broker, mode: Mode) -> String {
+    match mode {
+        Mode::Scale => "scale".to_string(),
+        Mode::Saturation => format!("saturation-{}", broker.name()),
+        Mode::Defaults => format!("{}-defaults", broker.name()),
+        Mode::Workloads => broker.name().to_string(),
     }
 }
 
@@ -108,6 +138,9 @@ pub(crate) fn usage() -> String {
          \x20                (NAME+qdN: our producer NAME with queue.delay.target.ms N)\n\
          \x20                [--defaults] [--partitions N] [--topics N] [--instances N]\n\
          \x20                [--scale [--scale-points {}] [--plot PATH.svg]]\n\
+         \x20                [--saturation (the queue-delay limit on and off, unthrottled, and\n\
+         \x20                 the p99 at half the peak rate; with --broker, --runs, --records,\n\
+         \x20                 --producers, --readme, --batch-size, --buffer-memory, --mock-rtt-ms)]\n\
          \x20                [--workloads {}]\n\
          \x20                [--producers {}]\n\
          \x20                (also: {})",
@@ -156,14 +189,20 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
     };
     let workloads = list("--workloads", ALL_WORKLOADS)?;
     let scale = args.iter().any(|a| a == "--scale");
+    let saturation = args.iter().any(|a| a == "--saturation");
     let producers = list(
         "--producers",
         if scale {
             crate::scale::PRODUCERS
+        } else if saturation {
+            crate::saturation::PRODUCERS
         } else {
             ALL_PRODUCERS
         },
     )?;
+    if saturation {
+        saturation_flags(args, &producers)?;
+    }
     for w in &workloads {
         workload(w)?;
     }
@@ -201,11 +240,12 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
     if rate.is_some_and(|r| !(r >= 1.0 && r.is_finite())) {
         return Err("--rate must be at least 1 record per second".into());
     }
-    // The sweep takes its latency rate from each point's own runs.
+    // The sweep takes its latency rate from each point's own runs, `--saturation` from each
+    // row's.
     let latency_at = workloads
         .iter()
         .position(|w| w == "latency")
-        .filter(|_| !scale);
+        .filter(|_| !scale && !saturation);
     if let Some(at) = latency_at {
         let measured = workloads[..at].iter().any(|w| w == "null100")
             && producers.iter().any(|p| p == BASELINE);
@@ -274,7 +314,7 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--readme {}: {e}", path.display()))?;
         for &b in &brokers {
-            replace_marked(&text, &marker(b, scale, defaults), "")
+            replace_marked(&text, &marker(b, mode(scale, saturation, defaults)), "")
                 .map_err(|e| format!("--readme {}: {e}", path.display()))?;
         }
     }
@@ -297,7 +337,45 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         scale,
         scale_points,
         plot,
+        saturation,
     })
+}
+
+/// The flags `--saturation` takes no other of (it sets the workloads, rates, topics and
+/// settings itself), and its producers: ours, without a suffix (it adds `+qd0` itself).
+fn saturation_flags(args: &[String], producers: &[String]) -> Result<(), Error> {
+    const NOT_WITH: &[&str] = &[
+        "--scale",
+        "--defaults",
+        "--workloads",
+        "--rate",
+        "--value-bytes",
+        "--baseline-exe",
+        "--partitions",
+        "--topics",
+        "--instances",
+        "--plot",
+        "--scale-points",
+    ];
+    if let Some(f) = args.iter().find(|a| NOT_WITH.contains(&a.as_str())) {
+        return Err(format!(
+            "--saturation sets the workloads and settings itself: no {f} with it (it takes \
+             --broker, --runs, --records, --producers, --readme, --batch-size, --buffer-memory, \
+             --mock-rtt-ms)"
+        )
+        .into());
+    }
+    for p in producers {
+        let ours = p.starts_with("tokio") || p.starts_with("mio");
+        if !(ours && ALL_PRODUCERS.contains(&p.as_str())) {
+            return Err(format!(
+                "--saturation: {p:?} is not one of our producers (tokio*, mio*, without a \
+                 +qdN or @base suffix: the mode runs each with the queue-delay limit on and off)"
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// `NAME+qdN`: our producer NAME with `queue.delay.target.ms` N (`Some(N)`); any other name
