@@ -267,7 +267,8 @@ impl<T> PartitionQueue<T> {
     }
 
     /// Whether there is something to send on `conn` at `now`: a closed batch the ordering rules
-    /// allow, or an open batch past its `linger` (or any open batch while `closing`).
+    /// allow, or an open batch past its `linger` or grown past `batch_size` (or any open batch
+    /// while `closing`).
     pub(crate) fn has_sendable(
         &self,
         conn: ConnId,
@@ -282,10 +283,11 @@ impl<T> PartitionQueue<T> {
         if self.next_sendable(conn, idempotent).is_some() {
             return true;
         }
+        // A grown batch goes as soon as its leader takes it, as a full one does.
         let lingered = self
             .open
             .as_ref()
-            .is_some_and(|o| o.created() + linger <= now || closing);
+            .is_some_and(|o| o.created() + linger <= now || closing || o.grown());
         lingered && self.may_send_fresh(conn, idempotent)
     }
 
