@@ -86,7 +86,7 @@ mod rng;
 mod wire;
 
 pub use cluster::{
-    CommittedOffset, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
+    CommittedOffset, DEFAULT_MAX_MESSAGE_BYTES, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
     ProducePartitionRecord, RequestRecord, SimCluster, SimTelemetryPush, TransactionState,
     TransactionView,
 };
