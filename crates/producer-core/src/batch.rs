@@ -92,8 +92,8 @@ pub(crate) struct OpenBatch<T> {
     /// Bytes (uncompressed, header included) past which it takes no record: `batch_size`,
     /// or more once it grew ([`OpenBatch::grow_to`]).
     limit: usize,
-    /// It grew past `batch_size`: it is full enough to go without waiting for its linger.
-    grown: bool,
+    /// `batch_size` when it was opened: its limit until it grows.
+    batch_size: usize,
     /// Opened at full size: its share of the pool's budget for that, given back when the
     /// batch is sealed or fails (dropped with it).
     _full_size: Option<FullSize>,
@@ -129,7 +129,7 @@ impl<T> OpenBatch<T> {
             charged: 0,
             created,
             limit: batch_size,
-            grown: false,
+            batch_size,
             _full_size: full_size,
         }
     }
@@ -147,14 +147,19 @@ impl<T> OpenBatch<T> {
     pub(crate) fn grow_to(&mut self, limit: usize) {
         debug_assert!(limit > self.limit, "a batch only grows");
         self.limit = self.limit.max(limit);
-        self.grown = true;
     }
 
     /// Whether it grew past `batch_size` ([`OpenBatch::grow_to`]): then it is sent as soon
     /// as its leader can take it, as a full batch is, not after its linger.
     #[inline]
     pub(crate) fn grown(&self) -> bool {
-        self.grown
+        self.limit > self.batch_size
+    }
+
+    /// How many batches of `batch_size` it stands for, at least 1: what the adaptive
+    /// partitioner weighs a partition's queue by (a grown batch holds what several would).
+    pub(crate) fn batch_equivalents(&self) -> usize {
+        (self.size_in_bytes() / self.batch_size.max(1)).max(1)
     }
 
     /// The batch's id (its linger timer names it).

@@ -123,14 +123,25 @@ impl<T> PartitionQueue<T> {
         self.leader
     }
 
-    /// Batches waiting to be sent for the first time, the open one included: the depth of the
-    /// partition's queue as the adaptive partitioner weighs it (Java: the length of the
-    /// partition's deque in `RecordAccumulator.partitionReady`, which holds the open batch and
-    /// the batches not drained yet). Counters only: no walk.
-    #[inline]
+    /// Batches waiting to be sent for the first time, the open one included (Java: the length
+    /// of the partition's deque in `RecordAccumulator.partitionReady`, which holds the open
+    /// batch and the batches not drained yet). Counters only: no walk. The adaptive
+    /// partitioner weighs [`PartitionQueue::queued_load`].
+    #[cfg(test)]
     pub(crate) fn queued_batches(&self) -> u32 {
         let closed = self.batches.len().saturating_sub(self.sent);
         u32::try_from(closed + usize::from(self.open.is_some())).unwrap_or(u32::MAX)
+    }
+
+    /// Batches waiting to be sent for the first time, the open one counted as the batches of
+    /// `batch_size` it stands for ([`OpenBatch::batch_equivalents`]: more than one once it grew
+    /// while its leader was busy): the depth the adaptive partitioner weighs, so that growth
+    /// does not hide a busy leader's queue from it. Counters only: no walk.
+    #[inline]
+    pub(crate) fn queued_load(&self) -> u32 {
+        let closed = self.batches.len().saturating_sub(self.sent);
+        let open = self.open.as_ref().map_or(0, OpenBatch::batch_equivalents);
+        u32::try_from(closed + open).unwrap_or(u32::MAX)
     }
 
     /// Whether batches are waiting for the leader to take them at `now`: a closed batch never

@@ -86,9 +86,9 @@ mod rng;
 mod wire;
 
 pub use cluster::{
-    CommittedOffset, DEFAULT_MAX_MESSAGE_BYTES, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
+    CommittedOffset, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
     ProducePartitionRecord, RequestRecord, SimCluster, SimTelemetryPush, TransactionState,
-    TransactionView,
+    TransactionView, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use config::{
     BrokerSpec, SimConfig, SimSasl, SimSubscription, API_ADD_OFFSETS_TO_TXN,

@@ -22,7 +22,8 @@ fn slow_cluster(latency: Duration, partitions: i32, configs: &[(&str, &str)]) ->
     let mut cfg = SimConfig::with_brokers(1, 22);
     cfg.latency = (latency, latency);
     let mut c = SimCluster::new(cfg, std::time::Instant::now());
-    c.create_topic_with_config("t", partitions, configs).unwrap();
+    c.create_topic_with_config("t", partitions, configs)
+        .unwrap();
     c
 }
 

@@ -49,7 +49,9 @@ pub(super) fn buffer_charge<T>(record: &Record) -> usize {
 
 /// What appending a record did: the bytes it added to the partition's batches (a new batch's
 /// header included) and whether the partition's batch is still open after it (a batch that
-/// reached `batch_size` is closed).
+/// reached `batch_size` is closed). A batch that grows past `batch_size` while its leader is
+/// busy counts as closed each time it passes a multiple of `batch_size`: for the sticky
+/// partitioner it stands for batches of `batch_size`, with their boundaries.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Appended {
     pub(super) bytes: usize,
@@ -430,12 +432,8 @@ impl<T> Producer<T> {
             .open
             .as_ref()
             .map_or((before, 0), |o| (o.size_in_bytes(), o.limit()));
-        let mut batch_open = size < limit;
-        if !batch_open {
-            batch_open = self.grow_open_batch(topic, p);
-            if !batch_open {
-                self.close_full_batch(topic, p);
-            }
+        if size >= limit && !self.grow_open_batch(topic, p) {
+            self.close_full_batch(topic, p);
         }
         if self.config.linger.is_zero() {
             self.mark_partition_dirty(topic, p);
@@ -444,9 +442,12 @@ impl<T> Producer<T> {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
         }
+        // At least 1: `batch.size` 0 (a batch per record) divides nothing by zero.
+        let batch_size = self.config.batch_size.max(1);
         Appended {
             bytes: size - before,
-            batch_open,
+            // The division only for a batch past `batch_size` (one that grows).
+            batch_open: size < batch_size || before / batch_size == size / batch_size,
         }
     }
 

@@ -119,7 +119,7 @@ impl<T> Producer<T> {
             let unavailable =
                 !timeout.is_zero() && self.partitioning.nodes.unavailable(leader, now, timeout);
             if adaptive && !unavailable {
-                loads.push(i as u32, pq.queued_batches());
+                loads.push(i as u32, pq.queued_load());
             }
         }
         let weighted = if adaptive && loads.build() {

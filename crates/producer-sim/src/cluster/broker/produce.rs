@@ -478,7 +478,10 @@ impl SimCluster {
         }
         // Kafka's `LogValidator`: the batch as it came (compressed, header included) within the
         // topic's `max.message.bytes`, else none of it is appended.
-        let max_message_bytes = self.topics.get(topic).map_or(usize::MAX, |t| t.max_message_bytes);
+        let max_message_bytes = self
+            .topics
+            .get(topic)
+            .map_or(usize::MAX, |t| t.max_message_bytes);
         if raw.len() > max_message_bytes {
             return PartOutcome::err(
                 code::MESSAGE_TOO_LARGE,
