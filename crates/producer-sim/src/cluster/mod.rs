@@ -56,6 +56,8 @@ use state::{Broker, Partition, Topic};
 ///   RecordsCount - 1`, no control batch, an idempotent batch with epoch and sequence >= 0, and
 ///   records that decode exactly (sizes, offset deltas 0..n-1, headers) through both a strict
 ///   walker and kafka-protocol's `RecordBatchDecoder`; any failure is CORRUPT_MESSAGE (2).
+///   A batch larger than its topic's `max.message.bytes` (as the request carries it; Kafka's
+///   default 1,048,588, set per topic at creation) is MESSAGE_TOO_LARGE (10), nothing appended.
 ///   On a topic created with `cleanup.policy=compact`, a batch with records without a key is
 ///   INVALID_RECORD (87) with one v8+ `RecordErrors` entry per such record and Kafka's messages,
 ///   checked before the idempotence window (which it leaves as it was).
