@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use producer_core::{ConfigBuilder, SendErrorReason};
 use producer_sim::drive::Harness;
-use producer_sim::{ProducePartitionRecord, SimCluster, SimConfig};
+use producer_sim::{InjectedError, ProducePartitionRecord, SimCluster, SimConfig, API_PRODUCE};
 use support::run::*;
 use support::ErrorCode;
 
@@ -211,4 +211,42 @@ fn buffer_memory_stays_the_hard_cap_while_batches_grow() {
     assert!(h.flush(secs(60)));
     check_run(&h, &sent, &[("t", 2)], true);
     assert!(reports(&h).values().all(|r| r.is_ok()));
+}
+
+/// A grown batch answered RECORD_LIST_TOO_LARGE (which the retry table fails for a batch of
+/// `batch.size`) is split and resent like one answered MESSAGE_TOO_LARGE: every record is
+/// delivered once, in order.
+#[test]
+fn a_grown_batch_answered_record_list_too_large_is_split_not_failed() {
+    let mut h = harness(slow_cluster(Duration::from_millis(20), 1, &[]), growing);
+    let mut sent = warm_up(&mut h);
+    // Busy first, so that the next batch the broker sees is a grown one.
+    let (more, _) = offer(&mut h, 1, 100, 60, Duration::from_millis(1));
+    sent.extend(more);
+    h.cluster.inject_error(InjectedError {
+        api_key: API_PRODUCE,
+        topic: Some("t".into()),
+        partition: Some(0),
+        error_code: ErrorCode::RECORD_LIST_TOO_LARGE.0,
+        count: 1,
+        persist: false,
+    });
+    let (more, _) = offer(&mut h, 6001, 100, 60, Duration::from_millis(1));
+    sent.extend(more);
+    assert!(h.flush(secs(60)));
+    let refused: Vec<ProducePartitionRecord> = produced(&h, 0)
+        .into_iter()
+        .filter(|b| b.error_code == ErrorCode::RECORD_LIST_TOO_LARGE.0)
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].batch_bytes > BATCH_SIZE,
+        "the refused batch had grown: {} bytes",
+        refused[0].batch_bytes
+    );
+    check_run(&h, &sent, &[("t", 1)], true);
+    assert!(
+        reports(&h).values().all(|r| r.is_ok()),
+        "the refused batch was split and delivered"
+    );
 }
