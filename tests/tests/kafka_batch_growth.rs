@@ -1,7 +1,9 @@
 //! Batches that grow past `batch.size` while every in-flight slot is busy
 //! (`batch.grow.max.bytes`) on Apache Kafka itself (a single KRaft node, 4.1.1), through both
-//! threaded drivers. One Produce request in flight at a time and records offered as fast as
-//! the application can send them: the slot is busy most of the time, so batches grow.
+//! threaded drivers. One Produce request in flight at a time, the fault proxy in front of the
+//! broker holding every chunk 20 ms each way, and records offered as fast as the application
+//! sends them (far more than one 4 KiB batch per 40 ms round trip): the slot is busy, so
+//! batches grow.
 //!
 //! - A topic with Kafka's default `max.message.bytes`: Kafka takes the grown batches (the
 //!   producer's largest batch went well past `batch.size`), every record is delivered, and a
@@ -38,7 +40,11 @@ fn produce_saturated(
         .build()
         .unwrap();
     assert!(config.idempotence, "idempotence is the default");
-    let p = Running::start(driver, Options::new(config));
+    let mut options = Options::new(config);
+    // Room in the driver's queue for every record: the threaded mio driver refuses a send
+    // when its queue is full instead of waiting.
+    options.queue_capacity = RECORDS as usize;
+    let p = Running::start(driver, options);
     for id in 0..RECORDS {
         let value = format!("{id:08}-{}", "v".repeat(90));
         let r = Record::new(topic, value).with_partition(0);
@@ -90,6 +96,10 @@ fn growth_on_kafka(driver: Driver) {
         return;
     };
     let topic = kafka.topic("batch-growth", 1, 1, &[]);
+    // A round trip of at least 40 ms, whatever the machine's speed.
+    for proxy in kafka.proxies() {
+        proxy.set_delay(Duration::from_millis(20));
+    }
     let m = produce_saturated(&kafka, driver, &topic);
     let largest = m.windowed.batch_size_max() as usize;
     println!(
@@ -132,6 +142,9 @@ fn growth_on_kafka(driver: Driver) {
     );
     assert!(refused > 0, "Kafka refused grown batches past its limit");
     assert_eq!(m.counters.records_failed, 0, "no record failed");
+    for proxy in kafka.proxies() {
+        proxy.heal();
+    }
     read_back_in_order(&kafka, &small);
 }
 

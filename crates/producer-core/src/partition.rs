@@ -144,6 +144,13 @@ impl<T> PartitionQueue<T> {
         u32::try_from(closed + open).unwrap_or(u32::MAX)
     }
 
+    /// Whether a closed batch waits for its first send: a batch closed now would go out after
+    /// it, in a later request (a request carries one batch per partition).
+    #[inline]
+    pub(crate) fn has_unsent_closed(&self) -> bool {
+        self.batches.len() > self.sent
+    }
+
     /// Whether batches are waiting for the leader to take them at `now`: a closed batch never
     /// sent, or an open one past its `linger` (what makes the Java client's `ready` name the
     /// leader).

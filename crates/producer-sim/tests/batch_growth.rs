@@ -125,8 +125,8 @@ fn batches_grow_past_batch_size_while_every_slot_is_busy() {
 #[test]
 fn batches_stay_within_batch_size_under_light_load() {
     let mut h = harness(slow_cluster(Duration::from_millis(2), 2, &[]), growing);
-    // 100 records (about 5 KiB) every 50 ms: a few batches, each answered in 4 ms.
-    let (sent, _) = offer(&mut h, 0, 40, 100, Duration::from_millis(50));
+    // 35 records (about 2 KiB) every 10 ms: a batch or two, each answered in 4 ms.
+    let (sent, _) = offer(&mut h, 0, 200, 35, Duration::from_millis(10));
     assert!(h.flush(secs(60)));
     check_run(&h, &sent, &[("t", 2)], true);
     let batches = produced(&h, 0);

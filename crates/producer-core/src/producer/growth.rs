@@ -8,6 +8,8 @@
 //! The rules, each in one place here:
 //! - whether a broker's slots are all busy is noted when its count of Produce requests in
 //!   flight changes ([`Producer::produce_slots_changed`]), never worked out per record;
+//! - it also grows when a batch of its partition closed earlier has not been sent yet: it
+//!   would go in a later request anyway (a request carries one batch per partition);
 //! - an open batch is looked at once, when it reaches its limit
 //!   ([`Producer::grow_open_batch`]); the per-record path compares against the batch's own
 //!   limit, as it compared against `batch_size` before;
@@ -35,16 +37,20 @@ impl<T> Producer<T> {
     }
 
     /// The open batch of partition `p` of `topic` reached its limit: lets it grow to the
-    /// topic's growth limit if every in-flight slot to the partition's leader is busy and it
-    /// has not grown yet. Returns whether it grew (else the caller seals it as full).
+    /// topic's growth limit if it could not go out now anyway and it has not grown yet: every
+    /// in-flight slot to the partition's leader is busy, or a batch of the partition closed
+    /// earlier still waits for its first send (a request carries one batch per partition, so
+    /// this one would go in a later request: at startup, before the first request, or behind
+    /// a backlog). Returns whether it grew (else the caller seals it as full).
     #[cold]
     #[inline(never)]
     pub(super) fn grow_open_batch(&mut self, topic: u32, p: u32) -> bool {
-        let leader = self.topics.partition(topic, p).leader();
-        let busy = self
-            .brokers
-            .slot_of_node(leader)
-            .is_some_and(|slot| self.brokers.slot(slot).produce_slots_full());
+        let pq = self.topics.partition(topic, p);
+        let busy = pq.has_unsent_closed()
+            || self
+                .brokers
+                .slot_of_node(pq.leader())
+                .is_some_and(|slot| self.brokers.slot(slot).produce_slots_full());
         if !busy {
             return false;
         }
