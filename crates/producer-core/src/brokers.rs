@@ -8,9 +8,10 @@
 //! node's connection never names its successor's; timers naming a retired slot are forgotten
 //! by whoever retires it.
 
-use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
+use crate::active::{ActivePartitions, Listed, Listing};
 use crate::connection::{ConnState, Connection};
 use crate::limits::{MAX_BROKERS, MAX_THROTTLE};
 use crate::types::{ConnId, ConnectionError};
@@ -35,8 +36,9 @@ pub(crate) struct BrokerSlot {
     pub(crate) reconnect_at: Option<Instant>,
     /// Consecutive failed connection attempts (reconnect backoff exponent).
     pub(crate) failures: u32,
-    /// Round-robin start for the next request, so no partition starves.
-    pub(crate) drain_index: usize,
+    /// The partitions it leads that have something to send, in the order requests serve them
+    /// (round robin, so no partition starves).
+    pub(crate) active: ActivePartitions,
     /// Every in-flight slot of its connection is busy (`max_in_flight` Produce requests
     /// outstanding): the open batches of the partitions it leads may grow past `batch_size`
     /// (`crate::producer::growth`). Set when the count changes, read once per batch.
@@ -61,7 +63,7 @@ impl BrokerSlot {
             throttled_until: None,
             reconnect_at: None,
             failures: 0,
-            drain_index: 0,
+            active: ActivePartitions::default(),
             produce_slots_full: false,
             last_error: None,
             retired: false,
@@ -148,7 +150,9 @@ pub(crate) enum FailureOutcome {
 #[derive(Debug)]
 pub(crate) struct Brokers {
     slots: Vec<BrokerSlot>,
-    by_node: HashMap<i32, u32>,
+    /// Node id -> slot, sorted by node id (at most [`MAX_BROKERS`]): looked up a few times per
+    /// batch (a partition's leader), where a binary search costs less than hashing.
+    by_node: Vec<(i32, u32)>,
     dirty: Vec<u32>,
     /// Bootstrap slot to try next when no broker is reachable.
     next_bootstrap: usize,
@@ -160,6 +164,8 @@ pub(crate) struct Brokers {
     all_down_reported: bool,
     /// Retired slots, for the next new node.
     free: Vec<u32>,
+    /// The sequence number of the next partition listing ([`crate::active`]).
+    next_listing: u64,
 }
 
 impl Brokers {
@@ -170,13 +176,14 @@ impl Brokers {
                 .iter()
                 .map(|(h, p)| BrokerSlot::new(-1, h.clone(), *p, 0))
                 .collect(),
-            by_node: HashMap::new(),
+            by_node: Vec::new(),
             dirty: Vec::new(),
             next_bootstrap: 0,
             latest_error: None,
             ever_ready: false,
             all_down_reported: false,
             free: Vec::new(),
+            next_listing: 0,
         }
     }
 
@@ -212,12 +219,15 @@ impl Brokers {
 
     /// The slot of a node named by metadata, if known.
     pub(crate) fn slot_of_node(&self, node_id: i32) -> Option<u32> {
-        self.by_node.get(&node_id).copied()
+        self.by_node
+            .binary_search_by_key(&node_id, |&(n, _)| n)
+            .ok()
+            .map(|i| self.by_node[i].1)
     }
 
     /// Whether metadata named this node.
     pub(crate) fn knows_node(&self, node_id: i32) -> bool {
-        self.by_node.contains_key(&node_id)
+        self.slot_of_node(node_id).is_some()
     }
 
     /// The slot of a node, created (or its address updated) from a broker entry of a Metadata
@@ -231,14 +241,18 @@ impl Brokers {
             return None;
         }
         let port = u16::try_from(port).unwrap_or(0);
-        if let Some(&slot) = self.by_node.get(&node_id) {
-            let b = &mut self.slots[slot as usize];
-            if b.host != host || b.port != port {
-                b.host = host.to_owned();
-                b.port = port;
+        let at = match self.by_node.binary_search_by_key(&node_id, |&(n, _)| n) {
+            Ok(i) => {
+                let slot = self.by_node[i].1;
+                let b = &mut self.slots[slot as usize];
+                if b.host != host || b.port != port {
+                    b.host = host.to_owned();
+                    b.port = port;
+                }
+                return Some(slot);
             }
-            return Some(slot);
-        }
+            Err(at) => at,
+        };
         if self.by_node.len() >= MAX_BROKERS {
             return None;
         }
@@ -254,7 +268,7 @@ impl Brokers {
                 self.slots.len() as u32 - 1
             }
         };
-        self.by_node.insert(node_id, slot);
+        self.by_node.insert(at, (node_id, slot));
         Some(slot)
     }
 
@@ -266,7 +280,7 @@ impl Brokers {
         self.by_node
             .iter()
             .filter(|(node, _)| listed.binary_search(node).is_err())
-            .map(|(_, &slot)| slot)
+            .map(|&(_, slot)| slot)
             .collect()
     }
 
@@ -282,8 +296,10 @@ impl Brokers {
         }
         debug_assert!(b.conn.is_none(), "the connection is closed first");
         debug_assert!(b.partitions.is_empty(), "the partitions move first");
-        if self.by_node.get(&b.node_id) == Some(&slot) {
-            self.by_node.remove(&b.node_id);
+        if let Ok(i) = self.by_node.binary_search_by_key(&b.node_id, |&(n, _)| n) {
+            if self.by_node[i].1 == slot {
+                self.by_node.remove(i);
+            }
         }
         let mut vacant = BrokerSlot::new(-1, String::new(), 0, b.generation);
         vacant.retired = true;
@@ -296,6 +312,7 @@ impl Brokers {
     pub(crate) fn forget_topic(&mut self, topic: u32) {
         for b in &mut self.slots {
             b.partitions.retain(|&(t, _)| t != topic);
+            b.active.forget_topic(topic);
         }
     }
 
@@ -409,6 +426,21 @@ impl Brokers {
             self.slots[slot as usize].dirty = false;
         }
         dirty
+    }
+
+    /// Lists `(topic, partition)` with `slot` as having something to send, at the back of its
+    /// [`ActivePartitions`]; the partition is to keep the returned listing (its entry is valid
+    /// while it does).
+    pub(crate) fn list(&mut self, slot: u32, (topic, partition): (u32, u32)) -> Listing {
+        // 1, 2, 3, ...: u64 does not run out.
+        let seq = NonZeroU64::MIN.saturating_add(self.next_listing);
+        self.next_listing += 1;
+        self.slots[slot as usize].active.push(Listed {
+            topic,
+            partition,
+            seq,
+        });
+        Listing { slot, seq }
     }
 
     /// Records that `leader` now leads `(topic, partition)` instead of `old`.

@@ -50,6 +50,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod active;
 mod batch;
 mod brokers;
 mod buffer;

@@ -9,6 +9,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::active::Listing;
+
 use crate::batch::{Batch, BatchState, OpenBatch, Unreported};
 use crate::types::{ConnId, ConnectionError, ProduceError};
 
@@ -56,6 +58,8 @@ pub(crate) struct PartitionQueue<T> {
     pub(crate) delivery_timer: Option<Instant>,
     /// Id of the next batch opened on this partition (ids identify batches in requests).
     next_batch_id: u64,
+    /// The broker list this partition is on ([`crate::active`]), if any.
+    listing: Option<Listing>,
 }
 
 /// What [`PartitionQueue::purge`] ended.
@@ -110,7 +114,19 @@ impl<T> PartitionQueue<T> {
             reset_barrier: None,
             delivery_timer: None,
             next_batch_id: 0,
+            listing: None,
         }
+    }
+
+    /// Where the partition is listed as having something to send ([`crate::active`]).
+    pub(crate) fn listing(&self) -> Option<Listing> {
+        self.listing
+    }
+
+    /// Notes the listing the partition's entry carries (`None`: on no list; an entry with
+    /// another sequence number is stale).
+    pub(crate) fn set_listing(&mut self, listing: Option<Listing>) {
+        self.listing = listing;
     }
 
     /// Whether anything (open, queued or in flight) is held.

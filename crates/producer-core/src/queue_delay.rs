@@ -6,18 +6,27 @@
 //! which the producer's bytes are acknowledged while it holds unacknowledged records (its
 //! *busy* time: idle time is not counted, so a producer offered little still measures what is
 //! drained when there is something to drain; and whether the cluster or the producer's own
-//! thread is what bounds the rate, the rate is what comes out), and allows `rate x (target + linger + round trip)`
-//! unacknowledged bytes, never fewer than a floor and never more than `buffer.memory` (which
-//! stays the hard cap, checked apart). The target is the time a record *queues*: what it
-//! spends in any case (its batch's `linger`, and the shortest Produce round trip seen) comes
-//! on top, so a producer far from its cluster, or lingering long, is not held back for
-//! those.
+//! thread is what bounds the rate, the rate is what comes out), and allows
+//! `rate x (target + linger + round trip)` unacknowledged bytes, never fewer than a floor and
+//! never more than `buffer.memory` (which stays the hard cap, checked apart). The target is the
+//! time a record *queues*: what it spends in any case (its batch's `linger`, and the Produce
+//! round trip, smoothed over recent answers) comes on top, so a producer far from its cluster,
+//! or lingering long, is not held back for those. The round trip counted is the recent one,
+//! not the shortest seen: the bytes in flight the cluster needs to keep its rate are
+//! `rate x round trip`, and a limit below that would lower the rate it measures, which would
+//! lower the limit again (a spiral down to the floor).
 //!
-//! Until the first Produce answer there is no drain to go by: the limit is `buffer.memory`, so
-//! a burst sent before the producer is connected is taken as without the limit (a caller that
-//! sends faster than the cluster drains queues, at most, what it sends until that answer).
-//! Each sample spans a quarter of the target of busy time at least. While the producer is idle the rate keeps its last value: the limit
-//! never drops below the floor for want of traffic.
+//! Until the first Produce answer there is no drain to go by: the limit starts at an eighth of
+//! `buffer.memory` (at least the floor for the bootstrap brokers), [`INITIAL_SHARE`]. A
+//! burst sent before the producer is connected queues that much at most in front of later
+//! records, not a whole `buffer.memory`; a burst up to it is taken without pushing back (a
+//! slow start from the floor refused even a few thousand small records sent at start-up).
+//! From there the limit follows the drain. It rises at once when the cluster takes more: each
+//! sample while the limit binds measures about `limit / round trip`, so the next limit is the
+//! last times `(target + linger + round trip) / round trip`, and it reaches the drain within a
+//! few round trips.
+//! Each sample spans a quarter of the target of busy time at least. While the producer is idle
+//! the rate keeps its last value: the limit never drops below the floor for want of traffic.
 //!
 //! # One limit for the producer, from the whole producer's drain
 //! `send` admits a record before it is routed (a record without a key gets its partition, and
@@ -51,6 +60,12 @@ use crate::config::{Acks, Config};
 /// or the producer's thread not scheduled) does not hold senders back once it is over.
 const SMOOTHING: f64 = 0.125;
 
+/// The share of `buffer.memory` the limit starts at, before any drain is measured.
+const INITIAL_SHARE: usize = 8;
+
+/// The weight of each answer's round trip in the smoothed one (TCP's SRTT gain).
+const ROUND_TRIP_GAIN: f64 = 0.125;
+
 /// The queue-delay limit's state; see the module documentation.
 #[derive(Debug)]
 pub(crate) struct QueueDelay {
@@ -74,8 +89,9 @@ pub(crate) struct QueueDelay {
     /// When `send` last accepted a record while nothing was unacknowledged: the start of the
     /// current busy period.
     busy_since: Option<Instant>,
-    /// The shortest Produce round trip seen.
-    min_round_trip: Option<Duration>,
+    /// The Produce round trip, smoothed (each answer moves it [`ROUND_TRIP_GAIN`] of the way
+    /// to its own); `None` until the first answer.
+    round_trip: Option<Duration>,
     /// `linger.ms`.
     linger: Duration,
     /// When `send` was first refused by this limit since a record was last accepted.
@@ -83,7 +99,9 @@ pub(crate) struct QueueDelay {
 }
 
 impl QueueDelay {
-    /// The limit `config` asks for, before any drain is measured: `buffer.memory`. Off with a
+    /// The limit `config` asks for, before any drain is measured: an eighth of
+    /// `buffer.memory`, at least the floor for the bootstrap brokers (see the module
+    /// documentation). Off with a
     /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
@@ -103,12 +121,13 @@ impl QueueDelay {
             sample_busy: Duration::ZERO,
             last_answer: None,
             busy_since: None,
-            min_round_trip: None,
+            round_trip: None,
             linger: config.linger,
             held_since: None,
         };
         if q.target.is_some() {
-            q.allowed = q.cap;
+            q.update(config.bootstrap.len());
+            q.allowed = q.allowed.max(q.cap / INITIAL_SHARE).min(q.cap);
         }
         q
     }
@@ -168,10 +187,9 @@ impl QueueDelay {
         };
         self.last_answer = Some(now);
         let round_trip = now.saturating_duration_since(sent_at);
-        self.min_round_trip = Some(
-            self.min_round_trip
-                .map_or(round_trip, |m| m.min(round_trip)),
-        );
+        self.round_trip = Some(self.round_trip.map_or(round_trip, |smoothed| {
+            smoothed.mul_f64(1.0 - ROUND_TRIP_GAIN) + round_trip.mul_f64(ROUND_TRIP_GAIN)
+        }));
         self.sample_busy += now.saturating_duration_since(from);
         if self.sample_busy < self.sample_span {
             return false;
@@ -201,7 +219,7 @@ impl QueueDelay {
             .floor_per_broker
             .saturating_mul(brokers.max(1))
             .min(self.cap);
-        let delay = target + self.linger + self.min_round_trip.unwrap_or_default();
+        let delay = target + self.linger + self.round_trip.unwrap_or_default();
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
         self.allowed = wanted.clamp(floor, self.cap);
     }
@@ -244,19 +262,83 @@ mod tests {
             .unwrap()
     }
 
-    /// Before any drain is measured the limit is `buffer.memory`; the first sample sets it,
-    /// here to the floor (`max.in.flight + 1` batches for each of the three brokers).
+    /// Before any drain is measured the limit is an eighth of `buffer.memory` (4 MiB of 32),
+    /// not the whole of it: a burst before the first answer queues that much at most; the
+    /// first sample sets it from the drain, here the floor (`max.in.flight + 1` batches for
+    /// each of the three brokers).
     #[test]
-    fn starts_at_buffer_memory_until_the_first_answer() {
+    fn starts_at_an_eighth_of_buffer_memory() {
         let mut q = QueueDelay::new(&config(50));
-        assert_eq!(q.allowed(), 32 << 20);
+        assert_eq!(q.allowed(), 4 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
         q.answered(t0 + Duration::from_millis(20), t0, || 3);
-        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
+        assert_eq!(
+            q.allowed(),
+            3 * 6 * 16 * 1024,
+            "a slow first answer: the floor"
+        );
         assert!(q.admits(0), "a record alone always goes, whatever its size");
         assert!(q.admits(q.allowed() - 1));
         assert!(!q.admits(q.allowed()));
+    }
+
+    /// While the limit binds, each sample measures about `limit / round trip` and the limit
+    /// grows by `(target + round trip) / round trip` per sample: from the floor (after a slow
+    /// first answer), a cluster that drains 1 GB/s with 2 ms round trips is reached within a
+    /// few round trips.
+    #[test]
+    fn the_limit_grows_from_the_floor_to_the_drain_within_a_few_round_trips() {
+        let mut q = QueueDelay::new(&config(10));
+        let t0 = Instant::now();
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(20), t0, || 3);
+        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "the floor");
+        let drain = 1e9; // bytes per second the cluster could take
+        let round_trip = Duration::from_millis(2);
+        let mut t = t0 + Duration::from_millis(20);
+        q.busy_from(t);
+        let mut trips = 0;
+        while (q.allowed() as f64) < drain * 0.010 {
+            // The cluster acknowledges what the limit let out, or its drain if that is less.
+            let acked = (q.allowed() as f64).min(drain * round_trip.as_secs_f64());
+            let sent = t;
+            t += round_trip;
+            q.acknowledged(acked as usize);
+            q.answered(t, sent, || 3);
+            trips += 1;
+            assert!(
+                trips < 20,
+                "still at {} after {trips} round trips",
+                q.allowed()
+            );
+        }
+        assert!(trips <= 8, "{trips} round trips to reach the drain");
+    }
+
+    /// The limit covers the bytes in flight the cluster needs at its round trip now, not at
+    /// the shortest one seen: after a few 2 ms answers (an idle cluster) the round trip grows
+    /// to 100 ms under load; with a 10 ms target, the cluster's 10 MB/s needs 1 MB in flight,
+    /// and the limit keeps at least that (with the shortest round trip it would allow
+    /// rate x 12 ms, the rate measured would fall with it, and the limit again: a spiral to
+    /// the floor).
+    #[test]
+    fn a_round_trip_grown_under_load_does_not_spiral_the_limit_down() {
+        let mut q = QueueDelay::new(&config(10));
+        let mut t = Instant::now();
+        q.busy_from(t);
+        for i in 0..300 {
+            let round_trip = Duration::from_millis(if i < 5 { 2 } else { 100 });
+            // Every 10 ms an answer: a tenth of what may be in flight (at most 1 MB, the
+            // cluster's 10 MB/s at 100 ms), so the rate is `in flight / round trip`.
+            let in_flight = q.allowed().min(1_000_000);
+            t += Duration::from_millis(10);
+            q.acknowledged(in_flight / 10);
+            q.answered(t, t - round_trip, || 1);
+        }
+        let rate = q.rate();
+        assert!(rate > 9.0e6, "the measured rate fell to {rate}");
+        assert!(q.allowed() >= 1_000_000, "allowed {}", q.allowed());
     }
 
     /// A zero target and `acks=0` turn the limit off: it admits up to `buffer.memory` (which

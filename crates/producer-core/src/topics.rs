@@ -340,6 +340,11 @@ impl<T> Topics<T> {
         &self.list[topic as usize]
     }
 
+    /// Topic number `topic`, `None` when there is no such number.
+    pub(crate) fn get_checked(&self, topic: u32) -> Option<&TopicState<T>> {
+        self.list.get(topic as usize)
+    }
+
     #[inline]
     pub(crate) fn get_mut(&mut self, topic: u32) -> &mut TopicState<T> {
         &mut self.list[topic as usize]

@@ -749,10 +749,12 @@ async fn send_is_held_back_by_the_queue_delay_limit_and_woken() {
         .unwrap();
     let buffer_memory = config.buffer_memory;
     let handle = ProducerHandle::start(config).unwrap();
-    // One record at a time until a drain is measured: before it the limit is
+    // One record at a time until a drain is measured: before it the limit is an eighth of
     // `buffer.memory`, which a caller this fast would fill at once.
+    let initial = handle.metrics().await.queue_delay_limit_bytes;
+    assert_eq!(initial, Some(buffer_memory / 8));
     let mut warm_up = 0;
-    while handle.metrics().await.queue_delay_limit_bytes == Some(buffer_memory) {
+    while handle.metrics().await.queue_delay_limit_bytes == initial {
         let r = Record::new(TOPIC, format!("warm-up {warm_up}"));
         handle.send(r).await.unwrap().await.expect("delivered");
         warm_up += 1;

@@ -94,7 +94,11 @@
 //!   (its start, some seconds, is outside every timing). It keeps what it is sent on disk.
 //! * **The producer under test** runs in another process (this binary in `worker` mode), so
 //!   `getrusage(RUSAGE_SELF)` at its end measures that producer only: user+sys CPU and peak
-//!   RSS (`ru_maxrss`). The worker builds its payloads before it starts the clock.
+//!   RSS (`ru_maxrss`). The worker builds its payloads before it starts the clock. Run by
+//!   hand (under `valgrind --tool=callgrind`, against one long-lived `bench_e2e mock
+//!   --partitions N`), `worker --linger-ms N` sets our linger (to fill batches of keyed
+//!   records over many partitions), and our mio and tokio-batch/cb workers print a
+//!   `REQUESTS` line: Produce requests, batches, records, records per batch and per request.
 //! * The coordinator (no mode argument) runs, for every workload, `--runs` rounds of every
 //!   producer (interleaved, so drift hits all alike), takes medians and prints one table per
 //!   workload with the ratio of each figure to librdkafka without idempotence.

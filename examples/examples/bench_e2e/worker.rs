@@ -54,6 +54,9 @@ pub(crate) struct WorkerArgs {
     /// `--defaults`: the producer's shipped defaults instead of the bench's equal settings
     /// (batch size, linger, in-flight, buffer); acks, idempotence and codec stay the row's.
     pub(crate) defaults: bool,
+    /// `--linger-ms N`: our `linger` instead of the bench's 5 ms (to fill batches of keyed
+    /// records over many partitions: the flat-cost profile of issue 22).
+    pub(crate) linger_ms: Option<u64>,
     /// `--queue-delay-ms N` (`NAME+qdN`): our producers' `queue.delay.target.ms`; the
     /// producer's default when absent.
     pub(crate) queue_delay_ms: Option<u64>,
@@ -122,6 +125,7 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
             .map(str::parse)
             .transpose()?,
         defaults: args.iter().any(|a| a == "--defaults"),
+        linger_ms: arg(args, "--linger-ms").map(str::parse).transpose()?,
         queue_delay_ms: arg(args, "--queue-delay-ms").map(str::parse).transpose()?,
         batch_grow_max: arg(args, "--batch-grow-max").map(str::parse).transpose()?,
     };
@@ -267,7 +271,7 @@ pub(crate) fn our_config(
         .compression(w.workload.codec.ours());
     if !w.defaults {
         b = b
-            .linger(Duration::from_millis(5))
+            .linger(Duration::from_millis(w.linger_ms.unwrap_or(5)))
             .max_in_flight(5)
             .buffer_memory(w.buffer_memory)
             .buffer_max_records(w.buffer_max_records);
@@ -396,6 +400,7 @@ pub(crate) fn run_tokio_detached(
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
         sampler.abort();
+        print_requests(&handle.metrics().await.counters);
         handle.close().await;
         Ok(Outcome {
             peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
@@ -448,6 +453,9 @@ pub(crate) fn run_mio(
         sent
     })?;
     let secs = started.elapsed().as_secs_f64();
+    if let Some(m) = producer.metrics() {
+        print_requests(&m.counters);
+    }
     producer.close();
     Ok(Outcome {
         peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
@@ -494,6 +502,22 @@ pub(crate) fn send_mio(
         }
     }
     Ok(())
+}
+
+/// Prints a `REQUESTS` line: Produce requests, batches and records sent, and records per
+/// batch and per request (how the workload batched: keyed records over many partitions make
+/// small batches unless linger is raised).
+fn print_requests(c: &producer_core::Stats) {
+    let per = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    println!(
+        "REQUESTS requests={} batches={} records={} records_per_batch={:.2} \
+         records_per_request={:.2}",
+        c.produce_requests,
+        c.batches_sent,
+        c.records_sent,
+        per(c.records_sent, c.batches_sent),
+        per(c.records_sent, c.produce_requests)
+    );
 }
 
 /// Records per burst for the batched producers.

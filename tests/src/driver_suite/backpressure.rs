@@ -134,10 +134,12 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
         .unwrap();
     let buffer_memory = config.buffer_memory;
     let p = Running::start(driver, Options::new(config));
-    // One record at a time until a drain is measured: before it the limit is
-    // `buffer.memory`.
+    // One record at a time until a drain is measured: before it the limit is its starting
+    // value (an eighth of `buffer.memory`).
+    let initial = p.metrics().expect("a snapshot").queue_delay_limit_bytes;
+    assert_eq!(initial, Some(buffer_memory / 8));
     let mut warm_up = 0u64;
-    while p.metrics().expect("a snapshot").queue_delay_limit_bytes == Some(buffer_memory) {
+    while p.metrics().expect("a snapshot").queue_delay_limit_bytes == initial {
         let id = 1_000_000 + warm_up;
         p.send(Record::new(TOPIC, format!("warm-up {warm_up}")), id)
             .expect("open");

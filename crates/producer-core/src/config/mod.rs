@@ -78,16 +78,15 @@ pub struct Config {
     pub buffer_memory: usize,
     /// `queue.delay.target.ms`: the queue-delay limit. When the cluster absorbs less than the
     /// application offers, `send` pushes back (`Full`, or a driver's blocking send waits)
-    /// once the unacknowledged bytes reach what the cluster drains in this long (measured:
-    /// the acknowledged bytes per second of time with Produce requests in flight), never
-    /// below `max.in.flight + 1` batches per broker and never above `buffer_memory`, which
-    /// stays the hard cap (and at `buffer_memory` until the first Produce answer: no drain is
-    /// measured before it). So records wait about this long in the producer instead of the
-    /// whole `buffer_memory`'s worth. Zero turns the limit off (the producer then fills
-    /// `buffer_memory`, as the Java client does); it is off with `acks=0` too (nothing is
-    /// acknowledged to measure the drain by). **Off by default for now**: the default target
-    /// (issue 22 asks for it on) waits for a measurement of its throughput cost on a quiet
-    /// machine.
+    /// once the unacknowledged bytes reach what the cluster drains in this long plus `linger`
+    /// and the Produce round trip (measured: the acknowledged bytes per second of time with
+    /// Produce requests in flight, and the smoothed round trip), never below
+    /// `max.in.flight + 1` batches per broker and never above `buffer_memory`, which stays
+    /// the hard cap. It starts at that floor for the bootstrap brokers and grows as answers
+    /// come (a slow start). So records queue about this long in the producer instead of the
+    /// whole `buffer_memory`'s worth. Default 20 ms. Zero turns the limit off (the producer
+    /// then fills `buffer_memory`, as the Java client does); it is off with `acks=0` too
+    /// (nothing is acknowledged to measure the drain by).
     pub queue_delay_target: Duration,
     /// Records held at most (franz-go's `MaxBufferedRecords`).
     pub buffer_max_records: usize,
@@ -228,7 +227,7 @@ impl Config {
                 max_request_size: 1024 * 1024,
                 batch_grow_max: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
-                queue_delay_target: Duration::ZERO,
+                queue_delay_target: Duration::from_millis(20),
                 buffer_max_records: 1_000_000,
                 compression: Compression::None,
                 retry_backoff: Duration::from_millis(100),
@@ -368,8 +367,7 @@ impl ConfigBuilder {
         batch_grow_max: usize);
     setter!(/// `buffer.memory` (default 32 MiB).
         buffer_memory: usize);
-    setter!(/// `queue.delay.target.ms` (default 0: off until its default target is measured; 50 ms is a
-        /// start): see
+    setter!(/// `queue.delay.target.ms` (default 20 ms; zero turns the limit off): see
         /// [`Config::queue_delay_target`].
         queue_delay_target: Duration);
     setter!(/// Most records held at once (default 1,000,000).

@@ -298,6 +298,7 @@ impl<T> Producer<T> {
             .set_leader(leader, leader_epoch)
         {
             self.brokers.move_partition((t, p), old, leader);
+            self.unlist_partition(t, p);
         }
         self.mark_partition_dirty(t, p);
     }

@@ -466,7 +466,15 @@ impl<T> Producer<T> {
         );
         self.arm_delivery_timer(topic, p, now + self.config.delivery_timeout);
         let open = OpenBatch::new(id, &mut self.buffers, self.config.batch_size, encoded, now);
-        self.topics.partition_mut(topic, p).open.insert(open)
+        self.topics.partition_mut(topic, p).open = Some(open);
+        // Listed with its leader, so that a request to it takes the batch along (in the walk
+        // of the partitions with something to send, not of every partition it leads).
+        self.list_partition(topic, p);
+        self.topics
+            .partition_mut(topic, p)
+            .open
+            .as_mut()
+            .expect("opened above")
     }
 
     /// Seals the open batch of a partition and queues it (a batch boundary, where a sticky

@@ -20,6 +20,7 @@
 //! | `telemetry` | KIP-714 client telemetry: GetTelemetrySubscriptions and PushTelemetry, the subscription, pushes of the metrics as OTLP, the terminating push on close |
 //! | `transaction` | the transactional producer: init, begin, offsets, commit and abort, the coordinator requests, the reports held until a transaction ends |
 
+mod active;
 mod auth;
 #[cfg(test)]
 mod buffer_tests;
@@ -226,10 +227,7 @@ impl<T> Producer<T> {
                 let mut m = BrokerMetrics::new(b.node_id, b.host.clone(), b.port, state);
                 m.in_flight_requests = in_flight_requests;
                 m.in_flight_produce = in_flight_produce;
-                m.records_waiting = b
-                    .partitions
-                    .iter()
-                    .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+                m.records_waiting = self.has_active_partition(slot as u32);
                 self.metrics.broker_into(slot as u32, &mut m, now);
                 m
             })
@@ -635,10 +633,12 @@ impl<T> Producer<T> {
         self.lifecycle.fatal.as_ref()
     }
 
-    /// Marks the leader of a partition as having something to send.
+    /// Marks the leader of a partition as having something to send (and lists the partition
+    /// with it when it holds anything: [`crate::active`]).
     fn mark_partition_dirty(&mut self, topic: u32, p: u32) {
         let leader = self.topics.partition(topic, p).leader();
         if let Some(slot) = self.brokers.slot_of_node(leader) {
+            self.list_partition_with(slot, topic, p);
             self.mark_broker_dirty(slot);
         }
     }

@@ -241,6 +241,9 @@ mod tests {
             .linger(Duration::from_secs(3600))
             // Nothing is ever sent: no drain to limit the queue by.
             .queue_delay_target(Duration::ZERO)
+            // Nor batches growing behind the queued ones (`batch.grow.max.bytes`): these tests
+            // count batches of `batch_size`.
+            .batch_grow_max(0)
             .seed(7)
     }
 

@@ -37,10 +37,7 @@ impl<T> Producer<T> {
         let now = self.now;
         let b = self.brokers.slot(slot);
         if b.conn.is_none() {
-            let has_data = b
-                .partitions
-                .iter()
-                .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
+            let has_data = self.has_active_partition(slot);
             if has_data && self.fatal_error().is_none() {
                 match b.reconnect_at {
                     Some(at) if at > now => self.timers.arm(at, TimerKind::Broker { slot }),
@@ -119,22 +116,30 @@ impl<T> Producer<T> {
     }
 
     /// Builds one Produce request for the broker in `slot`, carrying at most one batch per
-    /// partition it leads (round-robin from where the last request started), up to
-    /// `max_request_size`. Returns false when nothing was sendable.
+    /// partition it leads, up to `max_request_size`. Returns false when nothing was sendable.
+    /// It walks the broker's partitions with something to send ([`crate::active`]), not every
+    /// partition it leads: its cost follows the batches waiting, not the partition count. The
+    /// walk is round robin (a partition served goes to the back of the list, one left over by
+    /// `max_request_size` starts the next request), so no partition starves.
     fn build_produce_request(&mut self, slot: u32) -> bool {
         let now = self.now;
         let idem = self.idempotent();
         let Some(conn) = self.brokers.slot(slot).conn.as_ref().map(|c| c.id) else {
             return false;
         };
-        let n = self.brokers.slot(slot).partitions.len();
+        let n = self.brokers.slot(slot).active.len();
         if n == 0 {
             return false;
         }
-        let start = self.brokers.slot(slot).drain_index % n;
         let mut any = false;
         for k in 0..n {
-            let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
+            let Some(e) = self.brokers.slot(slot).active.get(k) else {
+                break;
+            };
+            if !self.listing_valid(slot, e) {
+                continue;
+            }
+            let (t, p) = (e.topic, e.partition);
             if self.prepare_partition_identity(t, p)
                 && self.partition_ready(t, p, conn)
                 && self.txn_may_send(t, p)
@@ -158,8 +163,29 @@ impl<T> Producer<T> {
         // full and one sent for the first time waited its `linger.ms` (the diagnosis's count).
         let (mut any_full, mut any_lingered) = (false, false);
         self.metrics.tick(now, &self.stats);
-        for k in 0..n {
-            let (t, p) = self.brokers.slot(slot).partitions[(start + k) % n];
+        // The first entry put back: meeting it again means the walk went round (the list may
+        // have been compacted meanwhile), and a partition is in a request at most once.
+        let mut first_kept = None;
+        for _ in 0..n {
+            let Some(e) = self.brokers.slot_mut(slot).active.pop_front() else {
+                break;
+            };
+            if first_kept == Some(e) {
+                self.brokers.slot_mut(slot).active.put_back_front(e);
+                break;
+            }
+            if !self.listing_valid(slot, e) {
+                // Stale (the partition moved or was listed again): dropped.
+                continue;
+            }
+            let (t, p) = (e.topic, e.partition);
+            if self.topics.partition(t, p).is_empty() {
+                self.unlist_partition(t, p);
+                continue;
+            }
+            // Served or not, the partition holds something: back of the list.
+            self.brokers.slot_mut(slot).active.push(e);
+            first_kept.get_or_insert(e);
             if self
                 .topics
                 .partition(t, p)
@@ -186,6 +212,8 @@ impl<T> Producer<T> {
             let pq = self.topics.partition_mut(t, p);
             let len = pq.batch(i).len_bytes() + topic_len + 16;
             if size + len > max && !chosen.is_empty() {
+                // Left over: the next request starts with it.
+                self.brokers.slot_mut(slot).active.back_to_front();
                 break;
             }
             size += len;
@@ -210,7 +238,6 @@ impl<T> Producer<T> {
                 id: pq.batch(i).id(),
             });
         }
-        self.brokers.slot_mut(slot).drain_index = (start + 1) % n;
         if chosen.is_empty() {
             return false;
         }
@@ -364,7 +391,10 @@ impl<T> Producer<T> {
         // Each answer by (topic number, partition): a v13 answer names topics by the ids the
         // request carried, an older one by name. A partition named more than once gets `None`:
         // its entries may contradict each other (written and not), so none is believed.
-        let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> = HashMap::new();
+        // Sized for the batches the request carried (a partition each), so that it does not
+        // grow on the way; a longer answer grows it, bounded by the response's size.
+        let mut results: HashMap<(u32, i32), Option<&PartitionProduceResponse>> =
+            HashMap::with_capacity(batches.len());
         for topic in &resp.topics {
             let t = if topic.topic_id != [0; 16] {
                 self.topics.by_topic_id(topic.topic_id)
