@@ -37,6 +37,9 @@ fn produce_saturated(
         .batch_grow_max(GROW_MAX)
         .max_in_flight(1)
         .linger(Duration::ZERO)
+        // Every record taken at once (6 MB, within `buffer.memory`): the queue-delay limit,
+        // which would hold senders back behind the slow round trip, is off.
+        .queue_delay_target(Duration::ZERO)
         .build()
         .unwrap();
     assert!(config.idempotence, "idempotence is the default");
