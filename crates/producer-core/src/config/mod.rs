@@ -61,8 +61,9 @@ pub struct Config {
     pub max_request_size: usize,
     /// `batch.grow.max.bytes` (bytes, uncompressed): how far an open batch may grow past
     /// `batch_size` while every in-flight slot to its partition's leader is busy
-    /// (`max_in_flight` Produce requests outstanding on its connection). The batch could not
-    /// go out sooner anyway, so it keeps taking records instead of being sealed at
+    /// (`max_in_flight` Produce requests outstanding on its connection), or while an earlier
+    /// batch of its partition still waits for its first send. The batch could not go out
+    /// sooner anyway, so it keeps taking records instead of being sealed at
     /// `batch_size`: the broker then gets fewer, fuller requests (less work per record), and a
     /// slot that frees takes the grown batch as it is. Under light load batches stay at
     /// `batch_size`. [`ConfigBuilder::build`] brings it within `batch_size ..=
