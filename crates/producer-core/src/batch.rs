@@ -89,6 +89,11 @@ pub(crate) struct OpenBatch<T> {
     /// Bytes its records count against `buffer_memory`.
     charged: usize,
     created: Instant,
+    /// Bytes (uncompressed, header included) past which it takes no record: `batch_size`,
+    /// or more once it grew ([`OpenBatch::grow_to`]).
+    limit: usize,
+    /// `batch_size` when it was opened: its limit until it grows.
+    batch_size: usize,
     /// Opened at full size: its share of the pool's budget for that, given back when the
     /// batch is sealed or fails (dropped with it).
     _full_size: Option<FullSize>,
@@ -123,8 +128,38 @@ impl<T> OpenBatch<T> {
             records,
             charged: 0,
             created,
+            limit: batch_size,
+            batch_size,
             _full_size: full_size,
         }
+    }
+
+    /// The bytes past which it takes no record: `batch_size` until it grows.
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Lets it take records up to `limit` bytes (more than its `batch_size`): its leader's
+    /// in-flight slots are all busy, so it could not go out sooner anyway. Its buffer is not
+    /// grown here: it grows as records arrive (see [`OpenBatch::try_append`]). From now on it
+    /// is [`OpenBatch::grown`].
+    pub(crate) fn grow_to(&mut self, limit: usize) {
+        debug_assert!(limit > self.limit, "a batch only grows");
+        self.limit = self.limit.max(limit);
+    }
+
+    /// Whether it grew past `batch_size` ([`OpenBatch::grow_to`]): then it is sent as soon
+    /// as its leader can take it, as a full batch is, not after its linger.
+    #[inline]
+    pub(crate) fn grown(&self) -> bool {
+        self.limit > self.batch_size
+    }
+
+    /// How many batches of `batch_size` it stands for, at least 1: what the adaptive
+    /// partitioner weighs a partition's queue by (a grown batch holds what several would).
+    pub(crate) fn batch_equivalents(&self) -> usize {
+        (self.size_in_bytes() / self.batch_size.max(1)).max(1)
     }
 
     /// The batch's id (its linger timer names it).
@@ -143,9 +178,10 @@ impl<T> OpenBatch<T> {
         self.builder.size_in_bytes()
     }
 
-    /// Appends a record if it fits in `batch_size` (a record always fits an empty batch): its
-    /// bytes go into the batch, its report entry and buffer charge with them. `payload` is the
-    /// record's [`BatchBuilder::payload_size`]. A record that does not fit comes back.
+    /// Appends a record if it fits in the batch's [`OpenBatch::limit`] (`batch_size`, unless
+    /// it grew; a record always fits an empty batch): its bytes go into the batch, its report
+    /// entry and buffer charge with them. `payload` is the record's
+    /// [`BatchBuilder::payload_size`]. A record that does not fit comes back.
     ///
     /// The batch's buffer grows with what it holds: a record that does not fit in it doubles
     /// it (or makes room for the record, if more), so a batch opened small holds at most twice
@@ -153,12 +189,11 @@ impl<T> OpenBatch<T> {
     #[inline(always)]
     pub(crate) fn try_append(
         &mut self,
-        batch_size: usize,
         record: Unrouted<T>,
         payload: usize,
     ) -> Result<(), Unrouted<T>> {
         let appended = self.builder.try_append_with_payload(
-            batch_size,
+            self.limit,
             record.timestamp.unwrap_or(-1),
             record.key.as_deref(),
             record.value.as_deref(),
@@ -206,6 +241,7 @@ impl<T> OpenBatch<T> {
             charged,
             created,
             _full_size,
+            ..
         } = self;
         // The list waits for the batch's answer: holding what it needs, as the bytes do.
         if records.capacity() - records.len() > records.len() / 4 {
@@ -602,7 +638,7 @@ mod tests {
         let mut next = Some(first);
         while let Some(r) = next.take() {
             let payload = r.payload_size();
-            if open.try_append(BATCH_SIZE, r, payload).is_err() {
+            if open.try_append(r, payload).is_err() {
                 break;
             }
             appended += 1;
@@ -650,7 +686,7 @@ mod tests {
         for i in 0..5 {
             let r = record(i, 100);
             let payload = r.payload_size();
-            open.try_append(4096, r, payload).unwrap();
+            open.try_append(r, payload).unwrap();
         }
         let used = open.size_in_bytes();
         let (batch, spare) = open.seal(Compression::None, false).unwrap();

@@ -39,6 +39,10 @@ pub(crate) struct BrokerSlot {
     /// The partitions it leads that have something to send, in the order requests serve them
     /// (round robin, so no partition starves).
     pub(crate) active: ActivePartitions,
+    /// Every in-flight slot of its connection is busy (`max_in_flight` Produce requests
+    /// outstanding): the open batches of the partitions it leads may grow past `batch_size`
+    /// (`crate::producer::growth`). Set when the count changes, read once per batch.
+    produce_slots_full: bool,
     /// Why its last connection failed, until a connection to it is ready again.
     last_error: Option<Box<ConnectionError>>,
     /// The node left the cluster and the slot is free: it has no connection, leads nothing,
@@ -60,9 +64,23 @@ impl BrokerSlot {
             reconnect_at: None,
             failures: 0,
             active: ActivePartitions::default(),
+            produce_slots_full: false,
             last_error: None,
             retired: false,
         }
+    }
+
+    /// Notes how many Produce requests are outstanding on its connection (0 when it has
+    /// none): call whenever that count changes (a request sent, answered, or lost with its
+    /// connection).
+    pub(crate) fn set_produce_in_flight(&mut self, in_flight: usize, max_in_flight: usize) {
+        self.produce_slots_full = in_flight >= max_in_flight;
+    }
+
+    /// Whether every in-flight slot of its connection is busy, as last noted by
+    /// [`BrokerSlot::set_produce_in_flight`].
+    pub(crate) fn produce_slots_full(&self) -> bool {
+        self.produce_slots_full
     }
 
     /// Whether the slot is a bootstrap address (not a node, nor a retired one).

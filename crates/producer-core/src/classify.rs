@@ -312,6 +312,19 @@ pub fn unconfirmed_abort_found_nothing(code: ErrorCode) -> bool {
     code == ErrorCode::INVALID_TXN_STATE
 }
 
+/// Whether a Produce answer says the batch was too large for the broker: MESSAGE_TOO_LARGE
+/// (past the topic's `max.message.bytes`) or RECORD_LIST_TOO_LARGE (past its segment size).
+/// A batch that grew past `batch.size` while its leader was busy (`batch.grow.max.bytes`) and
+/// holds more than one record is split and resent on either, never failed: its size was the
+/// producer's choice, not the application's; and its topic's growth limit comes down. Every
+/// other batch goes by the table (MESSAGE_TOO_LARGE splits, RECORD_LIST_TOO_LARGE fails).
+pub(crate) fn batch_too_large(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE
+    )
+}
+
 /// Classifies a partition-level error code of a Produce answer for an idempotent producer:
 /// `decide(Request::Produce, code, Mode::Idempotent)`.
 pub fn classify(code: ErrorCode) -> Action {
@@ -683,6 +696,21 @@ mod tests {
             ),
             Fatal
         );
+    }
+
+    /// The two answers that say a batch was too large, and no other, make a grown batch split.
+    #[test]
+    fn too_large_answers_are_the_two_size_codes() {
+        assert!(batch_too_large(ErrorCode::MESSAGE_TOO_LARGE));
+        assert!(batch_too_large(ErrorCode::RECORD_LIST_TOO_LARGE));
+        for code in [
+            ErrorCode::NONE,
+            ErrorCode::CORRUPT_MESSAGE,
+            ErrorCode::INVALID_RECORD,
+            ErrorCode::REQUEST_TIMED_OUT,
+        ] {
+            assert!(!batch_too_large(code), "{code:?}");
+        }
     }
 
     #[test]

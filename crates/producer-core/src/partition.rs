@@ -139,14 +139,32 @@ impl<T> PartitionQueue<T> {
         self.leader
     }
 
-    /// Batches waiting to be sent for the first time, the open one included: the depth of the
-    /// partition's queue as the adaptive partitioner weighs it (Java: the length of the
-    /// partition's deque in `RecordAccumulator.partitionReady`, which holds the open batch and
-    /// the batches not drained yet). Counters only: no walk.
-    #[inline]
+    /// Batches waiting to be sent for the first time, the open one included (Java: the length
+    /// of the partition's deque in `RecordAccumulator.partitionReady`, which holds the open
+    /// batch and the batches not drained yet). Counters only: no walk. The adaptive
+    /// partitioner weighs [`PartitionQueue::queued_load`].
+    #[cfg(test)]
     pub(crate) fn queued_batches(&self) -> u32 {
         let closed = self.batches.len().saturating_sub(self.sent);
         u32::try_from(closed + usize::from(self.open.is_some())).unwrap_or(u32::MAX)
+    }
+
+    /// Batches waiting to be sent for the first time, the open one counted as the batches of
+    /// `batch_size` it stands for ([`OpenBatch::batch_equivalents`]: more than one once it grew
+    /// while its leader was busy): the depth the adaptive partitioner weighs, so that growth
+    /// does not hide a busy leader's queue from it. Counters only: no walk.
+    #[inline]
+    pub(crate) fn queued_load(&self) -> u32 {
+        let closed = self.batches.len().saturating_sub(self.sent);
+        let open = self.open.as_ref().map_or(0, OpenBatch::batch_equivalents);
+        u32::try_from(closed + open).unwrap_or(u32::MAX)
+    }
+
+    /// Whether a closed batch waits for its first send: a batch closed now would go out after
+    /// it, in a later request (a request carries one batch per partition).
+    #[inline]
+    pub(crate) fn has_unsent_closed(&self) -> bool {
+        self.batches.len() > self.sent
     }
 
     /// Whether batches are waiting for the leader to take them at `now`: a closed batch never
@@ -283,7 +301,8 @@ impl<T> PartitionQueue<T> {
     }
 
     /// Whether there is something to send on `conn` at `now`: a closed batch the ordering rules
-    /// allow, or an open batch past its `linger` (or any open batch while `closing`).
+    /// allow, or an open batch past its `linger` or grown past `batch_size` (or any open batch
+    /// while `closing`).
     pub(crate) fn has_sendable(
         &self,
         conn: ConnId,
@@ -298,10 +317,11 @@ impl<T> PartitionQueue<T> {
         if self.next_sendable(conn, idempotent).is_some() {
             return true;
         }
+        // A grown batch goes as soon as its leader takes it, as a full one does.
         let lingered = self
             .open
             .as_ref()
-            .is_some_and(|o| o.created() + linger <= now || closing);
+            .is_some_and(|o| o.created() + linger <= now || closing || o.grown());
         lingered && self.may_send_fresh(conn, idempotent)
     }
 

@@ -23,6 +23,9 @@ pub struct Stats {
     pub produce_requests: u64,
     /// Batches sent (retries included).
     pub batches_sent: u64,
+    /// Open batches that grew past `batch_size` because every in-flight slot to their leader
+    /// was busy (`batch.grow.max.bytes`; counted once per batch, when it starts to grow).
+    pub batches_grown: u64,
     /// Batches retried.
     pub retries: u64,
     /// Records retried: the records of the batches in [`Stats::retries`] (Java's

@@ -53,6 +53,11 @@ pub(crate) struct TopicState<T> {
     last_used: Instant,
     /// The number is free: the topic was forgotten (an inert entry, skipped by iteration).
     vacant: bool,
+    /// How far its batches may grow past `batch_size` at most, learned from a broker that
+    /// refused a grown batch as too large (its `max.message.bytes`); `None`: the configured
+    /// `batch_grow_max`. Only ever lowered (see [`TopicState::learn_grow_limit`]); forgotten
+    /// when the topic is created again.
+    grow_limit: Option<usize>,
 }
 
 impl<T> TopicState<T> {
@@ -71,7 +76,23 @@ impl<T> TopicState<T> {
             partitions_asked: None,
             last_used: now,
             vacant: false,
+            grow_limit: None,
         }
+    }
+
+    /// The most bytes its batches may grow to while their leader's in-flight slots are busy:
+    /// `configured` (`batch_grow_max`) unless a broker refused a smaller grown batch.
+    #[inline]
+    pub(crate) fn grow_limit(&self, configured: usize) -> usize {
+        self.grow_limit.map_or(configured, |l| l.min(configured))
+    }
+
+    /// A broker refused a batch of `refused` bytes (uncompressed) as too large: later batches
+    /// grow to at most half of it, never below `floor` (`batch_size`, where growth is off).
+    /// Each refusal at least halves the limit, so it settles within a few answers.
+    pub(crate) fn learn_grow_limit(&mut self, refused: usize, floor: usize) {
+        let limit = (refused / 2).max(floor);
+        self.grow_limit = Some(self.grow_limit.map_or(limit, |l| l.min(limit)));
     }
 
     /// Whether the topic may be forgotten at `now`: nothing sent to it (nor its partitions
@@ -250,6 +271,10 @@ impl<T> Topics<T> {
         let dropped = std::mem::replace(&mut t.replaced_topic_id, t.topic_id);
         t.topic_id = id;
         let recreated = t.replaced_topic_id != [0; 16];
+        if recreated {
+            // A new topic of the same name: its `max.message.bytes` is learned afresh.
+            t.grow_limit = None;
+        }
         if dropped != [0; 16] && dropped != id && self.by_id.get(&dropped) == Some(&topic) {
             self.by_id.remove(&dropped);
         }

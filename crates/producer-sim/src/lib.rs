@@ -88,7 +88,7 @@ mod wire;
 pub use cluster::{
     CommittedOffset, ConnId, ControlMarker, CoordinatorKind, InjectedError, LoggedRecord, NetEvent,
     ProducePartitionRecord, RequestRecord, SimCluster, SimTelemetryPush, TransactionState,
-    TransactionView,
+    TransactionView, DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use config::{
     BrokerSpec, SimConfig, SimSasl, SimSubscription, API_ADD_OFFSETS_TO_TXN,

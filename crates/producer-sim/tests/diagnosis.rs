@@ -175,7 +175,11 @@ fn full_batches_at_the_in_flight_cap_are_named() {
     };
     assert_eq!(max_in_flight, 1);
     assert!(saturated_fraction >= 0.9, "{saturated_fraction}");
-    assert!(full_share >= 0.9, "{full_share}");
+    // Batches grow while the slot is busy (`batch.grow.max.bytes`, on by default) and count
+    // as full; the slot that frees also takes the open batches of partitions that had not
+    // reached `batch.size` yet, as they are: most batches (seven in ten here), not nine in
+    // ten, are full.
+    assert!(full_share >= 0.7, "{full_share}");
     line_names(&d, 1, "max.in.flight.requests.per.connection");
     for other in [2, 3] {
         assert!(

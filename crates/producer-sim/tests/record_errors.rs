@@ -169,6 +169,9 @@ fn batches_behind_a_rejected_one_are_written_once_in_order() {
             // Every record is sent at once (the sequences are the subject): the queue-delay
             // limit, whose floor is a few 256-byte batches, would refuse some as `Full`.
             .queue_delay_target(Duration::ZERO)
+            // Many small batches in flight behind the rejected one are the case: batches
+            // that grow while the slots are busy would make few large ones.
+            .batch_grow_max(0)
     });
     let n = 120;
     let keyless = |id: u64| id % 13 == 5;

@@ -5,7 +5,7 @@ use crate::cluster::{tree_cpu_secs, Broker, Mock, TopicSpec};
 use crate::open_loop::open_loop_sender;
 use crate::payloads::{sized, workload, Workload};
 use crate::peers::{build_peers, payload_files, peer, peer_command, Peer, PeerPrograms};
-use crate::plan::{plan, queue_delay_suffix, usage, Plan};
+use crate::plan::{grow_suffix, plan, queue_delay_suffix, usage, Plan};
 use crate::tables::{
     markdown_latency, markdown_throughput, print_latency_table, print_table, provenance,
     replace_marked,
@@ -145,6 +145,8 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
     let peer = peer(producer);
     let (mut cmd, timeout) = match peer {
         None => {
+            // NAME+growN: NAME's worker with `batch.grow.max.bytes` N.
+            let (producer, grow) = grow_suffix(producer);
             // NAME+qdN: NAME's worker with `queue.delay.target.ms` N.
             let (producer, queue_delay) = queue_delay_suffix(producer);
             // NAME@base: the same worker, from the baseline build (`--baseline-exe`).
@@ -161,6 +163,9 @@ pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, Stri
                 .args(["--bootstrap", &mock.bootstrap]);
             if let Some(ms) = queue_delay {
                 cmd.args(["--queue-delay-ms", &ms.to_string()]);
+            }
+            if let Some(bytes) = grow {
+                cmd.args(["--batch-grow-max", &bytes.to_string()]);
             }
             if let Some(n) = spec.batch_size {
                 cmd.args(["--batch-size", &n.to_string()]);

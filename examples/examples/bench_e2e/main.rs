@@ -46,6 +46,10 @@
 //!   with the queue-delay limit at N ms (`queue.delay.target.ms` N, passed to the worker as
 //!   `--queue-delay-ms N`; `+qd0` turns the limit off, which is otherwise on at its default
 //!   of 20 ms), beside NAME in the same invocation.
+//! * `NAME+growN` (`mio-idem+grow0`, `tokio-batch-idem+grow262144`, ...): our producer NAME
+//!   with `batch.grow.max.bytes` N (passed to the worker as `--batch-grow-max N`; `+grow0`
+//!   turns growth off), beside NAME in the same invocation. It goes last when combined with
+//!   `+qdN` (`mio-idem+qd50+grow0`).
 //! * `--rate N`: records per second of the `latency` workload. Without it the rate is half of
 //!   librdkafka's (`rdkafka`) median records/s on `null100` measured earlier in the same
 //!   invocation on the same broker, so it is required when `null100` (or `rdkafka`) does not run

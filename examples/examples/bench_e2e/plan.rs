@@ -136,6 +136,7 @@ pub(crate) fn usage() -> String {
          \x20                [--buffer-memory MIB] [--value-bytes N] [--mock-rtt-ms N]\n\
          \x20                [--baseline-exe PATH (then NAME@base producers)]\n\
          \x20                (NAME+qdN: our producer NAME with queue.delay.target.ms N)\n\
+         \x20                (NAME+growN: our producer NAME with batch.grow.max.bytes N)\n\
          \x20                [--defaults] [--partitions N] [--topics N] [--instances N]\n\
          \x20                [--scale [--scale-points {}] [--plot PATH.svg]]\n\
          \x20                [--saturation (the queue-delay limit on and off, unthrottled, and\n\
@@ -213,6 +214,7 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         }
     }
     for p in &producers {
+        let (p, grow) = grow_suffix(p);
         let (p, queue_delay) = queue_delay_suffix(p);
         let ours = p.strip_suffix("@base").unwrap_or(p);
         // Our drivers only: librdkafka's worker and the peers have no such setting.
@@ -220,6 +222,12 @@ pub(crate) fn plan(args: &[String]) -> Result<Plan, Error> {
         if queue_delay.is_some() && !(our_driver && ALL_PRODUCERS.contains(&ours)) {
             return Err(format!(
                 "{p:?}: NAME+qdN needs one of our producers (tokio*, mio*) as NAME"
+            )
+            .into());
+        }
+        if grow.is_some() && !(our_driver && ALL_PRODUCERS.contains(&ours)) {
+            return Err(format!(
+                "{p:?}: NAME+growN needs one of our producers (tokio*, mio*) as NAME"
             )
             .into());
         }
@@ -376,6 +384,19 @@ fn saturation_flags(args: &[String], producers: &[String]) -> Result<(), Error> 
         }
     }
     Ok(())
+}
+
+/// `NAME+growN`: our producer NAME with `batch.grow.max.bytes` N (`Some(N)`; `+grow0`: batches
+/// never grow past `batch.size`); any other name as it is (`None`). The outermost suffix
+/// (`mio-idem+qd50+grow0`). The coordinator runs NAME's worker with `--batch-grow-max N`.
+pub(crate) fn grow_suffix(producer: &str) -> (&str, Option<usize>) {
+    match producer.rsplit_once("+grow") {
+        Some((name, bytes)) => match bytes.parse() {
+            Ok(bytes) => (name, Some(bytes)),
+            Err(_) => (producer, None),
+        },
+        None => (producer, None),
+    }
 }
 
 /// `NAME+qdN`: our producer NAME with `queue.delay.target.ms` N (`Some(N)`); any other name

@@ -60,6 +60,9 @@ pub(crate) struct WorkerArgs {
     /// `--queue-delay-ms N` (`NAME+qdN`): our producers' `queue.delay.target.ms`; the
     /// producer's default when absent.
     pub(crate) queue_delay_ms: Option<u64>,
+    /// `--batch-grow-max N` (`NAME+growN`): our producers' `batch.grow.max.bytes`; the
+    /// producer's default when absent.
+    pub(crate) batch_grow_max: Option<usize>,
 }
 
 impl WorkerArgs {
@@ -124,6 +127,7 @@ pub(crate) fn worker_main(args: &[String]) -> Result<(), Error> {
         defaults: args.iter().any(|a| a == "--defaults"),
         linger_ms: arg(args, "--linger-ms").map(str::parse).transpose()?,
         queue_delay_ms: arg(args, "--queue-delay-ms").map(str::parse).transpose()?,
+        batch_grow_max: arg(args, "--batch-grow-max").map(str::parse).transpose()?,
     };
     let payloads = Payloads::new(w.workload).with_topics(&w.topic, w.topics);
     let outcome = if w.instances > 1 {
@@ -277,6 +281,9 @@ pub(crate) fn our_config(
     }
     if let Some(ms) = w.queue_delay_ms {
         b = b.queue_delay_target(Duration::from_millis(ms));
+    }
+    if let Some(n) = w.batch_grow_max {
+        b = b.batch_grow_max(n);
     }
     if let Some(n) = w.max_request_size {
         b = b.max_request_size(n);

@@ -59,6 +59,22 @@ pub struct Config {
     /// `max.request.size` (bytes); also the largest record accepted. At most
     /// [`Config::MAX_REQUEST_SIZE`].
     pub max_request_size: usize,
+    /// `batch.grow.max.bytes` (bytes, uncompressed): how far an open batch may grow past
+    /// `batch_size` while every in-flight slot to its partition's leader is busy
+    /// (`max_in_flight` Produce requests outstanding on its connection), or while an earlier
+    /// batch of its partition still waits for its first send. The batch could not go out
+    /// sooner anyway, so it keeps taking records instead of being sealed at
+    /// `batch_size`: the broker then gets fewer, fuller requests (less work per record), and a
+    /// slot that frees takes the grown batch as it is. Under light load batches stay at
+    /// `batch_size`. [`ConfigBuilder::build`] brings it within `batch_size ..=
+    /// max_request_size` (a topic's batches also stay within the request's framing); setting
+    /// it to `batch_size` or 0 turns growth off. A topic whose broker answers a grown batch
+    /// MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE (its `max.message.bytes` below this) has the
+    /// batch split and resent, and its later batches grow to at most half the refused size.
+    /// Buffer space is still charged per record against `buffer_memory`, which stays the hard
+    /// cap; a grown batch's buffer grows with its records (nothing is reserved up front).
+    /// Default 1 MiB.
+    pub batch_grow_max: usize,
     /// `buffer.memory`: bytes of records held at most.
     pub buffer_memory: usize,
     /// `queue.delay.target.ms`: the queue-delay limit. When the cluster absorbs less than the
@@ -210,6 +226,7 @@ impl Config {
                 linger: Duration::from_millis(5),
                 batch_size: 16 * 1024,
                 max_request_size: 1024 * 1024,
+                batch_grow_max: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
                 queue_delay_target: Duration::from_millis(20),
                 buffer_max_records: 1_000_000,
@@ -303,6 +320,10 @@ impl Config {
         self.delivery_timeout = self.delivery_timeout.min(max * 2);
         self.max_request_size = self.max_request_size.min(Config::MAX_REQUEST_SIZE);
         self.batch_size = self.batch_size.min(self.max_request_size);
+        self.batch_grow_max = self
+            .batch_grow_max
+            .min(self.max_request_size)
+            .max(self.batch_size);
         self.metrics_sample_window = self.metrics_sample_window.max(Duration::from_millis(1));
         self.metrics_num_samples = self
             .metrics_num_samples
@@ -341,6 +362,10 @@ impl ConfigBuilder {
         batch_size: usize);
     setter!(/// `max.request.size` (default 1 MiB).
         max_request_size: usize);
+    setter!(/// `batch.grow.max.bytes` (default 1 MiB; `batch_size` or 0: off): how far a batch
+        /// grows past `batch_size` while its leader's in-flight slots are all busy; see
+        /// [`Config::batch_grow_max`].
+        batch_grow_max: usize);
     setter!(/// `buffer.memory` (default 32 MiB).
         buffer_memory: usize);
     setter!(/// `queue.delay.target.ms` (default 20 ms; zero turns the limit off): see
@@ -545,6 +570,7 @@ impl ConfigBuilder {
             return Err(ConfigError::MaxRequestSizeTooLarge(c.max_request_size));
         }
         c.batch_size = c.batch_size.min(c.max_request_size);
+        c.batch_grow_max = c.batch_grow_max.min(c.max_request_size).max(c.batch_size);
         if c.buffer_memory < c.max_request_size {
             return Err(ConfigError::BufferSmallerThanRequest {
                 buffer: c.buffer_memory,

@@ -262,12 +262,8 @@ impl<T> Producer<T> {
                 Ok(parsed) => {
                     self.stats.trailing_response_bytes += parsed.trailing as u64;
                     self.metrics.tick(self.now, &self.stats);
-                    self.metrics.produce_in_flight(
-                        conn.slot,
-                        self.now,
-                        c.produce_in_flight(),
-                        self.config.max_in_flight,
-                    );
+                    let in_flight = c.produce_in_flight();
+                    self.produce_slots_changed(conn.slot, in_flight);
                     self.metrics.produce_answered(
                         conn.slot,
                         self.now.saturating_duration_since(req.sent_at),
@@ -357,8 +353,7 @@ impl<T> Producer<T> {
             .partitions
             .iter()
             .any(|&(t, p)| !self.topics.partition(t, p).is_empty());
-        self.metrics
-            .produce_in_flight(slot, self.now, 0, self.config.max_in_flight);
+        self.produce_slots_changed(slot, 0);
         self.metrics.connection_down(slot, leads_waiting, self.now);
         if was_ready || leads_waiting {
             self.request_metadata();

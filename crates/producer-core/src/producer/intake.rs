@@ -18,7 +18,7 @@ use super::Producer;
 
 /// Bytes a Produce request needs besides its batches, at most (header, client id, topic and
 /// partition framing), used to refuse records that could never fit in a request.
-fn request_overhead(client_id: &str, topic: &str) -> usize {
+pub(super) fn request_overhead(client_id: &str, topic: &str) -> usize {
     64 + client_id.len() + topic.len()
 }
 
@@ -49,7 +49,9 @@ pub(super) fn buffer_charge<T>(record: &Record) -> usize {
 
 /// What appending a record did: the bytes it added to the partition's batches (a new batch's
 /// header included) and whether the partition's batch is still open after it (a batch that
-/// reached `batch_size` is closed).
+/// reached `batch_size` is closed). A batch that grows past `batch_size` while its leader is
+/// busy counts as closed each time it passes a multiple of `batch_size`: for the sticky
+/// partitioner it stands for batches of `batch_size`, with their boundaries.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Appended {
     pub(super) bytes: usize,
@@ -356,18 +358,41 @@ impl<T> Producer<T> {
         pending: Unrouted<T>,
         payload: usize,
     ) -> Result<Appended, Unrouted<T>> {
-        let batch_size = self.config.batch_size;
         let Some(open) = self.topics.partition_mut(topic, p).open.as_mut() else {
             return Err(pending);
         };
         let before = open.size_in_bytes();
-        match open.try_append(batch_size, pending, payload) {
+        match open.try_append(pending, payload) {
             Ok(()) => Ok(self.appended(topic, p, before)),
-            Err(pending) => {
-                self.close_full_batch(topic, p);
-                Err(pending)
-            }
+            Err(pending) => self.open_batch_full(topic, p, pending, payload),
         }
+    }
+
+    /// The record did not fit in the partition's open batch: the batch grows if its leader is
+    /// busy ([`Producer::grow_open_batch`]) and takes the record, or it is closed as full and
+    /// the record comes back (see [`Producer::append_to_open`]).
+    #[inline(never)]
+    fn open_batch_full(
+        &mut self,
+        topic: u32,
+        p: u32,
+        pending: Unrouted<T>,
+        payload: usize,
+    ) -> Result<Appended, Unrouted<T>> {
+        let pending = if self.grow_open_batch(topic, p) {
+            let Some(open) = self.topics.partition_mut(topic, p).open.as_mut() else {
+                return Err(pending);
+            };
+            let before = open.size_in_bytes();
+            match open.try_append(pending, payload) {
+                Ok(()) => return Ok(self.appended(topic, p, before)),
+                Err(pending) => pending,
+            }
+        } else {
+            pending
+        };
+        self.close_full_batch(topic, p);
+        Err(pending)
     }
 
     /// Appends a record to a new open batch of a partition that has none (see
@@ -379,10 +404,9 @@ impl<T> Producer<T> {
         pending: Unrouted<T>,
         payload: usize,
     ) -> Appended {
-        let batch_size = self.config.batch_size;
         let encoded = BatchBuilder::record_size_with_payload(0, 0, payload);
         let open = self.open_batch(topic, p, encoded);
-        if let Err(pending) = open.try_append(batch_size, pending, payload) {
+        if let Err(pending) = open.try_append(pending, payload) {
             // A record always fits an empty batch; were that ever wrong, the record is
             // reported rather than lost.
             debug_assert!(false, "a record did not fit an empty batch");
@@ -397,18 +421,18 @@ impl<T> Producer<T> {
     }
 
     /// A record went into the open batch of a partition, which held `before` bytes: closes the
-    /// batch once it reached `batch_size`, tells the leader when nothing lingers, asks for
-    /// metadata when the partition has no leader.
+    /// batch once it reached its limit (`batch_size`, unless it grows: see
+    /// [`Producer::grow_open_batch`]), tells the leader when nothing lingers, asks for metadata
+    /// when the partition has no leader.
     #[inline(always)]
     fn appended(&mut self, topic: u32, p: u32, before: usize) -> Appended {
-        let size = self
+        let (size, limit) = self
             .topics
             .partition(topic, p)
             .open
             .as_ref()
-            .map_or(before, |o| o.size_in_bytes());
-        let batch_open = size < self.config.batch_size;
-        if !batch_open {
+            .map_or((before, 0), |o| (o.size_in_bytes(), o.limit()));
+        if size >= limit && !self.grow_open_batch(topic, p) {
             self.close_full_batch(topic, p);
         }
         if self.config.linger.is_zero() {
@@ -418,9 +442,12 @@ impl<T> Producer<T> {
             // No leader known (offline broker, election): look again, rate-limited.
             self.request_metadata();
         }
+        // At least 1: `batch.size` 0 (a batch per record) divides nothing by zero.
+        let batch_size = self.config.batch_size.max(1);
         Appended {
             bytes: size - before,
-            batch_open,
+            // The division only for a batch past `batch_size` (one that grows).
+            batch_open: size < batch_size || before / batch_size == size / batch_size,
         }
     }
 
@@ -468,6 +495,8 @@ impl<T> Producer<T> {
         let Some(open) = t.partitions[p as usize].open.take() else {
             return;
         };
+        // A grown batch is full too: it went past `batch_size`.
+        let full = full || open.grown();
         match open.seal(self.config.compression, self.txn.is_some()) {
             Ok((mut batch, spare)) => {
                 if full {

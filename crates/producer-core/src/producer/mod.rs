@@ -26,6 +26,7 @@ mod auth;
 mod buffer_tests;
 mod cluster;
 mod connections;
+mod growth;
 mod identity;
 mod intake;
 mod lifecycle;

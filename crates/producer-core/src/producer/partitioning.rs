@@ -119,7 +119,7 @@ impl<T> Producer<T> {
             let unavailable =
                 !timeout.is_zero() && self.partitioning.nodes.unavailable(leader, now, timeout);
             if adaptive && !unavailable {
-                loads.push(i as u32, pq.queued_batches());
+                loads.push(i as u32, pq.queued_load());
             }
         }
         let weighted = if adaptive && loads.build() {
@@ -241,6 +241,9 @@ mod tests {
             .linger(Duration::from_secs(3600))
             // Nothing is ever sent: no drain to limit the queue by.
             .queue_delay_target(Duration::ZERO)
+            // Nor batches growing behind the queued ones (`batch.grow.max.bytes`): these tests
+            // count batches of `batch_size`.
+            .batch_grow_max(0)
             .seed(7)
     }
 

@@ -47,6 +47,10 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["transaction.timeout.ms"], "milliseconds"),
     setting(&["linger.ms", "queue.buffering.max.ms"], "milliseconds"),
     setting(&["batch.size"], "bytes"),
+    setting(
+        &["batch.grow.max.bytes"],
+        "bytes (batch.size or 0: no growth past batch.size)",
+    ),
     setting(&["max.request.size", "message.max.bytes"], "bytes"),
     setting(&["buffer.memory"], "bytes"),
     setting(&["queue.delay.target.ms"], "milliseconds, 0 for off"),
@@ -264,6 +268,10 @@ impl ConfigBuilder {
             "transaction.timeout.ms" => self = self.transaction_timeout(ms()?),
             "linger.ms" => self.config.linger = ms()?,
             "batch.size" => self.config.batch_size = count()?,
+            // How far a batch grows past batch.size while its leader's in-flight slots are all
+            // busy (`Config::batch_grow_max`); build brings it within batch.size and
+            // max.request.size, so 0 turns growth off.
+            "batch.grow.max.bytes" => self.config.batch_grow_max = count()?,
             "max.request.size" => self.config.max_request_size = count()?,
             "buffer.memory" => self.config.buffer_memory = count()?,
             "queue.delay.target.ms" => self.config.queue_delay_target = ms()?,

@@ -22,6 +22,10 @@ pub use logs::{ControlMarker, LoggedRecord, ProducePartitionRecord, RequestRecor
 pub use network::{ConnId, NetEvent};
 pub use transactions::{CommittedOffset, CoordinatorKind, TransactionState, TransactionView};
 
+/// Kafka's default `max.message.bytes` of a topic (`message.max.bytes` of the broker): 1 MiB
+/// and the 12 bytes of a batch's log overhead.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
+
 use network::{Conn, Stall};
 use state::{Broker, Partition, Topic};
 
@@ -52,6 +56,8 @@ use state::{Broker, Partition, Topic};
 ///   RecordsCount - 1`, no control batch, an idempotent batch with epoch and sequence >= 0, and
 ///   records that decode exactly (sizes, offset deltas 0..n-1, headers) through both a strict
 ///   walker and kafka-protocol's `RecordBatchDecoder`; any failure is CORRUPT_MESSAGE (2).
+///   A batch larger than its topic's `max.message.bytes` (as the request carries it; Kafka's
+///   default 1,048,588, set per topic at creation) is MESSAGE_TOO_LARGE (10), nothing appended.
 ///   On a topic created with `cleanup.policy=compact`, a batch with records without a key is
 ///   INVALID_RECORD (87) with one v8+ `RecordErrors` entry per such record and Kafka's messages,
 ///   checked before the idempotence window (which it leaves as it was).
@@ -182,10 +188,15 @@ impl SimCluster {
     }
 
     /// [`SimCluster::create_topic`] with topic configs, as Kafka's CreateTopics takes them.
-    /// One is simulated: `cleanup.policy` (`delete`, `compact`, or both comma-separated); with
-    /// `compact`, a Produce batch holding records without a key is rejected with
-    /// INVALID_RECORD and one record error per such record (Kafka's message), and nothing of
-    /// it is appended. Any other key, or another value, is [`SimError::InvalidTopicConfig`].
+    /// Two are simulated:
+    /// - `cleanup.policy` (`delete`, `compact`, or both comma-separated); with `compact`, a
+    ///   Produce batch holding records without a key is rejected with INVALID_RECORD and one
+    ///   record error per such record (Kafka's message), and nothing of it is appended;
+    /// - `max.message.bytes` (a count of bytes, default [`DEFAULT_MAX_MESSAGE_BYTES`], Kafka's):
+    ///   a batch larger than this, as the request carries it, is refused with
+    ///   MESSAGE_TOO_LARGE and nothing of it is appended (Kafka's `RecordTooLargeException`).
+    ///
+    /// Any other key, or another value, is [`SimError::InvalidTopicConfig`].
     pub fn create_topic_with_config(
         &mut self,
         name: &str,
@@ -193,7 +204,18 @@ impl SimCluster {
         configs: &[(&str, &str)],
     ) -> Result<(), SimError> {
         let mut compacted = false;
+        let mut max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
         for &(key, value) in configs {
+            if key == "max.message.bytes" {
+                max_message_bytes =
+                    value
+                        .parse::<usize>()
+                        .map_err(|_| SimError::InvalidTopicConfig {
+                            key: key.to_string(),
+                            value: value.to_string(),
+                        })?;
+                continue;
+            }
             let policies: Vec<&str> = value.split(',').map(str::trim).collect();
             let known = policies.iter().all(|p| matches!(*p, "compact" | "delete"));
             if key != "cleanup.policy" || !known {
@@ -234,6 +256,7 @@ impl SimCluster {
                 id,
                 partitions: parts,
                 compacted,
+                max_message_bytes,
             },
         );
         Ok(())

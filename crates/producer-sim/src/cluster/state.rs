@@ -69,4 +69,6 @@ pub(super) struct Topic {
     pub(super) partitions: Vec<Partition>,
     /// `cleanup.policy` includes `compact`: every record needs a key.
     pub(super) compacted: bool,
+    /// `max.message.bytes`: the largest batch it takes, as a request carries it.
+    pub(super) max_message_bytes: usize,
 }

@@ -335,8 +335,7 @@ impl<T> Producer<T> {
             kind: RequestKind::Produce { batches: chosen },
         });
         let in_flight = c.produce_in_flight();
-        self.metrics
-            .produce_in_flight(slot, now, in_flight, self.config.max_in_flight);
+        self.produce_slots_changed(slot, in_flight);
         if was_idle {
             self.arm_request_timer(slot);
         }
@@ -484,6 +483,9 @@ impl<T> Producer<T> {
         let code = r.error_code;
         if code != ErrorCode::NONE {
             self.metrics.partition_error(code);
+        }
+        if self.refused_as_too_large(t, p, i, code) {
+            return None;
         }
         let possibly_persisted = self.topics.partition(t, p).batch(i).possibly_persisted();
         let broker_error = || ProduceError::Broker {

@@ -13,7 +13,7 @@ impl<T> Producer<T> {
     /// Splits the sent batch at `i` into two, in place. If its records cannot be re-encoded
     /// (not expected: this producer encoded them once), they fail instead, and with idempotence
     /// the hole they leave in the sequence is reset.
-    pub(super) fn split(&mut self, t: u32, p: u32, i: usize) {
+    pub(in crate::producer) fn split(&mut self, t: u32, p: u32, i: usize) {
         let compression = self.config.compression;
         let idem = self.idempotent();
         let pq = self.topics.partition_mut(t, p);

@@ -476,6 +476,21 @@ impl SimCluster {
         if let Err(e) = wire::validate_batch_frame(raw, &h) {
             return corrupt(self, e);
         }
+        // Kafka's `LogValidator`: the batch as it came (compressed, header included) within the
+        // topic's `max.message.bytes`, else none of it is appended.
+        let max_message_bytes = self
+            .topics
+            .get(topic)
+            .map_or(usize::MAX, |t| t.max_message_bytes);
+        if raw.len() > max_message_bytes {
+            return PartOutcome::err(
+                code::MESSAGE_TOO_LARGE,
+                format!(
+                    "the batch is {} bytes, larger than the topic's max.message.bytes {max_message_bytes}",
+                    raw.len()
+                ),
+            );
+        }
         if h.is_control() {
             return corrupt(self, "control batch in a Produce request".into());
         }
