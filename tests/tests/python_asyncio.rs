@@ -13,7 +13,7 @@
 //! skipped):
 //!
 //! 1. librdkafka's mock cluster (one with a broker error injected for the first Produce
-//!    request, one answering after 2 s) and a single Apache Kafka node: `-m "kafka or mock"`;
+//!    request, one answering Produce requests after 2 s from the second on) and a single Apache Kafka node: `-m "kafka or mock"`;
 //! 2. the secured single node (TLS, SASL listeners, the test CA, a SCRAM user): `-m secured`;
 //! 3. three nodes, without the proxy (the kill test sends SIGKILL to a broker's JVM by the
 //!    PIDs given in `KAFKA3_PIDS`): `-m cluster3`.
@@ -98,7 +98,13 @@ fn venv(python: &str) -> PathBuf {
         run(
             "pip install the test requirements",
             Command::new(dir.join("bin/python"))
-                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
                 .args(REQUIREMENTS),
         );
         std::fs::write(&stamp, wanted).expect("write the virtualenv's stamp");
@@ -132,7 +138,16 @@ fn build_package(venv: &Path) {
 fn pytest(venv: &Path, phase: &str, marker: &str, env: &[(&str, String)]) {
     let started = Instant::now();
     let out = Command::new(venv.join("bin/python"))
-        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-m", marker])
+        .args([
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            "-m",
+            marker,
+        ])
         .current_dir(workspace().join("crates/producer-py"))
         .env("KAFKA_SANSIO_REQUIRE", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -174,10 +189,14 @@ fn python_package_passes_its_pytest_suite_against_the_mock_and_apache_kafka() {
     build_package(&venv);
 
     let mock = MockKafka::new(3, &[("py-mock", 6)]).expect("the mock cluster");
-    // TOPIC_AUTHORIZATION_FAILED (29) for the first Produce request (API key 0).
-    mock.push_request_errors(0, &[29]);
+    // CORRUPT_MESSAGE (2, not retried) for the first Produce request (API key 0).
+    mock.push_request_errors(0, &[2]);
+    // Its first Produce request answered at once, the next 20 after 2 s each.
     let slow = MockKafka::new(1, &[("py-slow", 1)]).expect("the slow mock cluster");
-    slow.set_rtt(-1, Duration::from_secs(2)).expect("mock rtt");
+    let mut delays = vec![(0, Duration::ZERO)];
+    delays.extend([(0, Duration::from_secs(2)); 20]);
+    slow.push_broker_request_errors(1, 0, &delays)
+        .expect("mock delays");
     let mut env = vec![
         ("MOCK_BOOTSTRAP", mock.bootstrap_servers()),
         ("MOCK_SLOW_BOOTSTRAP", slow.bootstrap_servers()),

@@ -282,10 +282,16 @@ impl Core {
     }
 
     /// Configures the core from `(name, value)` settings by Kafka's names (the core's property
-    /// parser checks each); a `ConfigError` names the first one refused. Called once, by
-    /// `Producer.__init__`.
-    fn _configure(&mut self, py: Python<'_>, settings: Vec<(String, String)>) -> PyResult<()> {
-        let config = settings::build(py, &settings)?;
+    /// parser checks each); a `ConfigError` names the first one refused. `caller_tls`: the
+    /// application gave its own `SSLContext`. Called once, by `Producer.__init__`.
+    #[pyo3(signature = (settings, caller_tls=false))]
+    fn _configure(
+        &mut self,
+        py: Python<'_>,
+        settings: Vec<(String, String)>,
+        caller_tls: bool,
+    ) -> PyResult<()> {
+        let config = settings::build(py, &settings, caller_tls)?;
         self.producer = Some(Producer::new(config, Instant::now()));
         Ok(())
     }
@@ -632,7 +638,8 @@ impl Core {
 
     /// The producer's metrics: every series under Java's names (`docs/metrics.md`), a
     /// labelled one as a dict by its labels (`"topic=t"`, `"broker=1,node_id=1"`), plus
-    /// `buffered_records`, `buffered_bytes`, `connections` and `reports_of_cancelled_sends`.
+    /// `buffered_records`, `buffered_bytes`, `connections`, `disconnects` (connections lost) and
+    /// `reports_of_cancelled_sends`.
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let Some(p) = &self.producer else {
@@ -667,6 +674,7 @@ impl Core {
         d.set_item("buffered_records", snapshot.buffered_records)?;
         d.set_item("buffered_bytes", snapshot.buffered_bytes)?;
         d.set_item("connections", self.conns.len())?;
+        d.set_item("disconnects", snapshot.counters.disconnects)?;
         d.set_item("reports_of_cancelled_sends", self.reports_of_cancelled)?;
         Ok(d)
     }

@@ -1,18 +1,28 @@
 //! The configuration from Python: Kafka's names and string values, through the core's property
 //! parser (`producer_core::properties`), so every setting and its checks live in the core.
 
-use producer_core::Config;
+use producer_core::{Config, TlsConfig};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::config_error;
 
 /// The core's configuration from `bootstrap.servers` and `(name, value)` settings by Kafka's
-/// names; a `ConfigError` naming the first setting refused.
-pub(crate) fn build(py: Python<'_>, settings: &[(String, String)]) -> PyResult<Config> {
+/// names; a `ConfigError` naming the first setting refused. `caller_tls`: the application
+/// hands its own `SSLContext`, which decides what is trusted, so the core's check that TLS has
+/// a CA (or the platform roots) is met by the platform roots (the core only validates TLS
+/// settings; Python's `ssl` uses the application's context).
+pub(crate) fn build(
+    py: Python<'_>,
+    settings: &[(String, String)],
+    caller_tls: bool,
+) -> PyResult<Config> {
     let mut b = Config::builder(Vec::<(String, u16)>::new())
         .set("client.id", "kafka-sansio")
         .map_err(|e| config_error(py, e.to_string()))?;
+    if caller_tls {
+        b = b.tls(TlsConfig::with_platform_roots());
+    }
     for (name, value) in settings {
         b = b
             .set(name, value)

@@ -49,6 +49,7 @@ async def test_a_broker_killed_mid_run_loses_and_duplicates_nothing(cluster3):
             if i % 500 == 0:
                 await asyncio.sleep(0)  # let the loop read and write between bursts
         await p.flush()
+        assert p.metrics()["disconnects"] >= 1, "the producer lost its connection to the victim"
     assert victim is not None
     metas = [f.result() for f in futures]  # each acknowledged (raises if any failed)
     read = read_back(cluster3.bootstrap, topic)

@@ -57,4 +57,4 @@ class Core:
         its ``SendError``."""
     def metrics(self) -> dict:
         """The producer's metrics under Java's names, plus ``buffered_records``,
-        ``buffered_bytes``, ``connections`` and ``reports_of_cancelled_sends``."""
+        ``buffered_bytes``, ``connections``, ``disconnects`` and ``reports_of_cancelled_sends``."""

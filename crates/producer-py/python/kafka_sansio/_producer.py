@@ -171,7 +171,7 @@ class Producer(_core.Core):
                 settings.append((name, _setting(value)))
         if ssl_context is not None and not any(n == "security.protocol" for n, _ in settings):
             settings.append(("security.protocol", "SSL"))
-        self._configure(settings)
+        self._configure(settings, ssl_context is not None)
         self._ssl_context = ssl_context
         self._token_provider = oauth_token_provider
         self._loop: Optional[asyncio.AbstractEventLoop] = None
