@@ -69,3 +69,38 @@ impl Connections {
         self.entries.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use producer_core::{Config, Output, Producer, Record};
+
+    use super::*;
+
+    /// A real `ConnId`: the first connection a producer asks for.
+    fn a_conn() -> ConnId {
+        let now = Instant::now();
+        let mut p = Producer::<()>::new(Config::builder([("b", 9092)]).build().unwrap(), now);
+        p.send(now, Record::new("t", "v"), ()).unwrap();
+        match p.poll_output() {
+            Some(Output::Connect { conn, .. }) => conn,
+            other => panic!("expected a Connect, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_connection_is_known_by_its_number_until_removed() {
+        let conn = a_conn();
+        let mut table = Connections::default();
+        let id = table.opening(conn);
+        assert_eq!(id, conn.as_u64());
+        assert_eq!(table.get(id), Some(conn));
+        assert!(table.writer(conn).is_none(), "no writer before it is up");
+        assert_eq!(table.len(), 1);
+        assert_eq!(table.remove(id), Some(conn));
+        assert_eq!(table.remove(id), None, "a second loss report finds nothing");
+        assert_eq!(table.get(id), None);
+        assert_eq!(table.len(), 0);
+    }
+}

@@ -7,8 +7,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use producer_core::metrics::SeriesValue;
 use producer_core::{
-    Header, ProduceError, Record, SendErrorReason, TransactionError, TransactionResult,
+    Header, MetricsSnapshot, ProduceError, Record, SendErrorReason, TransactionError,
+    TransactionResult,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -90,6 +92,63 @@ pub(crate) fn headers(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Header>> {
     Ok(out)
 }
 
+/// The core's record from a send call's arguments (`topic` interned in `topics`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record(
+    topics: &mut TopicNames,
+    topic: &Bound<'_, PyString>,
+    value: Option<&Bound<'_, PyAny>>,
+    key: Option<&Bound<'_, PyAny>>,
+    headers: Option<&Bound<'_, PyAny>>,
+    partition: Option<i32>,
+    timestamp: Option<i64>,
+) -> PyResult<Record> {
+    Ok(Record {
+        topic: topics.get(&topic.to_cow()?),
+        partition,
+        key: payload(key, "key")?,
+        value: payload(value, "value")?,
+        headers: self::headers(headers)?,
+        timestamp,
+    })
+}
+
+/// The metrics `snapshot` into `d`: every series under Java's names (`docs/metrics.md`), a
+/// labelled one as a dict by its labels (`"topic=t"`, `"broker=1,node_id=1"`), plus
+/// `buffered_records`, `buffered_bytes` and `disconnects`.
+pub(crate) fn metrics_into(d: &Bound<'_, PyDict>, snapshot: &MetricsSnapshot) -> PyResult<()> {
+    let py = d.py();
+    for s in snapshot.java_named() {
+        let value: Bound<'_, PyAny> = match s.value {
+            SeriesValue::Count(n) => n.into_pyobject(py)?.into_any(),
+            SeriesValue::Float(x) => x.into_pyobject(py)?.into_any(),
+        };
+        if s.labels.is_empty() {
+            d.set_item(s.name, value)?;
+            continue;
+        }
+        let label = s
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let inner = match d.get_item(s.name)? {
+            Some(i) => i.cast_into::<PyDict>()?,
+            None => {
+                let i = PyDict::new(py);
+                d.set_item(s.name, &i)?;
+                i
+            }
+        };
+        inner.set_item(label, value)?;
+    }
+    d.set_item("buffered_records", snapshot.buffered_records)?;
+    d.set_item("buffered_bytes", snapshot.buffered_bytes)?;
+    d.set_item("disconnects", snapshot.counters.disconnects)?;
+    Ok(())
+}
+
 /// What a delivered record's future resolves to: its topic, partition, offset and timestamp.
 #[pyclass(frozen, module = "kafka_sansio._core", name = "RecordMetadata")]
 pub struct PyRecordMetadata {
@@ -118,6 +177,22 @@ impl PyRecordMetadata {
             self.timestamp
         )
     }
+}
+
+/// The metadata object of a delivered record.
+pub(crate) fn metadata_object(
+    py: Python<'_>,
+    m: &producer_core::RecordMetadata,
+) -> PyResult<Py<PyRecordMetadata>> {
+    Py::new(
+        py,
+        PyRecordMetadata {
+            topic: PyString::new(py, &m.topic).unbind(),
+            partition: m.partition,
+            offset: m.offset,
+            timestamp: m.timestamp,
+        },
+    )
 }
 
 /// A record handed back by a failure or a refusal, as it was sent.
@@ -322,5 +397,24 @@ pub(crate) fn config_error(py: Python<'_>, message: String) -> PyErr {
     match exception(py, "ConfigError", message.clone(), &[]) {
         Ok(e) => e,
         Err(_) => pyo3::exceptions::PyValueError::new_err(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_name_is_interned_once_and_the_table_is_capped() {
+        let mut names = TopicNames::default();
+        let a = names.get("orders");
+        let b = names.get("orders");
+        assert!(Arc::ptr_eq(&a, &b), "the same name shares one allocation");
+        for i in 0..MAX_INTERNED_TOPICS + 10 {
+            let n = names.get(&format!("t{i}"));
+            assert_eq!(&*n, format!("t{i}"));
+            assert!(names.names.len() <= MAX_INTERNED_TOPICS);
+        }
+        assert_eq!(&*names.get("orders"), "orders");
     }
 }

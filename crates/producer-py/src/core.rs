@@ -14,7 +14,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use producer_core::metrics::SeriesValue;
 use producer_core::{
     ConsumerGroupMetadata, Event, OAuthToken, OffsetToCommit, Output, Producer, Record, SendError,
     SendErrorReason,
@@ -123,14 +122,45 @@ impl Core {
         partition: Option<i32>,
         timestamp: Option<i64>,
     ) -> PyResult<Record> {
-        Ok(Record {
-            topic: self.topics.get(&topic.to_cow()?),
+        convert::record(
+            &mut self.topics,
+            topic,
+            value,
+            key,
+            headers,
             partition,
-            key: convert::payload(key, "key")?,
-            value: convert::payload(value, "value")?,
-            headers: convert::headers(headers)?,
             timestamp,
-        })
+        )
+    }
+
+    /// The record of one `send_batch` item.
+    fn batch_record(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Record> {
+        let t = item.cast::<PyTuple>().map_err(|_| {
+            PyValueError::new_err(
+                "send_batch takes (topic, value[, key[, headers[, partition[, timestamp]]]]) tuples",
+            )
+        })?;
+        let n = t.len();
+        if !(2..=6).contains(&n) {
+            return Err(PyValueError::new_err(format!(
+                "a send_batch tuple has 2 to 6 items, not {n}"
+            )));
+        }
+        let get = |i: usize| -> PyResult<Option<Bound<'_, PyAny>>> {
+            (i < n).then(|| t.get_item(i)).transpose()
+        };
+        let topic = t.get_item(0)?;
+        // `None` in a tuple is no partition / no timestamp, as a missing item.
+        let partition: Option<i32> = get(4)?.map(|p| p.extract()).transpose()?.flatten();
+        let timestamp: Option<i64> = get(5)?.map(|p| p.extract()).transpose()?.flatten();
+        self.record(
+            topic.cast::<PyString>()?,
+            get(1)?.as_ref(),
+            get(2)?.as_ref(),
+            get(3)?.as_ref(),
+            partition,
+            timestamp,
+        )
     }
 
     /// Hands `record` to the core with `future`: `Err` with the refusal and the record as it
@@ -388,41 +418,17 @@ impl Core {
     }
 
     /// Sends many records in one call: one future per record, in order. Each item is a tuple
-    /// `(topic, value[, key[, headers[, partition[, timestamp]]]])`. A record refused (the
+    /// `(topic, value[, key[, headers[, partition[, timestamp]]]])`; every item is checked
+    /// before any is taken, so a malformed one raises with nothing sent. A record refused (the
     /// buffer full, too large, ...) gets a future already failed with its `SendError`, the
     /// record handed back: nothing is dropped.
     fn send_batch(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
-        let out = PyList::empty(py);
+        let mut batch = Vec::new();
         for item in records.try_iter()? {
-            let item = item?;
-            let t = item.cast::<PyTuple>().map_err(|_| {
-                PyValueError::new_err("send_batch takes (topic, value[, key[, headers[, partition[, timestamp]]]]) tuples")
-            })?;
-            let n = t.len();
-            if !(2..=6).contains(&n) {
-                return Err(PyValueError::new_err(format!(
-                    "a send_batch tuple has 2 to 6 items, not {n}"
-                )));
-            }
-            let get = |i: usize| -> PyResult<Option<Bound<'_, PyAny>>> {
-                if i < n {
-                    Ok(Some(t.get_item(i)?))
-                } else {
-                    Ok(None)
-                }
-            };
-            let topic = t.get_item(0)?;
-            let topic = topic.cast::<PyString>()?;
-            let partition: Option<i32> = get(4)?.map(|p| p.extract()).transpose()?;
-            let ts: Option<i64> = get(5)?.map(|p| p.extract()).transpose()?;
-            let record = self.record(
-                topic,
-                get(1)?.as_ref(),
-                get(2)?.as_ref(),
-                get(3)?.as_ref(),
-                partition,
-                ts,
-            )?;
+            batch.push(self.batch_record(&item?)?);
+        }
+        let out = PyList::empty(py);
+        for record in batch {
             let future = self.new_future(py)?;
             if let Err((reason, record)) = self.accept(py, record, &future)? {
                 settle(py, &future, Err(convert::send_error(py, &reason, &record)?))?;
@@ -646,35 +652,8 @@ impl Core {
             return Ok(d);
         };
         let snapshot = p.metrics_at(Instant::now());
-        for s in snapshot.java_named() {
-            let value: Bound<'py, PyAny> = match s.value {
-                SeriesValue::Count(n) => n.into_pyobject(py)?.into_any(),
-                SeriesValue::Float(x) => x.into_pyobject(py)?.into_any(),
-            };
-            if s.labels.is_empty() {
-                d.set_item(s.name, value)?;
-            } else {
-                let label = s
-                    .labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                let inner = match d.get_item(s.name)? {
-                    Some(i) => i.cast_into::<PyDict>()?,
-                    None => {
-                        let i = PyDict::new(py);
-                        d.set_item(s.name, &i)?;
-                        i
-                    }
-                };
-                inner.set_item(label, value)?;
-            }
-        }
-        d.set_item("buffered_records", snapshot.buffered_records)?;
-        d.set_item("buffered_bytes", snapshot.buffered_bytes)?;
+        convert::metrics_into(&d, &snapshot)?;
         d.set_item("connections", self.conns.len())?;
-        d.set_item("disconnects", snapshot.counters.disconnects)?;
         d.set_item("reports_of_cancelled_sends", self.reports_of_cancelled)?;
         Ok(d)
     }

@@ -11,6 +11,8 @@
 //! (`conns`), the configuration through the core's property parser (`settings`) and the
 //! values and exceptions crossing to Python (`convert`). The Python half (`_producer.py`)
 //! keeps the loop's side: transports, the timer handle, backpressure waits, the async API.
+//! For scripts, `sync::SyncCore` puts the same core on `producer-mio`'s `ThreadedProducer`
+//! (its own thread owns the sockets), delivery callbacks run in `poll` and `flush`.
 //!
 //! Cargo builds it as an `rlib` too, so that `cargo test` and `cargo doc` see it; the
 //! `extension-module` feature (on only when maturin builds the wheel) leaves libpython out of
@@ -21,6 +23,7 @@ mod conns;
 mod convert;
 mod core;
 mod settings;
+mod sync;
 
 use pyo3::prelude::*;
 
@@ -28,6 +31,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::Core>()?;
+    m.add_class::<sync::SyncCore>()?;
     m.add_class::<convert::PyRecordMetadata>()?;
     m.add_class::<convert::PyRecord>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

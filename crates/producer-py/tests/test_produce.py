@@ -124,6 +124,15 @@ async def test_a_record_over_max_request_size_is_refused_at_send(kafka):
         [f] = p.send_batch([(topic, b"y" * 20_000)])
         with pytest.raises(RecordTooLarge):
             await f
+        # A malformed item: the batch raises and none of it is taken.
+        with pytest.raises(ValueError):
+            p.send_batch([(topic, b"fine"), (topic,)])
+        with pytest.raises(TypeError):
+            p.send_batch([(topic, b"fine"), (topic, 42)])
+        assert p.metrics()["buffered_records"] == 0
+        [ok] = p.send_batch([(topic, b"fine", None, None, None, None)])
+        await ok
+    assert [r[3] for r in read_back(kafka, topic)] == [b"fine"]
 
 
 async def test_no_broker_fails_each_record_by_delivery_timeout_unsent():

@@ -21,7 +21,8 @@ Example::
 
 from ._core import __version__
 from ._producer import Producer, Record, RecordMetadata
+from .sync import SyncProducer
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 
-__all__ = ["Producer", "Record", "RecordMetadata", "__version__", *_errors_all]
+__all__ = ["Producer", "SyncProducer", "Record", "RecordMetadata", "__version__", *_errors_all]

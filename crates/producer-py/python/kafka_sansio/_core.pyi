@@ -58,3 +58,28 @@ class Core:
     def metrics(self) -> dict:
         """The producer's metrics under Java's names, plus ``buffered_records``,
         ``buffered_bytes``, ``connections``, ``disconnects`` and ``reports_of_cancelled_sends``."""
+
+class SyncCore:
+    """The synchronous producer on the Rust mio driver's thread; subclassed by
+    ``SyncProducer``."""
+
+    def produce(
+        self,
+        topic: str,
+        value: Payload = None,
+        key: Payload = None,
+        headers: Any = None,
+        partition: Optional[int] = None,
+        timestamp: Optional[int] = None,
+        on_delivery: Optional[Any] = None,
+    ) -> None:
+        """Queues a record; ``on_delivery(error, metadata)`` runs in a later ``poll`` or
+        ``flush``."""
+    def poll(self, timeout: float = 0.0) -> int:
+        """Runs the callbacks of the reports that arrived (waiting up to ``timeout`` s)."""
+    def flush(self, timeout: Optional[float] = None) -> int:
+        """Waits until every record has its report, then runs the callbacks."""
+    def close(self) -> int:
+        """Sends everything, waits for every report, stops the thread, runs the callbacks."""
+    def metrics(self) -> dict:
+        """The producer's metrics under Java's names."""

@@ -18,9 +18,10 @@ import inspect
 import logging
 import ssl
 from collections import deque
-from typing import Any, Awaitable, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
 
 from . import _core
+from ._settings import kafka_settings
 from .errors import ConfigError
 
 __all__ = ["Producer", "RecordMetadata", "Record"]
@@ -30,50 +31,9 @@ Record = _core.Record
 
 _log = logging.getLogger("kafka_sansio")
 
-# aiokafka-style keywords and the Kafka names they stand for (Python keywords cannot contain
-# dots). Anything else goes in ``config`` by its Kafka name.
-_KEYWORDS: Dict[str, str] = {
-    "client_id": "client.id",
-    "acks": "acks",
-    "compression_type": "compression.type",
-    "max_batch_size": "batch.size",
-    "batch_size": "batch.size",
-    "linger_ms": "linger.ms",
-    "max_request_size": "max.request.size",
-    "metadata_max_age_ms": "metadata.max.age.ms",
-    "request_timeout_ms": "request.timeout.ms",
-    "retry_backoff_ms": "retry.backoff.ms",
-    "delivery_timeout_ms": "delivery.timeout.ms",
-    "buffer_memory": "buffer.memory",
-    "max_block_ms": "max.block.ms",
-    "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
-    "enable_idempotence": "enable.idempotence",
-    "transactional_id": "transactional.id",
-    "transaction_timeout_ms": "transaction.timeout.ms",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-}
-
 # The slack added to the core's deadline: a loop timer may fire a hair before the instant the
 # core computed from its own clock reading.
 _TIMER_SLACK = 0.0001
-
-
-def _setting(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _servers(bootstrap: Union[str, Iterable[str]]) -> str:
-    if isinstance(bootstrap, str):
-        return bootstrap
-    return ",".join(bootstrap)
 
 
 class _Connection(asyncio.Protocol):
@@ -157,18 +117,7 @@ class Producer(_core.Core):
         oauth_token_provider: Optional[Callable[[], Any]] = None,
         **keywords: Any,
     ) -> None:
-        settings = [("bootstrap.servers", _servers(bootstrap_servers))]
-        for name, value in (config or {}).items():
-            settings.append((name, _setting(value)))
-        for keyword, value in keywords.items():
-            name = _KEYWORDS.get(keyword)
-            if name is None:
-                raise TypeError(
-                    f"Producer() got an unexpected keyword {keyword!r}; "
-                    "settings without a keyword go in config={...} by their Kafka name"
-                )
-            if value is not None:
-                settings.append((name, _setting(value)))
+        settings = kafka_settings(bootstrap_servers, config, keywords)
         if ssl_context is not None and not any(n == "security.protocol" for n, _ in settings):
             settings.append(("security.protocol", "SSL"))
         self._configure(settings, ssl_context is not None)
