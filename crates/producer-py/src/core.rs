@@ -23,6 +23,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::gc::{PyTraverseError, PyVisit};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::conns::Connections;
@@ -394,6 +395,37 @@ impl Core {
         }
     }
 
+    /// `await producer.send(...)`: the record's `RecordMetadata` once it is acknowledged, or
+    /// its `DeliveryError`. Returns the record's future itself when the core takes it at once
+    /// (so a gather of sends wraps no task around each); when the buffer is full, the
+    /// coroutine `_send_slow`, which waits for room (up to `max.block.ms`, then `BufferFull`)
+    /// and then for the report.
+    #[pyo3(signature = (topic, value=None, key=None, headers=None, partition=None, timestamp=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        slf: &Bound<'_, Self>,
+        topic: &Bound<'_, PyString>,
+        value: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+        headers: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let taken = slf
+            .borrow_mut()
+            ._try_send(py, topic, value, key, headers, partition, timestamp)?;
+        match taken {
+            Some(future) => Ok(future),
+            None => Ok(slf
+                .call_method1(
+                    intern!(py, "_send_slow"),
+                    (topic, value, key, headers, partition, timestamp),
+                )?
+                .unbind()),
+        }
+    }
+
     /// `send_nowait`, except that a full buffer answers `None` (the caller waits for room and
     /// tries again) instead of raising `BufferFull`.
     #[pyo3(signature = (topic, value=None, key=None, headers=None, partition=None, timestamp=None))]
@@ -469,9 +501,10 @@ impl Core {
     }
 
     /// Bytes read from connection `id`.
-    fn _read(&mut self, py: Python<'_>, id: u64, data: &Bound<'_, PyBytes>) -> PyResult<()> {
+    /// (`bytes`, as asyncio's and uvloop's transports hand them, or a `bytearray`.)
+    fn _read(&mut self, py: Python<'_>, id: u64, data: PyBackedBytes) -> PyResult<()> {
         if let (Some(conn), Some(p)) = (self.conns.get(id), self.producer.as_mut()) {
-            p.handle_read(Instant::now(), conn, data.as_bytes());
+            p.handle_read(Instant::now(), conn, &data);
             self.schedule(py)?;
         }
         Ok(())

@@ -169,21 +169,14 @@ class Producer(_core.Core):
 
     # -- records -----------------------------------------------------------------------------
 
-    async def send(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        headers: Any = None,
-        partition: Optional[int] = None,
-        timestamp: Optional[int] = None,
-    ) -> "RecordMetadata":
-        """Sends a record and returns its ``RecordMetadata`` once it is acknowledged; raises a
-        ``DeliveryError`` when it fails. When the buffer is full, waits for room (up to
-        ``max.block.ms``, then ``BufferFull``)."""
-        fut = self._try_send(topic, value, key, headers, partition, timestamp)
-        if fut is None:
-            fut = await self._send_when_room(topic, value, key, headers, partition, timestamp)
+    # ``send`` is the Rust class's own (``_core.Core.send``): ``await producer.send(topic,
+    # value, key=None, headers=None, partition=None, timestamp=None)`` returns the record's
+    # ``RecordMetadata`` once it is acknowledged, or raises its ``DeliveryError``. When the
+    # record is taken at once it hands back the record's future itself; when the buffer is
+    # full, this coroutine: it waits for room (up to ``max.block.ms``, then ``BufferFull``),
+    # then for the report.
+    async def _send_slow(self, *record: Any) -> "RecordMetadata":
+        fut = await self._send_when_room(*record)
         return await fut
 
     async def _send_when_room(self, *record: Any) -> "asyncio.Future[RecordMetadata]":

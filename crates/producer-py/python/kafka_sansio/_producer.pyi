@@ -1,6 +1,6 @@
 import asyncio
 import ssl
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Union
 
 from ._core import Core, Record as Record, RecordMetadata as RecordMetadata
 
@@ -46,7 +46,7 @@ class Producer(Core):
     async def stop(self, timeout: Optional[float] = ...) -> None: ...
     async def __aenter__(self) -> "Producer": ...
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
-    async def send(
+    def send(
         self,
         topic: str,
         value: Any = ...,
@@ -54,7 +54,9 @@ class Producer(Core):
         headers: Any = ...,
         partition: Optional[int] = ...,
         timestamp: Optional[int] = ...,
-    ) -> RecordMetadata: ...
+    ) -> Awaitable[RecordMetadata]:
+        """``await`` it: the record's metadata once acknowledged (waits for room in the buffer
+        first when it is full, up to ``max.block.ms``)."""
     async def flush(self) -> None: ...
     def transaction(self) -> _Transaction: ...
     async def begin_transaction(self) -> None: ...
