@@ -14,6 +14,7 @@ only what needs the loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import ssl
@@ -34,6 +35,15 @@ _log = logging.getLogger("kafka_sansio")
 # The slack added to the core's deadline: a loop timer may fire a hair before the instant the
 # core computed from its own clock reading.
 _TIMER_SLACK = 0.0001
+
+
+def _future_factory(loop: asyncio.AbstractEventLoop) -> Optional[Callable[[], Any]]:
+    """How the record futures are made: asyncio's own loops' ``create_future`` is a Python
+    method around the C ``Future`` class, so the class is called directly (one Python frame
+    less per record); any other loop (uvloop's is C already) makes its own."""
+    if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+        return functools.partial(asyncio.Future, loop=loop)
+    return None
 
 
 class _Connection(asyncio.Protocol):
@@ -140,8 +150,8 @@ class Producer(_core.Core):
         if self._loop is not None:
             return
         self._ssl = self._make_ssl()
-        self._loop = asyncio.get_running_loop()
-        self._attach(self._loop, self._turn)
+        self._loop = loop = asyncio.get_running_loop()
+        self._attach(loop, self._turn, _future_factory(loop))
         if self._is_transactional():
             await self._transaction_call("init")
 
