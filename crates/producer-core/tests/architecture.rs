@@ -253,7 +253,12 @@ fn the_drivers_use_only_the_cores_root_and_metrics() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut checked = 0;
     let mut found = Vec::new();
-    for driver in ["producer-driver", "producer-mio", "producer-tokio"] {
+    for driver in [
+        "producer-driver",
+        "producer-mio",
+        "producer-tokio",
+        "producer-py",
+    ] {
         for file in sources(&crates.join(driver).join("src")) {
             let code = code_without_comments(&file);
             for (i, _) in code.match_indices("producer_core::") {
