@@ -16,15 +16,16 @@
 //! `rate x round trip`, and a limit below that would lower the rate it measures, which would
 //! lower the limit again (a spiral down to the floor).
 //!
-//! Until the first Produce answer there is no drain to go by: the limit starts at an eighth of
-//! `buffer.memory` (at least the floor for the bootstrap brokers), [`INITIAL_SHARE`]. A
-//! burst sent before the producer is connected queues that much at most in front of later
-//! records, not a whole `buffer.memory`; a burst up to it is taken without pushing back (a
-//! slow start from the floor refused even a few thousand small records sent at start-up).
-//! From there the limit follows the drain. It rises at once when the cluster takes more: each
-//! sample while the limit binds measures about `limit / round trip`, so the next limit is the
-//! last times `(target + linger + round trip) / round trip`, and it reaches the drain within a
-//! few round trips.
+//! The limit never goes below an eighth of `buffer.memory` ([`BURST_SHARE`]): a burst that
+//! size is taken without pushing back, whatever drain was measured while the producer was
+//! lightly loaded (which is only what it was offered), so a caller that sends a few thousand
+//! records at once after a quiet spell is not refused long before `buffer.memory`. It is also
+//! where the limit starts, before the first Produce answer gives a drain to go by: a burst
+//! sent before the producer is connected queues that much at most in front of later records,
+//! not a whole `buffer.memory` (a second of records on a single Kafka node). Above it the
+//! limit follows the drain; it rises at once when the cluster takes more: each sample while the
+//! limit binds measures about `limit / round trip`, so the next limit is the last times
+//! `(target + linger + round trip) / round trip`.
 //! Each sample spans a quarter of the target of busy time at least. While the producer is idle
 //! the rate keeps its last value: the limit never drops below the floor for want of traffic.
 //!
@@ -66,8 +67,8 @@ use crate::config::{Acks, Config};
 /// or the producer's thread not scheduled) does not hold senders back once it is over.
 const SMOOTHING: f64 = 0.125;
 
-/// The share of `buffer.memory` the limit starts at, before any drain is measured.
-const INITIAL_SHARE: usize = 8;
+/// The share of `buffer.memory` the limit never goes below (and starts at): `buffer.memory / 8`.
+const BURST_SHARE: usize = 8;
 
 /// The weight of each answer's round trip in the smoothed one (TCP's SRTT gain).
 const ROUND_TRIP_GAIN: f64 = 0.125;
@@ -116,9 +117,8 @@ pub(crate) struct QueueDelay {
 }
 
 impl QueueDelay {
-    /// The limit `config` asks for, before any drain is measured: an eighth of
-    /// `buffer.memory`, at least the floor for the bootstrap brokers (see the module
-    /// documentation). Off with a
+    /// The limit `config` asks for, before any drain is measured: its floor for the bootstrap
+    /// brokers, at least an eighth of `buffer.memory` (see the module documentation). Off with a
     /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
@@ -148,7 +148,6 @@ impl QueueDelay {
                 brokers: config.bootstrap.len(),
                 partitions: 0,
             });
-            q.allowed = q.allowed.max(q.cap / INITIAL_SHARE).min(q.cap);
         }
         q
     }
@@ -243,6 +242,7 @@ impl QueueDelay {
             .floor_per_broker
             .saturating_mul(backlog.brokers.max(1))
             .max(self.batch_size.saturating_mul(backlog.partitions))
+            .max(self.cap / BURST_SHARE)
             .min(self.cap);
         let delay = target + self.linger + self.round_trip.unwrap_or_default();
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
@@ -296,21 +296,16 @@ mod tests {
     }
 
     /// Before any drain is measured the limit is an eighth of `buffer.memory` (4 MiB of 32),
-    /// not the whole of it: a burst before the first answer queues that much at most; the
-    /// first sample sets it from the drain, here the floor (`max.in.flight + 1` batches for
-    /// each of the three brokers).
+    /// not the whole of it, and a slow drain never takes it below that: a burst of that size
+    /// is taken without pushing back.
     #[test]
-    fn starts_at_an_eighth_of_buffer_memory() {
+    fn starts_at_and_never_goes_below_an_eighth_of_buffer_memory() {
         let mut q = QueueDelay::new(&config(50));
         assert_eq!(q.allowed(), 4 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
         q.answered(t0 + Duration::from_millis(20), t0, || brokers(3));
-        assert_eq!(
-            q.allowed(),
-            3 * 6 * 16 * 1024,
-            "a slow first answer: the floor"
-        );
+        assert_eq!(q.allowed(), 4 << 20, "a slow first answer: still an eighth");
         assert!(q.admits(0), "a record alone always goes, whatever its size");
         assert!(q.admits(q.allowed() - 1));
         assert!(!q.admits(q.allowed()));
@@ -331,13 +326,13 @@ mod tests {
             t0 + Duration::from_millis(17),
             || brokers(3),
         );
-        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024, "the floor");
+        assert_eq!(q.allowed(), 4 << 20, "the floor");
         let drain = 1e9; // bytes per second the cluster could take
         let round_trip = Duration::from_millis(2);
         let mut t = t0 + Duration::from_millis(20);
         q.busy_from(t);
         let mut trips = 0;
-        while (q.allowed() as f64) < drain * 0.010 {
+        while (q.allowed() as f64) < drain * 0.010 && q.allowed() < 32 << 20 {
             // The cluster acknowledges what the limit let out, or its drain if that is less.
             let acked = (q.allowed() as f64).min(drain * round_trip.as_secs_f64());
             let sent = t;
@@ -356,8 +351,8 @@ mod tests {
 
     /// The limit covers the bytes in flight the cluster needs at its round trip now, not at
     /// the shortest one seen: after a few 2 ms answers (an idle cluster) the round trip grows
-    /// to 100 ms under load; with a 10 ms target, the cluster's 10 MB/s needs 1 MB in flight,
-    /// and the limit keeps at least that (with the shortest round trip it would allow
+    /// to 100 ms under load; with a 10 ms target, the cluster's 100 MB/s needs 10 MB in
+    /// flight, and the limit keeps at least that (with the shortest round trip it would allow
     /// rate x 12 ms, the rate measured would fall with it, and the limit again: a spiral to
     /// the floor).
     #[test]
@@ -367,22 +362,22 @@ mod tests {
         q.busy_from(t);
         for i in 0..300 {
             let round_trip = Duration::from_millis(if i < 5 { 2 } else { 100 });
-            // Every 10 ms an answer: a tenth of what may be in flight (at most 1 MB, the
-            // cluster's 10 MB/s at 100 ms), so the rate is `in flight / round trip`.
-            let in_flight = q.allowed().min(1_000_000);
+            // Every 10 ms an answer: a tenth of what may be in flight (at most 10 MB, the
+            // cluster's 100 MB/s at 100 ms), so the rate is `in flight / round trip`.
+            let in_flight = q.allowed().min(10_000_000);
             t += Duration::from_millis(10);
             q.acknowledged(in_flight / 10);
             q.answered(t, t - round_trip, || brokers(1));
         }
         let rate = q.rate();
-        assert!(rate > 9.0e6, "the measured rate fell to {rate}");
-        assert!(q.allowed() >= 1_000_000, "allowed {}", q.allowed());
+        assert!(rate > 90.0e6, "the measured rate fell to {rate}");
+        assert!(q.allowed() >= 10_000_000, "allowed {}", q.allowed());
     }
 
     /// The floor is a full batch for every partition with something to send when that is more
-    /// than the brokers' floor: with keys over 10,000 partitions a slow drain does not hold the
-    /// queue below what fills their batches (there the floor is `buffer.memory`), and 100
-    /// partitions with data on a slow drain keep 100 batches' worth.
+    /// than the brokers' floor and an eighth of `buffer.memory`: with keys over 10,000
+    /// partitions a slow drain does not hold the queue below what fills their batches (there
+    /// the floor is `buffer.memory`), and 1,000 partitions with data keep 1,000 batches' worth.
     #[test]
     fn the_floor_counts_a_batch_for_every_partition_with_data() {
         let slow = |partitions| {
@@ -397,9 +392,8 @@ mod tests {
             }
             q.allowed()
         };
-        assert_eq!(slow(0), 6 * 16 * 1024);
-        assert_eq!(slow(4), 6 * 16 * 1024, "the broker's floor is more");
-        assert_eq!(slow(100), 100 * 16 * 1024);
+        assert_eq!(slow(0), 4 << 20, "an eighth of buffer.memory");
+        assert_eq!(slow(1000), 1000 * 16 * 1024);
         assert_eq!(slow(10_000), 32 << 20, "buffer.memory");
     }
 
@@ -417,8 +411,8 @@ mod tests {
         assert_eq!(QueueDelay::new(&acks0).allowed(), usize::MAX);
     }
 
-    /// With the cluster acknowledging 10 MB per second of busy time, the limit settles at
-    /// rate x (target + round trip): 0.51 MB for 50 ms and 1 ms; idle gaps between answers
+    /// With the cluster acknowledging 200 MB per second of busy time, the limit settles at
+    /// rate x (target + round trip): 10.2 MB for 50 ms and 1 ms; idle gaps between answers
     /// are not busy time.
     #[test]
     fn the_limit_follows_the_drain_rate_times_the_target() {
@@ -431,18 +425,18 @@ mod tests {
                 t += Duration::from_secs(1);
                 q.busy_from(t);
             }
-            // A request written at `sent`, answered a millisecond later with 10 kB.
+            // A request written at `sent`, answered a millisecond later with 200 kB.
             let sent = t;
             t += Duration::from_millis(1);
-            q.acknowledged(10_000);
+            q.acknowledged(200_000);
             q.answered(t, sent, || brokers(3));
         }
         let rate = q.rate();
-        assert!((9.0e6..11.0e6).contains(&rate), "rate {rate}");
+        assert!((180.0e6..220.0e6).contains(&rate), "rate {rate}");
         let allowed = q.allowed();
         assert!(
-            (459_000..561_000).contains(&allowed),
-            "allowed {allowed}: 10 MB/s x 51 ms"
+            (9_180_000..11_220_000).contains(&allowed),
+            "allowed {allowed}: 200 MB/s x 51 ms"
         );
     }
 
@@ -458,7 +452,11 @@ mod tests {
             let sent = t0 + Duration::from_millis(20) * (i - 1);
             q.answered(t0 + Duration::from_millis(20) * i, sent, || brokers(2));
         }
-        assert_eq!(q.allowed(), 2 * 6 * 16 * 1024, "the floor for two brokers");
+        assert_eq!(
+            q.allowed(),
+            4 << 20,
+            "the floor: an eighth of buffer.memory"
+        );
         // A very fast one: 1 GB per ms.
         for i in 21..=40u32 {
             q.acknowledged(1 << 30);

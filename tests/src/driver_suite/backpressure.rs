@@ -129,24 +129,20 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
         .max_request_size(16 * 1024)
         .batch_size(16 * 1024)
         .queue_delay_target(Duration::from_millis(50))
+        // 256 KiB: the limit's floor (an eighth of it, or a batch per partition) stays below
+        // what fills the one slot with full batches, and the 2 MB sent pass it.
+        .buffer_memory(256 << 10)
         .metrics_sample_window(WINDOW)
         .build()
         .unwrap();
     let buffer_memory = config.buffer_memory;
     let p = Running::start(driver, Options::new(config));
-    // One record at a time until a drain is measured: before it the limit is its starting
-    // value (an eighth of `buffer.memory`).
-    let initial = p.metrics().expect("a snapshot").queue_delay_limit_bytes;
-    assert_eq!(initial, Some(buffer_memory / 8));
-    let mut warm_up = 0u64;
-    while p.metrics().expect("a snapshot").queue_delay_limit_bytes == initial {
-        let id = 1_000_000 + warm_up;
-        p.send(Record::new(TOPIC, format!("warm-up {warm_up}")), id)
-            .expect("open");
-        reports_of(&p, [id]);
-        warm_up += 1;
-        assert!(warm_up < 1000, "no drain measured");
-    }
+    // The limit starts at its floor, an eighth of `buffer.memory`, and the drain here (a
+    // 16 KiB request per 20 ms) keeps it there.
+    assert_eq!(
+        p.metrics().expect("a snapshot").queue_delay_limit_bytes,
+        Some(buffer_memory / 8)
+    );
     let m = send_all(&p, driver, 20_000, 100);
     let held = Duration::from_nanos(m.counters.queue_delay_wait_ns) + m.queue_delay_wait_running;
     assert!(held > Duration::ZERO, "no queue-delay wait counted");
