@@ -1,5 +1,5 @@
 //! `--saturation`: latency under saturation, what the queue-delay limit
-//! (`queue.delay.target.ms`, on by default at 20 ms) buys a producer that outruns its cluster
+//! (`queue.delay.target.ms`, on by default at 50 ms) buys a producer that outruns its cluster
 //! (issue 22, item 4), one table per broker.
 //!
 //! What runs, on each broker of `--broker` (`mock`, the default, `kafka` or `both`), a fresh
@@ -157,7 +157,7 @@ fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String {
     )
 }
 
-/// The queue-delay target our producers ship with (the core's default), as `20 ms`.
+/// The queue-delay target our producers ship with (the core's default), as `50 ms`.
 fn shipped_limit() -> String {
     producer_core::Config::builder([("localhost", 9092)])
         .build()

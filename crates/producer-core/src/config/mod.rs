@@ -85,7 +85,7 @@ pub struct Config {
     /// `buffer_memory` (a burst that size is always taken), nor below `max.in.flight + 1`
     /// batches per broker or a batch per partition with something to send, and never above `buffer_memory`, which stays the hard cap. It starts at that
     /// floor. So records queue about this long in the producer instead of the whole
-    /// `buffer_memory`'s worth. Default 20 ms. Zero turns the limit off (the producer
+    /// `buffer_memory`'s worth. Default 50 ms. Zero turns the limit off (the producer
     /// then fills `buffer_memory`, as the Java client does); it is off with `acks=0` too
     /// (nothing is acknowledged to measure the drain by).
     pub queue_delay_target: Duration,
@@ -228,7 +228,7 @@ impl Config {
                 max_request_size: 1024 * 1024,
                 batch_grow_max: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
-                queue_delay_target: Duration::from_millis(20),
+                queue_delay_target: Duration::from_millis(50),
                 buffer_max_records: 1_000_000,
                 compression: Compression::None,
                 retry_backoff: Duration::from_millis(100),
@@ -368,7 +368,7 @@ impl ConfigBuilder {
         batch_grow_max: usize);
     setter!(/// `buffer.memory` (default 32 MiB).
         buffer_memory: usize);
-    setter!(/// `queue.delay.target.ms` (default 20 ms; zero turns the limit off): see
+    setter!(/// `queue.delay.target.ms` (default 50 ms; zero turns the limit off): see
         /// [`Config::queue_delay_target`].
         queue_delay_target: Duration);
     setter!(/// Most records held at once (default 1,000,000).
