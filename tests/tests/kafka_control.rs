@@ -100,8 +100,11 @@ fn abandon_then_keep_producing(driver: Driver) {
         .batch_size(1024)
         // The records queued behind the frozen broker are the subject here: without the
         // queue-delay limit (on, it would push back on `send` once the frozen broker stops
-        // draining, long before the 3,000 records are queued).
+        // draining, long before the 3,000 records are queued), and without batch growth
+        // (batches growing while the slots are busy would carry records the test means to
+        // be waiting into the requests in flight).
         .queue_delay_target(Duration::ZERO)
+        .batch_grow_max(0)
         .build()
         .unwrap();
     assert!(config.idempotence, "idempotent by default");
@@ -242,8 +245,11 @@ fn close_within_with_the_broker_frozen(driver: Driver) {
         .batch_size(1024)
         // The records queued behind the frozen broker are the subject here: without the
         // queue-delay limit (on, it would push back on `send` once the frozen broker stops
-        // draining, long before the 3,000 records are queued).
+        // draining, long before the 3,000 records are queued), and without batch growth
+        // (batches growing while the slots are busy would carry records the test means to
+        // be waiting into the requests in flight).
         .queue_delay_target(Duration::ZERO)
+        .batch_grow_max(0)
         .build()
         .unwrap();
     let p = Running::start(driver, Options::new(config));
