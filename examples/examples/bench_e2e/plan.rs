@@ -390,21 +390,24 @@ fn saturation_flags(args: &[String], producers: &[String]) -> Result<(), Error> 
 /// never grow past `batch.size`); any other name as it is (`None`). The outermost suffix
 /// (`mio-idem+qd50+grow0`). The coordinator runs NAME's worker with `--batch-grow-max N`.
 pub(crate) fn grow_suffix(producer: &str) -> (&str, Option<usize>) {
-    match producer.rsplit_once("+grow") {
-        Some((name, bytes)) => match bytes.parse() {
-            Ok(bytes) => (name, Some(bytes)),
-            Err(_) => (producer, None),
-        },
-        None => (producer, None),
-    }
+    numeric_suffix(producer, "+grow")
 }
 
 /// `NAME+qdN`: our producer NAME with `queue.delay.target.ms` N (`Some(N)`); any other name
 /// as it is (`None`). The coordinator runs NAME's worker with `--queue-delay-ms N`.
 pub(crate) fn queue_delay_suffix(producer: &str) -> (&str, Option<u64>) {
-    match producer.rsplit_once("+qd") {
-        Some((name, ms)) => match ms.parse() {
-            Ok(ms) => (name, Some(ms)),
+    numeric_suffix(producer, "+qd")
+}
+
+/// `NAME{marker}N` split into NAME and N; a name without the marker, or whose N does not
+/// parse, as it is.
+fn numeric_suffix<'a, N: std::str::FromStr>(
+    producer: &'a str,
+    marker: &str,
+) -> (&'a str, Option<N>) {
+    match producer.rsplit_once(marker) {
+        Some((name, n)) => match n.parse() {
+            Ok(n) => (name, Some(n)),
             Err(_) => (producer, None),
         },
         None => (producer, None),
