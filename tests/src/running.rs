@@ -294,6 +294,19 @@ impl Running {
         }
     }
 
+    /// Queues `record` with `id`, waiting for room as long as it takes (tokio: `send_detached`;
+    /// mio: `send_timeout` with no timeout, `Duration::MAX`: the test's hang guard ends it). `Err`
+    /// hands the record back: the producer is closed.
+    #[allow(clippy::result_large_err)]
+    pub fn send_waiting(&self, record: Record, id: u64) -> Result<(), Refused> {
+        match &self.inner {
+            Inner::Tokio { .. } => self.send(record, id),
+            Inner::Mio(p) => p
+                .send_timeout(record, id, Duration::MAX)
+                .map_err(|e| Refused(e.into_parts().0)),
+        }
+    }
+
     /// Queues `record` with `id` without waiting (tokio: `try_send_detached`; mio:
     /// `send_with`).
     #[allow(clippy::result_large_err)]

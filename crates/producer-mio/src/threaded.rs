@@ -91,6 +91,8 @@ struct Shared<T> {
     last_words: LastWords,
     /// The producer has a `transactional.id`: the handles have the transactional API.
     transactional: bool,
+    /// Where [`ThreadedProducer::send_timeout`] waits for room; the thread says when there is.
+    space: Arc<Space>,
     /// The send calls stamp the caller's OpenTelemetry context on each record
     /// ([`ThreadedBuilder::opentelemetry`]).
     #[cfg(feature = "opentelemetry")]
@@ -134,7 +136,8 @@ impl<T> Drop for Inner<T> {
 ///
 /// - [`ThreadedProducer::send`] never blocks: the command queue is bounded (its capacity is
 ///   given to [`ThreadedProducer::spawn`]); when it is full the record comes back at once in
-///   [`TrySendError::Full`]. Behind the queue, the core's own limits (`buffer_memory`,
+///   [`TrySendError::Full`]. [`ThreadedProducer::send_timeout`] waits for room instead, up to a
+///   timeout. Behind the queue, the core's own limits (`buffer_memory`,
 ///   `buffer_max_records`) apply: when the core is full the thread holds one record back and
 ///   stops reading the queue until deliveries free space, so the queue fills and `send`
 ///   answers `Full`. Nothing is buffered without bound.
@@ -225,7 +228,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if self.inner.shared.stamp_trace_context {
             return self.send_stamped(record, opaque);
         }
-        self.queue_record(record, opaque)
+        self.queue_record(record, opaque, false)
     }
 
     /// [`ThreadedProducer::send_with`] for a producer that traces: the caller's context
@@ -236,12 +239,19 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     #[inline(never)]
     fn send_stamped(&self, mut record: Record, opaque: T) -> Result<(), TrySendError<T>> {
         producer_driver::otel::inject_current_context(&mut record);
-        self.queue_record(record, opaque)
+        self.queue_record(record, opaque, false)
     }
 
-    /// Queues `record` as it is (see [`ThreadedProducer::send_with`]).
+    /// Queues `record` as it is (see [`ThreadedProducer::send_with`]). With `wait_if_full`, a
+    /// refused caller counts as waiting for room (the thread then wakes [`Shared::space`] when
+    /// there is room: see [`ThreadedProducer::send_timeout`]).
     #[inline(always)]
-    fn queue_record(&self, record: Record, opaque: T) -> Result<(), TrySendError<T>> {
+    fn queue_record(
+        &self,
+        record: Record,
+        opaque: T,
+        wait_if_full: bool,
+    ) -> Result<(), TrySendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
             return Err(TrySendError::Closed(record, opaque));
@@ -250,10 +260,12 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let sent = (record, opaque);
         match shared
             .queue
-            .push(sent, bytes, false, |(record, opaque)| Command::Send {
-                record,
-                opaque,
-                bytes,
+            .push(sent, bytes, wait_if_full, |(record, opaque)| {
+                Command::Send {
+                    record,
+                    opaque,
+                    bytes,
+                }
             }) {
             Ok(_) => {
                 shared.wake();
@@ -310,6 +322,56 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         T: Default,
     {
         self.send_with(record, T::default())
+    }
+
+    /// Queues a record with `opaque`, blocking while the queue is full for at most `timeout`
+    /// (as Java's `send` blocks up to `max.block.ms`): the call to use when the application
+    /// would rather wait than handle [`TrySendError::Full`] itself. It waits until the
+    /// producer thread says there is room (deliveries freed space in `buffer_memory`, or the
+    /// queue-delay limit let more in: see `queue.delay.target.ms`), then tries again; no
+    /// polling. The wait counts in the producer's metrics as a `send` held back
+    /// (`buffer_wait_ns` or `queue_delay_wait_ns`). After `timeout` with no room the record
+    /// comes back in [`TrySendError::Full`]; after `close` (or if the thread ended), in
+    /// [`TrySendError::Closed`]. `Duration::ZERO` makes it [`ThreadedProducer::send_with`];
+    /// `Duration::MAX` waits as long as it takes.
+    /// Must not be called from the delivery callback (the thread that frees the room would
+    /// wait for itself): there it returns as `send_with` does, without waiting.
+    pub fn send_timeout(
+        &self,
+        record: Record,
+        opaque: T,
+        timeout: Duration,
+    ) -> Result<(), TrySendError<T>> {
+        // Stamped once, before the first try: the tries after it queue the record as it is.
+        #[cfg(feature = "opentelemetry")]
+        let record = {
+            let mut record = record;
+            if self.inner.shared.stamp_trace_context {
+                producer_driver::otel::inject_current_context(&mut record);
+            }
+            record
+        };
+        // `None`: a timeout past any instant (`Duration::MAX`), no deadline.
+        let deadline = Instant::now().checked_add(timeout);
+        let may_wait = !timeout.is_zero() && thread::current().id() != self.inner.thread_id;
+        let space = &self.inner.shared.space;
+        let mut sent = self.queue_record(record, opaque, false);
+        while let Err(TrySendError::Full(record, opaque)) = sent {
+            if !may_wait {
+                return Err(TrySendError::Full(record, opaque));
+            }
+            // The generation read before the look that registers the caller as waiting: a
+            // wake-up after that look moves it, and `wait_past` returns at once.
+            let seen = space.generation();
+            sent = self.queue_record(record, opaque, true);
+            if let Err(TrySendError::Full(record, opaque)) = sent {
+                if !space.wait_past(seen, deadline) {
+                    return Err(TrySendError::Full(record, opaque));
+                }
+                sent = self.queue_record(record, opaque, false);
+            }
+        }
+        sent
     }
 
     /// Sends everything queued now (ignoring `linger`) and blocks until every record sent
@@ -475,8 +537,11 @@ impl<T: Send + 'static> ThreadedProducer<T> {
 }
 
 mod builder;
+mod space;
+
 use builder::OnEvent;
 pub use builder::ThreadedBuilder;
+use space::Space;
 
 /// However the producer thread ends (a panic its loop could not contain), the handles stop
 /// waiting: the queue stops (the commands still in it are dropped, so their waiters return)
@@ -487,6 +552,8 @@ impl<T> Drop for StopOnDrop<T> {
     fn drop(&mut self) {
         self.0.close_requested.store(true, Ordering::SeqCst);
         drop(self.0.queue.stop());
+        // Senders waiting for room see the queue stopped.
+        self.0.space.freed();
     }
 }
 
@@ -502,6 +569,8 @@ fn charge<T>(record: &Record) -> usize {
 struct Reports<T, F> {
     on_delivery: F,
     on_event: Option<OnEvent>,
+    /// Shared with the handles: woken when senders waiting for room may go.
+    space: Arc<Space>,
     _reports: std::marker::PhantomData<fn(T)>,
 }
 
@@ -517,6 +586,10 @@ impl<T, F: FnMut(Delivery<T>)> Host for Reports<T, F> {
         if let Some(f) = self.on_event.as_mut() {
             f(event)
         }
+    }
+
+    fn wake_senders(&mut self) {
+        self.space.freed();
     }
 }
 

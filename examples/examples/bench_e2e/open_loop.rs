@@ -222,15 +222,16 @@ pub(crate) fn run_tokio_cb_open_loop(
     })
 }
 
-/// `mio` / `mio-idem` open loop: `ThreadedProducer::send_with(record, i)` per due record (200 µs
-/// sleeps while the queue is full), the delivery callback takes each report's time.
+/// `mio` / `mio-idem` open loop: `ThreadedProducer::send_timeout(record, i, Duration::MAX)` per
+/// due record (waiting in the producer while its queue is full), the delivery callback takes
+/// each report's time.
 pub(crate) fn run_mio_open_loop(
     w: &WorkerArgs,
     p: &Payloads,
     idempotence: bool,
     rate: f64,
 ) -> Result<Outcome, Error> {
-    use producer_mio::{ThreadedProducer, TrySendError};
+    use producer_mio::ThreadedProducer;
     let config = our_config(w, idempotence)?;
     let timed = Arc::new(Timed::new(w.records, rate));
     let producer = {
@@ -239,17 +240,11 @@ pub(crate) fn run_mio_open_loop(
             timed.report(d.opaque, d.result.map_err(|f| f.error))
         })?
     };
-    let send = |mut record: producer_core::Record, i: u64| -> Result<(), Error> {
-        loop {
-            match producer.send_with(record, i) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(r, _)) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                Err(e) => return Err(format!("send refused: {e}").into()),
-            }
-        }
+    // Waits in the producer for room (no polling).
+    let send = |record: producer_core::Record, i: u64| -> Result<(), Error> {
+        producer
+            .send_timeout(record, i, Duration::MAX)
+            .map_err(|e| format!("send refused: {e}").into())
     };
     send(p.record(0), WARMUP_TAG)?;
     producer.flush();

@@ -414,7 +414,8 @@ pub(crate) fn run_tokio_detached(
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 /// `mio` (`ThreadedProducer::send` per record) or, with `batched`, `mio-batch` (`send_batch`
-/// in bursts of [`BURST`]); the sender sleeps 200 µs whenever the queue is full.
+/// in bursts of [`BURST`]); the per-record sender waits in `send_timeout`, the batch sender
+/// sleeps 200 µs whenever the queue takes none of a burst.
 pub(crate) fn run_mio(
     w: &WorkerArgs,
     p: &Payloads,
@@ -473,7 +474,6 @@ pub(crate) fn send_mio(
     full: impl Fn(),
     times: &SendTimes,
 ) -> Result<(), Error> {
-    use producer_mio::TrySendError;
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
         times.sending(start, end);
@@ -488,17 +488,10 @@ pub(crate) fn send_mio(
                 }
             }
         } else {
-            let mut record = p.record(start);
-            loop {
-                match producer.send_with(record, start) {
-                    Ok(()) => break,
-                    Err(TrySendError::Full(r, _)) => {
-                        record = r;
-                        full();
-                    }
-                    Err(e) => return Err(format!("send refused: {e}").into()),
-                }
-            }
+            // Waits in the producer for room (no polling).
+            producer
+                .send_timeout(p.record(start), start, Duration::MAX)
+                .map_err(|e| format!("send refused: {e}"))?;
         }
     }
     Ok(())

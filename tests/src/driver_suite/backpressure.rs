@@ -8,7 +8,7 @@ use producer_core::{BackpressureCause, Config, MetricsSnapshot, Record, Verdict}
 
 use crate::drive::Driver;
 use crate::driver_suite::reports_of;
-use crate::running::{Options, Running, TryRefused};
+use crate::running::{Options, Running};
 use crate::MockKafka;
 
 const TOPIC: &str = "backpressure";
@@ -16,23 +16,11 @@ const TOPIC: &str = "backpressure";
 /// snapshot taken as the last record is queued covers the held-back part of it.
 const WINDOW: Duration = Duration::from_millis(200);
 
-/// Queues `record` with `id`, waiting for room: tokio's `send` waits in the driver; mio's
-/// `send_with` hands a refused record back, and the caller tries again after a pause (its
-/// own retry policy, as an application's).
-fn send_waiting(p: &Running, driver: Driver, mut record: Record, id: u64) {
-    if driver == Driver::Tokio {
-        p.send(record, id).expect("the producer is open");
-        return;
-    }
-    loop {
-        match p.try_send(record, id) {
-            Ok(()) => return,
-            Err(TryRefused::Full(r)) => {
-                record = r;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(TryRefused::Closed(_)) => panic!("closed"),
-        }
+/// Queues `record` with `id`, waiting for room in the driver: tokio's `send` and mio's
+/// `send_timeout` each wait there until the driver says there is room (no polling).
+fn send_waiting(p: &Running, record: Record, id: u64) {
+    if let Err(refused) = p.send_waiting(record, id) {
+        panic!("record {id} refused: the producer closed ({:?})", refused.0);
     }
 }
 
@@ -51,11 +39,11 @@ fn backpressure_causes(m: &MetricsSnapshot) -> Vec<BackpressureCause> {
 /// Sends `n` records of `value` bytes waiting for room, and returns the metrics snapshot
 /// taken right after the last was queued (while the producer still works through them),
 /// after which every record is reported delivered.
-fn send_all(p: &Running, driver: Driver, n: u64, value: usize) -> MetricsSnapshot {
+fn send_all(p: &Running, n: u64, value: usize) -> MetricsSnapshot {
     let value = bytes::Bytes::from(vec![b'v'; value]);
     for id in 0..n {
         let r = Record::new(TOPIC, value.clone()).with_key(format!("k{}", id % 6));
-        send_waiting(p, driver, r, id);
+        send_waiting(p, r, id);
     }
     let m = p.metrics().expect("a snapshot while the producer runs");
     println!(
@@ -93,7 +81,7 @@ pub fn a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed(driver: D
         .build()
         .unwrap();
     let p = Running::start(driver, Options::new(config));
-    let m = send_all(&p, driver, 1_000, 1_000);
+    let m = send_all(&p, 1_000, 1_000);
     let waited = Duration::from_nanos(m.counters.buffer_wait_ns) + m.buffer_wait_running;
     assert!(waited > Duration::ZERO, "no buffer wait counted");
     assert!(
@@ -143,7 +131,7 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
         p.metrics().expect("a snapshot").queue_delay_limit_bytes,
         Some(buffer_memory / 8)
     );
-    let m = send_all(&p, driver, 20_000, 100);
+    let m = send_all(&p, 20_000, 100);
     let held = Duration::from_nanos(m.counters.queue_delay_wait_ns) + m.queue_delay_wait_running;
     assert!(held > Duration::ZERO, "no queue-delay wait counted");
     let causes = backpressure_causes(&m);

@@ -166,6 +166,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
         let poll = Poll::new()?;
         let buffer_memory = config.buffer_memory;
         let transactional = config.transactional_id.is_some();
+        let space = Arc::new(Space::default());
         let mut driver = MioDriver::with_sink(
             config,
             poll.registry(),
@@ -175,6 +176,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
                 Reports {
                     on_delivery,
                     on_event,
+                    space: space.clone(),
                     _reports: std::marker::PhantomData,
                 },
                 injected,
@@ -194,6 +196,7 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             wake_pending: AtomicBool::new(false),
             last_words: LastWords::default(),
             transactional,
+            space,
             #[cfg(feature = "opentelemetry")]
             stamp_trace_context,
         });

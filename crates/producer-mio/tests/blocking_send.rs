@@ -1,0 +1,90 @@
+//! `ThreadedProducer::send_timeout` against librdkafka's mock cluster: a sender that finds no
+//! room waits for it (no polling) and gets its record back, intact, when none frees in time;
+//! the records it queued are delivered once the broker is back, and nothing is reported for
+//! the one handed back. That it waits as long as room frees (the byte budget of
+//! `buffer.memory`, the queue-delay limit) is the shared driver suite's `backpressure` tests,
+//! whose mio sender is `send_timeout`.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use producer_core::{Config, Record};
+use producer_mio::{ThreadedProducer, TrySendError};
+use producer_tests::running::with_hang_guard;
+use producer_tests::MockKafka;
+
+const TOPIC: &str = "blocking";
+
+#[test]
+fn send_timeout_hands_the_record_back_when_no_room_frees_and_sends_the_rest() {
+    with_hang_guard(run);
+}
+
+fn run() {
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    let config: Config = mock
+        .producer_config()
+        .buffer_memory(32 * 1024)
+        .batch_size(16 * 1024)
+        .max_request_size(16 * 1024)
+        .queue_delay_target(Duration::ZERO)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let producer = ThreadedProducer::<u64>::spawn(config, 1024, move |d| {
+        let _ = tx.send((d.opaque, d.result.is_ok()));
+    })
+    .unwrap();
+    let value = Bytes::from(vec![b'v'; 1_000]);
+    let record = |id: u64| Record::new(TOPIC, value.clone()).with_key(format!("k{id}"));
+
+    // Connected and delivering first: then the broker goes away with the records unanswered.
+    producer
+        .send_timeout(record(0), 0, Duration::from_secs(60))
+        .unwrap();
+    producer.flush();
+    assert_eq!(rx.recv().unwrap(), (0, true));
+    mock.broker_down(-1).unwrap();
+
+    // Nothing is acknowledged now: `buffer.memory` (32 KiB) fills with about 30 records, and
+    // the next sender waits its 50 ms for room, then gets its record back as it gave it.
+    let mut accepted = 1;
+    let refused = loop {
+        match producer.send_timeout(record(accepted), accepted, Duration::from_millis(50)) {
+            Ok(()) => accepted += 1,
+            Err(TrySendError::Full(back, id)) => break (back, id),
+            Err(e) => panic!("record {accepted}: {e}"),
+        }
+        assert!(accepted < 1_000, "32 KiB took {accepted} records of 1 kB");
+    };
+    assert_eq!(refused.1, accepted, "the refused record's opaque value");
+    assert_eq!(
+        refused.0,
+        record(accepted),
+        "the record handed back as it was given"
+    );
+    let m = producer.metrics().unwrap();
+    assert!(
+        m.counters.buffer_wait_ns > 0 || !m.buffer_wait_running.is_zero(),
+        "the wait for room counts as a wait for buffer space"
+    );
+
+    // The broker back: every record queued is delivered; the one handed back is not reported
+    // (it is the caller's again), and sent again it is taken.
+    mock.broker_up(-1).unwrap();
+    producer
+        .send_timeout(refused.0, refused.1, Duration::from_secs(60))
+        .unwrap();
+    producer.flush();
+    let mut reported: Vec<(u64, bool)> = rx.try_iter().collect();
+    reported.sort_unstable();
+    let expected: Vec<(u64, bool)> = (1..=accepted).map(|id| (id, true)).collect();
+    assert_eq!(reported, expected, "each record reported once, delivered");
+
+    producer.close();
+    match producer.send_timeout(record(0), 0, Duration::from_secs(60)) {
+        Err(TrySendError::Closed(back, 0)) => assert_eq!(back, record(0)),
+        other => panic!("after close: {other:?}"),
+    }
+}
