@@ -16,13 +16,18 @@
 //! `rate x round trip`, and a limit below that would lower the rate it measures, which would
 //! lower the limit again (a spiral down to the floor).
 //!
-//! The limit never goes below an eighth of `buffer.memory` ([`BURST_SHARE`]): a burst that
-//! size is taken without pushing back, whatever drain was measured while the producer was
-//! lightly loaded (which is only what it was offered), so a caller that sends a few thousand
-//! records at once after a quiet spell is not refused long before `buffer.memory`. It is also
-//! where the limit starts, before the first Produce answer gives a drain to go by: a burst
-//! sent before the producer is connected queues that much at most in front of later records,
-//! not a whole `buffer.memory` (a second of records on a single Kafka node). Above it the
+//! While the limit holds no sender back, it never goes below an eighth of `buffer.memory`
+//! ([`BURST_SHARE`]): a burst that size is taken without pushing back, whatever drain was
+//! measured while the producer was lightly loaded (which is only what it was offered), so a
+//! caller that sends a few thousand records at once after a quiet spell is not refused long
+//! before `buffer.memory`. It is also where the limit starts, before the first Produce answer
+//! gives a drain to go by: a burst sent before the producer is connected queues that much at
+//! most in front of later records, not a whole `buffer.memory` (a second of records on a single
+//! Kafka node). A sample during which the limit held senders back (in `send`, or in a driver's
+//! queue) measured the cluster's drain, not the offer: the next limit then follows that drain
+//! below the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would
+//! keep the eighth of a 64 MiB buffer queued, 400 ms, whatever the target. The first sample
+//! without a sender held back brings the eighth back. Above it the
 //! limit follows the drain; it rises at once when the cluster takes more: each sample while the
 //! limit binds measures about `limit / round trip`, so the next limit is the last times
 //! `(target + linger + round trip) / round trip`.
@@ -114,6 +119,10 @@ pub(crate) struct QueueDelay {
     linger: Duration,
     /// When `send` was first refused by this limit since a record was last accepted.
     held_since: Option<Instant>,
+    /// Senders were held back by this limit (in `send`, or in a driver's queue) during the
+    /// sample being gathered: its rate is then what the cluster drains, not only what the
+    /// producer was offered, and the burst floor stands aside (see the module docs).
+    held_in_sample: bool,
 }
 
 impl QueueDelay {
@@ -142,12 +151,16 @@ impl QueueDelay {
             round_trip: None,
             linger: config.linger,
             held_since: None,
+            held_in_sample: false,
         };
         if q.target.is_some() {
-            q.update(Backlog {
-                brokers: config.bootstrap.len(),
-                partitions: 0,
-            });
+            q.update(
+                Backlog {
+                    brokers: config.bootstrap.len(),
+                    partitions: 0,
+                },
+                false,
+            );
         }
         q
     }
@@ -226,23 +239,28 @@ impl QueueDelay {
         };
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
+        let held = std::mem::replace(&mut self.held_in_sample, self.held_since.is_some())
+            || self.held_since.is_some();
         let before = self.allowed;
-        self.update(backlog());
+        self.update(backlog(), held);
         self.allowed > before
     }
 
     /// Sets the limit from the rate: `rate x (target + linger + round trip)`, within the
-    /// floor for `backlog` and `buffer.memory`.
-    fn update(&mut self, backlog: Backlog) {
+    /// floor for `backlog` and `buffer.memory`. `held`: senders were held back by the limit
+    /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
+    /// of `buffer.memory`, does not apply.
+    fn update(&mut self, backlog: Backlog, held: bool) {
         let Some(target) = self.target else {
             self.allowed = usize::MAX;
             return;
         };
+        let burst = if held { 0 } else { self.cap / BURST_SHARE };
         let floor = self
             .floor_per_broker
             .saturating_mul(backlog.brokers.max(1))
             .max(self.batch_size.saturating_mul(backlog.partitions))
-            .max(self.cap / BURST_SHARE)
+            .max(burst)
             .min(self.cap);
         let delay = target + self.linger + self.round_trip.unwrap_or_default();
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
@@ -253,6 +271,13 @@ impl QueueDelay {
     #[cold]
     pub(crate) fn held_back(&mut self, now: Instant) {
         self.held_since.get_or_insert(now);
+        self.held_in_sample = true;
+    }
+
+    /// A driver held senders back by this limit in its own queue (a wait that ended, or one
+    /// running): the sample being gathered measures the cluster's drain.
+    pub(crate) fn held_in_driver(&mut self) {
+        self.held_in_sample = true;
     }
 
     /// Whether a wait started by [`QueueDelay::held_back`] runs (one branch on `send`'s path).
@@ -437,6 +462,69 @@ mod tests {
         assert!(
             (9_180_000..11_220_000).contains(&allowed),
             "allowed {allowed}: 200 MB/s x 51 ms"
+        );
+    }
+
+    /// A cluster that drains 20 MB/s (1 MB answered every 50 ms, one request in flight) while
+    /// senders are held back: the drain measured is the cluster's, so the limit follows it
+    /// below the burst floor (an eighth of 32 MiB, 200 ms of that drain) to about
+    /// `rate x (target + round trip)`; once a sample passes with nobody held back, the burst
+    /// floor is back.
+    #[test]
+    fn while_senders_are_held_back_the_limit_follows_the_drain_below_the_burst_floor() {
+        let mut q = QueueDelay::new(&config(50));
+        let burst_floor = 4 << 20;
+        assert_eq!(q.allowed(), burst_floor);
+        let mut t = Instant::now();
+        let answer = |q: &mut QueueDelay, t: &mut Instant| {
+            let sent = *t;
+            *t += Duration::from_millis(50);
+            q.acknowledged(1_000_000);
+            q.answered(*t, sent, || brokers(3));
+        };
+        // Lightly loaded (nobody held back): the burst floor stands, whatever the drain.
+        for _ in 0..4 {
+            answer(&mut q, &mut t);
+        }
+        assert_eq!(q.allowed(), burst_floor, "not held back: the burst floor");
+        // Saturated: a sender refused by the limit, and again in every later sample.
+        q.held_back(t);
+        for _ in 0..4 {
+            answer(&mut q, &mut t);
+        }
+        let allowed = q.allowed();
+        assert!(
+            (1_800_000..2_200_000).contains(&allowed),
+            "allowed {allowed}: 20 MB/s x 100 ms (50 ms target + 50 ms round trip)"
+        );
+        // The senders go again and a sample passes with nobody held back.
+        assert_eq!(q.hold_ended(t), Duration::from_millis(200));
+        answer(&mut q, &mut t);
+        answer(&mut q, &mut t);
+        assert_eq!(
+            q.allowed(),
+            burst_floor,
+            "nobody held back: the burst floor again"
+        );
+    }
+
+    /// A driver's wait in its own queue (reported with `held_in_driver`) counts as senders held
+    /// back by the limit.
+    #[test]
+    fn a_wait_in_the_driver_counts_as_held_back() {
+        let mut q = QueueDelay::new(&config(50));
+        let mut t = Instant::now();
+        for _ in 0..4 {
+            q.held_in_driver();
+            let sent = t;
+            t += Duration::from_millis(50);
+            q.acknowledged(1_000_000);
+            q.answered(t, sent, || brokers(3));
+        }
+        assert!(
+            q.allowed() < 4 << 20,
+            "below the burst floor: {}",
+            q.allowed()
         );
     }
 

@@ -301,6 +301,9 @@ impl<T> Producer<T> {
     /// latest input's time counts as it.
     pub fn note_send_wait(&mut self, now: Instant, waited: Duration, cause: SendWaitCause) {
         let now = now.max(self.now);
+        if cause == SendWaitCause::QueueDelay {
+            self.queue_delay.held_in_driver();
+        }
         self.metrics
             .send_wait_ended(now, waited, cause, &mut self.stats);
     }
@@ -311,6 +314,9 @@ impl<T> Producer<T> {
     /// queue); snapshots count it as a wait running ([`MetricsSnapshot::buffer_wait_running`],
     /// [`MetricsSnapshot::queue_delay_wait_running`]) until told otherwise.
     pub fn note_send_wait_running(&mut self, since: Option<(Instant, SendWaitCause)>) {
+        if matches!(since, Some((_, SendWaitCause::QueueDelay))) {
+            self.queue_delay.held_in_driver();
+        }
         self.metrics.send_wait_running(since);
     }
 
