@@ -71,6 +71,9 @@ class Lat:
         self.seen += k
         return range(first, k, SAMPLE)
 
+    def count_failure(self) -> None:
+        self.failed += 1
+
     def done_callback(self, loop: asyncio.AbstractEventLoop, t_sent: float):
         """The callback for the sampled futures of the records sent at ``t_sent``."""
 
@@ -153,8 +156,10 @@ async def ours_latency(p, mode: str, topic: str, value: bytes, rate: float, secs
             futures = [asyncio.ensure_future(p.send(topic, value)) for _ in range(k)]
         elif mode == "ours-batch":
             futures = p.send_batch([(topic, value)] * k)
-            # A refused record's future is failed at once; a taken one is resolved in a turn.
-            lat.refused += sum(map(asyncio.Future.done, futures))
+            # A refused record's future is failed at once (a taken one is resolved in a turn);
+            # its exception is retrieved here, so that asyncio does not log it when collected.
+            refused = [f.exception() for f in futures if f.done()]
+            lat.refused += len(refused)
         else:
             futures = nowait(k)
         cb = lat.done_callback(loop, t)
@@ -296,7 +301,7 @@ def confluent_produce_run(bootstrap, topic, n, value, rate, secs) -> dict:
             for i in range(due - due_sent):
                 if i in picks:
                     p.produce(topic, value, on_delivery=lambda e, m, t=now: l.samples.append(
-                        time.monotonic() - t) if e is None else l.__setattr__("failed", l.failed + 1))
+                        time.monotonic() - t) if e is None else l.count_failure())
                 else:
                     p.produce(topic, value)
             due_sent = due
