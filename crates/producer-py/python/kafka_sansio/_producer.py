@@ -190,29 +190,42 @@ class Producer(_core.Core):
         return await fut
 
     async def _send_when_room(self, *record: Any) -> "asyncio.Future[RecordMetadata]":
+        # The record waits in line (``_room_waiters``) until a turn that freed room admits it
+        # (``_admit_waiting``, in the order the records came) or ``max.block.ms`` passes.
         loop = self._loop
         assert loop is not None
-        deadline = loop.time() + self._max_block()
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return self.send_nowait(*record)  # raises BufferFull unless there is room now
-            waiter = loop.create_future()
-            self._room_waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
-                pass
-            fut = self._try_send(*record)
-            if fut is not None:
-                return fut
+        waiter = loop.create_future()
+        self._room_waiters.append((waiter, record))
+        try:
+            return await asyncio.wait_for(waiter, self._max_block())
+        except asyncio.TimeoutError:
+            if waiter.done() and not waiter.cancelled():
+                return waiter.result()  # admitted as the wait ran out: the record was taken
+            return self.send_nowait(*record)  # raises BufferFull unless there is room now
 
-    def _wake_room(self) -> None:
+    def _admit_waiting(self) -> None:
+        """Takes the records waiting for room, first come first taken, until one is refused
+        for want of room: that one and those behind it wait for the next turn that frees room.
+        Each waiting record is tried once when taken, and a turn makes at most one try that
+        fails, however many records wait (waking every waiter at each report made each try
+        again: a quadratic herd). A refusal other than a full buffer (the producer closed, the
+        record too large) fails that record's wait."""
         waiters = self._room_waiters
         while waiters:
-            w = waiters.popleft()
-            if not w.done():
-                w.set_result(None)
+            waiter, record = waiters[0]
+            if waiter.done():  # its wait ran out, or its send was cancelled
+                waiters.popleft()
+                continue
+            try:
+                fut = self._try_send(*record)
+            except Exception as e:
+                waiters.popleft()
+                waiter.set_exception(e)
+                continue
+            if fut is None:
+                return
+            waiters.popleft()
+            waiter.set_result(fut)
 
     async def flush(self) -> None:
         """Sends every buffered record now (ignoring ``linger.ms``) and returns once each
@@ -279,7 +292,7 @@ class Producer(_core.Core):
         if actions is not None:
             self._act(actions)
         if reports and self._room_waiters:
-            self._wake_room()
+            self._admit_waiting()
         if delay is not None and self._loop is not None:
             self._arm(delay)
 
@@ -322,7 +335,7 @@ class Producer(_core.Core):
                 if loop is not None:
                     loop.create_task(self._fetch_token())
             elif kind == "closed":
-                self._wake_room()
+                self._admit_waiting()
 
     async def _connect(self, conn_id: int, host: str, port: int) -> None:
         loop = self._loop
@@ -395,4 +408,4 @@ class Producer(_core.Core):
         for transport in list(self._transports.values()):
             transport.abort()
         self._transports.clear()
-        self._wake_room()
+        self._admit_waiting()
