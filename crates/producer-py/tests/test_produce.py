@@ -193,12 +193,12 @@ async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(ka
     ) as p:
         tries = {"taken": 0, "refused": 0}
         room_turns = 0
-        try_send, turn_poll = p._try_send, p._turn_poll
+        send_into, turn_poll = p._send_into, p._turn_poll
 
-        def counting_try_send(*record):
-            fut = try_send(*record)
-            tries["taken" if fut is not None else "refused"] += 1
-            return fut
+        def counting_send_into(fut, fail_refused, *record):
+            taken = send_into(fut, fail_refused, *record)
+            tries["taken" if taken else "refused"] += 1
+            return taken
 
         def counting_turn_poll(timer_fired):
             nonlocal room_turns
@@ -207,7 +207,7 @@ async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(ka
                 room_turns += 1
             return out
 
-        p._try_send = counting_try_send  # the waiting path tries through the instance
+        p._send_into = counting_send_into  # the waiting line tries through the instance
         p._turn_poll = counting_turn_poll
         n = 5_000
         value = b"q" * 200
