@@ -179,6 +179,47 @@ async def test_a_full_buffer_makes_send_nowait_raise_and_send_wait(kafka):
     assert len(read_back(kafka, topic)) == 4 * accepted
 
 
+async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(kafka):
+    """Many more ``send``s than the buffer holds: the waiting records are taken in the order
+    they came, each delivered once, and a turn that frees room makes at most one try that
+    fails (waking every waiting send at each report made thousands of them try again)."""
+    topic = create_topic(kafka, partitions=1)
+    async with Producer(
+        kafka,
+        buffer_memory=64 * 1024,
+        max_request_size=16 * 1024,
+        linger_ms=1,
+        config={"queue.delay.target.ms": 0},
+    ) as p:
+        tries = {"taken": 0, "refused": 0}
+        room_turns = 0
+        send_into, turn_poll = p._send_into, p._turn_poll
+
+        def counting_send_into(fut, fail_refused, *record):
+            taken = send_into(fut, fail_refused, *record)
+            tries["taken" if taken else "refused"] += 1
+            return taken
+
+        def counting_turn_poll(timer_fired):
+            nonlocal room_turns
+            out = turn_poll(timer_fired)
+            if out[2] and p._room_waiters:
+                room_turns += 1
+            return out
+
+        p._send_into = counting_send_into  # the waiting line tries through the instance
+        p._turn_poll = counting_turn_poll
+        n = 5_000
+        value = b"q" * 200
+        sent = await asyncio.gather(*(p.send(topic, b"%06d" % i + value) for i in range(n)))
+    assert tries["taken"] > n // 2, "most records waited for room"
+    assert tries["refused"] <= room_turns, tries
+    offsets = [m.offset for m in sent]
+    assert offsets == sorted(offsets), "the waiting records were taken in the order they came"
+    read = read_back(kafka, topic)
+    assert [v[:6] for _, _, _, v, _ in read] == [b"%06d" % i for i in range(n)]
+
+
 async def test_cancelling_sends(kafka):
     """Cancelled while waiting for room: the record is not sent. Cancelled once accepted: the
     record is still delivered; only its result is given up (and counted)."""

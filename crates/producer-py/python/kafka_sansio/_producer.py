@@ -139,7 +139,9 @@ class Producer(_core.Core):
         self._timer_at = 0.0
         self._connecting: Dict[int, asyncio.Task] = {}
         self._transports: Dict[int, asyncio.BaseTransport] = {}
+        # Records ``send`` found no room for: ``(future, deadline, record)``, in order.
         self._room_waiters: deque = deque()
+        self._room_timer: Optional[asyncio.TimerHandle] = None
         self._close_future: Optional[asyncio.Future] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -183,36 +185,62 @@ class Producer(_core.Core):
     # value, key=None, headers=None, partition=None, timestamp=None)`` returns the record's
     # ``RecordMetadata`` once it is acknowledged, or raises its ``DeliveryError``. When the
     # record is taken at once it hands back the record's future itself; when the buffer is
-    # full, this coroutine: it waits for room (up to ``max.block.ms``, then ``BufferFull``),
-    # then for the report.
-    async def _send_slow(self, *record: Any) -> "RecordMetadata":
-        fut = await self._send_when_room(*record)
-        return await fut
-
-    async def _send_when_room(self, *record: Any) -> "asyncio.Future[RecordMetadata]":
-        loop = self._loop
-        assert loop is not None
+    # full, the future ``_send_slow`` hands back.
+    def _send_slow(self, *record: Any) -> "asyncio.Future[RecordMetadata]":
+        """The future of a record ``send`` found no room for. The record waits in line
+        (``_room_waiters``) until a turn that frees room takes it (``_admit_waiting``, first
+        come first taken), the future then being the record's own (resolved by its report),
+        or until ``max.block.ms`` has passed (``_expire_waiting``: the future fails with
+        ``BufferFull``, the record handed back). A future cancelled while its record waits
+        takes the record out of line: it is not sent. One future and one timer for the whole
+        line: no task, no timer per waiting record."""
+        loop = self._require_loop()
+        fut = loop.create_future()
         deadline = loop.time() + self._max_block()
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return self.send_nowait(*record)  # raises BufferFull unless there is room now
-            waiter = loop.create_future()
-            self._room_waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
-                pass
-            fut = self._try_send(*record)
-            if fut is not None:
-                return fut
+        self._room_waiters.append((fut, deadline, record))
+        if self._room_timer is None:
+            self._room_timer = loop.call_at(deadline, self._expire_waiting)
+        return fut
 
-    def _wake_room(self) -> None:
+    def _admit_waiting(self) -> None:
+        """Takes the records waiting for room, first come first taken, until one is refused
+        for want of room: that one and those behind it wait for the next turn that frees room.
+        Each waiting record is tried once when taken, and a call makes at most one try that
+        fails, however many records wait. A refusal other than a full buffer (the producer
+        closed) fails that record's future."""
         waiters = self._room_waiters
         while waiters:
-            w = waiters.popleft()
-            if not w.done():
-                w.set_result(None)
+            fut, _, record = waiters[0]
+            if not fut.done():  # (done: cancelled by its caller, so not sent)
+                try:
+                    taken = self._send_into(fut, False, *record)
+                except Exception as e:  # the producer unusable (not configured)
+                    taken = False
+                    if not fut.done():
+                        fut.set_exception(e)
+                if not taken and not fut.done():
+                    return
+            waiters.popleft()
+
+    def _expire_waiting(self) -> None:
+        """The timer of the line's first deadline: each record that waited ``max.block.ms``
+        is taken if there is room now, else its future fails with ``BufferFull``."""
+        loop = self._loop
+        self._room_timer = None
+        if loop is None:
+            return
+        now = loop.time()
+        waiters = self._room_waiters
+        while waiters and waiters[0][1] <= now:
+            fut, _, record = waiters.popleft()
+            if not fut.done():
+                try:
+                    self._send_into(fut, True, *record)
+                except Exception as e:
+                    if not fut.done():
+                        fut.set_exception(e)
+        if waiters:
+            self._room_timer = loop.call_at(waiters[0][1], self._expire_waiting)
 
     async def flush(self) -> None:
         """Sends every buffered record now (ignoring ``linger.ms``) and returns once each
@@ -279,7 +307,7 @@ class Producer(_core.Core):
         if actions is not None:
             self._act(actions)
         if reports and self._room_waiters:
-            self._wake_room()
+            self._admit_waiting()
         if delay is not None and self._loop is not None:
             self._arm(delay)
 
@@ -322,7 +350,7 @@ class Producer(_core.Core):
                 if loop is not None:
                     loop.create_task(self._fetch_token())
             elif kind == "closed":
-                self._wake_room()
+                self._admit_waiting()
 
     async def _connect(self, conn_id: int, host: str, port: int) -> None:
         loop = self._loop
@@ -395,4 +423,7 @@ class Producer(_core.Core):
         for transport in list(self._transports.values()):
             transport.abort()
         self._transports.clear()
-        self._wake_room()
+        self._admit_waiting()
+        if self._room_timer is not None:
+            self._room_timer.cancel()
+            self._room_timer = None

@@ -330,9 +330,9 @@ impl Core {
 
     /// `await producer.send(...)`: the record's `RecordMetadata` once it is acknowledged, or
     /// its `DeliveryError`. Returns the record's future itself when the core takes it at once
-    /// (so a gather of sends wraps no task around each); when the buffer is full, the
-    /// coroutine `_send_slow`, which waits for room (up to `max.block.ms`, then `BufferFull`)
-    /// and then for the report.
+    /// (so a gather of sends wraps no task around each); when the buffer is full, the future
+    /// `_send_slow` hands back: the record waits in line for room (up to `max.block.ms`,
+    /// then the future fails with `BufferFull`), then the future is the record's.
     #[pyo3(signature = (topic, value=None, key=None, headers=None, partition=None, timestamp=None))]
     #[allow(clippy::too_many_arguments)]
     fn send(
@@ -379,6 +379,37 @@ impl Core {
             Ok(()) => Ok(Some(future)),
             Err((SendErrorReason::Full, _)) => Ok(None),
             Err((reason, record)) => Err(convert::send_error(py, &reason, &record)?),
+        }
+    }
+
+    /// Hands a waiting record to the core with the future `send` gave its caller: whether
+    /// the core took it. Called by the Python side for a record that waited for room (see
+    /// `_send_slow`). When the core refuses it: with `fail_refused`, the future fails with
+    /// the `SendError` (the record handed back) and the answer is `False`; without, a full
+    /// buffer answers `False` with the future untouched (it waits on), and any other refusal
+    /// fails the future.
+    #[pyo3(signature = (future, fail_refused, topic, value=None, key=None, headers=None, partition=None, timestamp=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _send_into(
+        &mut self,
+        py: Python<'_>,
+        future: Py<PyAny>,
+        fail_refused: bool,
+        topic: &Bound<'_, PyString>,
+        value: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+        headers: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    ) -> PyResult<bool> {
+        let record = self.record(topic, value, key, headers, partition, timestamp)?;
+        match self.accept(py, record, &future)? {
+            Ok(()) => Ok(true),
+            Err((SendErrorReason::Full, _)) if !fail_refused => Ok(false),
+            Err((reason, record)) => {
+                settle(py, &future, Err(convert::send_error(py, &reason, &record)?))?;
+                Ok(false)
+            }
         }
     }
 
