@@ -331,8 +331,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// queue-delay limit let more in: see `queue.delay.target.ms`), then tries again; no
     /// polling. The wait counts in the producer's metrics as a `send` held back
     /// (`buffer_wait_ns` or `queue_delay_wait_ns`). After `timeout` with no room the record
-    /// comes back in [`TrySendError::Full`]; after `close` (or if the thread ended), in
-    /// [`TrySendError::Closed`]. `Duration::ZERO` makes it [`ThreadedProducer::send_with`];
+    /// comes back in [`TrySendError::Full`]; once `close` is called (also while it waits), or
+    /// if the thread ended, in [`TrySendError::Closed`]. `Duration::ZERO` makes it [`ThreadedProducer::send_with`];
     /// `Duration::MAX` waits as long as it takes.
     /// Must not be called from the delivery callback (the thread that frees the room would
     /// wait for itself): there it returns as `send_with` does, without waiting.
@@ -356,22 +356,26 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let may_wait = !timeout.is_zero() && thread::current().id() != self.inner.thread_id;
         let space = &self.inner.shared.space;
         let mut sent = self.queue_record(record, opaque, false);
-        while let Err(TrySendError::Full(record, opaque)) = sent {
-            if !may_wait {
-                return Err(TrySendError::Full(record, opaque));
-            }
+        loop {
+            let (record, opaque) = match sent {
+                Err(TrySendError::Full(record, opaque)) if may_wait => (record, opaque),
+                other => return other,
+            };
             // The generation read before the look that registers the caller as waiting: a
             // wake-up after that look moves it, and `wait_past` returns at once.
             let seen = space.generation();
-            sent = self.queue_record(record, opaque, true);
-            if let Err(TrySendError::Full(record, opaque)) = sent {
-                if !space.wait_past(seen, deadline) {
-                    return Err(TrySendError::Full(record, opaque));
-                }
-                sent = self.queue_record(record, opaque, false);
+            let (record, opaque) = match self.queue_record(record, opaque, true) {
+                Err(TrySendError::Full(record, opaque)) => (record, opaque),
+                other => return other,
+            };
+            let woken = space.wait_past(seen, deadline);
+            // Woken, or the time is up: one more look either way (the thread wakes waiters
+            // only once a good share of the queue is free; less room may still take it).
+            sent = self.queue_record(record, opaque, false);
+            if !woken || deadline.is_some_and(|d| Instant::now() >= d) {
+                return sent;
             }
         }
-        sent
     }
 
     /// Sends everything queued now (ignoring `linger`) and blocks until every record sent
@@ -408,6 +412,8 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             .shared
             .close_requested
             .store(true, Ordering::SeqCst);
+        // Senders waiting for room in `send_timeout` see the close at once.
+        self.inner.shared.space.freed();
         self.inner.shared.wake();
         self.join();
     }

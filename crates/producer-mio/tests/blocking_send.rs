@@ -1,11 +1,11 @@
 //! `ThreadedProducer::send_timeout` against librdkafka's mock cluster: a sender that finds no
 //! room waits for it (no polling) and gets its record back, intact, when none frees in time;
-//! the records it queued are delivered once the broker is back, and nothing is reported for
-//! the one handed back. That it waits as long as room frees (the byte budget of
+//! a sender waiting when `close` is called returns at once with `Closed`; the records queued
+//! are delivered once the broker is back, and nothing is reported for those handed back. That it waits as long as room frees (the byte budget of
 //! `buffer.memory`, the queue-delay limit) is the shared driver suite's `backpressure` tests,
 //! whose mio sender is `send_timeout`.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,7 +17,7 @@ use producer_tests::MockKafka;
 const TOPIC: &str = "blocking";
 
 #[test]
-fn send_timeout_hands_the_record_back_when_no_room_frees_and_sends_the_rest() {
+fn send_timeout_hands_the_record_back_when_no_room_frees_or_at_close_and_sends_the_rest() {
     with_hang_guard(run);
 }
 
@@ -70,19 +70,35 @@ fn run() {
         "the wait for room counts as a wait for buffer space"
     );
 
-    // The broker back: every record queued is delivered; the one handed back is not reported
-    // (it is the caller's again), and sent again it is taken.
+    // A sender waiting for room when `close` is called returns at once with its record, as
+    // `Closed` (the broker still down: no room frees before that).
+    let barrier = Arc::new(Barrier::new(2));
+    let waiter = {
+        let (producer, barrier) = (producer.clone(), barrier.clone());
+        let back = refused.0.clone();
+        std::thread::spawn(move || {
+            barrier.wait();
+            match producer.send_timeout(back.clone(), 0, Duration::MAX) {
+                Err(TrySendError::Closed(r, 0)) => assert_eq!(r, back, "handed back as given"),
+                other => panic!("a waiting sender at close: {other:?}"),
+            }
+        })
+    };
+    barrier.wait();
+    let closer = {
+        let producer = producer.clone();
+        std::thread::spawn(move || producer.close())
+    };
+    waiter.join().unwrap();
+
+    // The broker back: every record queued is delivered, once; the ones handed back are not
+    // reported (they are the caller's again).
     mock.broker_up(-1).unwrap();
-    producer
-        .send_timeout(refused.0, refused.1, Duration::from_secs(60))
-        .unwrap();
-    producer.flush();
+    closer.join().unwrap();
     let mut reported: Vec<(u64, bool)> = rx.try_iter().collect();
     reported.sort_unstable();
-    let expected: Vec<(u64, bool)> = (1..=accepted).map(|id| (id, true)).collect();
+    let expected: Vec<(u64, bool)> = (1..accepted).map(|id| (id, true)).collect();
     assert_eq!(reported, expected, "each record reported once, delivered");
-
-    producer.close();
     match producer.send_timeout(record(0), 0, Duration::from_secs(60)) {
         Err(TrySendError::Closed(back, 0)) => assert_eq!(back, record(0)),
         other => panic!("after close: {other:?}"),

@@ -179,6 +179,32 @@ async def test_a_full_buffer_makes_send_nowait_raise_and_send_wait(kafka):
     assert len(read_back(kafka, topic)) == 4 * accepted
 
 
+async def test_a_send_behind_records_waiting_for_room_waits_in_line(kafka):
+    """Sends made one after another from a task that lets the loop run between them, through
+    a buffer far smaller than what is sent: a send made while records wait in line for room
+    goes behind them, even when a report has freed room that the turn admitting the line has
+    not taken yet, so the records are written in the order their sends were made."""
+    topic = create_topic(kafka, partitions=1)
+    n = 3_000
+    async with Producer(
+        kafka,
+        buffer_memory=64 * 1024,
+        max_request_size=16 * 1024,
+        linger_ms=1,
+        config={"queue.delay.target.ms": 0},
+    ) as p:
+        futures = []
+        for i in range(n):
+            futures.append(p.send(topic, b"%06d" % i + b"w" * 200))
+            if i % 8 == 0:
+                await asyncio.sleep(0)  # the loop runs: reads, reports, turns
+        sent = await asyncio.gather(*futures)
+    offsets = [m.offset for m in sent]
+    assert offsets == sorted(offsets), "a later send was taken ahead of one waiting in line"
+    read = read_back(kafka, topic)
+    assert [v[:6] for _, _, _, v, _ in read] == [b"%06d" % i for i in range(n)]
+
+
 async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(kafka):
     """Many more ``send``s than the buffer holds: the waiting records are taken in the order
     they came, each delivered once, and a turn that frees room makes at most one try that

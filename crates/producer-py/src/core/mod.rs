@@ -330,9 +330,10 @@ impl Core {
 
     /// `await producer.send(...)`: the record's `RecordMetadata` once it is acknowledged, or
     /// its `DeliveryError`. Returns the record's future itself when the core takes it at once
-    /// (so a gather of sends wraps no task around each); when the buffer is full, the future
-    /// `_send_slow` hands back: the record waits in line for room (up to `max.block.ms`,
-    /// then the future fails with `BufferFull`), then the future is the record's.
+    /// (so a gather of sends wraps no task around each); when the buffer is full, or records
+    /// already wait in line for room, the future `_send_slow` hands back: the record waits in
+    /// line (up to `max.block.ms`, then the future fails with `BufferFull`), then the future
+    /// is the record's.
     #[pyo3(signature = (topic, value=None, key=None, headers=None, partition=None, timestamp=None))]
     #[allow(clippy::too_many_arguments)]
     fn send(
@@ -345,9 +346,19 @@ impl Core {
         timestamp: Option<i64>,
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        let taken = slf
-            .borrow_mut()
-            ._try_send(py, topic, value, key, headers, partition, timestamp)?;
+        // Behind records already waiting in line for room, a new one waits in line too: the
+        // room a report frees is visible before the turn that admits the line runs, and a send
+        // in between would take it ahead of them (first come first taken).
+        let line_empty = slf
+            .getattr(intern!(py, "_room_waiters"))?
+            .len()
+            .map_or(true, |n| n == 0);
+        let taken = if line_empty {
+            slf.borrow_mut()
+                ._try_send(py, topic, value, key, headers, partition, timestamp)?
+        } else {
+            None
+        };
         match taken {
             Some(future) => Ok(future),
             None => Ok(slf
