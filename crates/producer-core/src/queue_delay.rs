@@ -239,8 +239,9 @@ impl QueueDelay {
         };
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
-        let held = std::mem::replace(&mut self.held_in_sample, self.held_since.is_some())
-            || self.held_since.is_some();
+        // A hold still running counts for this sample and the next.
+        let holding = self.held_since.is_some();
+        let held = std::mem::replace(&mut self.held_in_sample, holding) || holding;
         let before = self.allowed;
         self.update(backlog(), held);
         self.allowed > before

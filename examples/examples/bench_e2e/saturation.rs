@@ -206,19 +206,6 @@ fn run_broker(
         Broker::Kafka => Some(Mock::start(broker, None, &topics, None)?),
         Broker::Mock => None,
     };
-    if let (Some(c), Some(first)) = (&cluster, plan.producers.first()) {
-        // Not counted: a fresh node's first heavy load stalls it (JIT, new log segments).
-        let warmup = RunSpec {
-            batch_size: plan.batch_size,
-            buffer_mib: plan.buffer_mib,
-            cluster: Some(c),
-            point: Some("warmup"),
-            ..RunSpec::plain(THROUGHPUT_WORKLOAD, plan.records, broker, peers, &topics)
-        };
-        if let Err(e) = run_one(first, &warmup) {
-            eprintln!("  warm-up ({first}): {e}");
-        }
-    }
     let spec = |wname: &'static str, run: usize, rate: Option<f64>| RunSpec {
         run,
         rate,
@@ -228,6 +215,16 @@ fn run_broker(
         cluster: cluster.as_ref(),
         ..RunSpec::plain(wname, plan.records, broker, peers, &topics)
     };
+    if let (Some(_), Some(first)) = (&cluster, plan.producers.first()) {
+        // Not counted: a fresh node's first heavy load stalls it (JIT, new log segments).
+        let warmup = RunSpec {
+            point: Some("warmup"),
+            ..spec(THROUGHPUT_WORKLOAD, 1, None)
+        };
+        if let Err(e) = run_one(first, &warmup) {
+            eprintln!("  warm-up ({first}): {e}");
+        }
+    }
     let runs = plan.runs;
     let one = |label: &str, runner: &str, s: &RunSpec<'_>| -> Result<Sample, String> {
         let sample = run_one(runner, s);
