@@ -179,6 +179,27 @@ async def test_a_full_buffer_makes_send_nowait_raise_and_send_wait(kafka):
     assert len(read_back(kafka, topic)) == 4 * accepted
 
 
+def small_buffer_producer(kafka: str) -> Producer:
+    """A producer whose buffer (64 KB) holds a fraction of what the waiting-line tests send,
+    the queue-delay limit off: the buffer itself is what fills."""
+    return Producer(
+        kafka,
+        buffer_memory=64 * 1024,
+        max_request_size=16 * 1024,
+        linger_ms=1,
+        config={"queue.delay.target.ms": 0},
+    )
+
+
+def assert_written_in_order(kafka: str, topic: str, sent: list, why: str) -> None:
+    """The futures' offsets rise in send order, and the topic's one partition holds the
+    records in that order: value ``i`` (six digits first) as the ``i``-th record."""
+    offsets = [m.offset for m in sent]
+    assert offsets == sorted(offsets), why
+    read = read_back(kafka, topic)
+    assert [v[:6] for _, _, _, v, _ in read] == [b"%06d" % i for i in range(len(sent))]
+
+
 async def test_a_send_behind_records_waiting_for_room_waits_in_line(kafka):
     """Sends made one after another from a task that lets the loop run between them, through
     a buffer far smaller than what is sent: a send made while records wait in line for room
@@ -186,23 +207,14 @@ async def test_a_send_behind_records_waiting_for_room_waits_in_line(kafka):
     not taken yet, so the records are written in the order their sends were made."""
     topic = create_topic(kafka, partitions=1)
     n = 3_000
-    async with Producer(
-        kafka,
-        buffer_memory=64 * 1024,
-        max_request_size=16 * 1024,
-        linger_ms=1,
-        config={"queue.delay.target.ms": 0},
-    ) as p:
+    async with small_buffer_producer(kafka) as p:
         futures = []
         for i in range(n):
             futures.append(p.send(topic, b"%06d" % i + b"w" * 200))
             if i % 8 == 0:
                 await asyncio.sleep(0)  # the loop runs: reads, reports, turns
         sent = await asyncio.gather(*futures)
-    offsets = [m.offset for m in sent]
-    assert offsets == sorted(offsets), "a later send was taken ahead of one waiting in line"
-    read = read_back(kafka, topic)
-    assert [v[:6] for _, _, _, v, _ in read] == [b"%06d" % i for i in range(n)]
+    assert_written_in_order(kafka, topic, sent, "a later send was taken ahead of one waiting in line")
 
 
 async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(kafka):
@@ -210,13 +222,7 @@ async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(ka
     they came, each delivered once, and a turn that frees room makes at most one try that
     fails (waking every waiting send at each report made thousands of them try again)."""
     topic = create_topic(kafka, partitions=1)
-    async with Producer(
-        kafka,
-        buffer_memory=64 * 1024,
-        max_request_size=16 * 1024,
-        linger_ms=1,
-        config={"queue.delay.target.ms": 0},
-    ) as p:
+    async with small_buffer_producer(kafka) as p:
         tries = {"taken": 0, "refused": 0}
         room_turns = 0
         send_into, turn_poll = p._send_into, p._turn_poll
@@ -240,10 +246,7 @@ async def test_sends_waiting_for_room_are_taken_in_order_without_a_retry_herd(ka
         sent = await asyncio.gather(*(p.send(topic, b"%06d" % i + value) for i in range(n)))
     assert tries["taken"] > n // 2, "most records waited for room"
     assert tries["refused"] <= room_turns, tries
-    offsets = [m.offset for m in sent]
-    assert offsets == sorted(offsets), "the waiting records were taken in the order they came"
-    read = read_back(kafka, topic)
-    assert [v[:6] for _, _, _, v, _ in read] == [b"%06d" % i for i in range(n)]
+    assert_written_in_order(kafka, topic, sent, "the waiting records were taken in the order they came")
 
 
 async def test_cancelling_sends(kafka):
