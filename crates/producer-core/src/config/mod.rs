@@ -81,10 +81,11 @@ pub struct Config {
     /// application offers, `send` pushes back (`Full`, or a driver's blocking send waits)
     /// once the unacknowledged bytes reach what the cluster drains in this long plus `linger`
     /// and the Produce round trip (measured: the acknowledged bytes per second of time with
-    /// Produce requests in flight, and the smoothed round trip), never below an eighth of
-    /// `buffer_memory` (a burst that size is always taken), nor below `max.in.flight + 1`
-    /// batches per broker or a batch per partition with something to send, and never above `buffer_memory`, which stays the hard cap. It starts at that
-    /// floor. So records queue about this long in the producer instead of the whole
+    /// Produce requests in flight, and the smoothed round trip), never below `max.in.flight +
+    /// 1` batches per broker or a batch per partition with something to send, and never above
+    /// `buffer_memory`, which stays the hard cap. While it holds no sender back it is also
+    /// never below an eighth of `buffer_memory` (a burst that size is taken), which is where
+    /// it starts. So records queue about this long in the producer instead of the whole
     /// `buffer_memory`'s worth. Default 50 ms. Zero turns the limit off (the producer
     /// then fills `buffer_memory`, as the Java client does); it is off with `acks=0` too
     /// (nothing is acknowledged to measure the drain by).
