@@ -129,6 +129,9 @@ pub(crate) enum RequestKind {
     /// The batches it carries.
     Produce {
         batches: Vec<BatchRef>,
+        /// Nothing else was in flight on the connection when it was written: its round trip
+        /// has no wait behind other requests in it (the queue-delay limit's base round trip).
+        sent_alone: bool,
     },
 }
 

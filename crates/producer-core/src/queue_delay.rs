@@ -7,23 +7,43 @@
 //! *busy* time: idle time is not counted, so a producer offered little still measures what is
 //! drained when there is something to drain; and whether the cluster or the producer's own
 //! thread is what bounds the rate, the rate is what comes out), and allows
-//! `rate x (target + linger + round trip)` unacknowledged bytes, never fewer than a floor and
-//! never more than `buffer.memory` (which stays the hard cap, checked apart). The target is the
-//! time a record *queues*: what it spends in any case (its batch's `linger`, and the Produce
-//! round trip, smoothed over recent answers) comes on top, so a producer far from its cluster,
-//! or lingering long, is not held back for those. The round trip counted is the recent one,
-//! not the shortest seen: the bytes in flight the cluster needs to keep its rate are
-//! `rate x round trip`, and a limit below that would lower the rate it measures, which would
-//! lower the limit again (a spiral down to the floor).
+//! `rate x (target + linger + base round trip)` unacknowledged bytes, never fewer than a floor
+//! and never more than `buffer.memory` (which stays the hard cap, checked apart). The target is
+//! the time a record *queues*: what it spends in any case (its batch's `linger`, and the
+//! Produce round trip without queueing) comes on top, so a producer far from its cluster, or
+//! lingering long, is not held back for those.
+//!
+//! # The base round trip, and probing for it
+//! The round trip counted is that of a request written while nothing else was in flight on its
+//! connection: the shortest such in the last one or two probe intervals ([`PROBE_INTERVAL`],
+//! at least [`PROBE_ROUND_TRIPS`] base round trips). A request written behind others waits
+//! for them: a Kafka broker reads a connection's next request only once it has answered (or
+//! parked) the one before, so under a drain bound by the broker the round trip of pipelined
+//! requests is mostly that wait, and a limit that counted it (as a smoothed round trip would)
+//! kept the broker's whole pipeline queued on top of the target: five requests of up to 1 MiB,
+//! a quarter of a second on one Kafka node recompressing 20 MB/s. The base round trip is what
+//! a record spends in flight when nothing is queued, and it is all the pipeline a cluster
+//! that parks requests (acks=all waiting for replicas) needs: there the round trip of a
+//! request sent alone is as long as any, `rate x base` stays in flight, and the limit rises
+//! with the rate it lets through. When a probe interval passes without such a request (a
+//! saturated producer keeps every pipeline busy), the producer probes ([`QueueDelay::probing`]):
+//! each connection's next Produce request waits until nothing is in flight there, so it goes
+//! alone, and its answer ends the probe. The pipeline drains once per interval: on a broker
+//! that serves requests in turn that costs about the network round trip, on a cluster that
+//! parks them one round trip of a single request in flight, at most a fiftieth of the time.
+//! Until the first such answer (and when none came for two intervals), the smoothed round
+//! trip of all answers stands in.
 //!
 //! While the limit holds no sender back, it never goes below an eighth of `buffer.memory`
 //! ([`BURST_SHARE`]): a burst that size is taken without pushing back, whatever drain was
 //! measured while the producer was lightly loaded (which is only what it was offered), so a
 //! caller that sends a few thousand records at once after a quiet spell is not refused long
-//! before `buffer.memory`. It is also where the limit starts, before the first Produce answer
-//! gives a drain to go by: a burst sent before the producer is connected queues that much at
-//! most in front of later records, not a whole `buffer.memory` (a second of records on a single
-//! Kafka node). A sample during which the limit held senders back (in `send`, or in a driver's
+//! before `buffer.memory`. The limit starts lower, at the floor for the bootstrap brokers
+//! (below), until the first Produce answers give a drain to go by: a producer flooded from its
+//! start (which is then held back at once) would otherwise queue the eighth in front of every
+//! later record before its first sample, 400 ms of a single Kafka node recompressing 20 MB/s;
+//! a sender meanwhile waits for room as Java's `send` waits for its first metadata. A sample
+//! during which the limit held senders back (in `send`, or in a driver's
 //! queue) measured the cluster's drain, not the offer: the next limit then follows that drain
 //! below the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would
 //! keep the eighth of a 64 MiB buffer queued, 400 ms, whatever the target. The first sample
@@ -78,6 +98,14 @@ const BURST_SHARE: usize = 8;
 /// The weight of each answer's round trip in the smoothed one (TCP's SRTT gain).
 const ROUND_TRIP_GAIN: f64 = 0.125;
 
+/// The shortest probe interval: a base round trip sample stands for the interval it came in
+/// and the next, and a probe starts once an interval passes without one.
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The probe interval is at least this many base round trips, so that probing (a pipeline
+/// drained for about one round trip) costs at most about a fiftieth of the time.
+const PROBE_ROUND_TRIPS: u32 = 50;
+
 /// What the floor of the limit counts, asked of the producer when a sample completes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backlog {
@@ -113,8 +141,15 @@ pub(crate) struct QueueDelay {
     /// current busy period.
     busy_since: Option<Instant>,
     /// The Produce round trip, smoothed (each answer moves it [`ROUND_TRIP_GAIN`] of the way
-    /// to its own); `None` until the first answer.
+    /// to its own); `None` until the first answer. How long a sample spans at least, and the
+    /// round trip counted until a request sent alone is answered.
     round_trip: Option<Duration>,
+    /// The base round trip: the shortest round trip of a Produce request sent alone on its
+    /// connection in the current probe interval.
+    base: Option<Duration>,
+    /// When the current probe interval started: at the first answer to a request sent alone
+    /// once the one before had passed. A probe is due when it has passed.
+    interval_start: Option<Instant>,
     /// `linger.ms`.
     linger: Duration,
     /// When `send` was first refused by this limit since a record was last accepted.
@@ -127,7 +162,7 @@ pub(crate) struct QueueDelay {
 
 impl QueueDelay {
     /// The limit `config` asks for, before any drain is measured: its floor for the bootstrap
-    /// brokers, at least an eighth of `buffer.memory` (see the module documentation). Off with a
+    /// brokers, without the eighth of `buffer.memory` (see the module documentation). Off with a
     /// zero target, and with `acks=0` (no acknowledgement measures the
     /// drain; records leave the buffer as their requests are written).
     pub(crate) fn new(config: &Config) -> Self {
@@ -149,6 +184,8 @@ impl QueueDelay {
             last_answer: None,
             busy_since: None,
             round_trip: None,
+            base: None,
+            interval_start: None,
             linger: config.linger,
             held_since: None,
             held_in_sample: false,
@@ -159,7 +196,7 @@ impl QueueDelay {
                     brokers: config.bootstrap.len(),
                     partitions: 0,
                 },
-                false,
+                true,
             );
         }
         q
@@ -199,15 +236,18 @@ impl QueueDelay {
     }
 
     /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
-    /// answer's batches were reported); `backlog` gives the brokers the producer knows and the
-    /// partitions with something to send (for the floor), asked only when a sample completes. Adds the busy time since the later of
-    /// the previous answer and the start of the busy period (the first answer: since
-    /// `sent_at`); once the sample spans enough, folds it into the rate and sets the limit
-    /// anew. Returns whether the limit rose.
+    /// answer's batches were reported); `sent_alone`: nothing else was in flight on its
+    /// connection when it was written (its round trip is a base round trip sample, and ends a
+    /// probe); `backlog` gives the brokers the producer knows and the partitions with
+    /// something to send (for the floor), asked only when a sample completes. Adds the busy
+    /// time since the later of the previous answer and the start of the busy period (the first
+    /// answer: since `sent_at`); once the sample spans enough, folds it into the rate and sets
+    /// the limit anew. Returns whether the limit rose.
     pub(crate) fn answered(
         &mut self,
         now: Instant,
         sent_at: Instant,
+        sent_alone: bool,
         backlog: impl FnOnce() -> Backlog,
     ) -> bool {
         if self.target.is_none() {
@@ -223,6 +263,7 @@ impl QueueDelay {
         self.round_trip = Some(self.round_trip.map_or(round_trip, |smoothed| {
             smoothed.mul_f64(1.0 - ROUND_TRIP_GAIN) + round_trip.mul_f64(ROUND_TRIP_GAIN)
         }));
+        self.base_sample(now, sent_alone.then_some(round_trip));
         self.sample_busy += now.saturating_duration_since(from);
         // A sample spans a round trip at least: the answers of pipelined requests come back to
         // back, and a sample of those alone would count a whole round trip's bytes in a
@@ -247,7 +288,7 @@ impl QueueDelay {
         self.allowed > before
     }
 
-    /// Sets the limit from the rate: `rate x (target + linger + round trip)`, within the
+    /// Sets the limit from the rate: `rate x (target + linger + base round trip)`, within the
     /// floor for `backlog` and `buffer.memory`. `held`: senders were held back by the limit
     /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
     /// of `buffer.memory`, does not apply.
@@ -263,9 +304,50 @@ impl QueueDelay {
             .max(self.batch_size.saturating_mul(backlog.partitions))
             .max(burst)
             .min(self.cap);
-        let delay = target + self.linger + self.round_trip.unwrap_or_default();
+        let round_trip = self.base.or(self.round_trip).unwrap_or_default();
+        let delay = target + self.linger + round_trip;
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
         self.allowed = wanted.clamp(floor, self.cap);
+    }
+
+    /// The probe interval: [`PROBE_INTERVAL`], or [`PROBE_ROUND_TRIPS`] base round trips if
+    /// that is longer.
+    fn probe_interval(&self) -> Duration {
+        PROBE_INTERVAL.max(self.base.unwrap_or_default().saturating_mul(PROBE_ROUND_TRIPS))
+    }
+
+    /// Takes the round trip of a request sent alone, answered at `now`: the first once the
+    /// probe interval has passed starts the next interval (and ends a probe); the base round
+    /// trip is the shortest of the interval's.
+    fn base_sample(&mut self, now: Instant, alone: Option<Duration>) {
+        let Some(round_trip) = alone else {
+            return;
+        };
+        match self.interval_start {
+            Some(start) if now.saturating_duration_since(start) < self.probe_interval() => {
+                self.base = self.base.map(|b| b.min(round_trip));
+            }
+            _ => {
+                self.interval_start = Some(now);
+                self.base = Some(round_trip);
+            }
+        }
+    }
+
+    /// Whether the limit probes the base round trip at `now`: the probe interval has passed
+    /// without an answer to a request sent alone (or none came yet, once an answer did).
+    /// While it does, the producer writes a connection's next Produce request only once
+    /// nothing is in flight there; the answer to that request ends the probe. Call it where
+    /// the producer decides whether a connection takes another request: a comparison.
+    #[inline]
+    pub(crate) fn probing(&self, now: Instant) -> bool {
+        if self.target.is_none() {
+            return false;
+        }
+        match self.interval_start {
+            Some(start) => now.saturating_duration_since(start) >= self.probe_interval(),
+            None => self.round_trip.is_some(),
+        }
     }
 
     /// `send` was refused by this limit at `now`: a wait starts, unless one already runs.
@@ -321,16 +403,17 @@ mod tests {
             .unwrap()
     }
 
-    /// Before any drain is measured the limit is an eighth of `buffer.memory` (4 MiB of 32),
-    /// not the whole of it, and a slow drain never takes it below that: a burst of that size
-    /// is taken without pushing back.
+    /// Before any drain is measured the limit is the floor for the bootstrap brokers (a full
+    /// pipeline and an open batch each: 3 x 6 x 16 KiB), not the whole of `buffer.memory`;
+    /// once answers came with nobody held back, a slow drain never takes it below an eighth of
+    /// `buffer.memory` (4 MiB of 32): a burst of that size is taken without pushing back.
     #[test]
-    fn starts_at_and_never_goes_below_an_eighth_of_buffer_memory() {
+    fn starts_at_the_brokers_floor_and_never_goes_below_an_eighth_of_buffer_memory() {
         let mut q = QueueDelay::new(&config(50));
-        assert_eq!(q.allowed(), 4 << 20);
+        assert_eq!(q.allowed(), 3 * 6 * 16 * 1024);
         let t0 = Instant::now();
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(20), t0, || brokers(3));
+        q.answered(t0 + Duration::from_millis(20), t0, true, || brokers(3));
         assert_eq!(q.allowed(), 4 << 20, "a slow first answer: still an eighth");
         assert!(q.admits(0), "a record alone always goes, whatever its size");
         assert!(q.admits(q.allowed() - 1));
@@ -350,6 +433,7 @@ mod tests {
         q.answered(
             t0 + Duration::from_millis(20),
             t0 + Duration::from_millis(17),
+            true,
             || brokers(3),
         );
         assert_eq!(q.allowed(), 4 << 20, "the floor");
@@ -364,7 +448,7 @@ mod tests {
             let sent = t;
             t += round_trip;
             q.acknowledged(acked as usize);
-            q.answered(t, sent, || brokers(3));
+            q.answered(t, sent, true, || brokers(3));
             trips += 1;
             assert!(
                 trips < 20,
@@ -393,7 +477,7 @@ mod tests {
             let in_flight = q.allowed().min(10_000_000);
             t += Duration::from_millis(10);
             q.acknowledged(in_flight / 10);
-            q.answered(t, t - round_trip, || brokers(1));
+            q.answered(t, t - round_trip, true, || brokers(1));
         }
         let rate = q.rate();
         assert!(rate > 90.0e6, "the measured rate fell to {rate}");
@@ -411,7 +495,7 @@ mod tests {
             let t0 = Instant::now();
             for i in 1..=20u32 {
                 q.acknowledged(1000);
-                q.answered(t0 + Duration::from_millis(20) * i, t0, || Backlog {
+                q.answered(t0 + Duration::from_millis(20) * i, t0, true, || Backlog {
                     brokers: 1,
                     partitions,
                 });
@@ -455,7 +539,7 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(1);
             q.acknowledged(200_000);
-            q.answered(t, sent, || brokers(3));
+            q.answered(t, sent, true, || brokers(3));
         }
         let rate = q.rate();
         assert!((180.0e6..220.0e6).contains(&rate), "rate {rate}");
@@ -475,13 +559,12 @@ mod tests {
     fn while_senders_are_held_back_the_limit_follows_the_drain_below_the_burst_floor() {
         let mut q = QueueDelay::new(&config(50));
         let burst_floor = 4 << 20;
-        assert_eq!(q.allowed(), burst_floor);
         let mut t = Instant::now();
         let answer = |q: &mut QueueDelay, t: &mut Instant| {
             let sent = *t;
             *t += Duration::from_millis(50);
             q.acknowledged(1_000_000);
-            q.answered(*t, sent, || brokers(3));
+            q.answered(*t, sent, true, || brokers(3));
         };
         // Lightly loaded (nobody held back): the burst floor stands, whatever the drain.
         for _ in 0..4 {
@@ -520,7 +603,7 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(50);
             q.acknowledged(1_000_000);
-            q.answered(t, sent, || brokers(3));
+            q.answered(t, sent, true, || brokers(3));
         }
         assert!(
             q.allowed() < 4 << 20,
@@ -539,7 +622,7 @@ mod tests {
         for i in 1..=20u32 {
             q.acknowledged(1000);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, || brokers(2));
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || brokers(2));
         }
         assert_eq!(
             q.allowed(),
@@ -550,8 +633,72 @@ mod tests {
         for i in 21..=40u32 {
             q.acknowledged(1 << 30);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, || brokers(2));
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || brokers(2));
         }
         assert_eq!(q.allowed(), 32 << 20, "buffer.memory caps it");
+    }
+
+    /// Under a drain bound by a broker that serves a connection's requests in turn, pipelined
+    /// requests answer after 250 ms (their wait behind the ones ahead) while one sent alone
+    /// answers in 10 ms: the limit counts the 10 ms, not the queueing, 20 MB/s x (50 + 10) ms.
+    #[test]
+    fn the_limit_counts_the_round_trip_of_a_request_sent_alone_not_the_queueing() {
+        let mut q = QueueDelay::new(&config(50));
+        let mut t = Instant::now();
+        q.busy_from(t);
+        // One request alone, answered in 10 ms.
+        t += Duration::from_millis(10);
+        q.acknowledged(200_000);
+        q.answered(t, t - Duration::from_millis(10), true, || brokers(1));
+        // Then pipelined ones, each 250 ms after it was written, 200 kB every 10 ms.
+        for _ in 0..60 {
+            q.held_in_driver();
+            t += Duration::from_millis(10);
+            q.acknowledged(200_000);
+            q.answered(t, t - Duration::from_millis(250), false, || brokers(1));
+        }
+        let allowed = q.allowed();
+        assert!(
+            (1_100_000..1_300_000).contains(&allowed),
+            "allowed {allowed}: 20 MB/s x 60 ms, not x 300 ms"
+        );
+    }
+
+    /// A probe is due once the probe interval passes without an answer to a request sent alone,
+    /// and the first such answer ends it; the limit off never probes.
+    #[test]
+    fn a_probe_is_due_after_an_interval_without_a_request_sent_alone() {
+        let mut q = QueueDelay::new(&config(50));
+        let t0 = Instant::now();
+        assert!(!q.probing(t0), "no answer yet: nothing to probe");
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(2), t0, true, || brokers(1));
+        assert!(!q.probing(t0 + Duration::from_millis(500)));
+        // Pipelined answers only, for a whole interval.
+        let mut t = t0 + Duration::from_millis(2);
+        while t < t0 + PROBE_INTERVAL {
+            t += Duration::from_millis(10);
+            q.acknowledged(1000);
+            q.answered(t, t - Duration::from_millis(30), false, || brokers(1));
+        }
+        t += Duration::from_millis(10);
+        assert!(q.probing(t), "an interval without a request sent alone");
+        q.acknowledged(1000);
+        q.answered(t, t - Duration::from_millis(3), true, || brokers(1));
+        assert!(!q.probing(t), "the answer to one sent alone ends the probe");
+        let off = QueueDelay::new(&config(0));
+        assert!(!off.probing(t + PROBE_INTERVAL * 10));
+    }
+
+    /// The probe interval is at least [`PROBE_ROUND_TRIPS`] base round trips: far from its
+    /// cluster (100 ms), a producer probes every 5 s, not every second.
+    #[test]
+    fn the_probe_interval_grows_with_the_base_round_trip() {
+        let mut q = QueueDelay::new(&config(50));
+        let t0 = Instant::now();
+        q.acknowledged(1000);
+        q.answered(t0 + Duration::from_millis(100), t0, true, || brokers(1));
+        assert!(!q.probing(t0 + Duration::from_secs(4)));
+        assert!(q.probing(t0 + Duration::from_millis(5100)));
     }
 }

@@ -1,6 +1,7 @@
 """Python producers on one broker, each in a process of its own: kafka-sansio (asyncio: per-record
 ``await send``, ``send_nowait``, ``send_batch``) against aiokafka and confluent-kafka-python (its
-asyncio ``AIOProducer``, and plain ``produce`` + ``poll``).
+asyncio ``AIOProducer``, and plain ``produce`` + ``poll``), and ``floor-await``: the ceiling of the
+``await`` pattern on the loop itself (see ``floor_run``).
 
 Every producer runs with the same settings (acks=all, idempotence, linger 5 ms, batch.size
 16384) on a topic of its own (12 partitions), 100 B and 1000 B values, null keys. A run measures
@@ -34,6 +35,7 @@ PRODUCERS = [
     "aiokafka",
     "confluent-aio",
     "confluent-produce",
+    "floor-await",
 ]
 WAVE = 10_000  # records per wave of awaited sends (aiokafka's reference: batches of 10,000)
 SAMPLE = 16  # the open-loop run measures the latency of one record in every SAMPLE (see Lat)
@@ -311,6 +313,41 @@ def confluent_produce_run(bootstrap, topic, n, value, rate, secs) -> dict:
     return {"elapsed": elapsed, "cpu": used, "failed": failed[0], **lat}
 
 
+# -- the ceiling of the await pattern ------------------------------------------------------------
+
+
+class _Ideal:
+    """A producer that costs nothing but the loop's own: ``send`` makes the record's future, and
+    every record of a wave is acknowledged at once, ``linger.ms`` after the wave's last send
+    (the least a real producer's last batch of the wave waits). No encoding, no network."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, linger: float) -> None:
+        self.loop, self.linger, self.pending, self.turn = loop, linger, [], None
+
+    def send(self, topic: str, value: bytes) -> asyncio.Future:
+        fut = self.loop.create_future()
+        self.pending.append(fut)
+        if self.turn is None:
+            self.turn = self.loop.call_soon(self._wave_sent)
+        return fut
+
+    def _wave_sent(self) -> None:
+        self.turn, wave, self.pending = None, self.pending, []
+        self.loop.call_later(self.linger, lambda: [f.set_result(None) for f in wave])
+
+
+async def floor_run(n: int, value: bytes) -> dict:
+    """``ours-await``'s pattern (waves of ``WAVE`` sends gathered) on an ideal producer: no
+    producer awaited this way, on this loop, takes more records/s or less CPU per record. There
+    is no broker, so no latency run."""
+    p = _Ideal(asyncio.get_running_loop(), SETTINGS["linger.ms"] / 1000)
+    c0, t0 = cpu(), time.perf_counter()
+    for start in range(0, n, WAVE):
+        k = min(WAVE, n - start)
+        await asyncio.gather(*(p.send("t", value) for _ in range(k)), return_exceptions=True)
+    return {"elapsed": time.perf_counter() - t0, "cpu": cpu() - c0, "failed": 0}
+
+
 def child(args) -> None:
     value = b"v" * args.value_bytes
     rate = args.rate
@@ -321,7 +358,9 @@ def child(args) -> None:
     else:
         run = asyncio.run
     name = args.child
-    if name.startswith("ours"):
+    if name == "floor-await":
+        out = run(floor_run(args.records, value))
+    elif name.startswith("ours"):
         out = run(ours(name, args.bootstrap, args.topic, args.records, value, rate, args.latency_secs))
     elif name == "aiokafka":
         out = run(aiokafka_run(args.bootstrap, args.topic, args.records, value, rate, args.latency_secs))
@@ -374,7 +413,7 @@ def main() -> None:
 
             peak = run(0.0)
             rate = args.records / peak["elapsed"]
-            lat = run(rate / 2) if args.latency_secs > 0 else {}
+            lat = run(rate / 2) if args.latency_secs > 0 and name != "floor-await" else {}
             p50, p99 = lat.get("p50_ms"), lat.get("p99_ms")
             latency = f"{p50:.1f} / {p99:.1f}" if p99 is not None else "-"
             if lat.get("lat_failed"):

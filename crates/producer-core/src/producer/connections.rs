@@ -269,13 +269,21 @@ impl<T> Producer<T> {
                         self.now.saturating_duration_since(req.sent_at),
                         parsed.body.throttle_time_ms,
                     );
-                    let RequestKind::Produce { batches } = req.kind else {
+                    let RequestKind::Produce {
+                        batches,
+                        sent_alone,
+                    } = req.kind
+                    else {
                         unreachable!("matched as Produce above")
                     };
                     self.on_produce(conn, batches, parsed.body);
                     let brokers = &self.brokers;
-                    self.queue_delay
-                        .answered(self.now, req.sent_at, || brokers.backlog());
+                    self.queue_delay.answered(
+                        self.now,
+                        req.sent_at,
+                        sent_alone,
+                        || brokers.backlog(),
+                    );
                     true
                 }
                 Err(_) => return self.malformed(conn, req),
@@ -368,7 +376,7 @@ impl<T> Producer<T> {
     pub(super) fn requests_lost(&mut self, conn: ConnId, inflight: VecDeque<InFlightRequest>) {
         for req in inflight {
             match req.kind {
-                RequestKind::Produce { batches } => self.produce_request_lost(conn, batches),
+                RequestKind::Produce { batches, .. } => self.produce_request_lost(conn, batches),
                 RequestKind::Metadata => self.metadata_request_lost(),
                 RequestKind::InitProducerId => self.init_producer_id_lost(),
                 RequestKind::Transaction(t) => self.txn_request_lost(t),

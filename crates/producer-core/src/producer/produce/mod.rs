@@ -74,7 +74,14 @@ impl<T> Producer<T> {
                 .conn
                 .as_ref()
                 .map_or(usize::MAX, |c| c.produce_in_flight());
-            if in_flight >= self.config.max_in_flight || !self.build_produce_request(slot) {
+            // While the queue-delay limit probes the round trip, a connection with a request
+            // in flight waits for it: the next request goes alone.
+            let limit = if self.queue_delay.probing(now) {
+                1
+            } else {
+                self.config.max_in_flight
+            };
+            if in_flight >= limit || !self.build_produce_request(slot) {
                 break;
             }
         }
@@ -327,12 +334,16 @@ impl<T> Producer<T> {
             .conn
             .as_mut()
             .expect("connection checked above");
+        let sent_alone = c.inflight.is_empty();
         let was_idle = c.push_request(InFlightRequest {
             correlation_id,
             api: ApiKey::Produce,
             version,
             sent_at: now,
-            kind: RequestKind::Produce { batches: chosen },
+            kind: RequestKind::Produce {
+                batches: chosen,
+                sent_alone,
+            },
         });
         let in_flight = c.produce_in_flight();
         self.produce_slots_changed(slot, in_flight);
