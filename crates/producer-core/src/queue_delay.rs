@@ -313,7 +313,11 @@ impl QueueDelay {
     /// The probe interval: [`PROBE_INTERVAL`], or [`PROBE_ROUND_TRIPS`] base round trips if
     /// that is longer.
     fn probe_interval(&self) -> Duration {
-        PROBE_INTERVAL.max(self.base.unwrap_or_default().saturating_mul(PROBE_ROUND_TRIPS))
+        PROBE_INTERVAL.max(
+            self.base
+                .unwrap_or_default()
+                .saturating_mul(PROBE_ROUND_TRIPS),
+        )
     }
 
     /// Takes the round trip of a request sent alone, answered at `now`: the first once the
@@ -622,7 +626,9 @@ mod tests {
         for i in 1..=20u32 {
             q.acknowledged(1000);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || brokers(2));
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || {
+                brokers(2)
+            });
         }
         assert_eq!(
             q.allowed(),
@@ -633,7 +639,9 @@ mod tests {
         for i in 21..=40u32 {
             q.acknowledged(1 << 30);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || brokers(2));
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || {
+                brokers(2)
+            });
         }
         assert_eq!(q.allowed(), 32 << 20, "buffer.memory caps it");
     }

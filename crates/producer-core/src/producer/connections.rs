@@ -278,12 +278,8 @@ impl<T> Producer<T> {
                     };
                     self.on_produce(conn, batches, parsed.body);
                     let brokers = &self.brokers;
-                    self.queue_delay.answered(
-                        self.now,
-                        req.sent_at,
-                        sent_alone,
-                        || brokers.backlog(),
-                    );
+                    self.queue_delay
+                        .answered(self.now, req.sent_at, sent_alone, || brokers.backlog());
                     true
                 }
                 Err(_) => return self.malformed(conn, req),
