@@ -35,14 +35,9 @@ impl<T> Producer<T> {
             false => self.stats.transactions_aborted += 1,
         }
         txn.began_at = None;
-        txn.started = false;
-        txn.confirmed = false;
-        txn.added.clear();
-        txn.to_add.clear();
+        txn.clear_transaction_progress();
         txn.offsets = None;
-        txn.abortable = None;
         txn.timed_out = false;
-        txn.commit_sent = false;
         txn.retries = 0;
         for h in held {
             if committed {

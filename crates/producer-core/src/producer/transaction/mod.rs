@@ -188,6 +188,18 @@ impl<T> TransactionBook<T> {
         self.tv2
     }
 
+    /// Forgets what the last transaction did on the brokers (partitions added or waiting to
+    /// be, whether it started or was confirmed, its commit sent, why it could only be aborted):
+    /// call when a transaction begins and when one ends.
+    fn clear_transaction_progress(&mut self) {
+        self.started = false;
+        self.confirmed = false;
+        self.commit_sent = false;
+        self.added.clear();
+        self.to_add.clear();
+        self.abortable = None;
+    }
+
     /// Records held in acknowledged batches, awaiting the transaction's end.
     fn held_records(&self) -> usize {
         self.held.iter().map(|h| h.records.len()).sum()
@@ -329,12 +341,7 @@ impl<T> Producer<T> {
         txn.state = TransactionState::InTransaction;
         txn.purged = false;
         txn.began_at = Some(now);
-        txn.started = false;
-        txn.confirmed = false;
-        txn.commit_sent = false;
-        txn.added.clear();
-        txn.to_add.clear();
-        txn.abortable = None;
+        txn.clear_transaction_progress();
         self.timers.arm(now + timeout, TimerKind::Transaction);
         Ok(())
     }
