@@ -264,7 +264,9 @@ impl QueueDelay {
         self.round_trip = Some(self.round_trip.map_or(round_trip, |smoothed| {
             smoothed.mul_f64(1.0 - ROUND_TRIP_GAIN) + round_trip.mul_f64(ROUND_TRIP_GAIN)
         }));
-        self.base_sample(now, sent_alone.then_some(round_trip));
+        if sent_alone {
+            self.base_sample(now, round_trip);
+        }
         self.sample_busy += now.saturating_duration_since(from);
         // A sample spans a round trip at least: the answers of pipelined requests come back to
         // back, and a sample of those alone would count a whole round trip's bytes in a
@@ -321,13 +323,10 @@ impl QueueDelay {
         )
     }
 
-    /// Takes the round trip of a request sent alone, answered at `now`: the first once the
+    /// Takes `round_trip`, that of a request sent alone, answered at `now`: the first once the
     /// probe interval has passed starts the next interval (and ends a probe); the base round
     /// trip is the shortest of the interval's.
-    fn base_sample(&mut self, now: Instant, alone: Option<Duration>) {
-        let Some(round_trip) = alone else {
-            return;
-        };
+    fn base_sample(&mut self, now: Instant, round_trip: Duration) {
         match self.interval_start {
             Some(start) if now.saturating_duration_since(start) < self.probe_interval() => {
                 self.base = self.base.map(|b| b.min(round_trip));

@@ -67,6 +67,13 @@ impl<T> Producer<T> {
         if self.idempotent() && self.pid.assigned().is_none() {
             return;
         }
+        // While the queue-delay limit probes the round trip, a connection with a request in
+        // flight waits for it: the next request goes alone.
+        let limit = if self.queue_delay.probing(now) {
+            1
+        } else {
+            self.config.max_in_flight
+        };
         loop {
             let in_flight = self
                 .brokers
@@ -74,13 +81,6 @@ impl<T> Producer<T> {
                 .conn
                 .as_ref()
                 .map_or(usize::MAX, |c| c.produce_in_flight());
-            // While the queue-delay limit probes the round trip, a connection with a request
-            // in flight waits for it: the next request goes alone.
-            let limit = if self.queue_delay.probing(now) {
-                1
-            } else {
-                self.config.max_in_flight
-            };
             if in_flight >= limit || !self.build_produce_request(slot) {
                 break;
             }
@@ -334,8 +334,9 @@ impl<T> Producer<T> {
             .conn
             .as_mut()
             .expect("connection checked above");
+        // Nothing in flight before it: it goes alone, and its request timeout must be armed.
         let sent_alone = c.inflight.is_empty();
-        let was_idle = c.push_request(InFlightRequest {
+        c.push_request(InFlightRequest {
             correlation_id,
             api: ApiKey::Produce,
             version,
@@ -347,7 +348,7 @@ impl<T> Producer<T> {
         });
         let in_flight = c.produce_in_flight();
         self.produce_slots_changed(slot, in_flight);
-        if was_idle {
+        if sent_alone {
             self.arm_request_timer(slot);
         }
         true
