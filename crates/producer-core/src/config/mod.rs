@@ -80,10 +80,11 @@ pub struct Config {
     /// `queue.delay.target.ms`: the queue-delay limit. When the cluster absorbs less than the
     /// application offers, `send` pushes back (`Full`, or a driver's blocking send waits)
     /// once the unacknowledged bytes reach what the cluster drains in this long plus `linger`
-    /// and the Produce round trip without queueing (measured: the acknowledged bytes per
-    /// second of time with Produce requests in flight, and the round trip of a request written
-    /// while nothing else was in flight on its connection, probed for once a second at most
-    /// by letting a connection's pipeline drain), never below `max.in.flight + 1` batches per
+    /// and twice the Produce round trip without queueing (the bytes in flight the rate needs,
+    /// and as much headroom; measured: the acknowledged bytes per second of time with Produce
+    /// requests in flight, and the round trip of a request written while nothing else was in
+    /// flight on its connection, probed for once a second at most by letting a connection's
+    /// pipeline drain), never below `max.in.flight + 1` batches per
     /// broker or a batch per partition with something to send, and never above
     /// `buffer_memory`, which stays the hard cap. While it holds no sender back it is also
     /// never below an eighth of `buffer_memory` (a burst that size is taken), which is where

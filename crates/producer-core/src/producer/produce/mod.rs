@@ -32,7 +32,8 @@ impl<T> Producer<T> {
 
     /// Sends what a broker marked as having something to send can take: connects it first if
     /// it has data and no connection, waits out its throttle, then builds Produce requests until
-    /// `max_in_flight` or nothing is sendable.
+    /// `max_in_flight` (1 while the queue-delay limit probes its base round trip:
+    /// [`crate::queue_delay::QueueDelay::probing`]) or nothing is sendable.
     pub(super) fn service_broker(&mut self, slot: u32) {
         let now = self.now;
         let b = self.brokers.slot(slot);
