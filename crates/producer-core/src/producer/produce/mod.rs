@@ -33,7 +33,8 @@ impl<T> Producer<T> {
     /// Sends what a broker marked as having something to send can take: connects it first if
     /// it has data and no connection, waits out its throttle, then builds Produce requests until
     /// `max_in_flight` (1 while the queue-delay limit probes its base round trip:
-    /// [`crate::queue_delay::QueueDelay::probing`]) or nothing is sendable.
+    /// [`crate::queue_delay::QueueDelay::probing`]; the probe request carries one batch) or
+    /// nothing is sendable.
     pub(super) fn service_broker(&mut self, slot: u32) {
         let now = self.now;
         let b = self.brokers.slot(slot);
@@ -124,7 +125,9 @@ impl<T> Producer<T> {
     }
 
     /// Builds one Produce request for the broker in `slot`, carrying at most one batch per
-    /// partition it leads, up to `max_request_size`. Returns false when nothing was sendable.
+    /// partition it leads, up to `max_request_size` (one batch in all while the queue-delay
+    /// limit probes: the round trip of a request without queueing, its batches' included).
+    /// Returns false when nothing was sendable.
     /// It walks the broker's partitions with something to send ([`crate::active`]), not every
     /// partition it leads: its cost follows the batches waiting, not the partition count. The
     /// walk is round robin (a partition served goes to the back of the list, one left over by
@@ -174,7 +177,11 @@ impl<T> Producer<T> {
         // The first entry put back: meeting it again means the walk went round (the list may
         // have been compacted meanwhile), and a partition is in a request at most once.
         let mut first_kept = None;
+        let probe = self.queue_delay.probing(now);
         for _ in 0..n {
+            if probe && !chosen.is_empty() {
+                break;
+            }
             let Some(e) = self.brokers.slot_mut(slot).active.pop_front() else {
                 break;
             };
