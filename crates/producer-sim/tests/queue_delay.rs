@@ -288,3 +288,61 @@ fn on_a_cluster_that_parks_requests_the_limit_keeps_the_rate_of_the_limit_off() 
         "{on} records delivered in 10 s with the limit on, {off} with it off"
     );
 }
+
+/// When a probe interval (a second) passes without a Produce request sent alone, the limit
+/// probes for the round trip without queueing: the connection's next Produce request waits
+/// until nothing is in flight, and carries one batch, however much is queued (a probe that
+/// took all that was queued measured the broker serving it, and the limit counted that
+/// twice). Against the broker's log: 120,000 records queued at once (below the limit's burst
+/// floor, so the limit holds nothing back) over four partitions, five requests in flight,
+/// each parked 20 ms: the requests carry a batch of each partition (but the last few, as the
+/// records run out), and one, about a second in, carries one batch. With the limit off none
+/// does. Every record is delivered once, in order.
+#[test]
+fn a_probe_sends_one_batch_alone() {
+    const RECORDS: u64 = 120_000;
+    let run = |target: Duration| {
+        let mut h = slow_cluster(|b| {
+            b.max_in_flight(5)
+                .linger(Duration::ZERO)
+                .max_request_size(64 << 10)
+                .batch_grow_max(0)
+                .buffer_memory(256 << 20)
+                .queue_delay_target(target)
+        });
+        h.cluster
+            .delay_responses(1, Duration::from_millis(20), u32::MAX)
+            .unwrap();
+        let mut sent = Vec::new();
+        for id in 0..RECORDS {
+            let r = record(id, "orders", false).with_partition((id % 4) as i32);
+            h.send(r, id).expect("below the limit");
+            sent.push(Sent {
+                id,
+                topic: "orders".to_string(),
+                key: None,
+            });
+        }
+        assert!(h.run_until(secs(60), |h| reports(h).len() == RECORDS as usize));
+        check_run(&h, &sent, TOPICS, true);
+        h.cluster
+            .request_log()
+            .iter()
+            .filter(|r| r.api_key == 0)
+            .map(|r| r.produce.len())
+            .collect::<Vec<_>>()
+    };
+    // Batches per request before the records run out (the last dozen requests carry less).
+    let single = |log: &[usize]| {
+        assert!(log.len() > 100, "{} requests", log.len());
+        let before_the_end = &log[..log.len() - 12];
+        assert!(
+            before_the_end.iter().all(|&n| n == 4 || n == 1),
+            "batches per request: {log:?}"
+        );
+        before_the_end.iter().filter(|&&n| n == 1).count()
+    };
+    let on = run(TARGET);
+    assert_eq!(single(&on), 1, "one probe, with one batch");
+    assert_eq!(single(&run(Duration::ZERO)), 0, "limit off: no probe");
+}
