@@ -40,8 +40,9 @@
 //! One batch, because a broker serves a request's batches in turn too: a probe that took
 //! everything queued while the pipeline drained (up to `max.request.size`, 1 MiB, 50 ms on a
 //! Kafka node that recompresses 20 MB/s) measured that queue again, and the limit, counting
-//! it twice, kept 110-130 ms of records queued there at a 50 ms target; with one batch, 70-75
-//! ms. The pipeline drains once per interval: on a broker
+//! it twice, kept 110-128 ms of records queued there at a 50 ms target; with one batch, 68-76
+//! ms (`bench_e2e worker` runs). A batch grown under saturation (`batch.grow.max.bytes`) can
+//! still be large: the probe takes the first batch the walk reaches, grown or not. The pipeline drains once per interval: on a broker
 //! that serves requests in turn that costs about the network round trip, on a cluster that
 //! parks them one round trip of a single request in flight, at most a fiftieth of the time.
 //! Until the first such answer the smoothed round trip of all answers stands in. One base
@@ -359,8 +360,9 @@ impl QueueDelay {
 
     /// Whether the limit probes the base round trip at `now`: the probe interval has passed
     /// without an answer to a request sent alone (or none came yet, once an answer did).
-    /// While it does, the producer writes a connection's next Produce request only once
-    /// nothing is in flight there, with one batch; the answer to that request ends the probe.
+    /// While it does, the producer writes a connection's next Produce request only once no
+    /// Produce request is in flight there, with one batch if nothing else is in flight either
+    /// (the request sent alone); the answer to that request ends the probe.
     /// Call it where the producer decides whether a connection takes another request: a
     /// comparison.
     #[inline]

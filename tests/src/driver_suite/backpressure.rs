@@ -108,12 +108,15 @@ pub fn a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed(driver: D
 /// the driver's queue far below `buffer.memory`. That wait counts as the queue-delay wait (not
 /// as a wait for buffer space), in the total and in the window.
 ///
-/// What the diagnosis names is the in-flight cap, and rightly: the limit always leaves the
-/// pipeline its round trip's worth of bytes and as much again (so its one slot is always busy
-/// with full batches while the limit holds), and on this mock the slot is all that bounds the
-/// drain (it answers every request after 20 ms however many are in flight), so a second slot
-/// would drain twice as fast. The queue-delay verdict needs a drain bound by the cluster itself;
-/// `producer_core::diagnosis`'s `the_longer_wait_names_the_backpressure_cause` holds that rule.
+/// What the diagnosis names is the in-flight cap, by its rule (every slot busy half the window
+/// or more and half the batches sealed full come before backpressure: `diagnosis`'s
+/// `the_limit_nearest_the_broker_wins`): each request carries one 16 KiB batch, and the limit,
+/// which leaves the pipeline its round trip's worth of bytes and as much again, keeps the one
+/// slot busy with full batches, so a second slot or bigger batches would drain more here.
+/// (While the limit counted the round trip once, it held the queue so short that most batches
+/// left under full, and the verdict was the limit. `producer-sim`'s
+/// `backpressure_from_the_queue_delay_limit_is_named` gets that verdict with requests that
+/// carry batches not full.)
 pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(driver: Driver) {
     let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
     mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
@@ -124,7 +127,7 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
         .batch_size(16 * 1024)
         .queue_delay_target(Duration::from_millis(50))
         // 256 KiB: the limit's floor (an eighth of it, or a batch per partition) and the
-        // limit the drain gives (0.8 MB/s x 90 ms) stay below it, and the 2 MB sent pass it.
+        // limit the drain gives (0.8 MB/s x 95 ms) stay below it, and the 2 MB sent pass it.
         .buffer_memory(256 << 10)
         .metrics_sample_window(WINDOW)
         .build()

@@ -71,7 +71,8 @@ impl<T> Producer<T> {
         }
         // While the queue-delay limit probes the round trip, a connection with a request in
         // flight waits for it: the next request goes alone.
-        let limit = if self.queue_delay.probing(now) {
+        let probing = self.queue_delay.probing(now);
+        let limit = if probing {
             1
         } else {
             self.config.max_in_flight
@@ -83,7 +84,7 @@ impl<T> Producer<T> {
                 .conn
                 .as_ref()
                 .map_or(usize::MAX, |c| c.produce_in_flight());
-            if in_flight >= limit || !self.build_produce_request(slot) {
+            if in_flight >= limit || !self.build_produce_request(slot, probing) {
                 break;
             }
         }
@@ -125,17 +126,24 @@ impl<T> Producer<T> {
     }
 
     /// Builds one Produce request for the broker in `slot`, carrying at most one batch per
-    /// partition it leads, up to `max_request_size` (one batch in all while the queue-delay
-    /// limit probes: the round trip of a request without queueing, its batches' included).
+    /// partition it leads, up to `max_request_size`; one batch in all when the queue-delay
+    /// limit is `probing` and nothing is in flight on the connection (the request is the
+    /// probe: its round trip is one without queueing, behind other batches included).
     /// Returns false when nothing was sendable.
     /// It walks the broker's partitions with something to send ([`crate::active`]), not every
     /// partition it leads: its cost follows the batches waiting, not the partition count. The
     /// walk is round robin (a partition served goes to the back of the list, one left over by
     /// `max_request_size` starts the next request), so no partition starves.
-    fn build_produce_request(&mut self, slot: u32) -> bool {
+    fn build_produce_request(&mut self, slot: u32, probing: bool) -> bool {
         let now = self.now;
         let idem = self.idempotent();
-        let Some(conn) = self.brokers.slot(slot).conn.as_ref().map(|c| c.id) else {
+        let Some((conn, idle)) = self
+            .brokers
+            .slot(slot)
+            .conn
+            .as_ref()
+            .map(|c| (c.id, c.inflight.is_empty()))
+        else {
             return false;
         };
         let n = self.brokers.slot(slot).active.len();
@@ -177,7 +185,7 @@ impl<T> Producer<T> {
         // The first entry put back: meeting it again means the walk went round (the list may
         // have been compacted meanwhile), and a partition is in a request at most once.
         let mut first_kept = None;
-        let probe = self.queue_delay.probing(now);
+        let probe = probing && idle;
         for _ in 0..n {
             if probe && !chosen.is_empty() {
                 break;
