@@ -42,8 +42,9 @@
 //! Kafka node that recompresses 20 MB/s) measured that queue again, and the limit, counting
 //! it twice, kept 110-128 ms of records queued there at a 50 ms target; with one batch, 68-76
 //! ms (`bench_e2e worker` runs). A batch grown under saturation (`batch.grow.max.bytes`) can
-//! still be large: the probe takes the first batch the walk reaches, grown or not. The pipeline drains once per interval: on a broker
-//! that serves requests in turn that costs about the network round trip, on a cluster that
+//! still be large: the probe takes the first batch the walk reaches, grown or not. The
+//! pipeline drains once per interval: on a broker that serves requests in turn that costs
+//! about the network round trip, on a cluster that
 //! parks them one round trip of a single request in flight, at most a fiftieth of the time.
 //! Until the first such answer the smoothed round trip of all answers stands in. One base
 //! round trip serves every broker (the shortest among them), and an error answer sent alone

@@ -137,7 +137,9 @@ impl<T> Producer<T> {
     fn build_produce_request(&mut self, slot: u32, probing: bool) -> bool {
         let now = self.now;
         let idem = self.idempotent();
-        let Some((conn, idle)) = self
+        // Nothing in flight on the connection: the request goes alone (nothing below writes to
+        // the connection before it is pushed).
+        let Some((conn, sent_alone)) = self
             .brokers
             .slot(slot)
             .conn
@@ -185,7 +187,7 @@ impl<T> Producer<T> {
         // The first entry put back: meeting it again means the walk went round (the list may
         // have been compacted meanwhile), and a partition is in a request at most once.
         let mut first_kept = None;
-        let probe = probing && idle;
+        let probe = probing && sent_alone;
         for _ in 0..n {
             if probe && !chosen.is_empty() {
                 break;
@@ -350,8 +352,6 @@ impl<T> Producer<T> {
             .conn
             .as_mut()
             .expect("connection checked above");
-        // Nothing in flight before it: it goes alone, and its request timeout must be armed.
-        let sent_alone = c.inflight.is_empty();
         c.push_request(InFlightRequest {
             correlation_id,
             api: ApiKey::Produce,
@@ -364,6 +364,7 @@ impl<T> Producer<T> {
         });
         let in_flight = c.produce_in_flight();
         self.produce_slots_changed(slot, in_flight);
+        // Sent alone: its request timeout must be armed.
         if sent_alone {
             self.arm_request_timer(slot);
         }
