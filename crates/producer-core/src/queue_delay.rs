@@ -60,12 +60,17 @@
 //! Kafka node). (Starting at the brokers' floor instead kept a producer flooded from its start
 //! from queueing the eighth, 400 ms on a Kafka node that drains 20 MB/s, but held an open-loop
 //! sender back until the first sample: on the mock cluster, in two of three runs, its p99 at
-//! half the peak rate rose from 1-9 ms to 5-36 ms.) A sample during which the limit held senders back (in `send`, or in a driver's
-//! queue) measured the cluster's drain, not the offer: the next limit then follows that drain
-//! below the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would
-//! keep the eighth of a 64 MiB buffer queued, 400 ms, whatever the target. The first sample
-//! without a sender held back brings the eighth back. Above it the
-//! limit follows the drain; it rises at once when the cluster takes more: each sample while the
+//! half the peak rate rose from 1-9 ms to 5-36 ms.)
+//!
+//! A sample during which the limit held senders back (in `send`, or in a driver's queue)
+//! measured the cluster's drain, not the offer: the next limit then follows that drain below
+//! the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would keep the
+//! eighth of a 64 MiB buffer queued, 400 ms, whatever the target. A hold still running counts
+//! for every sample it spans: one in `send` until a record is accepted, one in a driver's
+//! queue until the driver reports it over ([`QueueDelay::driver_hold`]; a driver learns of its
+//! senders' holds only when it takes its queue, which held senders do not fill). The first
+//! sample without a sender held back brings the eighth back. Above it the limit follows the
+//! drain; it rises at once when the cluster takes more: each sample while the
 //! limit binds measures about `limit / round trip`, so the next limit is the last times
 //! `(target + linger + 2 x round trip) / round trip`.
 //! Each sample spans a quarter of the target of busy time at least. While the producer is idle
@@ -180,6 +185,10 @@ pub(crate) struct QueueDelay {
     /// sample being gathered: its rate is then what the cluster drains, not only what the
     /// producer was offered, and the burst floor stands aside (see the module docs).
     held_in_sample: bool,
+    /// A driver reported senders held back by this limit in its own queue, and has not
+    /// reported the wait over: it counts for every sample until then, as a wait in `send`
+    /// does ([`QueueDelay::driver_hold`]).
+    driver_holding: bool,
 }
 
 impl QueueDelay {
@@ -211,6 +220,7 @@ impl QueueDelay {
             linger: config.linger,
             held_since: None,
             held_in_sample: false,
+            driver_holding: false,
         };
         if q.target.is_some() {
             q.update(
@@ -304,8 +314,9 @@ impl QueueDelay {
         };
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
-        // A hold still running counts for this sample and the next.
-        let holding = self.held_since.is_some();
+        // A hold still running (in `send`, or in a driver's queue) counts for this sample and
+        // the next.
+        let holding = self.held_since.is_some() || self.driver_holding;
         let held = std::mem::replace(&mut self.held_in_sample, holding) || holding;
         let before = self.allowed;
         self.update(backlog(), held);
@@ -384,10 +395,23 @@ impl QueueDelay {
         self.held_in_sample = true;
     }
 
-    /// A driver held senders back by this limit in its own queue (a wait that ended, or one
-    /// running): the sample being gathered measures the cluster's drain.
+    /// A driver held senders back by this limit in its own queue, in a wait that ended: the
+    /// sample being gathered measures the cluster's drain.
     pub(crate) fn held_in_driver(&mut self) {
         self.held_in_sample = true;
+    }
+
+    /// A driver says whether senders are held back by this limit in its own queue now
+    /// (`running`). Call it each time the driver learns it (when it takes its queue). While a
+    /// wait runs, every sample counts as held, until the driver says none runs: a driver
+    /// takes its queue only when a sender queues something, which its held senders do not,
+    /// so one report is all a long wait gets. (Counted only for the sample it came in, the
+    /// wait let the next sample bring the burst floor back, an eighth of `buffer.memory`,
+    /// which the senders then filled: the tokio driver's senders, unscraped, on a Kafka node
+    /// that drains 20 MB/s kept about 190 ms queued instead of 70.)
+    pub(crate) fn driver_hold(&mut self, running: bool) {
+        self.driver_holding = running;
+        self.held_in_sample |= running;
     }
 
     /// Whether a wait started by [`QueueDelay::held_back`] runs (one branch on `send`'s path).
@@ -638,6 +662,42 @@ mod tests {
             q.allowed() < 4 << 20,
             "below the burst floor: {}",
             q.allowed()
+        );
+    }
+
+    /// A wait running in a driver's queue, reported once (a driver learns of it only when it
+    /// takes its queue, which its held senders do not fill), counts for every sample until the
+    /// driver reports none: the limit follows the drain (20 MB/s) below the burst floor in
+    /// every sample of the wait, not only in the first, and the burst floor comes back once
+    /// it is over.
+    #[test]
+    fn a_wait_running_in_the_driver_counts_for_every_sample_until_it_is_over() {
+        let mut q = QueueDelay::new(&config(50));
+        let burst_floor = q.allowed();
+        assert_eq!(burst_floor, 4 << 20, "an eighth of 32 MiB");
+        let mut t = Instant::now();
+        let answer = |q: &mut QueueDelay, t: &mut Instant| {
+            let sent = *t;
+            *t += Duration::from_millis(50);
+            q.acknowledged(1_000_000);
+            q.answered(*t, sent, true, || brokers(3));
+        };
+        q.driver_hold(true);
+        for sample in 0..8 {
+            answer(&mut q, &mut t);
+            let allowed = q.allowed();
+            assert!(
+                (2_800_000..3_200_000).contains(&allowed),
+                "sample {sample}: allowed {allowed}, 20 MB/s x 150 ms"
+            );
+        }
+        q.driver_hold(false);
+        answer(&mut q, &mut t);
+        answer(&mut q, &mut t);
+        assert_eq!(
+            q.allowed(),
+            burst_floor,
+            "the wait is over: the burst floor"
         );
     }
 

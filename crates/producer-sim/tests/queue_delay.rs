@@ -11,7 +11,7 @@ mod support;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use producer_core::{ConfigBuilder, Producer, SendErrorReason};
+use producer_core::{ConfigBuilder, Producer, SendErrorReason, SendWaitCause};
 use producer_sim::drive::Harness;
 use support::run::*;
 
@@ -239,6 +239,83 @@ fn buffer_memory_stays_the_hard_cap() {
     assert!(
         h.producer.metrics().counters.buffer_wait_ns > 0,
         "Full at buffer.memory"
+    );
+}
+
+/// A driver holds its senders back in its own queue, in front of the core, while the core
+/// has no queue-delay room, and learns of that wait only when it takes its queue, which its
+/// held senders do not fill: it reports the wait running once
+/// (`Producer::note_send_wait_running`), and over once a sender goes again. Against the slow
+/// cluster (about 1.5 MB/s) with an 8 MiB buffer, whose eighth (the limit's burst floor,
+/// 1 MiB) is 0.7 s of that drain: over 4 s of saturation by such a sender, once the burst
+/// sent at the start has drained, the limit follows the drain (the target's worth and the
+/// round trips, about 0.1 MB) for every sample of each wait, and the unacknowledged bytes stay
+/// near it. When the wait counted only in the sample its report came in, the next sample
+/// brought the burst floor back and the sender filled it: 1 MiB queued, 0.7 s, every other
+/// sample (the tokio driver's senders, unscraped, on a Kafka node: 190 ms from `send` to
+/// report instead of 70). Every record is delivered once, in order.
+#[test]
+fn a_wait_a_driver_reports_once_holds_the_limit_at_the_drain_until_it_is_over() {
+    const BIG: usize = 8 << 20;
+    let mut h = slow_cluster(|b| b.queue_delay_target(TARGET).buffer_memory(BIG));
+    let burst_floor = BIG / 8;
+    assert_eq!(h.producer.queue_delay_limit(), Some(burst_floor));
+    let t0 = h.now;
+    let (mut id, mut sent) = (0u64, Vec::new());
+    let mut held_since: Option<Instant> = None;
+    let (mut waits, mut max_unacked, mut max_limit) = (0u32, 0usize, 0usize);
+    while h.now < t0 + secs(4) {
+        // The driver's rule: a record goes while the core has queue-delay room.
+        while h.producer.queue_delay_room() > 0 {
+            if let Some(since) = held_since.take() {
+                let now = h.now;
+                h.producer
+                    .note_send_wait(now, now - since, SendWaitCause::QueueDelay);
+                h.producer.note_send_wait_running(None);
+            }
+            h.send(record(id, "orders", false), id)
+                .expect("the core takes what the driver lets through");
+            sent.push(Sent {
+                id,
+                topic: "orders".into(),
+                key: None,
+            });
+            id += 1;
+        }
+        if held_since.is_none() {
+            let now = h.now;
+            held_since = Some(now);
+            waits += 1;
+            h.producer
+                .note_send_wait_running(Some((now, SendWaitCause::QueueDelay)));
+        }
+        if h.now >= t0 + secs(1) {
+            max_unacked = max_unacked.max(h.producer.unacknowledged_bytes());
+            max_limit = max_limit.max(h.producer.queue_delay_limit().unwrap());
+        }
+        h.run_for(Duration::from_millis(1));
+    }
+    println!(
+        "{id} records, {waits} waits; from 1 s: limit at most {max_limit}, \
+         unacknowledged at most {max_unacked}"
+    );
+    assert!(
+        waits > 10,
+        "the sender was held back again and again: {waits} waits"
+    );
+    assert!(
+        max_limit < burst_floor / 4,
+        "the limit followed the drain: at most {max_limit} (burst floor {burst_floor})"
+    );
+    assert!(
+        max_unacked < burst_floor / 4,
+        "queued near the drain: at most {max_unacked} unacknowledged"
+    );
+    assert!(h.flush(secs(60)), "every record reported");
+    check_run(&h, &sent, TOPICS, true);
+    assert!(
+        h.deliveries.iter().all(|d| d.result.is_ok()),
+        "none dropped: every record delivered"
     );
 }
 

@@ -34,8 +34,9 @@
 //!   `queue.buffering.max.kbytes` (default 64 MiB); the peers keep their own.
 //! * `--value-bytes N`: every workload's value size instead of its own (100 or 1000 bytes);
 //!   with `--buffer-memory`, what the peak RSS of a producer holding its whole buffer is for
-//!   small and large records. Our workers also report the most bytes their producer held
-//!   against `buffer_memory` (sampled every 2 ms), after the RSS in each run's line.
+//!   small and large records. Our throughput workers also report the most bytes their
+//!   producer held against `buffer_memory` (a metrics snapshot every 2 ms), after the RSS in
+//!   each run's line.
 //! * `--mock-rtt-ms N`: every mock broker answers N ms late (`MockKafka::set_rtt`), so a
 //!   producer faster than that fills its buffer: what `--buffer-memory` is measured with.
 //! * `--baseline-exe PATH`: another build of this example (an older commit's, copied out of its
@@ -107,8 +108,8 @@
 //!   RSS (`ru_maxrss`). The worker builds its payloads before it starts the clock. Run by
 //!   hand (under `valgrind --tool=callgrind`, against one long-lived `bench_e2e mock
 //!   --partitions N`), `worker --linger-ms N` sets our linger (to fill batches of keyed
-//!   records over many partitions), and our mio and tokio-batch/cb workers print a
-//!   `REQUESTS` line: Produce requests, batches, records, records per batch and per request.
+//!   records over many partitions), and our mio and tokio workers (but the open-loop
+//!   `latency` one) print a `REQUESTS` line: Produce requests, batches, records, records per batch and per request.
 //! * The coordinator (no mode argument) runs, for every workload, `--runs` rounds of every
 //!   producer (interleaved, so drift hits all alike), takes medians and prints one table per
 //!   workload with the ratio of each figure to librdkafka without idempotence.

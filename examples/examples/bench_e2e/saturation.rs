@@ -13,7 +13,7 @@
 //!   ours ([`PRODUCERS`] unless `--producers` says) as shipped, the limit on, and `NAME+qd0`,
 //!   the same producer with the limit off (its buffer fills to `buffer_memory`), the two
 //!   interleaved in each of `--runs` rounds. Each run gives records/s, peak RSS, the most bytes
-//!   the producer held against `buffer_memory` (the rows whose worker samples it), and the
+//!   the producer held against `buffer_memory` (a metrics snapshot every 2 ms), and the
 //!   average and p99 time from just before a record's send call to its report, over one record
 //!   in 64 (the "from send" figures, as `kafka-producer-perf-test` counts: see
 //!   `send_times.rs`).

@@ -318,6 +318,8 @@ pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Resu
                 counts
             })
         };
+        let peak = Arc::new(AtomicU64::new(0));
+        let sampler = sample_buffered(&handle, &peak);
         let mut chunk = Vec::with_capacity(1024);
         for i in 0..records {
             times.sending(i, i + 1);
@@ -335,8 +337,11 @@ pub(crate) fn run_tokio(w: &WorkerArgs, p: &Payloads, idempotence: bool) -> Resu
         drop(tx);
         let counts = collector.await?;
         let secs = started.elapsed().as_secs_f64();
+        sampler.abort();
+        print_requests(&handle.metrics().await.counters);
         handle.close().await;
         Ok(Outcome {
+            peak_buffered: Some(peak.load(Ordering::Relaxed) as usize),
             accepted: times.summary(),
             ..counts.outcome(secs)
         })
@@ -369,16 +374,7 @@ pub(crate) fn run_tokio_detached(
                 .start()?
         };
         let peak = Arc::new(AtomicU64::new(0));
-        let sampler = {
-            let (handle, peak) = (handle.clone(), peak.clone());
-            tokio::spawn(async move {
-                loop {
-                    let buffered = handle.metrics().await.buffered_bytes as u64;
-                    peak.fetch_max(buffered, Ordering::Relaxed);
-                    tokio::time::sleep(SAMPLE_EVERY).await;
-                }
-            })
-        };
+        let sampler = sample_buffered(&handle, &peak);
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
             times.sending(start, end);
@@ -407,6 +403,22 @@ pub(crate) fn run_tokio_detached(
             accepted: times.summary(),
             ..counts.outcome(secs)
         })
+    })
+}
+
+/// Reads how much `handle`'s producer holds against `buffer_memory` every [`SAMPLE_EVERY`],
+/// keeping the most in `peak`, until the returned task is aborted.
+fn sample_buffered(
+    handle: &producer_tokio::ProducerHandle,
+    peak: &Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    let (handle, peak) = (handle.clone(), peak.clone());
+    tokio::spawn(async move {
+        loop {
+            let buffered = handle.metrics().await.buffered_bytes as u64;
+            peak.fetch_max(buffered, Ordering::Relaxed);
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
     })
 }
 

@@ -163,3 +163,56 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
     );
     p.close();
 }
+
+/// The queue-delay limit on (a 50 ms target), one request in flight to a broker that answers
+/// after 20 ms (about 0.8 MB/s), an 8 MiB `buffer.memory` (the limit's burst floor, an eighth
+/// of it, is 1 MiB, more than a second of that drain), and 2 MB sent by senders that wait in
+/// the driver's queue, with no metrics read until the last is queued. The driver learns that
+/// its senders wait only when it takes its queue, which they do not fill while they wait: the
+/// limit keeps counting the wait it reported until it reports it over, so it stays at the
+/// drain (the target's worth and two round trips, about 80 kB), and so do the unacknowledged
+/// bytes. (When the wait counted only in the sample in which the driver reported it, the next
+/// sample brought the burst floor back, the senders filled it, and the queue stood near 1 MiB:
+/// on a Kafka node, the tokio driver's senders waited 190 ms from `send` to report instead of
+/// 70.)
+pub fn a_flood_held_back_in_the_driver_keeps_the_queue_at_the_drain(driver: Driver) {
+    const BUFFER: usize = 8 << 20;
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
+    let config: Config = mock
+        .producer_config()
+        .max_in_flight(1)
+        .max_request_size(16 * 1024)
+        .batch_size(16 * 1024)
+        .queue_delay_target(Duration::from_millis(50))
+        .buffer_memory(BUFFER)
+        .build()
+        .unwrap();
+    let p = Running::start(driver, Options::new(config));
+    let value = bytes::Bytes::from(vec![b'v'; 100]);
+    let records = 15_000;
+    for id in 0..records {
+        let r = Record::new(TOPIC, value.clone()).with_key(format!("k{}", id % 6));
+        send_waiting(&p, r, id);
+    }
+    let m = p.metrics().expect("a snapshot while the producer runs");
+    let limit = m.queue_delay_limit_bytes.expect("the limit is on");
+    println!(
+        "limit {limit}, unacknowledged {}, queue-delay wait {} ns",
+        m.unacknowledged_bytes, m.counters.queue_delay_wait_ns
+    );
+    assert!(
+        limit < BUFFER / 8 / 4,
+        "the limit follows the drain, far below its burst floor: {limit}"
+    );
+    assert!(
+        m.unacknowledged_bytes < BUFFER / 8 / 4,
+        "the queue stays at the drain: {} unacknowledged",
+        m.unacknowledged_bytes
+    );
+    p.flush();
+    for r in reports_of(&p, 0..records).values() {
+        assert!(r.result.is_ok(), "record {}: {:?}", r.id, r.result);
+    }
+    p.close();
+}

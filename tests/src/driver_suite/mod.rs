@@ -103,6 +103,7 @@ macro_rules! every_driver_test {
             bounds::the_command_queue_counts_bytes_against_buffer_memory,
             backpressure::a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed,
             backpressure::a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed,
+            backpressure::a_flood_held_back_in_the_driver_keeps_the_queue_at_the_drain,
             metrics::the_metrics_count_the_run,
             metrics::the_diagnosis_names_each_broker_and_no_fault,
             tls::tls_delivers_and_reads_back,

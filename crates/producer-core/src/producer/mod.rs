@@ -312,11 +312,13 @@ impl<T> Producer<T> {
     /// [`Producer::note_send_wait`]): whether a wait runs there now, since when and why
     /// (`None`: nobody waits). Call it whenever the driver learns it (each time it takes its
     /// queue); snapshots count it as a wait running ([`MetricsSnapshot::buffer_wait_running`],
-    /// [`MetricsSnapshot::queue_delay_wait_running`]) until told otherwise.
+    /// [`MetricsSnapshot::queue_delay_wait_running`]) until told otherwise. While it says a
+    /// wait for the queue-delay limit runs, the limit counts every drain sample as one during
+    /// which senders were held back (it follows the cluster's drain, not its burst floor),
+    /// until it is told that none runs.
     pub fn note_send_wait_running(&mut self, since: Option<(Instant, SendWaitCause)>) {
-        if matches!(since, Some((_, SendWaitCause::QueueDelay))) {
-            self.queue_delay.held_in_driver();
-        }
+        self.queue_delay
+            .driver_hold(matches!(since, Some((_, SendWaitCause::QueueDelay))));
         self.metrics.send_wait_running(since);
     }
 
