@@ -67,8 +67,9 @@
 //! the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would keep the
 //! eighth of a 64 MiB buffer queued, 400 ms, whatever the target. A hold still running counts
 //! for every sample it spans: one in `send` until a record is accepted, one in a driver's
-//! queue until the driver reports it over ([`QueueDelay::driver_hold`]; a driver learns of its
-//! senders' holds only when it takes its queue, which held senders do not fill). The first
+//! queue until the driver reports it over ([`QueueDelay::driver_hold`]; a driver tells of its
+//! senders' holds when it takes its queue, which the tokio driver does only when something is
+//! queued, and held senders queue nothing). The first
 //! sample without a sender held back brings the eighth back. Above it the limit follows the
 //! drain; it rises at once when the cluster takes more: each sample while the
 //! limit binds measures about `limit / round trip`, so the next limit is the last times
@@ -403,9 +404,10 @@ impl QueueDelay {
 
     /// A driver says whether senders are held back by this limit in its own queue now
     /// (`running`). Call it each time the driver learns it (when it takes its queue). While a
-    /// wait runs, every sample counts as held, until the driver says none runs: a driver
-    /// takes its queue only when a sender queues something, which its held senders do not,
-    /// so one report is all a long wait gets. (Counted only for the sample it came in, the
+    /// wait runs, every sample counts as held, until the driver says none runs (or a wait for
+    /// another cause): the tokio driver takes its queue only when something is queued, which
+    /// its held senders do not do, so one report is all a long wait gets there (the mio
+    /// driver takes it on every turn of its loop). (Counted only for the sample it came in, the
     /// wait let the next sample bring the burst floor back, an eighth of `buffer.memory`,
     /// which the senders then filled: the tokio driver's senders, unscraped, on a Kafka node
     /// that drains 20 MB/s kept about 190 ms queued instead of 70.)

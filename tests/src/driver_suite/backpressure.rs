@@ -1,6 +1,7 @@
 //! Backpressure in the driver: senders held back in the driver's command queue (by
-//! `buffer.memory` or by the queue-delay limit) count in the core's wait metrics, and the
-//! diagnosis names the cause, against a slow mock cluster.
+//! `buffer.memory` or by the queue-delay limit) count in the core's wait metrics, the
+//! diagnosis names the cause, and a wait for the queue-delay limit holds the queue at the
+//! cluster's drain for as long as it runs, against a slow mock cluster.
 
 use std::time::Duration;
 
@@ -167,14 +168,16 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
 /// The queue-delay limit on (a 50 ms target), one request in flight to a broker that answers
 /// after 20 ms (about 0.8 MB/s), an 8 MiB `buffer.memory` (the limit's burst floor, an eighth
 /// of it, is 1 MiB, more than a second of that drain), and 2 MB sent by senders that wait in
-/// the driver's queue, with no metrics read until the last is queued. The driver learns that
-/// its senders wait only when it takes its queue, which they do not fill while they wait: the
-/// limit keeps counting the wait it reported until it reports it over, so it stays at the
-/// drain (the target's worth and two round trips, about 80 kB), and so do the unacknowledged
-/// bytes. (When the wait counted only in the sample in which the driver reported it, the next
-/// sample brought the burst floor back, the senders filled it, and the queue stood near 1 MiB:
-/// on a Kafka node, the tokio driver's senders waited 190 ms from `send` to report instead of
-/// 70.)
+/// the driver's queue, with no metrics read until the last is queued. The driver tells the
+/// core that its senders wait when it takes its queue, which they do not fill while they wait:
+/// the limit keeps counting the wait it was told of until it is told it is over, so it stays
+/// at the drain (the target's worth and two round trips, about 100 kB), and so do the
+/// unacknowledged bytes. (When the wait counted only in the sample in which the driver
+/// reported it, the next sample brought the burst floor back, the senders filled it, and the
+/// queue stood near 1 MiB: on a Kafka node, the tokio driver's senders waited 190 ms from
+/// `send` to report instead of 70.) The unacknowledged bytes are what is asserted, not the
+/// limit: the wait ends with the last record queued, after which two samples bring the burst
+/// floor back, but the records already queued cannot fill it.
 pub fn a_flood_held_back_in_the_driver_keeps_the_queue_at_the_drain(driver: Driver) {
     const BUFFER: usize = 8 << 20;
     let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
@@ -202,12 +205,8 @@ pub fn a_flood_held_back_in_the_driver_keeps_the_queue_at_the_drain(driver: Driv
         m.unacknowledged_bytes, m.counters.queue_delay_wait_ns
     );
     assert!(
-        limit < BUFFER / 8 / 4,
-        "the limit follows the drain, far below its burst floor: {limit}"
-    );
-    assert!(
-        m.unacknowledged_bytes < BUFFER / 8 / 4,
-        "the queue stays at the drain: {} unacknowledged",
+        m.unacknowledged_bytes < BUFFER / 8 / 2,
+        "the queue stays at the drain, far below the burst floor: {} unacknowledged",
         m.unacknowledged_bytes
     );
     p.flush();

@@ -315,7 +315,9 @@ impl<T> Producer<T> {
     /// [`MetricsSnapshot::queue_delay_wait_running`]) until told otherwise. While it says a
     /// wait for the queue-delay limit runs, the limit counts every drain sample as one during
     /// which senders were held back (it follows the cluster's drain, not its burst floor),
-    /// until it is told that none runs.
+    /// until it is told that none runs, or a wait for `buffer.memory` (a wait's cause is its
+    /// first refusal's: one that began for the byte budget or the command capacity and goes on
+    /// for the queue-delay room counts as a wait for `buffer.memory` here).
     pub fn note_send_wait_running(&mut self, since: Option<(Instant, SendWaitCause)>) {
         self.queue_delay
             .driver_hold(matches!(since, Some((_, SendWaitCause::QueueDelay))));
