@@ -69,11 +69,10 @@
 //! for every sample it spans: one in `send` until a record is accepted, one in a driver's
 //! queue until the driver reports it over ([`QueueDelay::driver_hold`]; a driver tells of its
 //! senders' holds when it takes its queue, which the tokio driver does only when something is
-//! queued, and held senders queue nothing). The first
-//! sample without a sender held back brings the eighth back. Above it the limit follows the
-//! drain; it rises at once when the cluster takes more: each sample while the
-//! limit binds measures about `limit / round trip`, so the next limit is the last times
-//! `(target + linger + 2 x round trip) / round trip`.
+//! queued, and held senders queue nothing). The first sample without a sender held back
+//! brings the eighth back. Above it the limit follows the drain; it rises at once when the
+//! cluster takes more: each sample while the limit binds measures about `limit / round trip`,
+//! so the next limit is the last times `(target + linger + 2 x round trip) / round trip`.
 //! Each sample spans a quarter of the target of busy time at least. While the producer is idle
 //! the rate keeps its last value: the limit never drops below the floor for want of traffic.
 //!
@@ -440,6 +439,15 @@ impl QueueDelay {
 mod tests {
     use super::*;
 
+    /// A request sent alone at `t`, answered 50 ms later acknowledging 1 MB (a 20 MB/s drain,
+    /// three brokers known); `t` moves to the answer.
+    fn answer_1_mb_in_50_ms(q: &mut QueueDelay, t: &mut Instant) {
+        let sent = *t;
+        *t += Duration::from_millis(50);
+        q.acknowledged(1_000_000);
+        q.answered(*t, sent, true, || brokers(3));
+    }
+
     /// A backlog of `n` brokers and no partition with something to send.
     fn brokers(n: usize) -> Backlog {
         Backlog {
@@ -615,21 +623,15 @@ mod tests {
         let burst_floor = 4 << 20;
         assert_eq!(q.allowed(), burst_floor);
         let mut t = Instant::now();
-        let answer = |q: &mut QueueDelay, t: &mut Instant| {
-            let sent = *t;
-            *t += Duration::from_millis(50);
-            q.acknowledged(1_000_000);
-            q.answered(*t, sent, true, || brokers(3));
-        };
         // Lightly loaded (nobody held back): the burst floor stands, whatever the drain.
         for _ in 0..4 {
-            answer(&mut q, &mut t);
+            answer_1_mb_in_50_ms(&mut q, &mut t);
         }
         assert_eq!(q.allowed(), burst_floor, "not held back: the burst floor");
         // Saturated: a sender refused by the limit, and again in every later sample.
         q.held_back(t);
         for _ in 0..4 {
-            answer(&mut q, &mut t);
+            answer_1_mb_in_50_ms(&mut q, &mut t);
         }
         let allowed = q.allowed();
         assert!(
@@ -638,8 +640,8 @@ mod tests {
         );
         // The senders go again and a sample passes with nobody held back.
         assert_eq!(q.hold_ended(t), Duration::from_millis(200));
-        answer(&mut q, &mut t);
-        answer(&mut q, &mut t);
+        answer_1_mb_in_50_ms(&mut q, &mut t);
+        answer_1_mb_in_50_ms(&mut q, &mut t);
         assert_eq!(
             q.allowed(),
             burst_floor,
@@ -678,15 +680,9 @@ mod tests {
         let burst_floor = q.allowed();
         assert_eq!(burst_floor, 4 << 20, "an eighth of 32 MiB");
         let mut t = Instant::now();
-        let answer = |q: &mut QueueDelay, t: &mut Instant| {
-            let sent = *t;
-            *t += Duration::from_millis(50);
-            q.acknowledged(1_000_000);
-            q.answered(*t, sent, true, || brokers(3));
-        };
         q.driver_hold(true);
         for sample in 0..8 {
-            answer(&mut q, &mut t);
+            answer_1_mb_in_50_ms(&mut q, &mut t);
             let allowed = q.allowed();
             assert!(
                 (2_800_000..3_200_000).contains(&allowed),
@@ -694,8 +690,8 @@ mod tests {
             );
         }
         q.driver_hold(false);
-        answer(&mut q, &mut t);
-        answer(&mut q, &mut t);
+        answer_1_mb_in_50_ms(&mut q, &mut t);
+        answer_1_mb_in_50_ms(&mut q, &mut t);
         assert_eq!(
             q.allowed(),
             burst_floor,

@@ -109,7 +109,8 @@
 //!   hand (under `valgrind --tool=callgrind`, against one long-lived `bench_e2e mock
 //!   --partitions N`), `worker --linger-ms N` sets our linger (to fill batches of keyed
 //!   records over many partitions), and our mio and tokio workers (but the open-loop
-//!   `latency` one) print a `REQUESTS` line: Produce requests, batches, records, records per batch and per request.
+//!   `latency` one) print a `REQUESTS` line: Produce requests, batches, records, records per
+//!   batch and per request.
 //! * The coordinator (no mode argument) runs, for every workload, `--runs` rounds of every
 //!   producer (interleaved, so drift hits all alike), takes medians and prints one table per
 //!   workload with the ratio of each figure to librdkafka without idempotence.

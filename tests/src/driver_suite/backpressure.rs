@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use producer_core::{BackpressureCause, Config, MetricsSnapshot, Record, Verdict};
+use producer_core::{BackpressureCause, Config, ConfigBuilder, MetricsSnapshot, Record, Verdict};
 
 use crate::drive::Driver;
 use crate::driver_suite::reports_of;
@@ -37,6 +37,22 @@ fn backpressure_causes(m: &MetricsSnapshot) -> Vec<BackpressureCause> {
         .collect()
 }
 
+/// A mock broker answering after 20 ms, and a producer config for it with the queue-delay
+/// limit on (a 50 ms target), one request in flight of one 16 KiB batch (about 0.8 MB/s) and
+/// `buffer_memory`. Keep the cluster for as long as the producer runs.
+fn one_slot_behind_20_ms(buffer_memory: usize) -> (MockKafka, ConfigBuilder) {
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
+    let config = mock
+        .producer_config()
+        .max_in_flight(1)
+        .max_request_size(16 * 1024)
+        .batch_size(16 * 1024)
+        .queue_delay_target(Duration::from_millis(50))
+        .buffer_memory(buffer_memory);
+    (mock, config)
+}
+
 /// Sends `n` records of `value` bytes waiting for room, and returns the metrics snapshot
 /// taken right after the last was queued (while the producer still works through them),
 /// after which every record is reported delivered.
@@ -48,13 +64,15 @@ fn send_all(p: &Running, n: u64, value: usize) -> MetricsSnapshot {
     }
     let m = p.metrics().expect("a snapshot while the producer runs");
     println!(
-        "buffer wait {} ns (+{:?} running), queue-delay wait {} ns (+{:?} running) in {:?}; limit {:?}",
+        "buffer wait {} ns (+{:?} running), queue-delay wait {} ns (+{:?} running) in {:?}; \
+         limit {:?}, unacknowledged {}",
         m.counters.buffer_wait_ns,
         m.buffer_wait_running,
         m.counters.queue_delay_wait_ns,
         m.queue_delay_wait_running,
         m.windowed.elapsed,
-        m.queue_delay_limit_bytes
+        m.queue_delay_limit_bytes,
+        m.unacknowledged_bytes
     );
     p.flush();
     for r in reports_of(p, 0..n).values() {
@@ -119,20 +137,10 @@ pub fn a_wait_for_buffer_memory_in_the_driver_is_counted_and_diagnosed(driver: D
 /// `backpressure_from_the_queue_delay_limit_is_named` gets that verdict with requests that
 /// carry batches not full.)
 pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(driver: Driver) {
-    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
-    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
-    let config: Config = mock
-        .producer_config()
-        .max_in_flight(1)
-        .max_request_size(16 * 1024)
-        .batch_size(16 * 1024)
-        .queue_delay_target(Duration::from_millis(50))
-        // 256 KiB: the limit's floor (an eighth of it, or a batch per partition) and the
-        // limit the drain gives (0.8 MB/s x 95 ms) stay below it, and the 2 MB sent pass it.
-        .buffer_memory(256 << 10)
-        .metrics_sample_window(WINDOW)
-        .build()
-        .unwrap();
+    // 256 KiB: the limit's floor (an eighth of it, or a batch per partition) and the limit the
+    // drain gives (0.8 MB/s x 95 ms) stay below it, and the 2 MB sent pass it.
+    let (_mock, config) = one_slot_behind_20_ms(256 << 10);
+    let config: Config = config.metrics_sample_window(WINDOW).build().unwrap();
     let buffer_memory = config.buffer_memory;
     let p = Running::start(driver, Options::new(config));
     // The limit starts at its floor, an eighth of `buffer.memory`.
@@ -180,38 +188,13 @@ pub fn a_wait_for_the_queue_delay_limit_in_the_driver_is_counted_and_diagnosed(d
 /// floor back, but the records already queued cannot fill it.
 pub fn a_flood_held_back_in_the_driver_keeps_the_queue_at_the_drain(driver: Driver) {
     const BUFFER: usize = 8 << 20;
-    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
-    mock.set_rtt(-1, Duration::from_millis(20)).unwrap();
-    let config: Config = mock
-        .producer_config()
-        .max_in_flight(1)
-        .max_request_size(16 * 1024)
-        .batch_size(16 * 1024)
-        .queue_delay_target(Duration::from_millis(50))
-        .buffer_memory(BUFFER)
-        .build()
-        .unwrap();
-    let p = Running::start(driver, Options::new(config));
-    let value = bytes::Bytes::from(vec![b'v'; 100]);
-    let records = 15_000;
-    for id in 0..records {
-        let r = Record::new(TOPIC, value.clone()).with_key(format!("k{}", id % 6));
-        send_waiting(&p, r, id);
-    }
-    let m = p.metrics().expect("a snapshot while the producer runs");
-    let limit = m.queue_delay_limit_bytes.expect("the limit is on");
-    println!(
-        "limit {limit}, unacknowledged {}, queue-delay wait {} ns",
-        m.unacknowledged_bytes, m.counters.queue_delay_wait_ns
-    );
+    let (_mock, config) = one_slot_behind_20_ms(BUFFER);
+    let p = Running::start(driver, Options::new(config.build().unwrap()));
+    let m = send_all(&p, 15_000, 100);
     assert!(
         m.unacknowledged_bytes < BUFFER / 8 / 2,
         "the queue stays at the drain, far below the burst floor: {} unacknowledged",
         m.unacknowledged_bytes
     );
-    p.flush();
-    for r in reports_of(&p, 0..records).values() {
-        assert!(r.result.is_ok(), "record {}: {:?}", r.id, r.result);
-    }
     p.close();
 }
