@@ -96,6 +96,31 @@
 //! rate without the limit). There the floor reaches `buffer.memory` and the limit stands
 //! aside.
 //!
+//! # Learning the depth (`queue.delay.min.ms`)
+//! How long records should queue depends on the cluster. Where a deeper queue does not raise
+//! its drain (a broker whose work is per byte: one Kafka node recompressing every batch drained
+//! as much or more with a few milliseconds queued as with fifty), any queue above the pipeline
+//! is only delay; where it does (a broker whose work is per request: a deeper queue lets
+//! batches grow while every in-flight slot is busy, and fewer, larger requests drain more),
+//! a short queue costs rate. With `queue.delay.min.ms` below the target the limit learns which
+//! ([`DepthLearning`]): it starts at the least depth, and while it holds senders back it
+//! measures the drain over a phase of samples (the mean of their middle half, so that a
+//! sample spanning a probe or a stall does not count), then holds the limit fixed at twice
+//! or half of what it was for a phase (a trial: fixed, so the queue is at once what is tried;
+//! a limit that followed the drain would reach a deeper queue over many round trips where
+//! depth pays through larger batches, and the phase would measure the climb). A deeper trial
+//! is kept if it drained a tenth more, a shallower one unless it drained a twentieth less;
+//! the depth is then what the trial's limit is at the drain it measured, within the least
+//! and the target. A trial that clearly does not pay ends after two samples, and each that
+//! does not pay doubles the phases before the next (up to eight): a producer whose depth is
+//! right spends about a tenth of its samples trying another. A phase in which some sample
+//! held no sender back measured the offer, not the drain, and counts for nothing: the depth
+//! changes only while the producer is offered more than the cluster drains. Measured on one
+//! Kafka node recompressing every batch (`bench_e2e --saturation`): 25-29 ms from send on
+//! average against 70-74 at the 50 ms target alone, at a higher rate; on the simulated
+//! brokers that serve requests in turn (`producer-sim`'s `queue_delay` tests), the least
+//! depth's latency where depth does not pay and about the target's drain where it does.
+//!
 //! # What is counted
 //! Bytes as `buffer.memory` counts them (a record's encoded size and its entry), of records
 //! not yet acknowledged: a transactional producer's acknowledged records, held for the
@@ -133,6 +158,38 @@ pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// drained for about one round trip) costs at most about a fiftieth of the time.
 const PROBE_ROUND_TRIPS: u32 = 50;
 
+/// Drain samples a phase of the depth learning lets pass before it measures: the queue takes
+/// about that long to settle at a new depth (the bytes above a lowered limit drain, those
+/// below a raised one fill).
+const DEPTH_SETTLE_SAMPLES: u32 = 2;
+
+/// Drain samples a phase of the depth learning measures over, once settled.
+const DEPTH_MEASURE_SAMPLES: u32 = 8;
+
+/// The most phases measured at the learned depth between two trials: trials that do not pay
+/// come less often (at most one phase in this many and one, once settled), as BBR probes for
+/// bandwidth an eighth of its time.
+const DEPTH_MAX_WAIT: u32 = 8;
+
+/// Measured samples after which a trial that clearly does not pay ends: a deeper one that
+/// drained less than [`DEPTH_EARLY_PAYS`] times the depth before, a shallower one that
+/// drained less than [`DEPTH_EARLY_COSTS`] of it.
+const DEPTH_EARLY_SAMPLES: u32 = 2;
+
+/// See [`DEPTH_EARLY_SAMPLES`].
+const DEPTH_EARLY_PAYS: f64 = 1.03;
+
+/// See [`DEPTH_EARLY_SAMPLES`].
+const DEPTH_EARLY_COSTS: f64 = 0.85;
+
+/// A deeper queue is kept only if it drained at least this much more than the depth before
+/// (the median of a phase's samples; one sample's drain varies by 10-15% on a steady
+/// cluster).
+const DEPTH_PAYS: f64 = 1.10;
+
+/// A shallower queue is kept unless it drained less than this share of the depth before.
+const DEPTH_COSTS: f64 = 0.95;
+
 /// What the floor of the limit counts, asked of the producer when a sample completes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backlog {
@@ -147,6 +204,16 @@ pub(crate) struct Backlog {
 pub(crate) struct QueueDelay {
     /// `queue.delay.target.ms`; `None`: the limit is off.
     target: Option<Duration>,
+    /// The queueing the limit allows now: the target, or less when learned
+    /// ([`DepthLearning`]).
+    depth: Duration,
+    /// Learns `depth` within `queue.delay.min.ms` and the target; `None`: the depth is the
+    /// target.
+    learning: Option<DepthLearning>,
+    /// The limit a trial of the depth learning holds fixed for its phase.
+    trial_limit: Option<usize>,
+    /// The drain rate when the trial running started.
+    rate_before_trial: f64,
     /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when off).
     allowed: usize,
     /// Floor bytes per broker known: `(max.in.flight + 1) x batch.size`.
@@ -202,8 +269,18 @@ impl QueueDelay {
         let floor_per_broker = config
             .batch_size
             .saturating_mul(config.max_in_flight.saturating_add(1));
+        let min = config.queue_delay_min.max(Duration::from_millis(1));
+        let learning = target
+            .filter(|&t| min < t)
+            .map(|t| DepthLearning::new(min, t));
         let mut q = QueueDelay {
             target,
+            depth: learning
+                .as_ref()
+                .map_or(config.queue_delay_target, |l| l.start()),
+            learning,
+            trial_limit: None,
+            rate_before_trial: 0.0,
             allowed: usize::MAX,
             floor_per_broker,
             batch_size: config.batch_size,
@@ -302,7 +379,10 @@ impl QueueDelay {
         // A sample spans a round trip at least: the answers of pipelined requests come back to
         // back, and a sample of those alone would count a whole round trip's bytes in a
         // moment (and the rate rises at once).
-        if self.sample_busy < self.sample_span.max(self.round_trip.unwrap_or_default()) {
+        let span = self
+            .sample_span
+            .min((self.depth / 4).max(Duration::from_millis(1)));
+        if self.sample_busy < span.max(self.round_trip.unwrap_or_default()) {
             return false;
         }
         let sample = self.sample_bytes as f64 / self.sample_busy.as_secs_f64();
@@ -312,14 +392,47 @@ impl QueueDelay {
             r if r > 0.0 && sample < r => r + SMOOTHING * (sample - r),
             _ => sample,
         };
+        let (sample_bytes, sample_busy) = (self.sample_bytes, self.sample_busy);
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
         // A hold still running (in `send`, or in a driver's queue) counts for this sample and
         // the next.
         let holding = self.held_since.is_some() || self.driver_holding;
         let held = std::mem::replace(&mut self.held_in_sample, holding) || holding;
+        let backlog = backlog();
+        if let Some(mut learning) = self.learning.take() {
+            // A deeper trial may pass what the target gives at the drain now: where depth
+            // pays, the drain rises with it.
+            let bounds = (
+                self.limit_at(learning.min, backlog, held),
+                if self.depth < learning.max {
+                    self.cap
+                } else {
+                    self.allowed
+                },
+            );
+            match learning.sampled(sample_bytes, sample_busy, held, self.allowed, bounds) {
+                DepthStep::Stay => {}
+                DepthStep::Try(limit) => {
+                    self.trial_limit = Some(limit);
+                    self.rate_before_trial = self.rate;
+                }
+                DepthStep::Keep(limit, drain) => {
+                    self.depth = learning.depth_for(limit, drain, self.rest_of_delay());
+                    self.trial_limit = None;
+                }
+                // The trial's samples measured its limit, not the depth's: the rate is the
+                // one before it (else a shallower trial's lower drain would hold the limit
+                // below the depth's until the rate climbs back, sample by sample).
+                DepthStep::Back => {
+                    self.trial_limit = None;
+                    self.rate = self.rate_before_trial;
+                }
+            }
+            self.learning = Some(learning);
+        }
         let before = self.allowed;
-        self.update(backlog(), held);
+        self.update(backlog, held);
         self.allowed > before
     }
 
@@ -328,10 +441,24 @@ impl QueueDelay {
     /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
     /// of `buffer.memory`, does not apply.
     fn update(&mut self, backlog: Backlog, held: bool) {
-        let Some(target) = self.target else {
-            self.allowed = usize::MAX;
-            return;
+        self.allowed = if self.target.is_none() {
+            usize::MAX
+        } else if let Some(trial) = self.trial_limit {
+            trial
+        } else {
+            self.limit_at(self.depth, backlog, held)
         };
+    }
+
+    /// What the limit counts beside the depth: `linger` and twice the base round trip.
+    fn rest_of_delay(&self) -> Duration {
+        let round_trip = self.base.or(self.round_trip).unwrap_or_default();
+        self.linger + round_trip * ROUND_TRIP_HEADROOM
+    }
+
+    /// The limit `rate x (depth + linger + 2 x base round trip)` would set, within the floor
+    /// for `backlog` (and the burst floor unless `held`) and `buffer.memory`.
+    fn limit_at(&self, depth: Duration, backlog: Backlog, held: bool) -> usize {
         let burst = if held { 0 } else { self.cap / BURST_SHARE };
         let floor = self
             .floor_per_broker
@@ -339,10 +466,9 @@ impl QueueDelay {
             .max(self.batch_size.saturating_mul(backlog.partitions))
             .max(burst)
             .min(self.cap);
-        let round_trip = self.base.or(self.round_trip).unwrap_or_default();
-        let delay = target + self.linger + round_trip * ROUND_TRIP_HEADROOM;
+        let delay = depth + self.rest_of_delay();
         let wanted = (self.rate * delay.as_secs_f64()).min(self.cap as f64) as usize;
-        self.allowed = wanted.clamp(floor, self.cap);
+        wanted.clamp(floor, self.cap)
     }
 
     /// The probe interval: [`PROBE_INTERVAL`], or [`PROBE_ROUND_TRIPS`] base round trips if
@@ -435,6 +561,194 @@ impl QueueDelay {
     }
 }
 
+/// Learns how deep a queue pays (`queue.delay.min.ms` below the target). While the limit
+/// holds senders back it measures the drain over a phase of samples at the depth it has,
+/// then over a phase at a trial limit: the limit it had, doubled or halved (by turns, within
+/// what the least and the target allow), held fixed for the phase so that the queue is at
+/// once what it tries (a limit that followed the drain would reach it over many round trips
+/// where depth pays through larger batches, and the phase would measure the climb). A
+/// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
+/// deeper one if it drained [`DEPTH_PAYS`] times it; the depth is then the one the trial limit
+/// gives at the drain measured. A phase in which some sample held no sender back measured the
+/// offer, not the drain, and counts for nothing. Trials that do not pay come less often.
+#[derive(Debug)]
+struct DepthLearning {
+    min: Duration,
+    max: Duration,
+    /// The trial running: its limit, and whether it is deeper than the depth the limit has.
+    trial: Option<(usize, bool)>,
+    /// Samples taken in the phase.
+    samples: u32,
+    /// The drain of each sample measured in the phase (after it settled), bytes per second.
+    drains: [f64; DEPTH_MEASURE_SAMPLES as usize],
+    /// Every sample of the phase held senders back.
+    held: bool,
+    /// The drain measured at the depth the limit has, bytes per second.
+    drain_before: f64,
+    /// The next trial goes deeper.
+    next_deeper: bool,
+    /// Phases measured at the depth the limit has before the next trial.
+    wait: u32,
+    /// The wait after the next trial that does not pay: doubled by each (up to
+    /// [`DEPTH_MAX_WAIT`]), one again after one that pays.
+    backoff: u32,
+}
+
+/// What the depth learning asks of the limit once a sample completes.
+#[derive(Debug, PartialEq)]
+enum DepthStep {
+    /// Go on as before.
+    Stay,
+    /// Hold the limit at this many bytes for the next phase (a trial).
+    Try(usize),
+    /// The trial paid: the depth is what its limit gives at this drain (bytes per second).
+    Keep(usize, f64),
+    /// The trial did not pay: back to the depth before it.
+    Back,
+}
+
+impl DepthLearning {
+    fn new(min: Duration, max: Duration) -> Self {
+        DepthLearning {
+            min,
+            max,
+            trial: None,
+            samples: 0,
+            drains: [0.0; DEPTH_MEASURE_SAMPLES as usize],
+            held: true,
+            drain_before: 0.0,
+            next_deeper: true,
+            wait: 0,
+            backoff: 1,
+        }
+    }
+
+    /// The depth to start at: the least (a deeper queue is kept once it pays).
+    fn start(&self) -> Duration {
+        self.min
+    }
+
+    /// A drain sample completed: `bytes` acknowledged over `busy`, `held` whether senders were
+    /// held back in it; `now` is the limit, `shallowest` and `deepest` those the least depth
+    /// and the target give now.
+    fn sampled(
+        &mut self,
+        bytes: usize,
+        busy: Duration,
+        held: bool,
+        now: usize,
+        (shallowest, deepest): (usize, usize),
+    ) -> DepthStep {
+        self.samples += 1;
+        self.held &= held;
+        if self.samples > DEPTH_SETTLE_SAMPLES && !busy.is_zero() {
+            self.drains[(self.samples - DEPTH_SETTLE_SAMPLES - 1) as usize] =
+                bytes as f64 / busy.as_secs_f64();
+        }
+        if self.samples == DEPTH_SETTLE_SAMPLES + DEPTH_EARLY_SAMPLES {
+            if let Some((_, deeper)) = self.trial {
+                // A trial that clearly does not pay ends early: where it costs, it costs
+                // every sample it runs.
+                let early = &self.drains[..DEPTH_EARLY_SAMPLES as usize];
+                let drain = early.iter().sum::<f64>() / early.len() as f64;
+                let clearly_not = if deeper {
+                    drain < DEPTH_EARLY_PAYS * self.drain_before
+                } else {
+                    drain < DEPTH_EARLY_COSTS * self.drain_before
+                };
+                if self.held && clearly_not {
+                    return self.trial_ended(None);
+                }
+            }
+        }
+        if self.samples < DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES {
+            return DepthStep::Stay;
+        }
+        // The mean of the middle half: a sample that spans a probe (the pipeline drained) or
+        // a stall is not the depth's drain, nor one that catches an extra answer.
+        self.drains.sort_by(f64::total_cmp);
+        let quarter = self.drains.len() / 4;
+        let middle = &self.drains[quarter..self.drains.len() - quarter];
+        let drain = self
+            .held
+            .then(|| middle.iter().sum::<f64>() / middle.len() as f64);
+        self.samples = 0;
+        self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+        self.held = true;
+        match (self.trial.is_some(), drain) {
+            (true, drain) => self.trial_ended(drain),
+            (false, None) => DepthStep::Stay,
+            (false, Some(drain)) => {
+                self.drain_before = drain;
+                if self.wait > 0 {
+                    self.wait -= 1;
+                    DepthStep::Stay
+                } else {
+                    self.try_from(now, shallowest, deepest)
+                }
+            }
+        }
+    }
+
+    /// The trial running ends, having measured `drain` (`None`: it did not pay whatever it
+    /// measured).
+    fn trial_ended(&mut self, drain: Option<f64>) -> DepthStep {
+        let Some((limit, deeper)) = self.trial.take() else {
+            return DepthStep::Stay;
+        };
+        self.samples = 0;
+        self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+        self.held = true;
+        let paid = drain.filter(|&drain| {
+            if deeper {
+                drain >= DEPTH_PAYS * self.drain_before
+            } else {
+                drain >= DEPTH_COSTS * self.drain_before
+            }
+        });
+        if let Some(drain) = paid {
+            self.backoff = 1;
+            self.next_deeper = deeper;
+            DepthStep::Keep(limit, drain)
+        } else {
+            self.wait = self.backoff;
+            self.backoff = (self.backoff * 2).min(DEPTH_MAX_WAIT);
+            self.next_deeper = !deeper;
+            DepthStep::Back
+        }
+    }
+
+    /// A trial from the limit `now`: doubled or halved, the way
+    /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
+    /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
+    /// quarter.
+    fn try_from(&mut self, now: usize, shallowest: usize, deepest: usize) -> DepthStep {
+        let deeper = now.saturating_mul(2).min(deepest);
+        let shallower = (now / 2).max(shallowest);
+        let deeper_moves = deeper as f64 >= 1.25 * now as f64;
+        let shallower_moves = shallower as f64 * 1.25 <= now as f64;
+        let go_deeper = match (deeper_moves, shallower_moves) {
+            (true, true) => self.next_deeper,
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => return DepthStep::Stay,
+        };
+        let limit = if go_deeper { deeper } else { shallower };
+        self.trial = Some((limit, go_deeper));
+        DepthStep::Try(limit)
+    }
+
+    /// The depth at which `rate x (depth + rest)` is `limit`, within the least and the target.
+    fn depth_for(&self, limit: usize, rate: f64, rest: Duration) -> Duration {
+        if rate <= 0.0 {
+            return self.max;
+        }
+        Duration::from_secs_f64(limit as f64 / rate)
+            .saturating_sub(rest)
+            .clamp(self.min, self.max)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,10 +770,13 @@ mod tests {
         }
     }
 
+    /// The depth is the target (`queue.delay.min.ms` at it: nothing learned), so that the
+    /// limit is the formula's.
     fn config(target_ms: u64) -> Config {
         Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
             .linger(Duration::ZERO)
             .queue_delay_target(Duration::from_millis(target_ms))
+            .queue_delay_min(Duration::from_millis(target_ms))
             .build()
             .unwrap()
     }
@@ -792,5 +1109,94 @@ mod tests {
         q.answered(t0 + Duration::from_millis(100), t0, true, || brokers(1));
         assert!(!q.probing(t0 + Duration::from_secs(4)));
         assert!(q.probing(t0 + Duration::from_millis(5100)));
+    }
+
+    /// Drives a [`DepthLearning`] as the limit does, against a cluster whose drain (bytes per
+    /// second) is `drain(limit)`, with every sample holding senders back; returns the depth
+    /// after `samples` samples, how many of them ran a trial, and the last drain.
+    fn learn(samples: u32, drain: impl Fn(usize) -> f64) -> (Duration, u32, f64) {
+        let (min, max) = (Duration::from_millis(2), Duration::from_millis(50));
+        let mut l = DepthLearning::new(min, max);
+        let mut depth = l.start();
+        let mut trial: Option<usize> = None;
+        let mut in_trial = 0;
+        // The limit a depth gives: the drain times the depth and 10 ms (linger and round
+        // trips), at least 64 kB; the rate the limit has is the drain it measured last.
+        let mut rate = drain(64_000);
+        let limit_at = |d: Duration, rate: f64| {
+            ((rate * (d + Duration::from_millis(10)).as_secs_f64()) as usize).max(64_000)
+        };
+        for _ in 0..samples {
+            let now = trial.unwrap_or_else(|| limit_at(depth, rate));
+            in_trial += u32::from(trial.is_some());
+            let d = drain(now);
+            rate = d;
+            let busy = Duration::from_millis(20);
+            let bytes = (d * busy.as_secs_f64()) as usize;
+            let deepest = if depth < max { 32 << 20 } else { now };
+            match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest)) {
+                DepthStep::Stay => {}
+                DepthStep::Try(limit) => trial = Some(limit),
+                DepthStep::Keep(limit, drained) => {
+                    depth = l.depth_for(limit, drained, Duration::from_millis(10));
+                    trial = None;
+                }
+                DepthStep::Back => trial = None,
+            }
+        }
+        (depth, in_trial, rate)
+    }
+
+    /// Where the drain does not grow with the queue (a broker whose work is per byte), the
+    /// learned depth stays the least, and trials (deeper, which do not pay) come less and
+    /// less often: a tenth of the samples at most over a long run.
+    #[test]
+    fn where_depth_does_not_pay_the_depth_stays_the_least_and_trials_grow_rare() {
+        let (depth, in_trial, _) = learn(2000, |_| 20e6);
+        assert_eq!(depth, Duration::from_millis(2));
+        assert!(in_trial < 200, "{in_trial} samples of 2000 in a trial");
+    }
+
+    /// Where the drain grows with the queue (larger batches on a broker whose work is per
+    /// request: here 20 times the limit per second, up to 40 MB/s), the depth climbs until
+    /// the drain is the most the cluster gives.
+    #[test]
+    fn where_depth_pays_the_depth_climbs_to_the_most_drain() {
+        let (depth, _, drain) = learn(300, |limit| (limit as f64 * 20.0).min(40e6));
+        assert!(depth > Duration::from_millis(20), "{depth:?}");
+        assert!(drain >= 0.95 * 40e6, "{drain}");
+    }
+
+    /// Where a deeper queue drains less (a broker slowed by large requests), the depth stays
+    /// the least.
+    #[test]
+    fn where_depth_costs_the_depth_stays_the_least() {
+        let (depth, _, _) = learn(500, |limit| 30e6 - limit as f64);
+        assert_eq!(depth, Duration::from_millis(2));
+    }
+
+    /// A phase in which some sample held no sender back measured the offer, not the drain:
+    /// no trial starts, and a trial running goes back.
+    #[test]
+    fn a_phase_not_held_back_throughout_counts_for_nothing() {
+        let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
+        let busy = Duration::from_millis(20);
+        let bounds = (64_000, 32 << 20);
+        let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
+        for i in 1..=phase {
+            let step = l.sampled(20_000, busy, i != 3, 100_000, bounds);
+            assert_eq!(step, DepthStep::Stay, "sample {i}");
+        }
+        // Held throughout: the trial starts (deeper first).
+        let mut step = DepthStep::Stay;
+        for _ in 1..=phase {
+            step = l.sampled(20_000, busy, true, 100_000, bounds);
+        }
+        assert_eq!(step, DepthStep::Try(200_000));
+        // The trial's phase has a sample not held back (its drain doubled, which would pay).
+        for i in 1..=phase {
+            step = l.sampled(40_000, busy, i != phase, 200_000, bounds);
+        }
+        assert_eq!(step, DepthStep::Back);
     }
 }

@@ -4,7 +4,9 @@
 //! says `Full`. With the limit, the unacknowledged bytes settle near what the cluster drains
 //! in the target delay, far below `buffer.memory`, and `send` pushes back there; without it,
 //! the buffer fills to `buffer.memory`. Either way every record offered and accepted is
-//! delivered once, in order per partition; `buffer.memory` stays the hard cap.
+//! delivered once, in order per partition; `buffer.memory` stays the hard cap. Against
+//! brokers that serve requests in turn, one whose work is per byte and one whose work is per
+//! request, the limit learns how deep a queue pays (`queue.delay.min.ms`).
 
 mod support;
 
@@ -95,10 +97,7 @@ fn saturate(h: &mut Harness<u64>, run: Duration) -> Saturated {
                             unacked - charge
                         );
                     }
-                    assert!(
-                        h.producer.buffered_bytes()
-                            <= BUFFER.min(h.producer.config().buffer_memory)
-                    );
+                    assert!(h.producer.buffered_bytes() <= h.producer.config().buffer_memory);
                     if h.now >= half {
                         s.max_late = s.max_late.max(unacked);
                     }
@@ -225,12 +224,14 @@ fn with_the_limit_off_the_buffer_fills_to_buffer_memory() {
 }
 
 /// `buffer.memory` stays the hard cap: with a buffer smaller than what the cluster drains in
-/// the target delay, the limit stops at it and the buffer never holds more.
+/// the target delay (the depth at the target: `queue.delay.min.ms` at it), the limit stops at
+/// it and the buffer never holds more.
 #[test]
 fn buffer_memory_stays_the_hard_cap() {
     let small = 48 * 1024;
     let mut h = slow_cluster(|b| {
         b.queue_delay_target(Duration::from_secs(2))
+            .queue_delay_min(Duration::from_secs(2))
             .buffer_memory(small)
     });
     let s = saturate(&mut h, secs(1));
@@ -422,4 +423,94 @@ fn a_probe_sends_one_batch_alone() {
     let on = run(TARGET);
     assert_eq!(single(&on), 1, "one probe, with one batch");
     assert_eq!(single(&run(Duration::ZERO)), 0, "limit off: no probe");
+}
+
+/// One broker that serves Produce requests in turn, each for `per_request` plus its size at
+/// `bytes_per_second` (a Kafka node bound by its CPU), five requests in flight, 4 KiB batches
+/// that grow while every in-flight slot is busy, a 4 MiB buffer.
+fn in_turn_cluster(
+    per_request: Duration,
+    bytes_per_second: u64,
+    tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Harness<u64> {
+    let mut h = harness(cluster(1, TOPICS, 5), |b| {
+        tune(
+            b.linger(Duration::from_millis(2))
+                .batch_size(4096)
+                .max_in_flight(5)
+                .buffer_memory(4 << 20),
+        )
+    });
+    let now = h.now;
+    h.cluster
+        .serve_produce_in_turn(1, per_request, bytes_per_second, now)
+        .unwrap();
+    h
+}
+
+/// A broker whose work is per byte (0.05 ms a request, 2 MB/s): a deeper queue does not
+/// drain more (at fixed depths of 2 to 50 ms it drained 2.86-2.89 MB/s), so with
+/// `queue.delay.min.ms` below the target (its default) the limit learns a shallow queue:
+/// records wait far less than at the target alone (`queue.delay.min.ms` at it), at the same
+/// drain (27 ms against 83, 0.99x the drain, over the second half of 8 s).
+#[test]
+fn where_depth_does_not_pay_the_limit_learns_a_shallow_queue() {
+    let run = |min: Duration| {
+        let mut h = in_turn_cluster(Duration::from_micros(50), 2_000_000, |b| {
+            b.queue_delay_target(TARGET).queue_delay_min(min)
+        });
+        saturate(&mut h, secs(8))
+    };
+    let learned = run(Duration::from_millis(2));
+    let target = run(TARGET);
+    println!(
+        "learned: {:.1} ms, {:.0} B/s, {:.0} B queued; target: {:.1} ms, {:.0} B/s, {:.0} B queued",
+        learned.latency_ms,
+        learned.drain_late,
+        learned.avg_late,
+        target.latency_ms,
+        target.drain_late,
+        target.avg_late
+    );
+    assert!(
+        learned.latency_ms < target.latency_ms / 2.0,
+        "{:.1} ms learned against {:.1} ms at the target",
+        learned.latency_ms,
+        target.latency_ms
+    );
+    assert!(learned.drain_late >= 0.95 * target.drain_late);
+}
+
+/// A broker whose work is per request (10 ms a request, 20 MB/s): a deeper queue grows the
+/// batches (they grow while every in-flight slot is busy) and drains far more (at a fixed
+/// 16 ms depth 3.4 MB/s, at 50 ms 13.2), so the limit learns the target's depth from the
+/// least within a few seconds. Over the second half of 8 s it drained 0.90x what the target
+/// alone drains: a trial of a shallower queue (it drains about half as much) runs four
+/// samples before it ends, 0.4-0.5 s here where a sample spans the 100 ms round trip, and
+/// two such fell in that half.
+#[test]
+fn where_depth_pays_the_limit_learns_a_deep_queue() {
+    let run = |min: Duration| {
+        let mut h = in_turn_cluster(Duration::from_millis(10), 20_000_000, |b| {
+            b.queue_delay_target(TARGET).queue_delay_min(min)
+        });
+        saturate(&mut h, secs(8))
+    };
+    let learned = run(Duration::from_millis(2));
+    let target = run(TARGET);
+    println!(
+        "learned: {:.1} ms, {:.0} B/s, {:.0} B queued; target: {:.1} ms, {:.0} B/s, {:.0} B queued",
+        learned.latency_ms,
+        learned.drain_late,
+        learned.avg_late,
+        target.latency_ms,
+        target.drain_late,
+        target.avg_late,
+    );
+    assert!(
+        learned.drain_late >= 0.85 * target.drain_late,
+        "learned {:.0} B/s against {:.0} at the target",
+        learned.drain_late,
+        target.drain_late
+    );
 }

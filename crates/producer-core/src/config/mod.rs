@@ -79,7 +79,8 @@ pub struct Config {
     pub buffer_memory: usize,
     /// `queue.delay.target.ms`: the queue-delay limit. When the cluster absorbs less than the
     /// application offers, `send` pushes back (`Full`, or a driver's blocking send waits)
-    /// once the unacknowledged bytes reach what the cluster drains in this long plus `linger`
+    /// once the unacknowledged bytes reach what the cluster drains in this long (or less: see
+    /// `queue_delay_min`, which learns how deep a queue pays) plus `linger`
     /// and twice the Produce round trip without queueing (the bytes in flight the rate needs,
     /// and as much headroom; measured: the acknowledged bytes per second of time with Produce
     /// requests in flight, and the round trip of a request written while nothing else was in
@@ -93,6 +94,16 @@ pub struct Config {
     /// then fills `buffer_memory`, as the Java client does); it is off with `acks=0` too
     /// (nothing is acknowledged to measure the drain by).
     pub queue_delay_target: Duration,
+    /// `queue.delay.min.ms`: the least queueing the queue-delay limit learns down to. Below
+    /// `queue_delay_target` (the default) the limit starts at this depth and, while it holds
+    /// senders back, tries now and then twice and half the queue it allows (held fixed for a
+    /// few drain samples): it keeps the shallower queue unless it drained a twentieth less, the
+    /// deeper one only if it drained a tenth more. Where a deeper queue does not raise the
+    /// cluster's drain (a broker whose work is per byte, such as one recompressing every batch)
+    /// records then queue about this long instead of the target; where it does (larger batches
+    /// on a broker whose work is per request) the limit climbs back to the target. At or above
+    /// the target the limit allows the target. Default 2 ms.
+    pub queue_delay_min: Duration,
     /// Records held at most (franz-go's `MaxBufferedRecords`).
     pub buffer_max_records: usize,
     /// `compression.type`.
@@ -233,6 +244,7 @@ impl Config {
                 batch_grow_max: 1024 * 1024,
                 buffer_memory: 32 * 1024 * 1024,
                 queue_delay_target: Duration::from_millis(50),
+                queue_delay_min: Duration::from_millis(2),
                 buffer_max_records: 1_000_000,
                 compression: Compression::None,
                 retry_backoff: Duration::from_millis(100),
@@ -270,7 +282,7 @@ impl Config {
 impl Config {
     /// Every duration setting by its builder name: the ones [`ConfigBuilder::build`] bounds by
     /// [`Config::MAX_DURATION`].
-    fn durations(&self) -> [(&'static str, Duration); 16] {
+    fn durations(&self) -> [(&'static str, Duration); 17] {
         [
             ("linger", self.linger),
             ("retry_backoff", self.retry_backoff),
@@ -291,6 +303,7 @@ impl Config {
             ("transaction_timeout", self.transaction_timeout),
             ("token_timeout", self.token_timeout),
             ("queue_delay_target", self.queue_delay_target),
+            ("queue_delay_min", self.queue_delay_min),
         ]
     }
 
@@ -318,6 +331,7 @@ impl Config {
             &mut self.transaction_timeout,
             &mut self.token_timeout,
             &mut self.queue_delay_target,
+            &mut self.queue_delay_min,
         ] {
             *d = (*d).min(max);
         }
@@ -375,6 +389,9 @@ impl ConfigBuilder {
     setter!(/// `queue.delay.target.ms` (default 50 ms; zero turns the limit off): see
         /// [`Config::queue_delay_target`].
         queue_delay_target: Duration);
+    setter!(/// `queue.delay.min.ms` (default 2 ms): see
+        /// [`Config::queue_delay_min`].
+        queue_delay_min: Duration);
     setter!(/// Most records held at once (default 1,000,000).
         buffer_max_records: usize);
     setter!(/// `compression.type` (default none).

@@ -115,7 +115,7 @@ refused!(
 #[test]
 fn duration_max_for_each_duration_setting_is_a_typed_error() {
     type Set = fn(ConfigBuilder, Duration) -> ConfigBuilder;
-    let settings: [(&str, Set); 16] = [
+    let settings: [(&str, Set); 17] = [
         ("linger", |b, d| b.linger(d)),
         ("retry_backoff", |b, d| b.retry_backoff(d)),
         ("retry_backoff_max", |b, d| b.retry_backoff_max(d)),
@@ -134,6 +134,7 @@ fn duration_max_for_each_duration_setting_is_a_typed_error() {
         ("transaction_timeout", |b, d| b.transaction_timeout(d)),
         ("token_timeout", |b, d| b.token_timeout(d)),
         ("queue_delay_target", |b, d| b.queue_delay_target(d)),
+        ("queue_delay_min", |b, d| b.queue_delay_min(d)),
     ];
     assert_eq!(
         settings.map(|(n, _)| n),

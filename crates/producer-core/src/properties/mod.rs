@@ -54,6 +54,7 @@ pub const SETTINGS: &[Setting] = &[
     setting(&["max.request.size", "message.max.bytes"], "bytes"),
     setting(&["buffer.memory"], "bytes"),
     setting(&["queue.delay.target.ms"], "milliseconds, 0 for off"),
+    setting(&["queue.delay.min.ms"], "milliseconds"),
     setting(&["queue.buffering.max.kbytes"], "kibibytes"),
     setting(&["queue.buffering.max.messages"], "a count"),
     setting(
@@ -275,6 +276,7 @@ impl ConfigBuilder {
             "max.request.size" => self.config.max_request_size = count()?,
             "buffer.memory" => self.config.buffer_memory = count()?,
             "queue.delay.target.ms" => self.config.queue_delay_target = ms()?,
+            "queue.delay.min.ms" => self.config.queue_delay_min = ms()?,
             "queue.buffering.max.kbytes" => {
                 self.config.buffer_memory = count()?.checked_mul(1024).ok_or_else(bad)?
             }

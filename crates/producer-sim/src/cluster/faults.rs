@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::network::Stall;
+use super::state::Service;
 use super::transactions::{CoordinatorKind, INTERNAL_PARTITIONS};
 use super::SimCluster;
 use crate::{ConnId, SimError};
@@ -251,6 +252,32 @@ impl SimCluster {
             .get_mut(&broker_id)
             .ok_or(SimError::UnknownBroker(broker_id))?;
         b.delay = (count > 0).then_some((extra, count));
+        Ok(())
+    }
+
+    /// From `now` on, the broker serves Produce requests one at a time, from all its
+    /// connections, each for `per_request` plus its size at `bytes_per_second`, and answers
+    /// each when it is served: a request arriving while others are served waits for them, so
+    /// a pipeline of requests adds its queue to each round trip, as on a Kafka node bound by
+    /// its CPU. With a small `per_request` its work is per byte: it drains the same whatever
+    /// the requests' size; with a large one its work is per request: larger requests drain
+    /// more.
+    pub fn serve_produce_in_turn(
+        &mut self,
+        broker_id: i32,
+        per_request: Duration,
+        bytes_per_second: u64,
+        now: Instant,
+    ) -> Result<(), SimError> {
+        let b = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(SimError::UnknownBroker(broker_id))?;
+        b.service = Some(Service {
+            per_request,
+            bytes_per_second,
+            busy_until: now,
+        });
         Ok(())
     }
 

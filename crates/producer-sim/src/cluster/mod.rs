@@ -155,6 +155,7 @@ impl SimCluster {
                 stall: Stall::None,
                 delay: None,
                 throttle: None,
+                service: None,
             });
         }
         SimCluster {

@@ -19,6 +19,34 @@ pub(super) struct Broker {
     pub(super) delay: Option<(Duration, u32)>,
     /// `throttle_time_ms` for the next `n` responses that carry it.
     pub(super) throttle: Option<(i32, u32)>,
+    /// How the broker serves Produce requests in turn, if it does
+    /// ([`super::SimCluster::serve_produce_in_turn`]).
+    pub(super) service: Option<Service>,
+}
+
+/// A broker that serves Produce requests one at a time, from all its connections, each taking
+/// a fixed cost plus a cost per byte (as a Kafka node bound by its CPU does): a request
+/// arriving while another is served waits for it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Service {
+    pub(super) per_request: std::time::Duration,
+    /// Bytes of request served per second.
+    pub(super) bytes_per_second: u64,
+    /// When the request being served (the last one taken) is done.
+    pub(super) busy_until: std::time::Instant,
+}
+
+impl Service {
+    /// Takes a request of `bytes` arriving at `at`; returns when it is served.
+    pub(super) fn serve(&mut self, at: std::time::Instant, bytes: usize) -> std::time::Instant {
+        let start = self.busy_until.max(at);
+        let work = self.per_request
+            + std::time::Duration::from_secs_f64(
+                bytes as f64 / self.bytes_per_second.max(1) as f64,
+            );
+        self.busy_until = start + work;
+        self.busy_until
+    }
 }
 
 /// One appended batch in a producer's idempotence window.

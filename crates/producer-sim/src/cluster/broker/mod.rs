@@ -193,6 +193,13 @@ impl SimCluster {
             self.reset_conn(id, later(at, lat));
             return;
         }
+        // A broker that serves Produce requests in turn answers each once it is served.
+        let at = match self.brokers.get_mut(&broker_id) {
+            Some(b) if rec.api_key == API_PRODUCE => {
+                b.service.as_mut().map_or(at, |s| s.serve(at, frame.len()))
+            }
+            _ => at,
+        };
         match reply {
             Reply::Respond(bytes) => {
                 rec.responded = true;
