@@ -7,9 +7,10 @@
 //! *busy* time: idle time is not counted, so a producer offered little still measures what is
 //! drained when there is something to drain; and whether the cluster or the producer's own
 //! thread is what bounds the rate, the rate is what comes out), and allows
-//! `rate x (target + linger + 2 x base round trip)` unacknowledged bytes, never fewer than a
+//! `rate x (depth + linger + 2 x base round trip)` unacknowledged bytes, never fewer than a
 //! floor and never more than `buffer.memory` (which stays the hard cap, checked apart). The
-//! target is the time a record *queues*: what it spends in any case (its batch's `linger`, and
+//! depth is the target, or less where a deeper queue does not pay (see "Learning the depth"
+//! below); it is the time a record *queues*: what it spends in any case (its batch's `linger`, and
 //! the Produce round trip without queueing) comes on top, so a producer far from its cluster,
 //! or lingering long, is not held back for those. The round trip counts twice
 //! ([`ROUND_TRIP_HEADROOM`]): `rate x round trip` is what must be in flight for the rate, and
@@ -72,8 +73,9 @@
 //! queued, and held senders queue nothing). The first sample without a sender held back
 //! brings the eighth back. Above it the limit follows the drain; it rises at once when the
 //! cluster takes more: each sample while the limit binds measures about `limit / round trip`,
-//! so the next limit is the last times `(target + linger + 2 x round trip) / round trip`.
-//! Each sample spans a quarter of the target of busy time at least. While the producer is idle
+//! so the next limit is the last times `(depth + linger + 2 x round trip) / round trip`.
+//! Each sample spans a quarter of the depth of busy time at least (1 ms at least), and the
+//! smoothed round trip. While the producer is idle
 //! the rate keeps its last value: the limit never drops below the floor for want of traffic.
 //!
 //! # One limit for the producer, from the whole producer's drain
@@ -128,7 +130,7 @@
 //!
 //! # Cost
 //! `send` pays one comparison ([`QueueDelay::admits`]); the rate is updated once per Produce
-//! answer, the limit once per sample (at least a quarter of the target of busy time).
+//! answer, the limit once per sample (at least a quarter of the depth of busy time).
 
 use std::time::{Duration, Instant};
 
@@ -183,8 +185,8 @@ const DEPTH_EARLY_PAYS: f64 = 1.03;
 const DEPTH_EARLY_COSTS: f64 = 0.85;
 
 /// A deeper queue is kept only if it drained at least this much more than the depth before
-/// (the median of a phase's samples; one sample's drain varies by 10-15% on a steady
-/// cluster).
+/// (the mean of the middle half of a phase's samples; one sample's drain varies by 10-15% on
+/// a steady cluster).
 const DEPTH_PAYS: f64 = 1.10;
 
 /// A shallower queue is kept unless it drained less than this share of the depth before.
@@ -224,8 +226,6 @@ pub(crate) struct QueueDelay {
     cap: usize,
     /// The smoothed drain rate, bytes per second of busy time; 0 until measured.
     rate: f64,
-    /// Busy time a sample spans at least.
-    sample_span: Duration,
     /// The sample being gathered: bytes acknowledged and busy time.
     sample_bytes: usize,
     sample_busy: Duration,
@@ -286,7 +286,6 @@ impl QueueDelay {
             batch_size: config.batch_size,
             cap: config.buffer_memory,
             rate: 0.0,
-            sample_span: (config.queue_delay_target / 4).max(Duration::from_millis(1)),
             sample_bytes: 0,
             sample_busy: Duration::ZERO,
             last_answer: None,
@@ -379,9 +378,7 @@ impl QueueDelay {
         // A sample spans a round trip at least: the answers of pipelined requests come back to
         // back, and a sample of those alone would count a whole round trip's bytes in a
         // moment (and the rate rises at once).
-        let span = self
-            .sample_span
-            .min((self.depth / 4).max(Duration::from_millis(1)));
+        let span = (self.depth / 4).max(Duration::from_millis(1));
         if self.sample_busy < span.max(self.round_trip.unwrap_or_default()) {
             return false;
         }
@@ -436,8 +433,9 @@ impl QueueDelay {
         self.allowed > before
     }
 
-    /// Sets the limit from the rate: `rate x (target + linger + 2 x base round trip)`, within the
-    /// floor for `backlog` and `buffer.memory`. `held`: senders were held back by the limit
+    /// Sets the limit from the rate: `rate x (depth + linger + 2 x base round trip)`, within the
+    /// floor for `backlog` and `buffer.memory` (or the trial limit while the depth learning
+    /// runs a trial). `held`: senders were held back by the limit
     /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
     /// of `buffer.memory`, does not apply.
     fn update(&mut self, backlog: Backlog, held: bool) {

@@ -102,7 +102,7 @@ pub struct Config {
     /// cluster's drain (a broker whose work is per byte, such as one recompressing every batch)
     /// records then queue about this long instead of the target; where it does (larger batches
     /// on a broker whose work is per request) the limit climbs back to the target. At or above
-    /// the target the limit allows the target. Default 2 ms.
+    /// the target the limit allows the target. Default 2 ms (less is taken as 1 ms).
     pub queue_delay_min: Duration,
     /// Records held at most (franz-go's `MaxBufferedRecords`).
     pub buffer_max_records: usize,
