@@ -115,9 +115,11 @@
 //! the depth is then what the trial's limit is at the drain it measured, within the least
 //! and the target. A trial that clearly does not pay ends after two samples, and each that
 //! does not pay doubles the phases before the next (up to eight): a producer whose depth is
-//! right spends about a tenth of its samples trying another. A phase in which some sample
-//! held no sender back measured the offer, not the drain, and counts for nothing: the depth
-//! changes only while the producer is offered more than the cluster drains. Measured on one
+//! right spends about a tenth of its samples trying another. A sample that held no sender back
+//! measured the offer, not the drain: its phase counts for nothing and a trial running ends
+//! at once (its fixed limit would otherwise keep the burst floor from a producer no longer
+//! saturated); the depth changes only while the producer is offered more than the cluster
+//! drains. Measured on one
 //! Kafka node recompressing every batch (`bench_e2e --saturation`): 25-29 ms from send on
 //! average against 70-74 at the 50 ms target alone, at a higher rate; on the simulated
 //! brokers that serve requests in turn (`producer-sim`'s `queue_delay` tests), the least
@@ -567,8 +569,10 @@ impl QueueDelay {
 /// where depth pays through larger batches, and the phase would measure the climb). A
 /// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
 /// deeper one if it drained [`DEPTH_PAYS`] times it; the depth is then the one the trial limit
-/// gives at the drain measured. A phase in which some sample held no sender back measured the
-/// offer, not the drain, and counts for nothing. Trials that do not pay come less often.
+/// gives at the drain measured. A sample that held no sender back measured the offer, not the
+/// drain: the phase it falls in counts for nothing, and a trial running ends at once (it goes
+/// back without counting as a trial that did not pay). Trials that do not pay come less
+/// often.
 #[derive(Debug)]
 struct DepthLearning {
     min: Duration,
@@ -579,8 +583,6 @@ struct DepthLearning {
     samples: u32,
     /// The drain of each sample measured in the phase (after it settled), bytes per second.
     drains: [f64; DEPTH_MEASURE_SAMPLES as usize],
-    /// Every sample of the phase held senders back.
-    held: bool,
     /// The drain measured at the depth the limit has, bytes per second.
     drain_before: f64,
     /// The next trial goes deeper.
@@ -613,7 +615,6 @@ impl DepthLearning {
             trial: None,
             samples: 0,
             drains: [0.0; DEPTH_MEASURE_SAMPLES as usize],
-            held: true,
             drain_before: 0.0,
             next_deeper: true,
             wait: 0,
@@ -637,8 +638,18 @@ impl DepthLearning {
         now: usize,
         (shallowest, deepest): (usize, usize),
     ) -> DepthStep {
+        if !held {
+            // The sample measured the offer, not the drain: the phase counts for nothing, and
+            // a trial running ends (its fixed limit would keep the burst floor from a producer
+            // no longer offered more than the cluster drains).
+            self.samples = 0;
+            self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+            return match self.trial.take() {
+                Some(_) => DepthStep::Back,
+                None => DepthStep::Stay,
+            };
+        }
         self.samples += 1;
-        self.held &= held;
         if self.samples > DEPTH_SETTLE_SAMPLES && !busy.is_zero() {
             self.drains[(self.samples - DEPTH_SETTLE_SAMPLES - 1) as usize] =
                 bytes as f64 / busy.as_secs_f64();
@@ -654,7 +665,7 @@ impl DepthLearning {
                 } else {
                     drain < DEPTH_EARLY_COSTS * self.drain_before
                 };
-                if self.held && clearly_not {
+                if clearly_not {
                     return self.trial_ended(None);
                 }
             }
@@ -667,24 +678,18 @@ impl DepthLearning {
         self.drains.sort_by(f64::total_cmp);
         let quarter = self.drains.len() / 4;
         let middle = &self.drains[quarter..self.drains.len() - quarter];
-        let drain = self
-            .held
-            .then(|| middle.iter().sum::<f64>() / middle.len() as f64);
+        let drain = middle.iter().sum::<f64>() / middle.len() as f64;
         self.samples = 0;
         self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
-        self.held = true;
-        match (self.trial.is_some(), drain) {
-            (true, drain) => self.trial_ended(drain),
-            (false, None) => DepthStep::Stay,
-            (false, Some(drain)) => {
-                self.drain_before = drain;
-                if self.wait > 0 {
-                    self.wait -= 1;
-                    DepthStep::Stay
-                } else {
-                    self.try_from(now, shallowest, deepest)
-                }
-            }
+        if self.trial.is_some() {
+            return self.trial_ended(Some(drain));
+        }
+        self.drain_before = drain;
+        if self.wait > 0 {
+            self.wait -= 1;
+            DepthStep::Stay
+        } else {
+            self.try_from(now, shallowest, deepest)
         }
     }
 
@@ -696,7 +701,6 @@ impl DepthLearning {
         };
         self.samples = 0;
         self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
-        self.held = true;
         let paid = drain.filter(|&drain| {
             if deeper {
                 drain >= DEPTH_PAYS * self.drain_before
@@ -1173,28 +1177,48 @@ mod tests {
         assert_eq!(depth, Duration::from_millis(2));
     }
 
-    /// A phase in which some sample held no sender back measured the offer, not the drain:
-    /// no trial starts, and a trial running goes back.
+    /// A sample that held no sender back measured the offer, not the drain: the phase it falls
+    /// in starts again, and a trial running goes back at once (else its fixed limit would keep
+    /// the burst floor from a producer no longer saturated until the phase ended).
     #[test]
-    fn a_phase_not_held_back_throughout_counts_for_nothing() {
+    fn a_sample_not_held_back_restarts_the_phase_and_ends_a_trial() {
         let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
         let busy = Duration::from_millis(20);
         let bounds = (64_000, 32 << 20);
         let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
-        for i in 1..=phase {
-            let step = l.sampled(20_000, busy, i != 3, 100_000, bounds);
+        for _ in 0..5 {
+            assert_eq!(
+                l.sampled(20_000, busy, true, 100_000, bounds),
+                DepthStep::Stay
+            );
+        }
+        assert_eq!(
+            l.sampled(20_000, busy, false, 100_000, bounds),
+            DepthStep::Stay
+        );
+        // A whole phase from here: no trial before its last sample.
+        for i in 1..phase {
+            let step = l.sampled(20_000, busy, true, 100_000, bounds);
             assert_eq!(step, DepthStep::Stay, "sample {i}");
         }
-        // Held throughout: the trial starts (deeper first).
+        let step = l.sampled(20_000, busy, true, 100_000, bounds);
+        assert_eq!(step, DepthStep::Try(200_000), "deeper first");
+        // The trial drains twice as much (it would pay); a sample not held back ends it.
+        for _ in 0..3 {
+            assert_eq!(
+                l.sampled(40_000, busy, true, 200_000, bounds),
+                DepthStep::Stay
+            );
+        }
+        assert_eq!(
+            l.sampled(40_000, busy, false, 200_000, bounds),
+            DepthStep::Back
+        );
+        // Not counted as a trial that did not pay: the next phase's end tries again at once.
         let mut step = DepthStep::Stay;
-        for _ in 1..=phase {
+        for _ in 0..phase {
             step = l.sampled(20_000, busy, true, 100_000, bounds);
         }
         assert_eq!(step, DepthStep::Try(200_000));
-        // The trial's phase has a sample not held back (its drain doubled, which would pay).
-        for i in 1..=phase {
-            step = l.sampled(40_000, busy, i != phase, 200_000, bounds);
-        }
-        assert_eq!(step, DepthStep::Back);
     }
 }

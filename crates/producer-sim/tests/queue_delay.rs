@@ -452,7 +452,7 @@ fn in_turn_cluster(
 /// drain more (at fixed depths of 2 to 50 ms it drained 2.86-2.89 MB/s), so with
 /// `queue.delay.min.ms` below the target (its default) the limit learns a shallow queue:
 /// records wait far less than at the target alone (`queue.delay.min.ms` at it), at the same
-/// drain (27 ms against 83, 0.99x the drain, over the second half of 8 s).
+/// drain (23 ms against 83, 0.99x the drain, over the second half of 8 s).
 #[test]
 fn where_depth_does_not_pay_the_limit_learns_a_shallow_queue() {
     let run = |min: Duration| {
@@ -484,10 +484,10 @@ fn where_depth_does_not_pay_the_limit_learns_a_shallow_queue() {
 /// A broker whose work is per request (10 ms a request, 20 MB/s): a deeper queue grows the
 /// batches (they grow while every in-flight slot is busy) and drains far more (at a fixed
 /// 16 ms depth 3.4 MB/s, at 50 ms 13.2), so the limit learns the target's depth from the
-/// least within a few seconds. Over the second half of 8 s it drained 0.90x what the target
-/// alone drains: a trial of a shallower queue (it drains about half as much) runs four
-/// samples before it ends, 0.4-0.5 s here where a sample spans the 100 ms round trip, and
-/// two such fell in that half.
+/// least within a few seconds. Over the second half of 8 s it drained 0.97x what the target
+/// alone drains (0.90x while a sample that held nobody back left a trial running to its
+/// phase's end): a trial of a shallower queue drains about half as much for the four samples
+/// it runs, 0.4-0.5 s here where a sample spans the 100 ms round trip.
 #[test]
 fn where_depth_pays_the_limit_learns_a_deep_queue() {
     let run = |min: Duration| {
@@ -508,7 +508,7 @@ fn where_depth_pays_the_limit_learns_a_deep_queue() {
         target.avg_late,
     );
     assert!(
-        learned.drain_late >= 0.85 * target.drain_late,
+        learned.drain_late >= 0.9 * target.drain_late,
         "learned {:.0} B/s against {:.0} at the target",
         learned.drain_late,
         target.drain_late
