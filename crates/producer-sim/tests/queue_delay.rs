@@ -448,6 +448,25 @@ fn in_turn_cluster(
     h
 }
 
+/// Saturates `in_turn_cluster(per_request, bytes_per_second)` for 8 s twice: with the depth
+/// learned from 2 ms, and at the target alone (`queue.delay.min.ms` at it); prints both.
+fn learned_and_target(per_request: Duration, bytes_per_second: u64) -> (Saturated, Saturated) {
+    let run = |min: Duration| {
+        let mut h = in_turn_cluster(per_request, bytes_per_second, |b| {
+            b.queue_delay_target(TARGET).queue_delay_min(min)
+        });
+        saturate(&mut h, secs(8))
+    };
+    let (learned, target) = (run(Duration::from_millis(2)), run(TARGET));
+    for (name, s) in [("learned", &learned), ("target", &target)] {
+        println!(
+            "{name}: {:.1} ms, {:.0} B/s, {:.0} B queued",
+            s.latency_ms, s.drain_late, s.avg_late
+        );
+    }
+    (learned, target)
+}
+
 /// A broker whose work is per byte (0.05 ms a request, 2 MB/s): a deeper queue does not
 /// drain more (at fixed depths of 2 to 50 ms it drained 2.86-2.89 MB/s), so with
 /// `queue.delay.min.ms` below the target (its default) the limit learns a shallow queue:
@@ -455,23 +474,7 @@ fn in_turn_cluster(
 /// drain (23 ms against 83, 0.99x the drain, over the second half of 8 s).
 #[test]
 fn where_depth_does_not_pay_the_limit_learns_a_shallow_queue() {
-    let run = |min: Duration| {
-        let mut h = in_turn_cluster(Duration::from_micros(50), 2_000_000, |b| {
-            b.queue_delay_target(TARGET).queue_delay_min(min)
-        });
-        saturate(&mut h, secs(8))
-    };
-    let learned = run(Duration::from_millis(2));
-    let target = run(TARGET);
-    println!(
-        "learned: {:.1} ms, {:.0} B/s, {:.0} B queued; target: {:.1} ms, {:.0} B/s, {:.0} B queued",
-        learned.latency_ms,
-        learned.drain_late,
-        learned.avg_late,
-        target.latency_ms,
-        target.drain_late,
-        target.avg_late
-    );
+    let (learned, target) = learned_and_target(Duration::from_micros(50), 2_000_000);
     assert!(
         learned.latency_ms < target.latency_ms / 2.0,
         "{:.1} ms learned against {:.1} ms at the target",
@@ -490,23 +493,7 @@ fn where_depth_does_not_pay_the_limit_learns_a_shallow_queue() {
 /// it runs, 0.4-0.5 s here where a sample spans the 100 ms round trip.
 #[test]
 fn where_depth_pays_the_limit_learns_a_deep_queue() {
-    let run = |min: Duration| {
-        let mut h = in_turn_cluster(Duration::from_millis(10), 20_000_000, |b| {
-            b.queue_delay_target(TARGET).queue_delay_min(min)
-        });
-        saturate(&mut h, secs(8))
-    };
-    let learned = run(Duration::from_millis(2));
-    let target = run(TARGET);
-    println!(
-        "learned: {:.1} ms, {:.0} B/s, {:.0} B queued; target: {:.1} ms, {:.0} B/s, {:.0} B queued",
-        learned.latency_ms,
-        learned.drain_late,
-        learned.avg_late,
-        target.latency_ms,
-        target.drain_late,
-        target.avg_late,
-    );
+    let (learned, target) = learned_and_target(Duration::from_millis(10), 20_000_000);
     assert!(
         learned.drain_late >= 0.9 * target.drain_late,
         "learned {:.0} B/s against {:.0} at the target",

@@ -1,0 +1,340 @@
+//! Learning the depth of the queue-delay limit (`queue.delay.min.ms`): see the parent
+//! module's "Learning the depth".
+
+use std::time::Duration;
+
+/// Drain samples a phase of the depth learning lets pass before it measures: the queue takes
+/// about that long to settle at a new depth (the bytes above a lowered limit drain, those
+/// below a raised one fill).
+const DEPTH_SETTLE_SAMPLES: u32 = 2;
+
+/// Drain samples a phase of the depth learning measures over, once settled.
+const DEPTH_MEASURE_SAMPLES: u32 = 8;
+
+/// The most phases measured at the learned depth between two trials: trials that do not pay
+/// come less often (at most one phase in this many and one, once settled), as BBR probes for
+/// bandwidth an eighth of its time.
+const DEPTH_MAX_WAIT: u32 = 8;
+
+/// Measured samples after which a trial that clearly does not pay ends: a deeper one that
+/// drained less than [`DEPTH_EARLY_PAYS`] times the depth before, a shallower one that
+/// drained less than [`DEPTH_EARLY_COSTS`] of it.
+const DEPTH_EARLY_SAMPLES: u32 = 2;
+
+/// See [`DEPTH_EARLY_SAMPLES`].
+const DEPTH_EARLY_PAYS: f64 = 1.03;
+
+/// See [`DEPTH_EARLY_SAMPLES`].
+const DEPTH_EARLY_COSTS: f64 = 0.85;
+
+/// A deeper queue is kept only if it drained at least this much more than the depth before
+/// (the mean of the middle half of a phase's samples; one sample's drain varies by 10-15% on
+/// a steady cluster).
+const DEPTH_PAYS: f64 = 1.10;
+
+/// A shallower queue is kept unless it drained less than this share of the depth before.
+const DEPTH_COSTS: f64 = 0.95;
+
+/// Learns how deep a queue pays (`queue.delay.min.ms` below the target). While the limit
+/// holds senders back it measures the drain over a phase of samples at the depth it has,
+/// then over a phase at a trial limit: the limit it had, doubled or halved (by turns, within
+/// what the least and the target allow), held fixed for the phase so that the queue is at
+/// once what it tries (a limit that followed the drain would reach it over many round trips
+/// where depth pays through larger batches, and the phase would measure the climb). A
+/// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
+/// deeper one if it drained [`DEPTH_PAYS`] times it; the depth is then the one the trial limit
+/// gives at the drain measured. A sample that held no sender back measured the offer, not the
+/// drain: the phase it falls in counts for nothing, and a trial running ends at once (it goes
+/// back without counting as a trial that did not pay). Trials that do not pay come less
+/// often.
+#[derive(Debug)]
+pub(super) struct DepthLearning {
+    pub(super) min: Duration,
+    pub(super) max: Duration,
+    /// The trial running: its limit, and whether it is deeper than the depth the limit has.
+    trial: Option<(usize, bool)>,
+    /// Samples taken in the phase.
+    samples: u32,
+    /// The drain of each sample measured in the phase (after it settled), bytes per second.
+    drains: [f64; DEPTH_MEASURE_SAMPLES as usize],
+    /// The drain measured at the depth the limit has, bytes per second.
+    drain_before: f64,
+    /// The next trial goes deeper.
+    next_deeper: bool,
+    /// Phases measured at the depth the limit has before the next trial.
+    wait: u32,
+    /// The wait after the next trial that does not pay: doubled by each (up to
+    /// [`DEPTH_MAX_WAIT`]), one again after one that pays.
+    backoff: u32,
+}
+
+/// What the depth learning asks of the limit once a sample completes.
+#[derive(Debug, PartialEq)]
+pub(super) enum DepthStep {
+    /// Go on as before.
+    Stay,
+    /// Hold the limit at this many bytes for the next phase (a trial).
+    Try(usize),
+    /// The trial paid: the depth is what its limit gives at this drain (bytes per second).
+    Keep(usize, f64),
+    /// The trial did not pay: back to the depth before it.
+    Back,
+}
+
+impl DepthLearning {
+    pub(super) fn new(min: Duration, max: Duration) -> Self {
+        DepthLearning {
+            min,
+            max,
+            trial: None,
+            samples: 0,
+            drains: [0.0; DEPTH_MEASURE_SAMPLES as usize],
+            drain_before: 0.0,
+            next_deeper: true,
+            wait: 0,
+            backoff: 1,
+        }
+    }
+
+    /// The depth to start at: the least (a deeper queue is kept once it pays).
+    pub(super) fn start(&self) -> Duration {
+        self.min
+    }
+
+    /// A drain sample completed: `bytes` acknowledged over `busy`, `held` whether senders were
+    /// held back in it; `now` is the limit, `shallowest` and `deepest` those the least depth
+    /// and the target give now.
+    pub(super) fn sampled(
+        &mut self,
+        bytes: usize,
+        busy: Duration,
+        held: bool,
+        now: usize,
+        (shallowest, deepest): (usize, usize),
+    ) -> DepthStep {
+        if !held {
+            // The sample measured the offer, not the drain: the phase counts for nothing, and
+            // a trial running ends (its fixed limit would keep the burst floor from a producer
+            // no longer offered more than the cluster drains).
+            self.samples = 0;
+            self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+            return match self.trial.take() {
+                Some(_) => DepthStep::Back,
+                None => DepthStep::Stay,
+            };
+        }
+        self.samples += 1;
+        if self.samples > DEPTH_SETTLE_SAMPLES && !busy.is_zero() {
+            self.drains[(self.samples - DEPTH_SETTLE_SAMPLES - 1) as usize] =
+                bytes as f64 / busy.as_secs_f64();
+        }
+        if self.samples == DEPTH_SETTLE_SAMPLES + DEPTH_EARLY_SAMPLES {
+            if let Some((_, deeper)) = self.trial {
+                // A trial that clearly does not pay ends early: where it costs, it costs
+                // every sample it runs.
+                let early = &self.drains[..DEPTH_EARLY_SAMPLES as usize];
+                let drain = early.iter().sum::<f64>() / early.len() as f64;
+                let clearly_not = if deeper {
+                    drain < DEPTH_EARLY_PAYS * self.drain_before
+                } else {
+                    drain < DEPTH_EARLY_COSTS * self.drain_before
+                };
+                if clearly_not {
+                    return self.trial_ended(None);
+                }
+            }
+        }
+        if self.samples < DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES {
+            return DepthStep::Stay;
+        }
+        // The mean of the middle half: a sample that spans a probe (the pipeline drained) or
+        // a stall is not the depth's drain, nor one that catches an extra answer.
+        self.drains.sort_by(f64::total_cmp);
+        let quarter = self.drains.len() / 4;
+        let middle = &self.drains[quarter..self.drains.len() - quarter];
+        let drain = middle.iter().sum::<f64>() / middle.len() as f64;
+        self.samples = 0;
+        self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+        if self.trial.is_some() {
+            return self.trial_ended(Some(drain));
+        }
+        self.drain_before = drain;
+        if self.wait > 0 {
+            self.wait -= 1;
+            DepthStep::Stay
+        } else {
+            self.try_from(now, shallowest, deepest)
+        }
+    }
+
+    /// The trial running ends, having measured `drain` (`None`: it did not pay whatever it
+    /// measured).
+    fn trial_ended(&mut self, drain: Option<f64>) -> DepthStep {
+        let Some((limit, deeper)) = self.trial.take() else {
+            return DepthStep::Stay;
+        };
+        self.samples = 0;
+        self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+        let paid = drain.filter(|&drain| {
+            if deeper {
+                drain >= DEPTH_PAYS * self.drain_before
+            } else {
+                drain >= DEPTH_COSTS * self.drain_before
+            }
+        });
+        if let Some(drain) = paid {
+            self.backoff = 1;
+            self.next_deeper = deeper;
+            DepthStep::Keep(limit, drain)
+        } else {
+            self.wait = self.backoff;
+            self.backoff = (self.backoff * 2).min(DEPTH_MAX_WAIT);
+            self.next_deeper = !deeper;
+            DepthStep::Back
+        }
+    }
+
+    /// A trial from the limit `now`: doubled or halved, the way
+    /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
+    /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
+    /// quarter.
+    fn try_from(&mut self, now: usize, shallowest: usize, deepest: usize) -> DepthStep {
+        let deeper = now.saturating_mul(2).min(deepest);
+        let shallower = (now / 2).max(shallowest);
+        let deeper_moves = deeper as f64 >= 1.25 * now as f64;
+        let shallower_moves = shallower as f64 * 1.25 <= now as f64;
+        let go_deeper = match (deeper_moves, shallower_moves) {
+            (true, true) => self.next_deeper,
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => return DepthStep::Stay,
+        };
+        let limit = if go_deeper { deeper } else { shallower };
+        self.trial = Some((limit, go_deeper));
+        DepthStep::Try(limit)
+    }
+
+    /// The depth at which `rate x (depth + rest)` is `limit`, within the least and the target.
+    pub(super) fn depth_for(&self, limit: usize, rate: f64, rest: Duration) -> Duration {
+        if rate <= 0.0 {
+            return self.max;
+        }
+        Duration::from_secs_f64(limit as f64 / rate)
+            .saturating_sub(rest)
+            .clamp(self.min, self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drives a [`DepthLearning`] as the limit does, against a cluster whose drain (bytes per
+    /// second) is `drain(limit)`, with every sample holding senders back; returns the depth
+    /// after `samples` samples, how many of them ran a trial, and the last drain.
+    fn learn(samples: u32, drain: impl Fn(usize) -> f64) -> (Duration, u32, f64) {
+        let (min, max) = (Duration::from_millis(2), Duration::from_millis(50));
+        let mut l = DepthLearning::new(min, max);
+        let mut depth = l.start();
+        let mut trial: Option<usize> = None;
+        let mut in_trial = 0;
+        // The limit a depth gives: the drain times the depth and 10 ms (linger and round
+        // trips), at least 64 kB; the rate the limit has is the drain it measured last.
+        let mut rate = drain(64_000);
+        let limit_at = |d: Duration, rate: f64| {
+            ((rate * (d + Duration::from_millis(10)).as_secs_f64()) as usize).max(64_000)
+        };
+        for _ in 0..samples {
+            let now = trial.unwrap_or_else(|| limit_at(depth, rate));
+            in_trial += u32::from(trial.is_some());
+            let d = drain(now);
+            rate = d;
+            let busy = Duration::from_millis(20);
+            let bytes = (d * busy.as_secs_f64()) as usize;
+            let deepest = if depth < max { 32 << 20 } else { now };
+            match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest)) {
+                DepthStep::Stay => {}
+                DepthStep::Try(limit) => trial = Some(limit),
+                DepthStep::Keep(limit, drained) => {
+                    depth = l.depth_for(limit, drained, Duration::from_millis(10));
+                    trial = None;
+                }
+                DepthStep::Back => trial = None,
+            }
+        }
+        (depth, in_trial, rate)
+    }
+
+    /// Where the drain does not grow with the queue (a broker whose work is per byte), the
+    /// learned depth stays the least, and trials (deeper, which do not pay) come less and
+    /// less often: a tenth of the samples at most over a long run.
+    #[test]
+    fn where_depth_does_not_pay_the_depth_stays_the_least_and_trials_grow_rare() {
+        let (depth, in_trial, _) = learn(2000, |_| 20e6);
+        assert_eq!(depth, Duration::from_millis(2));
+        assert!(in_trial < 200, "{in_trial} samples of 2000 in a trial");
+    }
+
+    /// Where the drain grows with the queue (larger batches on a broker whose work is per
+    /// request: here 20 times the limit per second, up to 40 MB/s), the depth climbs until
+    /// the drain is the most the cluster gives.
+    #[test]
+    fn where_depth_pays_the_depth_climbs_to_the_most_drain() {
+        let (depth, _, drain) = learn(300, |limit| (limit as f64 * 20.0).min(40e6));
+        assert!(depth > Duration::from_millis(20), "{depth:?}");
+        assert!(drain >= 0.95 * 40e6, "{drain}");
+    }
+
+    /// Where a deeper queue drains less (a broker slowed by large requests), the depth stays
+    /// the least.
+    #[test]
+    fn where_depth_costs_the_depth_stays_the_least() {
+        let (depth, _, _) = learn(500, |limit| 30e6 - limit as f64);
+        assert_eq!(depth, Duration::from_millis(2));
+    }
+
+    /// A sample that held no sender back measured the offer, not the drain: the phase it falls
+    /// in starts again, and a trial running goes back at once (else its fixed limit would keep
+    /// the burst floor from a producer no longer saturated until the phase ended).
+    #[test]
+    fn a_sample_not_held_back_restarts_the_phase_and_ends_a_trial() {
+        let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
+        let busy = Duration::from_millis(20);
+        let bounds = (64_000, 32 << 20);
+        let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
+        for _ in 0..5 {
+            assert_eq!(
+                l.sampled(20_000, busy, true, 100_000, bounds),
+                DepthStep::Stay
+            );
+        }
+        assert_eq!(
+            l.sampled(20_000, busy, false, 100_000, bounds),
+            DepthStep::Stay
+        );
+        // A whole phase from here: no trial before its last sample.
+        for i in 1..phase {
+            let step = l.sampled(20_000, busy, true, 100_000, bounds);
+            assert_eq!(step, DepthStep::Stay, "sample {i}");
+        }
+        let step = l.sampled(20_000, busy, true, 100_000, bounds);
+        assert_eq!(step, DepthStep::Try(200_000), "deeper first");
+        // The trial drains twice as much (it would pay); a sample not held back ends it.
+        for _ in 0..3 {
+            assert_eq!(
+                l.sampled(40_000, busy, true, 200_000, bounds),
+                DepthStep::Stay
+            );
+        }
+        assert_eq!(
+            l.sampled(40_000, busy, false, 200_000, bounds),
+            DepthStep::Back
+        );
+        // Not counted as a trial that did not pay: the next phase's end tries again at once.
+        let mut step = DepthStep::Stay;
+        for _ in 0..phase {
+            step = l.sampled(20_000, busy, true, 100_000, bounds);
+        }
+        assert_eq!(step, DepthStep::Try(200_000));
+    }
+}
