@@ -148,6 +148,45 @@ impl Jvm {
         }
     }
 
+    /// After a SIGSTOP: waits until every thread of the process is stopped (state `T` in
+    /// `/proc/<pid>/task/*/stat`), so that nothing more is answered once it returns; fails
+    /// after `timeout`. `kill(2)` returns before a stop is delivered: a thread running on
+    /// another core goes on until it next enters the kernel, and a test that sent right after
+    /// the signal saw a record acknowledged by a broker it had paused.
+    pub fn wait_stopped(&mut self, timeout: Duration) -> io::Result<()> {
+        let tasks = PathBuf::from(format!("/proc/{}/task", self.child.id()));
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.exited().is_some() {
+                return Err(io::Error::other(format!("{} has exited", self.name)));
+            }
+            let mut all_stopped = true;
+            for task in std::fs::read_dir(&tasks)? {
+                // A thread that ended between the listing and the read is not running.
+                let Ok(stat) = std::fs::read_to_string(task?.path().join("stat")) else {
+                    continue;
+                };
+                // "tid (comm) S ...": the state follows the last ')' (comm may hold any).
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next());
+                // A zombie (a leader thread that exited before the others) runs nothing either.
+                all_stopped &= matches!(state, Some('T' | 't' | 'Z' | 'X'));
+            }
+            if all_stopped {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "{}: not every thread stopped within {timeout:?} of SIGSTOP",
+                    self.name
+                )));
+            }
+            // A poll of the condition, not a wait standing in for it.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Whether it has exited (and how), without waiting.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()

@@ -64,7 +64,8 @@ impl KafkaCluster {
         }
     }
 
-    /// SIGSTOP: node `id` hangs (connections stay open, nothing is answered).
+    /// SIGSTOP: node `id` hangs (connections stay open, nothing is answered). Returns once
+    /// every thread of the node is stopped: nothing is answered after it.
     pub fn pause(&self, id: i32) -> Result<(), LaunchError> {
         let node = self.try_node(id)?;
         let mut jvm = node.jvm.lock().unwrap();
@@ -72,6 +73,7 @@ impl KafkaCluster {
             .as_mut()
             .ok_or_else(|| other(format!("node {id} is not running")))?;
         j.signal(libc::SIGSTOP).map_err(other)?;
+        j.wait_stopped(Duration::from_secs(10)).map_err(other)?;
         node.paused.store(true, Ordering::Relaxed);
         Ok(())
     }
