@@ -63,6 +63,17 @@
 //! sender back until the first sample: on the mock cluster, in two of three runs, its p99 at
 //! half the peak rate rose from 1-9 ms to 5-36 ms.)
 //!
+//! The burst floor is for a caller that cannot wait (a `try_send` refused is a record handed
+//! back). A driver's senders that wait for room (an async `send`, a blocking `send_timeout`)
+//! lose nothing by waiting, and records they queue in a burst wait behind all of it: they are
+//! held to the limit without it, as if held back ([`QueueDelay::allowed_waiting`], the
+//! producer's `queue_delay_room_waiting`): the brokers' pipeline floor until a drain is
+//! measured, then the drain's limit. So a producer flooded from its start by senders that wait
+//! queues its pipelines' floor, not the eighth: on one Kafka node that drains 20 MB/s, with a
+//! 64 MiB buffer, the eighth was 400 ms of records, and the p99 from `send` of a million
+//! records was 198-232 ms; held to the floor, 27-52 ms, the average from 21-29 ms to 11-15
+//! (`bench_e2e --saturation --broker kafka`).
+//!
 //! A sample during which the limit held senders back (in `send`, or in a driver's queue)
 //! measured the cluster's drain, not the offer: the next limit then follows that drain below
 //! the eighth (to the pipeline floor below), else a cluster that drains 20 MB/s would keep the
@@ -192,6 +203,9 @@ pub(crate) struct QueueDelay {
     rate_before_trial: f64,
     /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when off).
     allowed: usize,
+    /// Unacknowledged bytes a sender that waits for room may reach now: the limit as if
+    /// senders were held back (no burst floor; see the module documentation).
+    allowed_waiting: usize,
     /// Floor bytes per broker known: `(max.in.flight + 1) x batch.size`.
     floor_per_broker: usize,
     /// `batch.size`: floor bytes per partition with something to send.
@@ -256,6 +270,7 @@ impl QueueDelay {
             trial_limit: None,
             rate_before_trial: 0.0,
             allowed: usize::MAX,
+            allowed_waiting: usize::MAX,
             floor_per_broker,
             batch_size: config.batch_size,
             cap: config.buffer_memory,
@@ -302,6 +317,12 @@ impl QueueDelay {
     /// Unacknowledged bytes `send` may reach now ([`usize::MAX`] when the limit is off).
     pub(crate) fn allowed(&self) -> usize {
         self.allowed
+    }
+
+    /// Unacknowledged bytes a sender that waits for room may reach now ([`usize::MAX`] when
+    /// the limit is off): the limit without the burst floor, as if senders were held back.
+    pub(crate) fn allowed_waiting(&self) -> usize {
+        self.allowed_waiting
     }
 
     /// The smoothed drain rate in bytes per second of busy time (0 until measured, or off).
@@ -412,13 +433,17 @@ impl QueueDelay {
     /// runs a trial). `held`: senders were held back by the limit
     /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
     /// of `buffer.memory`, does not apply.
+    /// The limit for senders that wait for room is set alike, as if `held`.
     fn update(&mut self, backlog: Backlog, held: bool) {
-        self.allowed = if self.target.is_none() {
-            usize::MAX
+        (self.allowed, self.allowed_waiting) = if self.target.is_none() {
+            (usize::MAX, usize::MAX)
         } else if let Some(trial) = self.trial_limit {
-            trial
+            (trial, trial)
         } else {
-            self.limit_at(self.depth, backlog, held)
+            (
+                self.limit_at(self.depth, backlog, held),
+                self.limit_at(self.depth, backlog, true),
+            )
         };
     }
 

@@ -21,7 +21,10 @@
 //! record is queued only while the bytes queued and taken are below that room (as the core
 //! takes records while its unacknowledged bytes are below the limit).
 //! So a sender is held back here, before the core, once the queue and the core together hold
-//! what the cluster drains in the target delay; it is woken as the room grows again.
+//! what the cluster drains in the target delay; it is woken as the room grows again. A sender
+//! that waits for room ([`OnFull::Look`], [`OnFull::Wait`]) is held back by the room without
+//! the limit's burst floor ([`producer_core::Producer::queue_delay_room_waiting`]); one that
+//! is refused at once ([`OnFull::Return`]) by the whole room.
 //!
 //! The time senders are held back is measured here, by the core's rule for `send` (see
 //! [`crate::send_wait`]), and handed to the core with each [`Refill`].
@@ -55,6 +58,31 @@ pub enum Refused<I> {
 #[error("command queue stopped")]
 pub struct Stopped;
 
+/// What a sender does when the queue refuses it as full: it says which queue-delay room
+/// bounds it, and whether the refusal counts it as waiting to be woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFull {
+    /// It hands the record back to its caller (`try_send`, a non-blocking batch): bounded by
+    /// the whole queue-delay room ([`CoreLoad::delay_room`]), burst floor included, so that
+    /// a caller that cannot wait is not refused after a quiet spell.
+    Return,
+    /// It waits for room (`send`, `send_timeout`) and is not registered for a wake-up yet:
+    /// refused, it registers and looks again ([`OnFull::Wait`]). Bounded by the room for
+    /// senders that wait ([`CoreLoad::delay_room_waiting`]).
+    Look,
+    /// It waits for room, registered for a wake-up: a refusal counts it as waiting, to be
+    /// woken ([`Refill::wake_senders`], [`CommandQueue::settle`]). Bounded as
+    /// [`OnFull::Look`].
+    Wait,
+}
+
+impl OnFull {
+    /// Whether the sender waits for room.
+    fn waits(self) -> bool {
+        self != OnFull::Return
+    }
+}
+
 /// What [`CommandQueue::push_burst`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Burst {
@@ -85,8 +113,12 @@ pub struct CoreLoad {
     /// ([`producer_core::Producer::buffered_bytes`]).
     pub bytes: usize,
     /// The bytes the core's queue-delay limit lets in beside what it holds unacknowledged
-    /// ([`producer_core::Producer::queue_delay_room`]; [`usize::MAX`]: no such limit).
+    /// ([`producer_core::Producer::queue_delay_room`]; [`usize::MAX`]: no such limit), for
+    /// senders refused at once ([`OnFull::Return`]).
     pub delay_room: usize,
+    /// The same for senders that wait for room
+    /// ([`producer_core::Producer::queue_delay_room_waiting`]; at most `delay_room`).
+    pub delay_room_waiting: usize,
 }
 
 impl CoreLoad {
@@ -96,6 +128,7 @@ impl CoreLoad {
         CoreLoad {
             bytes: core.buffered_bytes(),
             delay_room: core.queue_delay_room(),
+            delay_room_waiting: core.queue_delay_room_waiting(),
         }
     }
 }
@@ -106,6 +139,7 @@ impl From<usize> for CoreLoad {
         CoreLoad {
             bytes,
             delay_room: usize::MAX,
+            delay_room_waiting: usize::MAX,
         }
     }
 }
@@ -132,6 +166,8 @@ pub struct CommandQueue<C> {
     /// published it ([`CoreLoad::delay_room`]). Lowered before `held_bytes` is, as
     /// `core_bytes` is raised.
     delay_room: AtomicUsize,
+    /// The same for senders that wait ([`CoreLoad::delay_room_waiting`]).
+    delay_room_waiting: AtomicUsize,
     /// The clock the core runs on, read only when a sender is held back and when the next
     /// record is taken after that.
     clock: fn() -> Instant,
@@ -174,6 +210,7 @@ impl<C> CommandQueue<C> {
             held_bytes: AtomicUsize::new(0),
             core_bytes: AtomicUsize::new(0),
             delay_room: AtomicUsize::new(usize::MAX),
+            delay_room_waiting: AtomicUsize::new(usize::MAX),
             clock: Instant::now,
         }
     }
@@ -184,6 +221,14 @@ impl<C> CommandQueue<C> {
     pub fn with_clock(mut self, clock: fn() -> Instant) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// For the owner, once, before a handle can push: publishes what the core holds and lets
+    /// in at its start. Until the owner first publishes, the queue knows no queue-delay room and
+    /// lets records in up to its byte budget and capacity (a mio producer flooded from its start
+    /// queued 4 MB there, in front of the core's limit).
+    pub fn start_from(&self, core: impl Into<CoreLoad>) {
+        self.publish(core.into());
     }
 
     /// The capacity given to [`CommandQueue::new`].
@@ -215,12 +260,23 @@ impl<C> CommandQueue<C> {
         state.queued_bytes + self.held_bytes.load(Ordering::Acquire)
     }
 
-    /// Why a command of `bytes` is refused, if it is: the command capacity or the byte budget
-    /// (the bytes do not fit beside what is queued and what the core holds), or the
-    /// queue-delay room. A record larger than the whole budget never fits: it is let in alone
-    /// (nothing else of the queue's), for the core to refuse it as too large.
+    /// The queue-delay room that bounds a sender that does `on_full` when refused.
     #[inline]
-    fn refusal(&self, state: &State<C>, bytes: usize) -> Option<SendWaitCause> {
+    fn delay_room(&self, on_full: OnFull) -> usize {
+        if on_full.waits() {
+            self.delay_room_waiting.load(Ordering::Acquire)
+        } else {
+            self.delay_room.load(Ordering::Acquire)
+        }
+    }
+
+    /// Why a command of `bytes` from a sender that does `on_full` when refused is refused, if
+    /// it is: the command capacity or the byte budget (the bytes do not fit beside what is
+    /// queued and what the core holds), or the queue-delay room for such a sender. A record
+    /// larger than the whole budget never fits: it is let in alone (nothing else of the
+    /// queue's), for the core to refuse it as too large.
+    #[inline]
+    fn refusal(&self, state: &State<C>, bytes: usize, on_full: OnFull) -> Option<SendWaitCause> {
         let queue = self.queue_bytes(state);
         let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
         let budget = used.saturating_add(bytes) <= self.byte_budget
@@ -230,21 +286,25 @@ impl<C> CommandQueue<C> {
         }
         // The queue-delay limit: records go while the queue is below its room (a command
         // that carries no record bytes is not held back by it).
-        (bytes > 0 && queue >= self.delay_room.load(Ordering::Acquire))
-            .then_some(SendWaitCause::QueueDelay)
+        (bytes > 0 && queue >= self.delay_room(on_full)).then_some(SendWaitCause::QueueDelay)
     }
 
-    /// Publishes what the core holds and lets in. Returns whether room grew: the core's bytes
-    /// went down or the queue-delay room went up.
+    /// Publishes what the core holds and lets in. Returns whether room grew for senders that
+    /// wait: the core's bytes went down or their queue-delay room went up.
     #[inline]
     fn publish(&self, core: CoreLoad) -> bool {
         let freed = core.bytes < self.core_bytes.swap(core.bytes, Ordering::AcqRel);
-        let grew = core.delay_room > self.delay_room.swap(core.delay_room, Ordering::AcqRel);
+        self.delay_room.store(core.delay_room, Ordering::Release);
+        let grew = core.delay_room_waiting
+            > self
+                .delay_room_waiting
+                .swap(core.delay_room_waiting, Ordering::AcqRel);
         freed || grew
     }
 
     /// Whether senders refused as full should be woken: half the command capacity is free,
-    /// and half the byte budget is, and the queue holds at most half the queue-delay room (or
+    /// and half the byte budget is, and the queue holds at most half the queue-delay room for
+    /// senders that wait (the only ones woken) (or
     /// the queue holds no record bytes at all: then only the core's records stand in the way,
     /// and a sender whose record fits may go).
     #[inline]
@@ -254,32 +314,31 @@ impl<C> CommandQueue<C> {
         }
         let queue = self.queue_bytes(state);
         let used = queue.saturating_add(self.core_bytes.load(Ordering::Acquire));
-        queue == 0
-            || (used <= self.byte_budget / 2
-                && queue <= self.delay_room.load(Ordering::Acquire) / 2)
+        queue == 0 || (used <= self.byte_budget / 2 && queue <= self.delay_room(OnFull::Wait) / 2)
     }
 
     /// Queues the command `make` builds from `item` if the queue has room for one more
     /// command of `bytes` (`make` runs under the lock, only then); a refused `item` comes back
     /// as it was. The command must carry its `bytes`, for the owner to give back to
     /// [`CommandQueue::release`] once it has handled it. `Ok(true)`: the queue was empty, wake
-    /// the owner. With `wait_if_full`, a refusal as [`Refused::Full`] counts the caller as
-    /// waiting for room: it must then wait to be woken (the owner's [`Refill::wake_senders`],
+    /// the owner. `on_full` is what the caller does if refused as [`Refused::Full`] (which
+    /// queue-delay room bounds it, and with [`OnFull::Wait`] the refusal counts it as waiting
+    /// for room: it must then wait to be woken, by the owner's [`Refill::wake_senders`] or
     /// [`CommandQueue::settle`]).
     #[inline]
     pub fn push<I>(
         &self,
         item: I,
         bytes: usize,
-        wait_if_full: bool,
+        on_full: OnFull,
         make: impl FnOnce(I) -> C,
     ) -> Result<bool, Refused<I>> {
         let mut state = self.lock();
         if state.stopped {
             return Err(Refused::Stopped(item));
         }
-        if let Some(cause) = self.refusal(&state, bytes) {
-            state.waiting_senders += usize::from(wait_if_full);
+        if let Some(cause) = self.refusal(&state, bytes, on_full) {
+            state.waiting_senders += usize::from(on_full == OnFull::Wait);
             if !state.holds.running() {
                 state.holds.refused(self.clock, cause);
             }
@@ -310,8 +369,9 @@ impl<C> CommandQueue<C> {
 
     /// Queues commands made from the front of `from`, in order, while the queue has room
     /// (each item charged `charge(item)` bytes), under one lock; `charge` and `make` run under
-    /// it, once per item. The items not taken stay in `from`. With `wait_if_full`, the caller
-    /// counts as waiting for room when some are left.
+    /// it, once per item. The items not taken stay in `from`. `on_full` as for
+    /// [`CommandQueue::push`]: with [`OnFull::Wait`], the caller counts as waiting for room
+    /// when some are left.
     ///
     /// `make` is given each item and the bytes its command must carry for
     /// [`CommandQueue::release`]: the burst's bytes are all carried by its last command (0 by
@@ -322,7 +382,7 @@ impl<C> CommandQueue<C> {
     pub fn push_burst<I>(
         &self,
         from: &mut Vec<I>,
-        wait_if_full: bool,
+        on_full: OnFull,
         mut charge: impl FnMut(&I) -> usize,
         mut make: impl FnMut(I, usize) -> C,
     ) -> Result<Burst, Stopped> {
@@ -335,7 +395,7 @@ impl<C> CommandQueue<C> {
         let free = self
             .byte_budget
             .saturating_sub(queue.saturating_add(self.core_bytes.load(Ordering::Acquire)));
-        let delay_room = self.delay_room.load(Ordering::Acquire);
+        let delay_room = self.delay_room(on_full);
         // The items that fit: by count, then by bytes (a record larger than the whole budget
         // goes alone into an empty queue, as with `push`), and while the queue is below the
         // queue-delay room.
@@ -359,7 +419,7 @@ impl<C> CommandQueue<C> {
             state.holds.let_through(self.clock);
         }
         if taken < from.len() {
-            state.waiting_senders += usize::from(wait_if_full);
+            state.waiting_senders += usize::from(on_full == OnFull::Wait);
             if !state.holds.running() {
                 state.holds.refused(self.clock, refused);
             }
@@ -446,6 +506,8 @@ impl<C> CommandQueue<C> {
         // Lowered only: a rise is published where waiting senders are checked (`settle`,
         // `refill`), so that no sender waits for a rise already seen.
         self.delay_room.fetch_min(core.delay_room, Ordering::AcqRel);
+        self.delay_room_waiting
+            .fetch_min(core.delay_room_waiting, Ordering::AcqRel);
         if bytes > 0 {
             self.held_bytes.fetch_sub(bytes, Ordering::Release);
         }
@@ -457,13 +519,13 @@ impl<C> CommandQueue<C> {
     /// For the owner, after reports freed space in the core or a Produce answer raised its
     /// queue-delay limit (`core` is what it holds and lets in now): whether to wake the
     /// senders waiting for room. Takes the lock only when the core's count went down or the
-    /// queue-delay room went up.
+    /// queue-delay room for senders that wait went up.
     #[inline]
     #[must_use = "waiting senders must be woken"]
     pub fn settle(&self, core: impl Into<CoreLoad>) -> bool {
         let core = core.into();
         if core.bytes >= self.core_bytes.load(Ordering::Relaxed)
-            && core.delay_room <= self.delay_room.load(Ordering::Relaxed)
+            && core.delay_room_waiting <= self.delay_room_waiting.load(Ordering::Relaxed)
         {
             // Nothing freed (a rise is published before the records leave the held count).
             self.publish(core);

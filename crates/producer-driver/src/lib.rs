@@ -74,7 +74,7 @@ pub mod timestamp;
 pub mod tls;
 mod write_queue;
 
-pub use command_queue::{Burst, CommandQueue, CoreLoad, Refill, Refused, Stopped};
+pub use command_queue::{Burst, CommandQueue, CoreLoad, OnFull, Refill, Refused, Stopped};
 pub use commands::{deadline_after, Answered, Channel, Command, Replies, TransactionCall};
 pub use control::{CloseOutcome, FlushOutcome};
 pub use driver_loop::{step, CoreOf, Driven, DriverLoop, Host, Intake, LastWords, Opaque, Tracked};

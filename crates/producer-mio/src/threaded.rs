@@ -16,7 +16,7 @@ use producer_core::{
 use producer_driver::panic::InjectedPanics;
 use producer_driver::{
     contain, step, Answered, Channel, Command, CommandQueue, CoreOf, Driven, DriverLoop, Host,
-    Intake, Interceptor, Interceptors, LastWords, Refused, Tracked, TransactionCall,
+    Intake, Interceptor, Interceptors, LastWords, OnFull, Refused, Tracked, TransactionCall,
 };
 
 use crate::driver::MioDriver;
@@ -228,7 +228,7 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         if self.inner.shared.stamp_trace_context {
             return self.send_stamped(record, opaque);
         }
-        self.queue_record(record, opaque, false)
+        self.queue_record(record, opaque, OnFull::Return)
     }
 
     /// [`ThreadedProducer::send_with`] for a producer that traces: the caller's context
@@ -239,18 +239,18 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     #[inline(never)]
     fn send_stamped(&self, mut record: Record, opaque: T) -> Result<(), TrySendError<T>> {
         producer_driver::otel::inject_current_context(&mut record);
-        self.queue_record(record, opaque, false)
+        self.queue_record(record, opaque, OnFull::Return)
     }
 
-    /// Queues `record` as it is (see [`ThreadedProducer::send_with`]). With `wait_if_full`, a
-    /// refused caller counts as waiting for room (the thread then wakes [`Shared::space`] when
-    /// there is room: see [`ThreadedProducer::send_timeout`]).
+    /// Queues `record` as it is (see [`ThreadedProducer::send_with`]). `on_full`: what the
+    /// caller does if refused; with [`OnFull::Wait`] it counts as waiting for room (the thread
+    /// then wakes [`Shared::space`] when there is room: see [`ThreadedProducer::send_timeout`]).
     #[inline(always)]
     fn queue_record(
         &self,
         record: Record,
         opaque: T,
-        wait_if_full: bool,
+        on_full: OnFull,
     ) -> Result<(), TrySendError<T>> {
         let shared = &self.inner.shared;
         if shared.close_requested.load(Ordering::Relaxed) {
@@ -260,12 +260,10 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let sent = (record, opaque);
         match shared
             .queue
-            .push(sent, bytes, wait_if_full, |(record, opaque)| {
-                Command::Send {
-                    record,
-                    opaque,
-                    bytes,
-                }
+            .push(sent, bytes, on_full, |(record, opaque)| Command::Send {
+                record,
+                opaque,
+                bytes,
             }) {
             Ok(_) => {
                 shared.wake();
@@ -286,21 +284,92 @@ impl<T: Send + 'static> ThreadedProducer<T> {
     /// Never blocks. After [`ThreadedProducer::close`] it takes nothing and returns
     /// [`BatchClosed`], leaving every record in `records`.
     pub fn send_batch(&self, records: &mut Vec<(Record, T)>) -> Result<usize, BatchClosed> {
-        let shared = &self.inner.shared;
-        if shared.close_requested.load(Ordering::Relaxed) {
-            return Err(BatchClosed);
+        self.stamp_batch(records);
+        self.queue_batch(records, OnFull::Return)
+    }
+
+    /// Queues many records at once as [`ThreadedProducer::send_batch`] does, blocking while
+    /// the queue is full for at most `timeout` (as [`ThreadedProducer::send_timeout`] blocks
+    /// for one record): returns once every record is taken, or when `timeout` passes with
+    /// some left (those stay in `records`), with how many it took. Held back by the
+    /// queue-delay limit without its burst floor, as a sender that waits is (see
+    /// `queue.delay.target.ms`): the call for a caller that would rather wait than poll.
+    /// `Duration::ZERO` makes it `send_batch`; `Duration::MAX` waits as long as it takes.
+    /// After [`ThreadedProducer::close`] (also while it waits), or if the thread ended, it
+    /// returns what it took before, or [`BatchClosed`] if that was nothing. Called from the
+    /// delivery callback it does not wait.
+    pub fn send_batch_timeout(
+        &self,
+        records: &mut Vec<(Record, T)>,
+        timeout: Duration,
+    ) -> Result<usize, BatchClosed> {
+        self.stamp_batch(records);
+        let deadline = Instant::now().checked_add(timeout);
+        let may_wait = !timeout.is_zero() && thread::current().id() != self.inner.thread_id;
+        if !may_wait {
+            return self.queue_batch(records, OnFull::Return);
         }
+        let space = &self.inner.shared.space;
+        let mut taken = self.queue_batch(records, OnFull::Look)?;
+        while !records.is_empty() {
+            // As in `send_timeout`: the generation read before the look that registers the
+            // caller as waiting.
+            let seen = space.generation();
+            let closed = |taken: usize| {
+                if taken > 0 {
+                    Ok(taken)
+                } else {
+                    Err(BatchClosed)
+                }
+            };
+            taken += match self.queue_batch(records, OnFull::Wait) {
+                Ok(n) => n,
+                Err(BatchClosed) => return closed(taken),
+            };
+            if records.is_empty() {
+                break;
+            }
+            let woken = space.wait_past(seen, deadline);
+            taken += match self.queue_batch(records, OnFull::Look) {
+                Ok(n) => n,
+                Err(BatchClosed) => return closed(taken),
+            };
+            if !woken || deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Stamps the caller's trace context on `records` if the producer traces.
+    #[inline]
+    fn stamp_batch(&self, records: &mut [(Record, T)]) {
         #[cfg(feature = "opentelemetry")]
         if self.inner.shared.stamp_trace_context {
             records.iter_mut().for_each(|(record, _)| {
                 producer_driver::otel::inject_current_context(record);
             });
         }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = records;
+    }
+
+    /// Queues records from the front of `records` as they are (see
+    /// [`ThreadedProducer::send_batch`]); `on_full` as for [`ThreadedProducer::queue_record`].
+    fn queue_batch(
+        &self,
+        records: &mut Vec<(Record, T)>,
+        on_full: OnFull,
+    ) -> Result<usize, BatchClosed> {
+        let shared = &self.inner.shared;
+        if shared.close_requested.load(Ordering::Relaxed) {
+            return Err(BatchClosed);
+        }
         let burst = shared
             .queue
             .push_burst(
                 records,
-                false,
+                on_full,
                 |(record, _)| charge::<T>(record),
                 |(record, opaque), bytes| Command::Send {
                     record,
@@ -355,7 +424,12 @@ impl<T: Send + 'static> ThreadedProducer<T> {
         let deadline = Instant::now().checked_add(timeout);
         let may_wait = !timeout.is_zero() && thread::current().id() != self.inner.thread_id;
         let space = &self.inner.shared.space;
-        let mut sent = self.queue_record(record, opaque, false);
+        let look = if may_wait {
+            OnFull::Look
+        } else {
+            OnFull::Return
+        };
+        let mut sent = self.queue_record(record, opaque, look);
         loop {
             let (record, opaque) = match sent {
                 Err(TrySendError::Full(record, opaque)) if may_wait => (record, opaque),
@@ -364,14 +438,14 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             // The generation read before the look that registers the caller as waiting: a
             // wake-up after that look moves it, and `wait_past` returns at once.
             let seen = space.generation();
-            let (record, opaque) = match self.queue_record(record, opaque, true) {
+            let (record, opaque) = match self.queue_record(record, opaque, OnFull::Wait) {
                 Err(TrySendError::Full(record, opaque)) => (record, opaque),
                 other => return other,
             };
             let woken = space.wait_past(seen, deadline);
             // Woken, or the time is up: one more look either way (the thread wakes waiters
             // only once a good share of the queue is free; less room may still take it).
-            sent = self.queue_record(record, opaque, false);
+            sent = self.queue_record(record, opaque, OnFull::Look);
             if !woken || deadline.is_some_and(|d| Instant::now() >= d) {
                 return sent;
             }

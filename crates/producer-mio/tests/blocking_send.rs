@@ -104,3 +104,86 @@ fn run() {
         other => panic!("after close: {other:?}"),
     }
 }
+
+/// `ThreadedProducer::send_batch_timeout`: a batch four times `buffer.memory` is all taken,
+/// the call waiting for room as deliveries free it; with the broker gone it returns when its
+/// time is up, what it could not queue left in the caller's vector in order; a call waiting
+/// when `close` is called returns at once as closed, its records kept; every record taken is
+/// delivered once.
+#[test]
+fn send_batch_timeout_waits_for_room_and_leaves_what_it_could_not_queue() {
+    with_hang_guard(run_batch);
+}
+
+fn run_batch() {
+    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
+    let config: Config = mock
+        .producer_config()
+        .buffer_memory(32 * 1024)
+        .batch_size(16 * 1024)
+        .max_request_size(16 * 1024)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let producer = ThreadedProducer::<u64>::spawn(config, 1024, move |d| {
+        let _ = tx.send((d.opaque, d.result.is_ok()));
+    })
+    .unwrap();
+    let value = Bytes::from(vec![b'v'; 1_000]);
+    let record = |id: u64| Record::new(TOPIC, value.clone()).with_key(format!("k{id}"));
+    let batch = |ids: std::ops::Range<u64>| ids.map(|i| (record(i), i)).collect::<Vec<_>>();
+
+    let mut all = batch(0..128);
+    let taken = producer
+        .send_batch_timeout(&mut all, Duration::MAX)
+        .expect("open");
+    assert_eq!((taken, all.len()), (128, 0), "128 kB through 32 kB of room");
+    producer.flush();
+    let mut reported: Vec<(u64, bool)> = rx.try_iter().collect();
+    reported.sort_unstable();
+    assert_eq!(reported, (0..128).map(|id| (id, true)).collect::<Vec<_>>());
+
+    // Nothing is acknowledged now: the call takes what `buffer.memory` holds, waits its
+    // 50 ms, and leaves the rest, in order.
+    mock.broker_down(-1).unwrap();
+    let mut rest = batch(128..256);
+    let taken = producer
+        .send_batch_timeout(&mut rest, Duration::from_millis(50))
+        .expect("open");
+    assert!((1..128).contains(&taken), "{taken} of 128 taken");
+    let left: Vec<u64> = rest.iter().map(|(_, id)| *id).collect();
+    assert_eq!(
+        left,
+        (128 + taken as u64..256).collect::<Vec<_>>(),
+        "the records not taken, as given"
+    );
+
+    // A call waiting for room when `close` is called returns at once, keeping its records.
+    let barrier = Arc::new(Barrier::new(2));
+    let waiter = {
+        let (producer, barrier) = (producer.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            let result = producer.send_batch_timeout(&mut rest, Duration::MAX);
+            (result, rest.len())
+        })
+    };
+    barrier.wait();
+    let closer = {
+        let producer = producer.clone();
+        std::thread::spawn(move || producer.close())
+    };
+    let (result, kept) = waiter.join().unwrap();
+    assert!(result.is_err(), "closed while waiting: {result:?}");
+    assert_eq!(kept, 128 - taken, "its records kept");
+
+    mock.broker_up(-1).unwrap();
+    closer.join().unwrap();
+    let mut reported: Vec<(u64, bool)> = rx.try_iter().collect();
+    reported.sort_unstable();
+    let expected: Vec<(u64, bool)> = (128..128 + taken as u64).map(|id| (id, true)).collect();
+    assert_eq!(
+        reported, expected,
+        "each record taken reported once, delivered"
+    );
+}

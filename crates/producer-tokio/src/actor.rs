@@ -75,6 +75,9 @@ pub(crate) fn spawn(
     if let Some(p) = settings.partitioner {
         core.set_partitioner(p);
     }
+    shared
+        .queue
+        .start_from(producer_driver::CoreLoad::of(&core));
     let actor = Actor {
         core,
         layer: DriverLoop::new(host, settings.injected).with_interceptors(settings.interceptors),

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use producer_core::{Diagnosis, MetricsSnapshot, Record, TopicPartitions};
-use producer_driver::{Command, DriverLoop, PartitionsError, Refused};
+use producer_driver::{Command, DriverLoop, OnFull, PartitionsError, Refused};
 use tokio::sync::oneshot;
 
 use crate::delivery::{DeliveryFuture, ReplyTo};
@@ -145,7 +145,7 @@ impl ProducerHandle {
                 producer_driver::otel::inject_current_context(record);
             });
         }
-        self.push_batch(records, false)
+        self.push_batch(records, OnFull::Return)
     }
 
     /// Queues every record of `records` as detached records (reports to the
@@ -177,7 +177,7 @@ impl ProducerHandle {
             if records.is_empty() {
                 return Ok(());
             }
-            self.push_batch(records, false)?;
+            self.push_batch(records, OnFull::Look)?;
             if records.is_empty() {
                 return Ok(());
             }
@@ -186,7 +186,7 @@ impl ProducerHandle {
             let space = shared.space.notified();
             tokio::pin!(space);
             space.as_mut().enable();
-            self.push_batch(records, true)?;
+            self.push_batch(records, OnFull::Wait)?;
             if records.is_empty() {
                 return Ok(());
             }
@@ -268,18 +268,18 @@ impl ProducerHandle {
 
     /// Queues detached records from the front of `records` while the queue has room, under
     /// one lock; how many it took.
-    /// `waiting`: the caller registered for a wake-up and waits when some are left.
+    /// `on_full`: what the caller does if some are left.
     fn push_batch(
         &self,
         records: &mut Vec<(Record, u64)>,
-        waiting: bool,
+        on_full: OnFull,
     ) -> Result<usize, BatchClosed> {
         let shared = self.shared();
         let burst = shared
             .queue
             .push_burst(
                 records,
-                waiting,
+                on_full,
                 |(record, _)| charge(record),
                 |(record, tag), bytes| Command::Send {
                     record,
@@ -295,18 +295,18 @@ impl ProducerHandle {
     }
 
     /// Queues `record` if there is room; a refused record comes back as it was given.
-    /// `waiting`: the caller registered for a wake-up and waits when refused as full.
+    /// `on_full`: what the caller does when refused as full.
     fn push(
         &self,
         record: Record,
         reply: ReplyTo,
-        waiting: bool,
+        on_full: OnFull,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         let shared = self.shared();
         let bytes = charge(&record);
         let was_empty = shared
             .queue
-            .push((record, reply), bytes, waiting, |(record, reply)| {
+            .push((record, reply), bytes, on_full, |(record, reply)| {
                 Command::Send {
                     record,
                     opaque: reply,
@@ -320,7 +320,7 @@ impl ProducerHandle {
     }
 
     /// Queues `record` if there is room and [`ProducerHandle::close`] was not called (a
-    /// refusal as stopped then).
+    /// refusal as stopped then), for a sender that waits for room if refused as full.
     #[inline]
     fn push_unless_closed(
         &self,
@@ -332,9 +332,9 @@ impl ProducerHandle {
         }
         #[cfg(feature = "opentelemetry")]
         if self.shared().stamp_trace_context {
-            return self.push_stamped(record, reply);
+            return self.push_stamped(record, reply, OnFull::Look);
         }
-        self.push(record, reply, false)
+        self.push(record, reply, OnFull::Look)
     }
 
     /// [`ProducerHandle::push`] for a producer that traces: the caller's context stamped on
@@ -347,9 +347,10 @@ impl ProducerHandle {
         &self,
         mut record: Record,
         reply: ReplyTo,
+        on_full: OnFull,
     ) -> Result<(), Refused<(Record, ReplyTo)>> {
         producer_driver::otel::inject_current_context(&mut record);
-        self.push(record, reply, false)
+        self.push(record, reply, on_full)
     }
 
     /// Queues a record, waiting for room.
@@ -359,7 +360,7 @@ impl ProducerHandle {
             if shared.closing.load(Ordering::Acquire) {
                 return Err(SendError::Closed(record));
             }
-            match self.push(record, reply, false) {
+            match self.push(record, reply, OnFull::Look) {
                 Ok(()) => return Ok(()),
                 Err(Refused::Stopped((r, _))) => return Err(SendError::Closed(r)),
                 Err(Refused::Full(back)) => (record, reply) = back,
@@ -369,7 +370,7 @@ impl ProducerHandle {
             let space = shared.space.notified();
             tokio::pin!(space);
             space.as_mut().enable();
-            match self.push(record, reply, true) {
+            match self.push(record, reply, OnFull::Wait) {
                 Ok(()) => return Ok(()),
                 Err(Refused::Stopped((r, _))) => return Err(SendError::Closed(r)),
                 Err(Refused::Full(back)) => {
@@ -391,14 +392,14 @@ impl ProducerHandle {
         }
         #[cfg(feature = "opentelemetry")]
         if shared.stamp_trace_context {
-            return self
-                .push_stamped(record, reply)
-                .map_err(|refused| match refused {
+            return self.push_stamped(record, reply, OnFull::Return).map_err(
+                |refused| match refused {
                     Refused::Full((r, _)) => TrySendError::Full(r),
                     Refused::Stopped((r, _)) => TrySendError::Closed(r),
-                });
+                },
+            );
         }
-        self.push(record, reply, false)
+        self.push(record, reply, OnFull::Return)
             .map_err(|refused| match refused {
                 Refused::Full((r, _)) => TrySendError::Full(r),
                 Refused::Stopped((r, _)) => TrySendError::Closed(r),

@@ -729,6 +729,89 @@ async fn batch_partial_takes_and_closed() {
     );
 }
 
+/// From the start, before any drain is measured, a `send(..).await` flooding the producer is
+/// held to the queue-delay limit without its burst floor: the brokers' pipelines (`max.in.flight
+/// + 1` batches on each of three brokers, 48 KiB), not an eighth of `buffer.memory` (128 KiB);
+/// meanwhile `try_send`, which cannot wait, is still let in beside it, up to the burst floor.
+/// Every broker answers 1 s late, so no Produce answer comes while this is looked at; every
+/// record is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_waits_is_held_to_the_pipelines_from_the_start_and_try_send_to_the_burst() {
+    let mock = cluster();
+    mock.set_rtt(-1, Duration::from_secs(1)).unwrap();
+    let config = builder(&mock)
+        .max_in_flight(1)
+        .max_request_size(8 * 1024)
+        .batch_size(8 * 1024)
+        .buffer_memory(1 << 20)
+        .build()
+        .unwrap();
+    let pipelines = 3 * 2 * config.batch_size;
+    let burst_floor = config.buffer_memory / 8;
+    let handle = ProducerHandle::start(config).unwrap();
+    // The topic known first: a record held for its metadata is charged its holding entry too.
+    handle.partitions_for(TOPIC).await.expect("metadata");
+    let value = "v".repeat(100);
+    let record =
+        move |i: usize| Record::new(TOPIC, format!("{i:08}{value}")).with_key(format!("k{i}"));
+    let flood = {
+        let (handle, record) = (handle.clone(), record.clone());
+        tokio::spawn(async move {
+            let mut futures = Vec::new();
+            for i in 0..2_000 {
+                futures.push(
+                    handle
+                        .send(record(i))
+                        .await
+                        .expect("sent once there is room"),
+                );
+            }
+            futures
+        })
+    };
+    // Held back: a queue-delay wait runs (looked at every 5 ms).
+    let held = loop {
+        let m = handle.metrics().await;
+        if !m.queue_delay_wait_running.is_zero() {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(held.counters.records_delivered, 0, "no answer yet");
+    println!(
+        "held with {} bytes buffered (pipelines {pipelines}, burst floor {burst_floor})",
+        held.buffered_bytes
+    );
+    assert!(
+        held.buffered_bytes <= pipelines + 2 * 200,
+        "a waiting send is held to the pipelines: {} bytes buffered",
+        held.buffered_bytes
+    );
+    // A send that cannot wait still has the burst floor's room.
+    let mut extra = Vec::new();
+    while let Ok(f) = handle.try_send(record(10_000 + extra.len())) {
+        extra.push(f);
+        assert!(
+            extra.len() < 2_000,
+            "try_send is bounded by the burst floor"
+        );
+    }
+    let m = handle.metrics().await;
+    assert_eq!(m.counters.records_delivered, 0, "still no answer");
+    assert!(
+        // One record past the room at most (each is charged under 200 bytes here).
+        m.buffered_bytes > (pipelines + burst_floor) / 2
+            && m.buffered_bytes <= burst_floor + 2 * 200,
+        "try_send took {} records, to {} bytes buffered",
+        extra.len(),
+        m.buffered_bytes
+    );
+    for f in flood.await.unwrap().into_iter().chain(extra) {
+        f.await.expect("delivered");
+    }
+    handle.close().await;
+}
+
 /// A cluster slower than the caller (every broker answers 20 ms late, one request of at most
 /// 8 KiB in flight per broker): `send(..).await` is held back by the queue-delay limit, so
 /// the bytes the producer holds stay far below `buffer.memory` although the caller offers

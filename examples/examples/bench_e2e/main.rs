@@ -183,9 +183,9 @@
 //!   sending thread calls `send_timeout` with no timeout, which waits in the producer while
 //!   the queue is full; the delivery callback counts.
 //! * `mio-batch`, `mio-batch-idem`: the same, but records go in with
-//!   `ThreadedProducer::send_batch` in bursts of 1024 (one queue lock and one wall-clock
-//!   reading per burst, as librdkafka's `rd_kafka_produce_batch` offers); the sending thread
-//!   sleeps 200 µs whenever the queue takes none of a burst.
+//!   `ThreadedProducer::send_batch_timeout` in bursts of 1024 (one queue lock and one
+//!   wall-clock reading per burst, as librdkafka's `rd_kafka_produce_batch` offers), with no
+//!   timeout: it waits in the producer while the queue is full.
 //! * `rdkafka`, `rdkafka-idem`: `BaseProducer` with a context whose `delivery` counts;
 //!   `poll(0)` every 1024 sends, `poll(1 ms)` when the queue is full; at the end
 //!   `rd_kafka_flush` without waiting and `poll(1 ms)` in turn until every report is in (not the

@@ -427,7 +427,7 @@ pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 /// `mio` (`ThreadedProducer::send` per record) or, with `batched`, `mio-batch` (`send_batch`
 /// in bursts of [`BURST`]); the per-record sender waits in `send_timeout`, the batch sender
-/// sleeps 200 µs whenever the queue takes none of a burst.
+/// in `send_batch_timeout`.
 pub(crate) fn run_mio(
     w: &WorkerArgs,
     p: &Payloads,
@@ -446,7 +446,6 @@ pub(crate) fn run_mio(
             counts.count(d.result.map_err(|f| f.error))
         })?
     };
-    let full = || std::thread::sleep(Duration::from_micros(200));
     let done = std::sync::atomic::AtomicBool::new(false);
     let peak = AtomicU64::new(0);
     std::thread::scope(|scope| {
@@ -458,7 +457,7 @@ pub(crate) fn run_mio(
                 std::thread::sleep(SAMPLE_EVERY);
             }
         });
-        let sent = send_mio(&producer, w, p, batched, full, &times);
+        let sent = send_mio(&producer, w, p, batched, &times);
         if sent.is_ok() {
             producer.flush();
         }
@@ -483,7 +482,6 @@ pub(crate) fn send_mio(
     w: &WorkerArgs,
     p: &Payloads,
     batched: bool,
-    full: impl Fn(),
     times: &SendTimes,
 ) -> Result<(), Error> {
     let mut burst = Vec::with_capacity(BURST as usize);
@@ -491,14 +489,10 @@ pub(crate) fn send_mio(
         times.sending(start, end);
         if batched {
             burst.extend((start..end).map(|i| (p.record(i), i)));
-            while !burst.is_empty() {
-                let taken = producer
-                    .send_batch(&mut burst)
-                    .map_err(|e| format!("send refused: {e}"))?;
-                if taken == 0 {
-                    full();
-                }
-            }
+            // Waits in the producer for room (no polling).
+            producer
+                .send_batch_timeout(&mut burst, Duration::MAX)
+                .map_err(|e| format!("send refused: {e}"))?;
         } else {
             // Waits in the producer for room (no polling).
             producer

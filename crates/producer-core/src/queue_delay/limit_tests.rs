@@ -217,6 +217,36 @@ mod tests {
         );
     }
 
+    /// For senders that wait for room the limit has no burst floor: before any drain is
+    /// measured it is the floor of the bootstrap brokers' pipelines, not an eighth of
+    /// `buffer.memory`; then it follows the drain whether senders are held back or not, and
+    /// while they are it is the limit for `send` too.
+    #[test]
+    fn for_senders_that_wait_the_limit_has_no_burst_floor() {
+        let config = config(50);
+        let mut q = QueueDelay::new(&config);
+        let pipelines = 3 * (config.max_in_flight + 1) * config.batch_size;
+        assert_eq!(q.allowed(), 4 << 20);
+        assert_eq!(
+            q.allowed_waiting(),
+            pipelines,
+            "max.in.flight + 1 batches on each of 3 bootstrap brokers"
+        );
+        let mut t = Instant::now();
+        for _ in 0..4 {
+            answer_1_mb_in_50_ms(&mut q, &mut t);
+        }
+        assert_eq!(q.allowed(), 4 << 20, "nobody held back: the burst floor");
+        let waiting = q.allowed_waiting();
+        assert!(
+            (2_800_000..3_200_000).contains(&waiting),
+            "waiting {waiting}: 20 MB/s x 150 ms (50 ms target + 2 x 50 ms round trip)"
+        );
+        q.held_back(t);
+        answer_1_mb_in_50_ms(&mut q, &mut t);
+        assert_eq!(q.allowed(), q.allowed_waiting(), "held back: one limit");
+    }
+
     /// A driver's wait in its own queue (reported with `held_in_driver`) counts as senders held
     /// back by the limit.
     #[test]

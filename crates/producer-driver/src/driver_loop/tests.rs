@@ -77,7 +77,10 @@ fn every_command_is_applied_and_every_waiting_call_answered() {
         Command::Close(closed),
     ] {
         let bytes = command.bytes();
-        queue.push(command, bytes, false, |c| c).ok().unwrap();
+        queue
+            .push(command, bytes, crate::OnFull::Return, |c| c)
+            .ok()
+            .unwrap();
     }
     let intake = Intake {
         per_call: 16,
@@ -121,7 +124,12 @@ fn every_command_is_applied_and_every_waiting_call_answered() {
     let (late_flush, late_rx) = channel();
     queue.push_control(Command::Flush(late_flush)).ok().unwrap();
     queue
-        .push(send(Record::new("t", "late"), 3), 0, false, |c| c)
+        .push(
+            send(Record::new("t", "late"), 3),
+            0,
+            crate::OnFull::Return,
+            |c| c,
+        )
         .ok()
         .unwrap();
     let words = LastWords::default();
@@ -206,14 +214,20 @@ fn outcomes(layer: &DriverLoop<Recorder>) -> Vec<(u32, Option<ProduceError>)> {
 fn assert_queue_released(queue: &CommandQueue<Cmd<Recorder>>) {
     let whole = queue.byte_budget();
     assert!(
-        queue.push(send(900), whole, false, |c| c).is_ok(),
+        queue
+            .push(send(900), whole, crate::OnFull::Return, |c| c)
+            .is_ok(),
         "bytes held"
     );
     for i in 1..queue.capacity() {
-        assert!(queue.push(send(900 + i as u32), 0, false, |c| c).is_ok());
+        assert!(queue
+            .push(send(900 + i as u32), 0, crate::OnFull::Return, |c| c)
+            .is_ok());
     }
     assert!(
-        queue.push(send(999), 0, false, |c| c).is_err(),
+        queue
+            .push(send(999), 0, crate::OnFull::Return, |c| c)
+            .is_err(),
         "the capacity"
     );
 }
@@ -341,7 +355,10 @@ fn a_flush_deadline_holds_while_the_core_is_full() {
 /// Queues a command with the bytes it carries, as a handle does.
 fn queue_send(queue: &CommandQueue<Cmd<Recorder>>, command: Cmd<Recorder>) {
     let bytes = command.bytes();
-    queue.push(command, bytes, false, |c| c).ok().unwrap();
+    queue
+        .push(command, bytes, crate::OnFull::Return, |c| c)
+        .ok()
+        .unwrap();
 }
 
 /// Timed commands handled in turn (no record held aside) leave nothing behind in the loop's

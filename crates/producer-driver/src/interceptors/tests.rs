@@ -301,7 +301,10 @@ fn the_command_layer_runs_the_chain_around_the_core() {
             opaque,
             bytes,
         };
-        queue.push(command, bytes, false, |c| c).ok().unwrap();
+        queue
+            .push(command, bytes, crate::OnFull::Return, |c| c)
+            .ok()
+            .unwrap();
     }
     let intake = Intake {
         per_call: 16,
@@ -400,7 +403,10 @@ fn a_record_held_aside_goes_through_on_send_once() {
             opaque,
             bytes,
         };
-        queue.push(command, bytes, false, |c| c).ok().unwrap();
+        queue
+            .push(command, bytes, crate::OnFull::Return, |c| c)
+            .ok()
+            .unwrap();
     }
     let intake = Intake {
         per_call: 16,
@@ -500,7 +506,10 @@ fn each_report_comes_with_its_records_number() {
             opaque,
             bytes,
         };
-        queue.push(command, bytes, false, |c| c).ok().unwrap();
+        queue
+            .push(command, bytes, crate::OnFull::Return, |c| c)
+            .ok()
+            .unwrap();
     }
     let intake = Intake {
         per_call: 16,

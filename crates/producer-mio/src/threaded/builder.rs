@@ -200,6 +200,9 @@ impl<T: Send + 'static> ThreadedBuilder<T> {
             #[cfg(feature = "opentelemetry")]
             stamp_trace_context,
         });
+        shared
+            .queue
+            .start_from(producer_driver::CoreLoad::of(driver.core()));
         let loop_shared = shared.clone();
         let handle = thread::Builder::new()
             .name("producer-mio".into())
