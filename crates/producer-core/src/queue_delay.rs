@@ -68,7 +68,10 @@
 //! lose nothing by waiting, and records they queue in a burst wait behind all of it: they are
 //! held to the limit without it, as if held back ([`QueueDelay::allowed_waiting`], the
 //! producer's `queue_delay_room_waiting`): the brokers' pipeline floor until a drain is
-//! measured, then the drain's limit. So a producer flooded from its start by senders that wait
+//! measured, then the drain's limit (answers that acknowledge nothing, errors all, measure no
+//! drain: the burst floor then stands for every send until one is measured, else a sender
+//! that waits on a failing cluster waited for a delivery timeout to free room where the
+//! burst would have taken its records). So a producer flooded from its start by senders that wait
 //! queues its pipelines' floor, not the eighth: on one Kafka node that drains 20 MB/s, with a
 //! 64 MiB buffer, the eighth was 400 ms of records, and the p99 from `send` of a million
 //! records was 198-232 ms; held to the floor, 27-52 ms, the average from 21-29 ms to 11-15
@@ -433,16 +436,21 @@ impl QueueDelay {
     /// runs a trial). `held`: senders were held back by the limit
     /// while the rate was measured (it is the cluster's drain), so the burst floor, an eighth
     /// of `buffer.memory`, does not apply.
-    /// The limit for senders that wait for room is set alike, as if `held`.
+    /// The limit for senders that wait for room is set alike, as if `held`. While answers
+    /// came and none acknowledged anything (every one an error: the cluster fails rather than
+    /// drains slowly) there is no drain to hold senders to, and the burst floor stands for
+    /// every send, held or waiting, until a drain is measured.
     fn update(&mut self, backlog: Backlog, held: bool) {
+        let drained = self.rate > 0.0;
+        let failing = !drained && self.round_trip.is_some();
         (self.allowed, self.allowed_waiting) = if self.target.is_none() {
             (usize::MAX, usize::MAX)
         } else if let Some(trial) = self.trial_limit {
             (trial, trial)
         } else {
             (
-                self.limit_at(self.depth, backlog, held),
-                self.limit_at(self.depth, backlog, true),
+                self.limit_at(self.depth, backlog, held && drained),
+                self.limit_at(self.depth, backlog, !failing),
             )
         };
     }

@@ -247,6 +247,33 @@ mod tests {
         assert_eq!(q.allowed(), q.allowed_waiting(), "held back: one limit");
     }
 
+    /// Answers that acknowledge nothing (errors all) measure no drain to hold senders to: the
+    /// burst floor stands for every send, held back or waiting, until bytes are acknowledged.
+    #[test]
+    fn answers_that_acknowledge_nothing_leave_the_burst_floor_to_every_send() {
+        let mut q = QueueDelay::new(&config(50));
+        let burst_floor = 4 << 20;
+        let mut t = Instant::now();
+        q.held_back(t);
+        for _ in 0..3 {
+            let sent = t;
+            t += Duration::from_millis(50);
+            assert!(!q.answered(t, sent, true, || brokers(3)) || q.allowed() == burst_floor);
+        }
+        assert_eq!(
+            (q.allowed(), q.allowed_waiting()),
+            (burst_floor, burst_floor),
+            "no drain measured: the burst floor for every send"
+        );
+        answer_1_mb_in_50_ms(&mut q, &mut t);
+        let drained = q.allowed_waiting();
+        assert!(
+            (2_800_000..3_200_000).contains(&drained),
+            "{drained}: a drain measured, held back: 20 MB/s x 150 ms"
+        );
+        assert_eq!(q.allowed(), drained);
+    }
+
     /// A driver's wait in its own queue (reported with `held_in_driver`) counts as senders held
     /// back by the limit.
     #[test]
