@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
 use bytes::Bytes;
-use producer_core::{Config, Record};
+use producer_core::{Config, ConfigBuilder, Record};
 use producer_mio::{ThreadedProducer, TrySendError};
 use producer_tests::running::with_hang_guard;
 use producer_tests::MockKafka;
@@ -21,23 +21,39 @@ fn send_timeout_hands_the_record_back_when_no_room_frees_or_at_close_and_sends_t
     with_hang_guard(run);
 }
 
-fn run() {
+/// A mock cluster of one broker and a producer on it with a 32 KiB `buffer.memory` (as
+/// `configure` leaves the rest), its reports `(opaque, delivered)` on the receiver.
+fn small_buffer_producer(
+    configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> (
+    MockKafka,
+    ThreadedProducer<u64>,
+    mpsc::Receiver<(u64, bool)>,
+) {
     let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
-    let config: Config = mock
-        .producer_config()
-        .buffer_memory(32 * 1024)
-        .batch_size(16 * 1024)
-        .max_request_size(16 * 1024)
-        .queue_delay_target(Duration::ZERO)
-        .build()
-        .unwrap();
+    let config: Config = configure(
+        mock.producer_config()
+            .buffer_memory(32 * 1024)
+            .batch_size(16 * 1024)
+            .max_request_size(16 * 1024),
+    )
+    .build()
+    .unwrap();
     let (tx, rx) = mpsc::channel();
     let producer = ThreadedProducer::<u64>::spawn(config, 1024, move |d| {
         let _ = tx.send((d.opaque, d.result.is_ok()));
     })
     .unwrap();
-    let value = Bytes::from(vec![b'v'; 1_000]);
-    let record = |id: u64| Record::new(TOPIC, value.clone()).with_key(format!("k{id}"));
+    (mock, producer, rx)
+}
+
+/// A record of 1 kB keyed by `id`.
+fn record(id: u64) -> Record {
+    Record::new(TOPIC, Bytes::from(vec![b'v'; 1_000])).with_key(format!("k{id}"))
+}
+
+fn run() {
+    let (mock, producer, rx) = small_buffer_producer(|c| c.queue_delay_target(Duration::ZERO));
 
     // Connected and delivering first: then the broker goes away with the records unanswered.
     producer
@@ -116,21 +132,7 @@ fn send_batch_timeout_waits_for_room_and_leaves_what_it_could_not_queue() {
 }
 
 fn run_batch() {
-    let mock = MockKafka::new(1, &[(TOPIC, 3)]).expect("mock cluster");
-    let config: Config = mock
-        .producer_config()
-        .buffer_memory(32 * 1024)
-        .batch_size(16 * 1024)
-        .max_request_size(16 * 1024)
-        .build()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let producer = ThreadedProducer::<u64>::spawn(config, 1024, move |d| {
-        let _ = tx.send((d.opaque, d.result.is_ok()));
-    })
-    .unwrap();
-    let value = Bytes::from(vec![b'v'; 1_000]);
-    let record = |id: u64| Record::new(TOPIC, value.clone()).with_key(format!("k{id}"));
+    let (mock, producer, rx) = small_buffer_producer(|c| c);
     let batch = |ids: std::ops::Range<u64>| ids.map(|i| (record(i), i)).collect::<Vec<_>>();
 
     let mut all = batch(0..128);
