@@ -47,18 +47,19 @@ impl<T: Send + 'static> ThreadedProducer<T> {
             return self.queue_batch(records, OnFull::Return);
         }
         let space = &self.inner.shared.space;
+        // Closed while waiting: what was taken before, or `BatchClosed` if nothing was.
+        let closed = |taken: usize| {
+            if taken > 0 {
+                Ok(taken)
+            } else {
+                Err(BatchClosed)
+            }
+        };
         let mut taken = self.queue_batch(records, OnFull::Look)?;
         while !records.is_empty() {
             // As in `send_timeout`: the generation read before the look that registers the
             // caller as waiting.
             let seen = space.generation();
-            let closed = |taken: usize| {
-                if taken > 0 {
-                    Ok(taken)
-                } else {
-                    Err(BatchClosed)
-                }
-            };
             taken += match self.queue_batch(records, OnFull::Wait) {
                 Ok(n) => n,
                 Err(BatchClosed) => return closed(taken),
