@@ -35,6 +35,46 @@ const DEPTH_PAYS: f64 = 1.10;
 /// A shallower queue is kept unless it drained less than this share of the depth before.
 const DEPTH_COSTS: f64 = 0.95;
 
+/// A deeper trial that drained at least this many times the depth before is kept without
+/// waiting for the phase after it to confirm it.
+const DEPTH_PAYS_AT_ONCE: f64 = 1.5;
+
+/// How many standard errors of the difference a deeper trial's drain must pass the depth
+/// before's by to be kept (beside [`DEPTH_PAYS`]).
+const DEPTH_NOISE_ERRORS: f64 = 2.0;
+
+/// What a phase measured: the mean of the middle half of its samples' drains, and the
+/// standard error of that mean from the spread of that middle half (of 8 normal samples
+/// sorted, the 3rd and the 6th lie about 0.94 standard deviations apart; the mean of the
+/// middle half of `n` errs about 1.1 / sqrt(n) of one), both bytes per second.
+#[derive(Debug, Clone, Copy)]
+struct Phase {
+    drain: f64,
+    error: f64,
+}
+
+impl Phase {
+    /// Whether this phase, a deeper trial's, drained enough more than `other`, at a depth
+    /// before or after it, for the depth to pay: [`DEPTH_PAYS`] times it, and by more than
+    /// [`DEPTH_NOISE_ERRORS`] standard errors of the difference (a noisy cluster's drain
+    /// passes a tenth more by chance every few trials, and each such keep doubled the queue).
+    fn pays_against(&self, other: &Phase) -> bool {
+        self.drain >= DEPTH_PAYS * other.drain
+            && self.drain - other.drain >= DEPTH_NOISE_ERRORS * self.error.hypot(other.error)
+    }
+
+    /// The phase of `drains` (sorted here).
+    fn of(drains: &mut [f64]) -> Phase {
+        drains.sort_by(f64::total_cmp);
+        let quarter = drains.len() / 4;
+        let middle = &drains[quarter..drains.len() - quarter];
+        let drain = middle.iter().sum::<f64>() / middle.len() as f64;
+        let spread = drains[drains.len() - 1 - quarter] - drains[quarter];
+        let error = spread / 0.94 * 1.1 / (drains.len() as f64).sqrt();
+        Phase { drain, error }
+    }
+}
+
 /// Learns how deep a queue pays (`queue.delay.min.ms` below the target). While the limit
 /// holds senders back it measures the drain over a phase of samples at the depth it has,
 /// then over a phase at a trial limit: the limit it had, doubled or halved (by turns, within
@@ -42,7 +82,9 @@ const DEPTH_COSTS: f64 = 0.95;
 /// once what it tries (a limit that followed the drain would reach it over many round trips
 /// where depth pays through larger batches, and the phase would measure the climb). A
 /// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
-/// deeper one if it drained [`DEPTH_PAYS`] times it; the depth is then the one the trial limit
+/// deeper one if it drained [`DEPTH_PAYS`] times it and past the phases' noise
+/// ([`Phase::pays_against`]), confirmed by the phase after it unless it drained
+/// [`DEPTH_PAYS_AT_ONCE`] times it; the depth is then the one the trial limit
 /// gives at the drain measured. A sample that held no sender back measured the offer, not the
 /// drain: the phase it falls in counts for nothing, and a trial running ends at once (it goes
 /// back without counting as a trial that did not pay). Trials that do not pay come less
@@ -59,6 +101,13 @@ pub(super) struct DepthLearning {
     drains: [f64; DEPTH_MEASURE_SAMPLES as usize],
     /// The drain measured at the depth the limit has, bytes per second.
     drain_before: f64,
+    /// The standard error of `drain_before` ([`Phase::error`]).
+    error_before: f64,
+    /// A deeper trial's limit and phase that paid against the phase before it, waiting for the
+    /// phase after it (back at the depth before) to confirm it: a cluster's drain drifts
+    /// (a broker's collections, log segments rolled, a neighbour on its cores), and a trial
+    /// that only caught a rise would double the queue for good.
+    confirming: Option<(usize, Phase)>,
     /// The next trial goes deeper.
     next_deeper: bool,
     /// Phases measured at the depth the limit has before the next trial.
@@ -90,6 +139,8 @@ impl DepthLearning {
             samples: 0,
             drains: [0.0; DEPTH_MEASURE_SAMPLES as usize],
             drain_before: 0.0,
+            error_before: 0.0,
+            confirming: None,
             next_deeper: true,
             wait: 0,
             backoff: 1,
@@ -118,6 +169,7 @@ impl DepthLearning {
             // no longer offered more than the cluster drains).
             self.samples = 0;
             self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
+            self.confirming = None;
             return match self.trial.take() {
                 Some(_) => DepthStep::Back,
                 None => DepthStep::Stay,
@@ -149,16 +201,33 @@ impl DepthLearning {
         }
         // The mean of the middle half: a sample that spans a probe (the pipeline drained) or
         // a stall is not the depth's drain, nor one that catches an extra answer.
-        self.drains.sort_by(f64::total_cmp);
-        let quarter = self.drains.len() / 4;
-        let middle = &self.drains[quarter..self.drains.len() - quarter];
-        let drain = middle.iter().sum::<f64>() / middle.len() as f64;
+        let phase = Phase::of(&mut self.drains);
         self.samples = 0;
         self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
         if self.trial.is_some() {
-            return self.trial_ended(Some(drain));
+            return self.trial_ended(Some(phase));
         }
-        self.drain_before = drain;
+        if let Some((limit, trial)) = self.confirming.take() {
+            // The phase after a deeper trial that paid against the phase before: kept only
+            // if it pays against this one too (a drain that drifted up over the three phases
+            // is not the depth's doing).
+            let before = Phase {
+                drain: self.drain_before,
+                error: self.error_before,
+            };
+            self.drain_before = phase.drain;
+            self.error_before = phase.error;
+            return if trial.pays_against(&before) && trial.pays_against(&phase) {
+                self.backoff = 1;
+                self.next_deeper = true;
+                DepthStep::Keep(limit, trial.drain)
+            } else {
+                self.did_not_pay(true);
+                DepthStep::Stay
+            };
+        }
+        self.drain_before = phase.drain;
+        self.error_before = phase.error;
         if self.wait > 0 {
             self.wait -= 1;
             DepthStep::Stay
@@ -167,31 +236,51 @@ impl DepthLearning {
         }
     }
 
-    /// The trial running ends, having measured `drain` (`None`: it did not pay whatever it
+    /// The trial running ends, having measured `phase` (`None`: it did not pay whatever it
     /// measured).
-    fn trial_ended(&mut self, drain: Option<f64>) -> DepthStep {
+    fn trial_ended(&mut self, phase: Option<Phase>) -> DepthStep {
         let Some((limit, deeper)) = self.trial.take() else {
             return DepthStep::Stay;
         };
         self.samples = 0;
         self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
-        let paid = drain.filter(|&drain| {
-            if deeper {
-                drain >= DEPTH_PAYS * self.drain_before
-            } else {
-                drain >= DEPTH_COSTS * self.drain_before
+        let before = Phase {
+            drain: self.drain_before,
+            error: self.error_before,
+        };
+        match phase {
+            // A deeper trial that paid by far is kept at once: a drift is not that large, and
+            // where depth pays through batches that grow a doubling drains about half as much
+            // again or more, so the climb takes one trial per step, not a trial and a phase.
+            Some(p) if deeper && p.drain >= DEPTH_PAYS_AT_ONCE * before.drain => {
+                self.backoff = 1;
+                self.next_deeper = true;
+                DepthStep::Keep(limit, p.drain)
             }
-        });
-        if let Some(drain) = paid {
-            self.backoff = 1;
-            self.next_deeper = deeper;
-            DepthStep::Keep(limit, drain)
-        } else {
-            self.wait = self.backoff;
-            self.backoff = (self.backoff * 2).min(DEPTH_MAX_WAIT);
-            self.next_deeper = !deeper;
-            DepthStep::Back
+            // One that paid less is confirmed by the phase after it, at the depth before (see
+            // `confirming`).
+            Some(p) if deeper && p.pays_against(&before) => {
+                self.confirming = Some((limit, p));
+                DepthStep::Back
+            }
+            Some(p) if !deeper && p.drain >= DEPTH_COSTS * before.drain => {
+                self.backoff = 1;
+                self.next_deeper = false;
+                DepthStep::Keep(limit, p.drain)
+            }
+            _ => {
+                self.did_not_pay(deeper);
+                DepthStep::Back
+            }
         }
+    }
+
+    /// A trial (`deeper` or not) did not pay: the next goes the other way, and after a longer
+    /// wait.
+    fn did_not_pay(&mut self, deeper: bool) {
+        self.wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(DEPTH_MAX_WAIT);
+        self.next_deeper = !deeper;
     }
 
     /// A trial from the limit `now`: doubled or halved, the way
@@ -241,6 +330,7 @@ mod tests {
         // The limit a depth gives: the drain times the depth and 10 ms (linger and round
         // trips), at least 64 kB; the rate the limit has is the drain it measured last.
         let mut rate = drain(64_000);
+        let mut rate_before_trial = rate;
         let limit_at = |d: Duration, rate: f64| {
             ((rate * (d + Duration::from_millis(10)).as_secs_f64()) as usize).max(64_000)
         };
@@ -254,12 +344,19 @@ mod tests {
             let deepest = if depth < max { 32 << 20 } else { now };
             match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest)) {
                 DepthStep::Stay => {}
-                DepthStep::Try(limit) => trial = Some(limit),
+                DepthStep::Try(limit) => {
+                    trial = Some(limit);
+                    rate_before_trial = rate;
+                }
                 DepthStep::Keep(limit, drained) => {
                     depth = l.depth_for(limit, drained, Duration::from_millis(10));
                     trial = None;
                 }
-                DepthStep::Back => trial = None,
+                // As the limit does: back to the rate before the trial.
+                DepthStep::Back => {
+                    trial = None;
+                    rate = rate_before_trial;
+                }
             }
         }
         (depth, in_trial, rate)
@@ -283,6 +380,34 @@ mod tests {
         let (depth, _, drain) = learn(300, |limit| (limit as f64 * 20.0).min(40e6));
         assert!(depth > Duration::from_millis(20), "{depth:?}");
         assert!(drain >= 0.95 * 40e6, "{drain}");
+    }
+
+    /// Where the drain does not grow with the queue but each sample varies by up to a fifth
+    /// either way, and the drain drifts by a fifth over a few phases (a Kafka node's, beside
+    /// the producer on two cores: 11-28 MB/s samples at one depth), the depth stays the least:
+    /// before trials had to pay by more than the phases' noise and be confirmed by the phase
+    /// after them, chance kept a deeper queue every few seconds (on one Kafka node, the depth
+    /// went from 2 ms to 9, 25, 14 ms within a 7 s run, the average from send with it).
+    #[test]
+    fn where_depth_does_not_pay_a_noisy_drifting_drain_keeps_the_least_depth() {
+        // A fixed xorshift sequence: each sample's noise within +-20%, and a slow swing.
+        let state = std::cell::Cell::new(0x9e37_79b9_7f4a_7c15_u64);
+        let calls = std::cell::Cell::new(0u32);
+        let noisy = |_limit: usize| {
+            let mut x = state.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            state.set(x);
+            let n = calls.get();
+            calls.set(n + 1);
+            let noise = (x % 4001) as f64 / 10_000.0 - 0.2;
+            let drift = 0.1 * (f64::from(n) / 40.0).sin();
+            20e6 * (1.0 + drift + noise)
+        };
+        let (depth, in_trial, _) = learn(3000, noisy);
+        assert_eq!(depth, Duration::from_millis(2));
+        assert!(in_trial < 600, "{in_trial} samples of 3000 in a trial");
     }
 
     /// Where a deeper queue drains less (a broker slowed by large requests), the depth stays
