@@ -99,10 +99,8 @@ pub(super) struct DepthLearning {
     samples: u32,
     /// The drain of each sample measured in the phase (after it settled), bytes per second.
     drains: [f64; DEPTH_MEASURE_SAMPLES as usize],
-    /// The drain measured at the depth the limit has, bytes per second.
-    drain_before: f64,
-    /// The standard error of `drain_before` ([`Phase::error`]).
-    error_before: f64,
+    /// What the last phase at the depth the limit has measured.
+    before: Phase,
     /// A deeper trial's limit and phase that paid against the phase before it, waiting for the
     /// phase after it (back at the depth before) to confirm it: a cluster's drain drifts
     /// (a broker's collections, log segments rolled, a neighbour on its cores), and a trial
@@ -138,8 +136,10 @@ impl DepthLearning {
             trial: None,
             samples: 0,
             drains: [0.0; DEPTH_MEASURE_SAMPLES as usize],
-            drain_before: 0.0,
-            error_before: 0.0,
+            before: Phase {
+                drain: 0.0,
+                error: 0.0,
+            },
             confirming: None,
             next_deeper: true,
             wait: 0,
@@ -187,9 +187,9 @@ impl DepthLearning {
                 let early = &self.drains[..DEPTH_EARLY_SAMPLES as usize];
                 let drain = early.iter().sum::<f64>() / early.len() as f64;
                 let clearly_not = if deeper {
-                    drain < DEPTH_EARLY_PAYS * self.drain_before
+                    drain < DEPTH_EARLY_PAYS * self.before.drain
                 } else {
-                    drain < DEPTH_EARLY_COSTS * self.drain_before
+                    drain < DEPTH_EARLY_COSTS * self.before.drain
                 };
                 if clearly_not {
                     return self.trial_ended(None);
@@ -211,23 +211,15 @@ impl DepthLearning {
             // The phase after a deeper trial that paid against the phase before: kept only
             // if it pays against this one too (a drain that drifted up over the three phases
             // is not the depth's doing).
-            let before = Phase {
-                drain: self.drain_before,
-                error: self.error_before,
-            };
-            self.drain_before = phase.drain;
-            self.error_before = phase.error;
+            let before = std::mem::replace(&mut self.before, phase);
             return if trial.pays_against(&before) && trial.pays_against(&phase) {
-                self.backoff = 1;
-                self.next_deeper = true;
-                DepthStep::Keep(limit, trial.drain)
+                self.paid(true, limit, trial.drain)
             } else {
                 self.did_not_pay(true);
                 DepthStep::Stay
             };
         }
-        self.drain_before = phase.drain;
-        self.error_before = phase.error;
+        self.before = phase;
         if self.wait > 0 {
             self.wait -= 1;
             DepthStep::Stay
@@ -244,18 +236,13 @@ impl DepthLearning {
         };
         self.samples = 0;
         self.drains = [0.0; DEPTH_MEASURE_SAMPLES as usize];
-        let before = Phase {
-            drain: self.drain_before,
-            error: self.error_before,
-        };
+        let before = self.before;
         match phase {
             // A deeper trial that paid by far is kept at once: a drift is not that large, and
             // where depth pays through batches that grow a doubling drains about half as much
             // again or more, so the climb takes one trial per step, not a trial and a phase.
             Some(p) if deeper && p.drain >= DEPTH_PAYS_AT_ONCE * before.drain => {
-                self.backoff = 1;
-                self.next_deeper = true;
-                DepthStep::Keep(limit, p.drain)
+                self.paid(true, limit, p.drain)
             }
             // One that paid less is confirmed by the phase after it, at the depth before (see
             // `confirming`).
@@ -264,15 +251,21 @@ impl DepthLearning {
                 DepthStep::Back
             }
             Some(p) if !deeper && p.drain >= DEPTH_COSTS * before.drain => {
-                self.backoff = 1;
-                self.next_deeper = false;
-                DepthStep::Keep(limit, p.drain)
+                self.paid(false, limit, p.drain)
             }
             _ => {
                 self.did_not_pay(deeper);
                 DepthStep::Back
             }
         }
+    }
+
+    /// A trial (`deeper` or not) at `limit` paid, having drained `drain`: the next goes the
+    /// same way, without a wait; the limit keeps the depth it gives.
+    fn paid(&mut self, deeper: bool, limit: usize, drain: f64) -> DepthStep {
+        self.backoff = 1;
+        self.next_deeper = deeper;
+        DepthStep::Keep(limit, drain)
     }
 
     /// A trial (`deeper` or not) did not pay: the next goes the other way, and after a longer
