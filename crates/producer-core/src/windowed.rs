@@ -163,7 +163,7 @@ impl Windows {
         self.next_roll = now + self.window;
     }
 
-    /// The current sample's maxima, to raise (after [`Windows::tick`]).
+    /// The current sample's maxima, to raise (once [`Windows::roll`] ran if [`Windows::due`]).
     #[inline]
     pub(crate) fn maxima_mut(&mut self) -> &mut Maxima {
         &mut self.ring.back_mut().expect("never empty").maxima
