@@ -121,10 +121,21 @@
 //! a short queue costs rate. With `queue.delay.min.ms` below the target the limit learns which
 //! ([`DepthLearning`]): it starts at the least depth, and while it holds senders back it
 //! measures the drain over a phase of samples (the mean of their middle half, so that a
-//! sample spanning a probe or a stall does not count), then holds the limit fixed at twice
-//! or half of what it was for a phase (a trial: fixed, so the queue is at once what is tried;
-//! a limit that followed the drain would reach a deeper queue over many round trips where
-//! depth pays through larger batches, and the phase would measure the climb). A deeper trial
+//! sample spanning a probe or a stall does not count), then holds the limit fixed for a
+//! phase at a trial (fixed, so the queue is at once what is tried; a limit that followed the
+//! drain would reach a deeper queue over many round trips where depth pays through larger
+//! batches, and the phase would measure the climb). A shallower trial is two-thirds of the
+//! limit. A deeper one is half as much again where Produce requests wait at the brokers (their
+//! pipelined round trip twice that of one sent alone, or more): there a trial's records wait
+//! as much longer as it is deeper, and where depth does not pay that is all a trial does (on
+//! one Kafka node, doubled trials ran 10-30% of a saturated 6 s run, and their records, which
+//! waited 25-35 ms against the steady 11, were its p99 from send). It doubles the limit where
+//! requests do not wait (a cluster that parks each request: the bytes in flight are the
+//! drain), while a climb goes on (the trial before was deeper and paid), and when a phase
+//! drained a quarter less than the one before it at the same depth: where work is per
+//! request a shallow limit feeds on itself (smaller requests drain less, the limit follows),
+//! and against a drain that falls a trial half as deep again shows no gain (`producer-sim`'s
+//! per-request broker drained 0.37x the target's so, 0.93x with the doublings). A deeper trial
 //! is kept if it drained a tenth more and more than twice the standard error of the two phases'
 //! difference (from each phase's spread), and, unless it drained half as much again, only if
 //! the phase after it, back at the depth before, confirms it (a drain that drifted up over
@@ -132,9 +143,9 @@
 //! twentieth less;
 //! the depth is then what the trial's limit is at the drain it measured, within the least
 //! and the target. A trial that clearly does not pay ends after two samples, and each that
-//! does not pay doubles the phases before the next (up to eight): a producer whose depth is
-//! right spends about a tenth of its samples trying another. A sample that held no sender back
-//! measured the offer, not the drain: its phase counts for nothing and a trial running ends
+//! does not pay makes the phases before the next four times as many (up to 64): a producer
+//! whose depth is right spends about a hundredth of its samples in trials. A sample that
+//! held no sender back measured the offer, not the drain: its phase counts for nothing and a trial running ends
 //! at once (its fixed limit would otherwise keep the burst floor from a producer no longer
 //! saturated); the depth changes only while the producer is offered more than the cluster
 //! drains. Measured on one
@@ -400,6 +411,10 @@ impl QueueDelay {
         let held = std::mem::replace(&mut self.held_in_sample, holding) || holding;
         let backlog = backlog();
         if let Some(mut learning) = self.learning.take() {
+            learning.requests_wait(match (self.round_trip, self.base) {
+                (Some(pipelined), Some(alone)) => pipelined >= alone * 2,
+                _ => false,
+            });
             // A deeper trial may pass what the target gives at the drain now: where depth
             // pays, the drain rises with it.
             let bounds = (

@@ -12,9 +12,16 @@ const DEPTH_SETTLE_SAMPLES: u32 = 2;
 const DEPTH_MEASURE_SAMPLES: u32 = 8;
 
 /// The most phases measured at the learned depth between two trials: trials that do not pay
-/// come less often (at most one phase in this many and one, once settled), as BBR probes for
-/// bandwidth an eighth of its time.
-const DEPTH_MAX_WAIT: u32 = 8;
+/// come less often (each wait four times the one before), until one phase in this many and
+/// one is a trial.
+const DEPTH_MAX_WAIT: u32 = 64;
+
+/// How much deeper (or shallower) a trial's limit is than the limit before it, unless a
+/// deeper trial doubles it ([`DepthLearning::climbing`], [`DepthLearning::falling`]). A
+/// trial's records queue that much longer, and where depth does not pay every trial costs
+/// only that: on one Kafka node, doubled trials set the p99 from send of a saturated 6 s run
+/// (their records queued about 25-35 ms against the steady 11), and ran 10-30% of it.
+const DEPTH_STEP: f64 = 1.5;
 
 /// Measured samples after which a trial that clearly does not pay ends: a deeper one that
 /// drained less than [`DEPTH_EARLY_PAYS`] times the depth before, a shallower one that
@@ -38,6 +45,13 @@ const DEPTH_COSTS: f64 = 0.95;
 /// A deeper trial that drained at least this many times the depth before is kept without
 /// waiting for the phase after it to confirm it.
 const DEPTH_PAYS_AT_ONCE: f64 = 1.5;
+
+/// A phase drained clearly less than the one before it at the same depth (see
+/// [`DepthLearning::falling`]) when that one drained at least this many times as much, and
+/// by more than [`DEPTH_NOISE_ERRORS`] standard errors of the difference: on
+/// `producer-sim`'s per-request broker a shallow limit's drain fell by 35-40% a phase, and
+/// on one Kafka node the drain drifts by a tenth or so between phases.
+const DEPTH_FALLING: f64 = 1.25;
 
 /// How many standard errors of the difference a deeper trial's drain must pass the depth
 /// before's by to be kept (beside [`DEPTH_PAYS`]).
@@ -77,8 +91,10 @@ impl Phase {
 
 /// Learns how deep a queue pays (`queue.delay.min.ms` below the target). While the limit
 /// holds senders back it measures the drain over a phase of samples at the depth it has,
-/// then over a phase at a trial limit: the limit it had, doubled or halved (by turns, within
-/// what the least and the target allow), held fixed for the phase so that the queue is at
+/// then over a phase at a trial limit: the limit it had, [`DEPTH_STEP`] times it or divided
+/// by it (by turns, within what the least and the target allow; a deeper trial doubles it
+/// while a climb goes on or when the drain at the depth fell, see
+/// [`DepthLearning::climbing`] and [`DepthLearning::falling`]), held fixed for the phase so that the queue is at
 /// once what it tries (a limit that followed the drain would reach it over many round trips
 /// where depth pays through larger batches, and the phase would measure the climb). A
 /// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
@@ -110,9 +126,18 @@ pub(super) struct DepthLearning {
     next_deeper: bool,
     /// Phases measured at the depth the limit has before the next trial.
     wait: u32,
-    /// The wait after the next trial that does not pay: doubled by each (up to
+    /// The wait after the next trial that does not pay: four times as long after each (up to
     /// [`DEPTH_MAX_WAIT`]), one again after one that pays.
     backoff: u32,
+    /// The last trial was a deeper one that paid: the climb goes on with doubled trials.
+    climbing: bool,
+    /// The last phase drained clearly less than the one before it at the same depth: where
+    /// work is per request a shallow limit feeds on itself (smaller requests drain less, and
+    /// the limit follows the drain down), so the next deeper trial doubles the limit.
+    falling: bool,
+    /// Requests wait at the brokers (see [`DepthLearning::requests_wait`]): a deeper trial's
+    /// bytes wait there too, and it is [`DEPTH_STEP`] deeper, not doubled.
+    requests_wait: bool,
 }
 
 /// What the depth learning asks of the limit once a sample completes.
@@ -144,12 +169,26 @@ impl DepthLearning {
             next_deeper: true,
             wait: 0,
             backoff: 1,
+            climbing: false,
+            falling: false,
+            requests_wait: false,
         }
     }
 
     /// The depth to start at: the least (a deeper queue is kept once it pays).
     pub(super) fn start(&self) -> Duration {
         self.min
+    }
+
+    /// Call before each [`DepthLearning::sampled`]: whether Produce requests wait at the
+    /// brokers, their round trip while pipelined well past (twice) that of one sent alone.
+    /// Where they do not (a cluster that parks each request, as acks=all waits for replicas),
+    /// the bytes in flight are what drains, a deeper queue costs its records little past its
+    /// own fill, and a trial doubles the limit; where they do (a Kafka node bound by its CPU),
+    /// a deeper queue is all delay unless it drains more, and each trial that does not pay
+    /// delays every record sent while it runs by as much as it is deeper.
+    pub(super) fn requests_wait(&mut self, wait: bool) {
+        self.requests_wait = wait;
     }
 
     /// A drain sample completed: `bytes` acknowledged over `busy`, `held` whether senders were
@@ -219,7 +258,9 @@ impl DepthLearning {
                 DepthStep::Stay
             };
         }
-        self.before = phase;
+        let earlier = std::mem::replace(&mut self.before, phase);
+        self.falling = earlier.drain >= DEPTH_FALLING * phase.drain
+            && earlier.drain - phase.drain >= DEPTH_NOISE_ERRORS * earlier.error.hypot(phase.error);
         if self.wait > 0 {
             self.wait -= 1;
             DepthStep::Stay
@@ -265,24 +306,32 @@ impl DepthLearning {
     fn paid(&mut self, deeper: bool, limit: usize, drain: f64) -> DepthStep {
         self.backoff = 1;
         self.next_deeper = deeper;
+        self.climbing = deeper;
         DepthStep::Keep(limit, drain)
     }
 
     /// A trial (`deeper` or not) did not pay: the next goes the other way, and after a longer
     /// wait.
     fn did_not_pay(&mut self, deeper: bool) {
+        self.climbing = false;
         self.wait = self.backoff;
-        self.backoff = (self.backoff * 2).min(DEPTH_MAX_WAIT);
+        self.backoff = (self.backoff * 4).min(DEPTH_MAX_WAIT);
         self.next_deeper = !deeper;
     }
 
-    /// A trial from the limit `now`: doubled or halved, the way
+    /// A trial from the limit `now`: deeper or shallower by [`DEPTH_STEP`] (a deeper one
+    /// doubled while climbing or falling), the way
     /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
     /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
     /// quarter.
     fn try_from(&mut self, now: usize, shallowest: usize, deepest: usize) -> DepthStep {
-        let deeper = now.saturating_mul(2).min(deepest);
-        let shallower = (now / 2).max(shallowest);
+        let step = if self.climbing || self.falling || !self.requests_wait {
+            2.0
+        } else {
+            DEPTH_STEP
+        };
+        let deeper = ((now as f64 * step) as usize).min(deepest);
+        let shallower = ((now as f64 / DEPTH_STEP) as usize).max(shallowest);
         let deeper_moves = deeper as f64 >= 1.25 * now as f64;
         let shallower_moves = shallower as f64 * 1.25 <= now as f64;
         let go_deeper = match (deeper_moves, shallower_moves) {
@@ -312,8 +361,9 @@ mod tests {
     use super::*;
 
     /// Drives a [`DepthLearning`] as the limit does, against a cluster whose drain (bytes per
-    /// second) is `drain(limit)`, with every sample holding senders back; returns the depth
-    /// after `samples` samples, how many of them ran a trial, and the last drain.
+    /// second) is `drain(limit)` and where requests wait at the broker, with every sample
+    /// holding senders back; returns the depth after `samples` samples, how many of them ran a
+    /// trial, and the last drain.
     fn learn(samples: u32, drain: impl Fn(usize) -> f64) -> (Duration, u32, f64) {
         let (min, max) = (Duration::from_millis(2), Duration::from_millis(50));
         let mut l = DepthLearning::new(min, max);
@@ -335,6 +385,7 @@ mod tests {
             let busy = Duration::from_millis(20);
             let bytes = (d * busy.as_secs_f64()) as usize;
             let deepest = if depth < max { 32 << 20 } else { now };
+            l.requests_wait(true);
             match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest)) {
                 DepthStep::Stay => {}
                 DepthStep::Try(limit) => {
@@ -357,12 +408,13 @@ mod tests {
 
     /// Where the drain does not grow with the queue (a broker whose work is per byte), the
     /// learned depth stays the least, and trials (deeper, which do not pay) come less and
-    /// less often: a tenth of the samples at most over a long run.
+    /// less often: a fiftieth of the samples at most over a long run (each trial's records
+    /// queue half as long again, and those are what a run's p99 from send counts).
     #[test]
     fn where_depth_does_not_pay_the_depth_stays_the_least_and_trials_grow_rare() {
         let (depth, in_trial, _) = learn(2000, |_| 20e6);
         assert_eq!(depth, Duration::from_millis(2));
-        assert!(in_trial < 200, "{in_trial} samples of 2000 in a trial");
+        assert!(in_trial < 40, "{in_trial} samples of 2000 in a trial");
     }
 
     /// Where the drain grows with the queue (larger batches on a broker whose work is per
@@ -400,7 +452,7 @@ mod tests {
         };
         let (depth, in_trial, _) = learn(3000, noisy);
         assert_eq!(depth, Duration::from_millis(2));
-        assert!(in_trial < 600, "{in_trial} samples of 3000 in a trial");
+        assert!(in_trial < 60, "{in_trial} samples of 3000 in a trial");
     }
 
     /// Where a deeper queue drains less (a broker slowed by large requests), the depth stays
@@ -417,6 +469,7 @@ mod tests {
     #[test]
     fn a_sample_not_held_back_restarts_the_phase_and_ends_a_trial() {
         let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
+        l.requests_wait(true);
         let busy = Duration::from_millis(20);
         let bounds = (64_000, 32 << 20);
         let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
@@ -436,16 +489,16 @@ mod tests {
             assert_eq!(step, DepthStep::Stay, "sample {i}");
         }
         let step = l.sampled(20_000, busy, true, 100_000, bounds);
-        assert_eq!(step, DepthStep::Try(200_000), "deeper first");
+        assert_eq!(step, DepthStep::Try(150_000), "deeper first, by half");
         // The trial drains twice as much (it would pay); a sample not held back ends it.
         for _ in 0..3 {
             assert_eq!(
-                l.sampled(40_000, busy, true, 200_000, bounds),
+                l.sampled(40_000, busy, true, 150_000, bounds),
                 DepthStep::Stay
             );
         }
         assert_eq!(
-            l.sampled(40_000, busy, false, 200_000, bounds),
+            l.sampled(40_000, busy, false, 150_000, bounds),
             DepthStep::Back
         );
         // Not counted as a trial that did not pay: the next phase's end tries again at once.
@@ -453,6 +506,39 @@ mod tests {
         for _ in 0..phase {
             step = l.sampled(20_000, busy, true, 100_000, bounds);
         }
-        assert_eq!(step, DepthStep::Try(200_000));
+        assert_eq!(step, DepthStep::Try(150_000));
+    }
+
+    /// A deeper trial is half as deep again where requests wait at the broker (its records
+    /// wait that much longer, for nothing where depth does not pay), and doubles the limit
+    /// where they do not (a cluster that parks requests: the bytes in flight are the drain),
+    /// or while a climb goes on.
+    #[test]
+    fn a_deeper_trial_doubles_only_where_requests_do_not_wait_or_while_climbing() {
+        let busy = Duration::from_millis(20);
+        let bounds = (64_000, 32 << 20);
+        let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
+        let first_trial = |wait: bool| {
+            let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
+            let mut step = DepthStep::Stay;
+            for _ in 0..phase {
+                l.requests_wait(wait);
+                step = l.sampled(20_000, busy, true, 100_000, bounds);
+            }
+            (l, step)
+        };
+        assert_eq!(first_trial(true).1, DepthStep::Try(150_000));
+        assert_eq!(first_trial(false).1, DepthStep::Try(200_000));
+        // A trial that drains twice as much is kept at once; the next goes on doubling.
+        let (mut l, _) = first_trial(true);
+        let mut step = DepthStep::Stay;
+        for _ in 0..phase {
+            step = l.sampled(40_000, busy, true, 150_000, bounds);
+        }
+        assert!(matches!(step, DepthStep::Keep(150_000, _)), "{step:?}");
+        for _ in 0..phase {
+            step = l.sampled(40_000, busy, true, 150_000, bounds);
+        }
+        assert_eq!(step, DepthStep::Try(300_000));
     }
 }
