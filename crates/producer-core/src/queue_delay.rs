@@ -145,10 +145,10 @@
 //! and the target. A trial that clearly does not pay ends after two samples, and each that
 //! does not pay makes the phases before the next four times as many (up to 64): a producer
 //! whose depth is right spends about a hundredth of its samples in trials. A sample that
-//! held no sender back measured the offer, not the drain: its phase counts for nothing and a trial running ends
-//! at once (its fixed limit would otherwise keep the burst floor from a producer no longer
-//! saturated); the depth changes only while the producer is offered more than the cluster
-//! drains. Measured on one
+//! held no sender back measured the offer, not the drain: its phase counts for nothing and a
+//! trial running ends at once (its fixed limit would otherwise keep the burst floor from a
+//! producer no longer saturated); the depth changes only while the producer is offered more
+//! than the cluster drains. Measured on one
 //! Kafka node recompressing every batch (`bench_e2e --saturation`): 25-29 ms from send on
 //! average against 70-74 at the 50 ms target alone, at a higher rate; on the simulated
 //! brokers that serve requests in turn (`producer-sim`'s `queue_delay` tests), the least

@@ -17,7 +17,7 @@ const DEPTH_MEASURE_SAMPLES: u32 = 8;
 const DEPTH_MAX_WAIT: u32 = 64;
 
 /// How much deeper (or shallower) a trial's limit is than the limit before it, unless a
-/// deeper trial doubles it ([`DepthLearning::climbing`], [`DepthLearning::falling`]). A
+/// deeper trial doubles it (see [`DepthLearning::try_from`]). A
 /// trial's records queue that much longer, and where depth does not pay every trial costs
 /// only that: on one Kafka node, doubled trials set the p99 from send of a saturated 6 s run
 /// (their records queued about 25-35 ms against the steady 11), and ran 10-30% of it.
@@ -77,6 +77,14 @@ impl Phase {
             && self.drain - other.drain >= DEPTH_NOISE_ERRORS * self.error.hypot(other.error)
     }
 
+    /// Whether this phase drained clearly less than `earlier`, at the same depth:
+    /// [`DEPTH_FALLING`] times less, and by more than [`DEPTH_NOISE_ERRORS`] standard errors
+    /// of the difference.
+    fn fell_from(&self, earlier: &Phase) -> bool {
+        earlier.drain >= DEPTH_FALLING * self.drain
+            && earlier.drain - self.drain >= DEPTH_NOISE_ERRORS * self.error.hypot(earlier.error)
+    }
+
     /// The phase of `drains` (sorted here).
     fn of(drains: &mut [f64]) -> Phase {
         drains.sort_by(f64::total_cmp);
@@ -92,9 +100,8 @@ impl Phase {
 /// Learns how deep a queue pays (`queue.delay.min.ms` below the target). While the limit
 /// holds senders back it measures the drain over a phase of samples at the depth it has,
 /// then over a phase at a trial limit: the limit it had, [`DEPTH_STEP`] times it or divided
-/// by it (by turns, within what the least and the target allow; a deeper trial doubles it
-/// while a climb goes on or when the drain at the depth fell, see
-/// [`DepthLearning::climbing`] and [`DepthLearning::falling`]), held fixed for the phase so that the queue is at
+/// by it (by turns, within what the least and the target allow; some deeper trials double
+/// it, see [`DepthLearning::try_from`]), held fixed for the phase so that the queue is at
 /// once what it tries (a limit that followed the drain would reach it over many round trips
 /// where depth pays through larger batches, and the phase would measure the climb). A
 /// shallower trial is kept if it drained at least [`DEPTH_COSTS`] of the depth before, a
@@ -131,9 +138,10 @@ pub(super) struct DepthLearning {
     backoff: u32,
     /// The last trial was a deeper one that paid: the climb goes on with doubled trials.
     climbing: bool,
-    /// The last phase drained clearly less than the one before it at the same depth: where
-    /// work is per request a shallow limit feeds on itself (smaller requests drain less, and
-    /// the limit follows the drain down), so the next deeper trial doubles the limit.
+    /// The last phase measured at the depth the limit has drained clearly less than the one
+    /// before it there ([`Phase::fell_from`]): where work is per request a shallow limit
+    /// feeds on itself (smaller requests drain less, and the limit follows the drain down),
+    /// so the next deeper trial doubles the limit.
     falling: bool,
     /// Requests wait at the brokers (see [`DepthLearning::requests_wait`]): a deeper trial's
     /// bytes wait there too, and it is [`DEPTH_STEP`] deeper, not doubled.
@@ -251,6 +259,7 @@ impl DepthLearning {
             // if it pays against this one too (a drain that drifted up over the three phases
             // is not the depth's doing).
             let before = std::mem::replace(&mut self.before, phase);
+            self.falling = phase.fell_from(&before);
             return if trial.pays_against(&before) && trial.pays_against(&phase) {
                 self.paid(true, limit, trial.drain)
             } else {
@@ -259,8 +268,7 @@ impl DepthLearning {
             };
         }
         let earlier = std::mem::replace(&mut self.before, phase);
-        self.falling = earlier.drain >= DEPTH_FALLING * phase.drain
-            && earlier.drain - phase.drain >= DEPTH_NOISE_ERRORS * earlier.error.hypot(phase.error);
+        self.falling = phase.fell_from(&earlier);
         if self.wait > 0 {
             self.wait -= 1;
             DepthStep::Stay
@@ -319,11 +327,13 @@ impl DepthLearning {
         self.next_deeper = !deeper;
     }
 
-    /// A trial from the limit `now`: deeper or shallower by [`DEPTH_STEP`] (a deeper one
-    /// doubled while climbing or falling), the way
+    /// A trial from the limit `now`: deeper or shallower by [`DEPTH_STEP`], the way
     /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
     /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
-    /// quarter.
+    /// quarter. A deeper one doubles the limit instead where requests do not wait at the
+    /// brokers ([`DepthLearning::requests_wait`]), while a climb goes on
+    /// ([`DepthLearning::climbing`]), and after a phase whose drain fell
+    /// ([`DepthLearning::falling`]).
     fn try_from(&mut self, now: usize, shallowest: usize, deepest: usize) -> DepthStep {
         let step = if self.climbing || self.falling || !self.requests_wait {
             2.0
