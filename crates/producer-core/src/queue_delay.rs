@@ -411,10 +411,6 @@ impl QueueDelay {
         let held = std::mem::replace(&mut self.held_in_sample, holding) || holding;
         let backlog = backlog();
         if let Some(mut learning) = self.learning.take() {
-            learning.requests_wait(match (self.round_trip, self.base) {
-                (Some(pipelined), Some(alone)) => pipelined >= alone * 2,
-                _ => false,
-            });
             // A deeper trial may pass what the target gives at the drain now: where depth
             // pays, the drain rises with it.
             let bounds = (
@@ -425,7 +421,18 @@ impl QueueDelay {
                     self.allowed
                 },
             );
-            match learning.sampled(sample_bytes, sample_busy, held, self.allowed, bounds) {
+            let requests_wait = match (self.round_trip, self.base) {
+                (Some(pipelined), Some(alone)) => pipelined >= alone * 2,
+                _ => false,
+            };
+            match learning.sampled(
+                sample_bytes,
+                sample_busy,
+                held,
+                self.allowed,
+                bounds,
+                requests_wait,
+            ) {
                 DepthStep::Stay => {}
                 DepthStep::Try(limit) => {
                     self.trial_limit = Some(limit);

@@ -17,10 +17,10 @@ const DEPTH_MEASURE_SAMPLES: u32 = 8;
 const DEPTH_MAX_WAIT: u32 = 64;
 
 /// How much deeper (or shallower) a trial's limit is than the limit before it, unless a
-/// deeper trial doubles it (see [`DepthLearning::try_from`]). A
-/// trial's records queue that much longer, and where depth does not pay every trial costs
-/// only that: on one Kafka node, doubled trials set the p99 from send of a saturated 6 s run
-/// (their records queued about 25-35 ms against the steady 11), and ran 10-30% of it.
+/// deeper trial doubles it (see [`DepthLearning::try_from`]). A trial's records queue that
+/// much longer, and where depth does not pay every trial costs only that: on one Kafka node,
+/// doubled trials set the p99 from send of a saturated 6 s run (their records queued about
+/// 25-35 ms against the steady 11), and ran 10-30% of it.
 const DEPTH_STEP: f64 = 1.5;
 
 /// Measured samples after which a trial that clearly does not pay ends: a deeper one that
@@ -143,9 +143,6 @@ pub(super) struct DepthLearning {
     /// feeds on itself (smaller requests drain less, and the limit follows the drain down),
     /// so the next deeper trial doubles the limit.
     falling: bool,
-    /// Requests wait at the brokers (see [`DepthLearning::requests_wait`]): a deeper trial's
-    /// bytes wait there too, and it is [`DEPTH_STEP`] deeper, not doubled.
-    requests_wait: bool,
 }
 
 /// What the depth learning asks of the limit once a sample completes.
@@ -179,7 +176,6 @@ impl DepthLearning {
             backoff: 1,
             climbing: false,
             falling: false,
-            requests_wait: false,
         }
     }
 
@@ -188,20 +184,15 @@ impl DepthLearning {
         self.min
     }
 
-    /// Call before each [`DepthLearning::sampled`]: whether Produce requests wait at the
-    /// brokers, their round trip while pipelined well past (twice) that of one sent alone.
-    /// Where they do not (a cluster that parks each request, as acks=all waits for replicas),
-    /// the bytes in flight are what drains, a deeper queue costs its records little past its
-    /// own fill, and a trial doubles the limit; where they do (a Kafka node bound by its CPU),
-    /// a deeper queue is all delay unless it drains more, and each trial that does not pay
-    /// delays every record sent while it runs by as much as it is deeper.
-    pub(super) fn requests_wait(&mut self, wait: bool) {
-        self.requests_wait = wait;
-    }
-
     /// A drain sample completed: `bytes` acknowledged over `busy`, `held` whether senders were
     /// held back in it; `now` is the limit, `shallowest` and `deepest` those the least depth
-    /// and the target give now.
+    /// and the target give now; `requests_wait` whether Produce requests wait at the brokers
+    /// now, their round trip while pipelined well past (twice) that of one sent alone. Where
+    /// they do not (a cluster that parks each request, as acks=all waits for replicas), the
+    /// bytes in flight are what drains, a deeper queue costs its records little past its own
+    /// fill, and a deeper trial doubles the limit; where they do (a Kafka node bound by its
+    /// CPU), a deeper queue is all delay unless it drains more, and each trial that does not
+    /// pay delays every record sent while it runs by as much as it is deeper.
     pub(super) fn sampled(
         &mut self,
         bytes: usize,
@@ -209,6 +200,7 @@ impl DepthLearning {
         held: bool,
         now: usize,
         (shallowest, deepest): (usize, usize),
+        requests_wait: bool,
     ) -> DepthStep {
         if !held {
             // The sample measured the offer, not the drain: the phase counts for nothing, and
@@ -258,8 +250,7 @@ impl DepthLearning {
             // The phase after a deeper trial that paid against the phase before: kept only
             // if it pays against this one too (a drain that drifted up over the three phases
             // is not the depth's doing).
-            let before = std::mem::replace(&mut self.before, phase);
-            self.falling = phase.fell_from(&before);
+            let before = self.measured_at_depth(phase);
             return if trial.pays_against(&before) && trial.pays_against(&phase) {
                 self.paid(true, limit, trial.drain)
             } else {
@@ -267,14 +258,21 @@ impl DepthLearning {
                 DepthStep::Stay
             };
         }
-        let earlier = std::mem::replace(&mut self.before, phase);
-        self.falling = phase.fell_from(&earlier);
+        self.measured_at_depth(phase);
         if self.wait > 0 {
             self.wait -= 1;
             DepthStep::Stay
         } else {
-            self.try_from(now, shallowest, deepest)
+            self.try_from(now, shallowest, deepest, requests_wait)
         }
+    }
+
+    /// A phase at the depth the limit has measured `phase`: it is the phase before the next
+    /// trial, and whether the drain fell since the one it replaces (returned) is taken.
+    fn measured_at_depth(&mut self, phase: Phase) -> Phase {
+        let earlier = std::mem::replace(&mut self.before, phase);
+        self.falling = phase.fell_from(&earlier);
+        earlier
     }
 
     /// The trial running ends, having measured `phase` (`None`: it did not pay whatever it
@@ -331,11 +329,17 @@ impl DepthLearning {
     /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
     /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
     /// quarter. A deeper one doubles the limit instead where requests do not wait at the
-    /// brokers ([`DepthLearning::requests_wait`]), while a climb goes on
+    /// brokers (`requests_wait`, see [`DepthLearning::sampled`]), while a climb goes on
     /// ([`DepthLearning::climbing`]), and after a phase whose drain fell
     /// ([`DepthLearning::falling`]).
-    fn try_from(&mut self, now: usize, shallowest: usize, deepest: usize) -> DepthStep {
-        let step = if self.climbing || self.falling || !self.requests_wait {
+    fn try_from(
+        &mut self,
+        now: usize,
+        shallowest: usize,
+        deepest: usize,
+        requests_wait: bool,
+    ) -> DepthStep {
+        let step = if self.climbing || self.falling || !requests_wait {
             2.0
         } else {
             DEPTH_STEP
@@ -395,8 +399,7 @@ mod tests {
             let busy = Duration::from_millis(20);
             let bytes = (d * busy.as_secs_f64()) as usize;
             let deepest = if depth < max { 32 << 20 } else { now };
-            l.requests_wait(true);
-            match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest)) {
+            match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest), true) {
                 DepthStep::Stay => {}
                 DepthStep::Try(limit) => {
                     trial = Some(limit);
@@ -479,42 +482,41 @@ mod tests {
     #[test]
     fn a_sample_not_held_back_restarts_the_phase_and_ends_a_trial() {
         let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
-        l.requests_wait(true);
         let busy = Duration::from_millis(20);
         let bounds = (64_000, 32 << 20);
         let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
         for _ in 0..5 {
             assert_eq!(
-                l.sampled(20_000, busy, true, 100_000, bounds),
+                l.sampled(20_000, busy, true, 100_000, bounds, true),
                 DepthStep::Stay
             );
         }
         assert_eq!(
-            l.sampled(20_000, busy, false, 100_000, bounds),
+            l.sampled(20_000, busy, false, 100_000, bounds, true),
             DepthStep::Stay
         );
         // A whole phase from here: no trial before its last sample.
         for i in 1..phase {
-            let step = l.sampled(20_000, busy, true, 100_000, bounds);
+            let step = l.sampled(20_000, busy, true, 100_000, bounds, true);
             assert_eq!(step, DepthStep::Stay, "sample {i}");
         }
-        let step = l.sampled(20_000, busy, true, 100_000, bounds);
+        let step = l.sampled(20_000, busy, true, 100_000, bounds, true);
         assert_eq!(step, DepthStep::Try(150_000), "deeper first, by half");
         // The trial drains twice as much (it would pay); a sample not held back ends it.
         for _ in 0..3 {
             assert_eq!(
-                l.sampled(40_000, busy, true, 150_000, bounds),
+                l.sampled(40_000, busy, true, 150_000, bounds, true),
                 DepthStep::Stay
             );
         }
         assert_eq!(
-            l.sampled(40_000, busy, false, 150_000, bounds),
+            l.sampled(40_000, busy, false, 150_000, bounds, true),
             DepthStep::Back
         );
         // Not counted as a trial that did not pay: the next phase's end tries again at once.
         let mut step = DepthStep::Stay;
         for _ in 0..phase {
-            step = l.sampled(20_000, busy, true, 100_000, bounds);
+            step = l.sampled(20_000, busy, true, 100_000, bounds, true);
         }
         assert_eq!(step, DepthStep::Try(150_000));
     }
@@ -532,8 +534,7 @@ mod tests {
             let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
             let mut step = DepthStep::Stay;
             for _ in 0..phase {
-                l.requests_wait(wait);
-                step = l.sampled(20_000, busy, true, 100_000, bounds);
+                step = l.sampled(20_000, busy, true, 100_000, bounds, wait);
             }
             (l, step)
         };
@@ -543,11 +544,11 @@ mod tests {
         let (mut l, _) = first_trial(true);
         let mut step = DepthStep::Stay;
         for _ in 0..phase {
-            step = l.sampled(40_000, busy, true, 150_000, bounds);
+            step = l.sampled(40_000, busy, true, 150_000, bounds, true);
         }
         assert!(matches!(step, DepthStep::Keep(150_000, _)), "{step:?}");
         for _ in 0..phase {
-            step = l.sampled(40_000, busy, true, 150_000, bounds);
+            step = l.sampled(40_000, busy, true, 150_000, bounds, true);
         }
         assert_eq!(step, DepthStep::Try(300_000));
     }
