@@ -168,6 +168,8 @@ pub(crate) struct Connection {
     /// [`NO_RESPONSE_MEMORY`]).
     no_response: VecDeque<i32>,
     next_correlation_id: i32,
+    /// When the last answer came on this connection (of any kind).
+    last_answer: Option<Instant>,
 }
 
 impl Connection {
@@ -184,7 +186,15 @@ impl Connection {
             auth_sent_at: None,
             no_response: VecDeque::new(),
             next_correlation_id: 0,
+            last_answer: None,
         }
+    }
+
+    /// An answer came at `now`; returns when the one before it came on this connection. A
+    /// broker reads a connection's next request once it has answered the one before, so a
+    /// request written before that answer came started being served then.
+    pub(crate) fn answer_came(&mut self, now: Instant) -> Option<Instant> {
+        self.last_answer.replace(now)
     }
 
     /// Records a request written to the connection; returns true when it is the only one in

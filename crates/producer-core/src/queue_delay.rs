@@ -12,13 +12,43 @@
 //! depth is the target, or less where a deeper queue does not pay (see "Learning the depth"
 //! below); it is the time a record *queues*: what it spends in any case (its batch's `linger`, and
 //! the Produce round trip without queueing) comes on top, so a producer far from its cluster,
-//! or lingering long, is not held back for those. The round trip counts twice
+//! or lingering long, is not held back for those (but see "Linger, and what a request costs"
+//! below: under saturation `linger` counts only where a deeper queue pays). The round trip counts twice
 //! ([`ROUND_TRIP_HEADROOM`]): `rate x round trip` is what must be in flight for the rate, and
 //! a limit with no room above it lowers the rate it measures (batches still filling, a lull
 //! of the sender) and then itself. On a simulated cluster that parks every request for 100 ms
 //! (five in flight, a 50 ms target) the limit counting it once delivered 0.70x the limit-off
 //! rate; counting it twice, 0.94x (`producer-sim`'s
 //! `on_a_cluster_that_parks_requests_the_limit_keeps_the_rate_of_the_limit_off`).
+//!
+//! # Linger, and what a request costs
+//! Under saturation batches seal full, not on their linger, and `rate x linger` of queue is
+//! only delay, unless a deeper queue drains more: where the brokers' work is per request,
+//! the queue that linger adds lets batches grow while every in-flight slot is busy
+//! (`batch.grow.max.bytes`), and fewer, larger requests drain more. So `linger` counts while
+//! batches wait for it (a Produce request sent because a batch's linger passed, none of its
+//! batches full, in the last two drain samples; the first such request brings it back at
+//! once), or while the brokers' work is measured to be per request ([`RequestCost`]). That is
+//! a least-squares fit, over about the last 512 answers, of the time a broker took to serve a
+//! request on the bytes it acknowledged. A Kafka broker reads a connection's next request once
+//! it has answered the one before, so a request written before that answer came was served
+//! from that answer to its own, with nothing of the network or of the producer's own pauses
+//! in it (a cluster that holds each request for its replicas adds that wait, a fixed cost per
+//! request: there linger counts, as it did before the fit). The fit's fixed part, as a share of the mean request's time, is how much larger
+//! requests would drain more: from 0.45 the work counts as per request, below 0.35 as per byte
+//! (in between the last verdict stands; per request until 64 answers are fitted, and while
+//! requests are too alike in size to tell). Measured (`bench_e2e worker`, fits over half a
+//! second of answers): one Kafka node recompressing every batch to gzip, 0.06-0.35 once warm
+//! (about 300 us a request and 40 us a KB, at 24-40 KB a request); the same node, an
+//! uncompressed topic and 1000 B records at the shipped defaults, 0.34-0.85 (450-1,600 us a
+//! request, 1.1-2.4 us a KB, at 150-880 KB). On the first node this took the average from
+//! `send` from 11-14 ms to 5-9 and the p99 from 21-24 ms to 16-22 at the same rate (leaving linger out
+//! whatever the cost: 11-16 ms; the records of the first tenth of a second or so, before the
+//! fit has its 64 answers, are 1-2% of a 6 s run, enough to set its p99, not traced). On
+//! the second, where leaving linger out always made requests a third as large and lost the
+//! lead over librdkafka at its defaults, the fit keeps linger and the lead (the README's
+//! saturation section has the runs). Starting per byte instead lost that lead too (a limit
+//! that starts low where the drain grows with request size climbs slowly).
 //!
 //! # The base round trip, and probing for it
 //! The round trip counted is that of a request written while nothing else was in flight on its
@@ -167,8 +197,10 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Acks, Config};
 
+mod cost;
 mod depth;
 
+use cost::RequestCost;
 use depth::{DepthLearning, DepthStep};
 
 /// The smoothing of a fall of the drain rate: each lower sample moves the rate this fraction
@@ -252,6 +284,19 @@ pub(crate) struct QueueDelay {
     interval_start: Option<Instant>,
     /// `linger.ms`.
     linger: Duration,
+    /// A Produce request sent during the sample being gathered went because a batch's
+    /// `linger.ms` had passed ([`QueueDelay::request_sent`]).
+    lingered_in_sample: bool,
+    /// A request sent during the last completed sample went so.
+    lingered_last_sample: bool,
+    /// Whether the limit counts `linger`: a request sent during the last completed sample, or
+    /// the one before, went because a batch's linger had passed, or the brokers' work is per
+    /// request (true until a sample passes).
+    linger_counted: bool,
+    /// What a Produce request costs the brokers, per request and per byte.
+    cost: RequestCost,
+    /// Bytes acknowledged by the answer being handled.
+    answer_bytes: usize,
     /// When `send` was first refused by this limit since a record was last accepted.
     held_since: Option<Instant>,
     /// Senders were held back by this limit (in `send`, or in a driver's queue) during the
@@ -301,6 +346,11 @@ impl QueueDelay {
             base: None,
             interval_start: None,
             linger: config.linger,
+            lingered_in_sample: false,
+            lingered_last_sample: true,
+            linger_counted: true,
+            cost: RequestCost::new(),
+            answer_bytes: 0,
             held_since: None,
             held_in_sample: false,
             driver_holding: false,
@@ -354,12 +404,15 @@ impl QueueDelay {
     #[inline]
     pub(crate) fn acknowledged(&mut self, bytes: usize) {
         self.sample_bytes = self.sample_bytes.saturating_add(bytes);
+        self.answer_bytes = self.answer_bytes.saturating_add(bytes);
     }
 
     /// A Produce answer came at `now` for a request written at `sent_at` (call it after the
     /// answer's batches were reported); `sent_alone`: nothing else was in flight on its
     /// connection when it was written (its round trip is a base round trip sample, and ends a
-    /// probe); `backlog` gives the brokers the producer knows and the partitions with
+    /// probe); `previous_answer`: when the answer before this one came on its connection (a
+    /// request written before it waited behind that one at the broker, and the time since is
+    /// what serving it took); `backlog` gives the brokers the producer knows and the partitions with
     /// something to send (for the floor), asked only when a sample completes. Adds the busy
     /// time since the later of the previous answer and the start of the busy period (the first
     /// answer: since `sent_at`); once the sample spans enough, folds it into the rate and sets
@@ -369,10 +422,16 @@ impl QueueDelay {
         now: Instant,
         sent_at: Instant,
         sent_alone: bool,
+        previous_answer: Option<Instant>,
         backlog: impl FnOnce() -> Backlog,
     ) -> bool {
         if self.target.is_none() {
             return false;
+        }
+        let answer_bytes = std::mem::take(&mut self.answer_bytes);
+        if let Some(previous) = previous_answer.filter(|&previous| sent_at < previous) {
+            self.cost
+                .served(answer_bytes, now.saturating_duration_since(previous));
         }
         let from = match (self.last_answer, self.busy_since) {
             (Some(last), Some(busy)) => last.max(busy),
@@ -405,6 +464,14 @@ impl QueueDelay {
         let (sample_bytes, sample_busy) = (self.sample_bytes, self.sample_busy);
         self.sample_bytes = 0;
         self.sample_busy = Duration::ZERO;
+        // Linger counts while batches wait for it, or where the brokers' work is per request
+        // (see "Linger, and what a request costs"): a sample whose requests all went full (or
+        // as a slot freed) spent none of it. Two samples without, so that a limit that then no
+        // longer fills batches within their linger has it back at once and does not swing
+        // every sample.
+        let lingered = std::mem::take(&mut self.lingered_in_sample);
+        let lingered_before = std::mem::replace(&mut self.lingered_last_sample, lingered);
+        self.linger_counted = lingered || lingered_before || self.cost.per_request();
         // A hold still running (in `send`, or in a driver's queue) counts for this sample and
         // the next.
         let holding = self.held_since.is_some() || self.driver_holding;
@@ -486,10 +553,23 @@ impl QueueDelay {
         };
     }
 
-    /// What the limit counts beside the depth: `linger` and twice the base round trip.
+    /// What the limit counts beside the depth: `linger` (while batches wait for it) and twice
+    /// the base round trip.
     fn rest_of_delay(&self) -> Duration {
         let round_trip = self.base.or(self.round_trip).unwrap_or_default();
-        self.linger + round_trip * ROUND_TRIP_HEADROOM
+        let linger = if self.linger_counted {
+            self.linger
+        } else {
+            Duration::ZERO
+        };
+        linger + round_trip * ROUND_TRIP_HEADROOM
+    }
+
+    /// A Produce request was sent; `lingered`: because a batch's `linger.ms` had passed (no
+    /// batch in it sealed full). Call it for every Produce request: one branch.
+    #[inline]
+    pub(crate) fn request_sent(&mut self, lingered: bool) {
+        self.lingered_in_sample |= lingered;
     }
 
     /// The limit `rate x (depth + linger + 2 x base round trip)` would set, within the floor

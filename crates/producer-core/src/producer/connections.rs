@@ -246,6 +246,7 @@ impl<T> Producer<T> {
         let Some(req) = c.inflight.pop_front() else {
             return false;
         };
+        let previous_answer = c.answer_came(self.now);
         let body = match parse_response_header(req.api, req.version, frame) {
             Ok((_, body)) => body,
             Err(_) => return self.malformed(conn, req),
@@ -278,8 +279,13 @@ impl<T> Producer<T> {
                     };
                     self.on_produce(conn, batches, parsed.body);
                     let brokers = &self.brokers;
-                    self.queue_delay
-                        .answered(self.now, req.sent_at, sent_alone, || brokers.backlog());
+                    self.queue_delay.answered(
+                        self.now,
+                        req.sent_at,
+                        sent_alone,
+                        previous_answer,
+                        || brokers.backlog(),
+                    );
                     true
                 }
                 Err(_) => return self.malformed(conn, req),

@@ -10,7 +10,7 @@ mod tests {
         let sent = *t;
         *t += Duration::from_millis(50);
         q.acknowledged(1_000_000);
-        q.answered(*t, sent, true, || brokers(3));
+        q.answered(*t, sent, true, None, || brokers(3));
     }
 
     /// A backlog of `n` brokers and no partition with something to send.
@@ -41,7 +41,9 @@ mod tests {
         assert_eq!(q.allowed(), 4 << 20);
         let t0 = Instant::now();
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(20), t0, true, || brokers(3));
+        q.answered(t0 + Duration::from_millis(20), t0, true, None, || {
+            brokers(3)
+        });
         assert_eq!(q.allowed(), 4 << 20, "a slow first answer: still an eighth");
         assert!(q.admits(0), "a record alone always goes, whatever its size");
         assert!(q.admits(q.allowed() - 1));
@@ -62,6 +64,7 @@ mod tests {
             t0 + Duration::from_millis(20),
             t0 + Duration::from_millis(17),
             true,
+            None,
             || brokers(3),
         );
         assert_eq!(q.allowed(), 4 << 20, "the floor");
@@ -76,7 +79,7 @@ mod tests {
             let sent = t;
             t += round_trip;
             q.acknowledged(acked as usize);
-            q.answered(t, sent, true, || brokers(3));
+            q.answered(t, sent, true, None, || brokers(3));
             trips += 1;
             assert!(
                 trips < 20,
@@ -107,7 +110,7 @@ mod tests {
             let in_flight = q.allowed().min(10_000_000);
             t += Duration::from_millis(10);
             q.acknowledged(in_flight / 10);
-            q.answered(t, t - round_trip, true, || brokers(1));
+            q.answered(t, t - round_trip, true, None, || brokers(1));
         }
         let rate = q.rate();
         assert!(rate > 90.0e6, "the measured rate fell to {rate}");
@@ -125,9 +128,11 @@ mod tests {
             let t0 = Instant::now();
             for i in 1..=20u32 {
                 q.acknowledged(1000);
-                q.answered(t0 + Duration::from_millis(20) * i, t0, true, || Backlog {
-                    brokers: 1,
-                    partitions,
+                q.answered(t0 + Duration::from_millis(20) * i, t0, true, None, || {
+                    Backlog {
+                        brokers: 1,
+                        partitions,
+                    }
                 });
             }
             q.allowed()
@@ -169,7 +174,7 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(1);
             q.acknowledged(200_000);
-            q.answered(t, sent, true, || brokers(3));
+            q.answered(t, sent, true, None, || brokers(3));
         }
         let rate = q.rate();
         assert!((180.0e6..220.0e6).contains(&rate), "rate {rate}");
@@ -217,6 +222,95 @@ mod tests {
         );
     }
 
+    /// `n` pipelined requests of 10-50 KB answered back to back, each written 40 ms before
+    /// the answer before it (a round trip under the 50 ms of a request sent alone) and served in `per_request` plus 50 us a KB (20 MB/s); `t` moves
+    /// to the last answer.
+    fn serve_pipelined(q: &mut QueueDelay, t: &mut Instant, n: usize, per_request: Duration) {
+        for i in 0..n {
+            let kb = 10 + (i * 7) % 41;
+            let (previous, sent) = (*t, *t - Duration::from_millis(40));
+            *t += per_request + Duration::from_micros(50) * kb as u32;
+            q.acknowledged(kb * 1000);
+            q.answered(*t, sent, false, Some(previous), || brokers(3));
+        }
+    }
+
+    /// 20 ms linger, a 50 ms target and depth.
+    fn config_lingering() -> Config {
+        Config::builder([("a", 9092), ("b", 9092), ("c", 9092)])
+            .linger(Duration::from_millis(20))
+            .queue_delay_target(Duration::from_millis(50))
+            .queue_delay_min(Duration::from_millis(50))
+            .build()
+            .unwrap()
+    }
+
+    /// `linger` counts in the limit while batches wait for it: where the brokers' work is per
+    /// byte, after two samples whose requests all went without waiting their linger (sealed
+    /// full), the limit counts none of it; a sample with a request that waited its linger
+    /// brings it back at once.
+    #[test]
+    fn linger_counts_while_requests_wait_for_it() {
+        let mut q = QueueDelay::new(&config_lingering());
+        let mut t = Instant::now();
+        q.held_back(t);
+        serve_pipelined(&mut q, &mut t, 200, Duration::ZERO);
+        let mut sample = |q: &mut QueueDelay, lingered: bool| {
+            q.request_sent(lingered);
+            answer_1_mb_in_50_ms(q, &mut t);
+            q.allowed()
+        };
+        for _ in 0..3 {
+            sample(&mut q, true);
+        }
+        let with_linger = sample(&mut q, true);
+        assert!(
+            (3_300_000..3_500_000).contains(&with_linger),
+            "{with_linger}: 20 MB/s x 170 ms (50 ms target, 20 ms linger, 2 x 50 ms round trip)"
+        );
+        assert_eq!(
+            sample(&mut q, false),
+            with_linger,
+            "one sample without: still counted"
+        );
+        let without = sample(&mut q, false);
+        assert!(
+            (2_900_000..3_100_000).contains(&without),
+            "{without}: 20 MB/s x 150 ms, no linger"
+        );
+        assert_eq!(sample(&mut q, true), with_linger, "back at once");
+    }
+
+    /// Where the brokers' work is per request (larger requests drain more), `linger` counts
+    /// in the limit though no batch waits for it: a queue that deep lets batches grow.
+    #[test]
+    fn linger_counts_where_the_brokers_work_is_per_request() {
+        let mut q = QueueDelay::new(&config_lingering());
+        let mut t = Instant::now();
+        q.held_back(t);
+        serve_pipelined(&mut q, &mut t, 200, Duration::from_millis(3));
+        for _ in 0..4 {
+            q.request_sent(false);
+            answer_1_mb_in_50_ms(&mut q, &mut t);
+        }
+        let counted = q.allowed() as f64 / q.rate();
+        assert!(
+            (0.165..0.175).contains(&counted),
+            "{counted} s: 50 ms target, 20 ms linger, 2 x 50 ms round trip"
+        );
+        // The same requests served per byte: linger is no longer counted.
+        serve_pipelined(&mut q, &mut t, 2000, Duration::ZERO);
+        for _ in 0..2 {
+            q.request_sent(false);
+            answer_1_mb_in_50_ms(&mut q, &mut t);
+        }
+        let counted = q.allowed() as f64 / q.rate();
+        assert!(
+            (0.145..0.155).contains(&counted),
+            "{counted} s: 50 ms target, 2 x 50 ms round trip"
+        );
+    }
+
     /// For senders that wait for room the limit has no burst floor: before any drain is
     /// measured it is the floor of the bootstrap brokers' pipelines, not an eighth of
     /// `buffer.memory`; then it follows the drain whether senders are held back or not, and
@@ -258,7 +352,7 @@ mod tests {
         for _ in 0..3 {
             let sent = t;
             t += Duration::from_millis(50);
-            assert!(!q.answered(t, sent, true, || brokers(3)) || q.allowed() == burst_floor);
+            assert!(!q.answered(t, sent, true, None, || brokers(3)) || q.allowed() == burst_floor);
         }
         assert_eq!(
             (q.allowed(), q.allowed_waiting()),
@@ -285,7 +379,7 @@ mod tests {
             let sent = t;
             t += Duration::from_millis(50);
             q.acknowledged(1_000_000);
-            q.answered(t, sent, true, || brokers(3));
+            q.answered(t, sent, true, None, || brokers(3));
         }
         assert!(
             q.allowed() < 4 << 20,
@@ -334,7 +428,7 @@ mod tests {
         for i in 1..=20u32 {
             q.acknowledged(1000);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || {
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, None, || {
                 brokers(2)
             });
         }
@@ -347,7 +441,7 @@ mod tests {
         for i in 21..=40u32 {
             q.acknowledged(1 << 30);
             let sent = t0 + Duration::from_millis(20) * (i - 1);
-            q.answered(t0 + Duration::from_millis(20) * i, sent, true, || {
+            q.answered(t0 + Duration::from_millis(20) * i, sent, true, None, || {
                 brokers(2)
             });
         }
@@ -366,13 +460,15 @@ mod tests {
         // One request alone, answered in 10 ms.
         t += Duration::from_millis(10);
         q.acknowledged(200_000);
-        q.answered(t, t - Duration::from_millis(10), true, || brokers(1));
+        q.answered(t, t - Duration::from_millis(10), true, None, || brokers(1));
         // Then pipelined ones, each 250 ms after it was written, 200 kB every 10 ms.
         for _ in 0..60 {
             q.held_in_driver();
             t += Duration::from_millis(10);
             q.acknowledged(200_000);
-            q.answered(t, t - Duration::from_millis(250), false, || brokers(1));
+            q.answered(t, t - Duration::from_millis(250), false, None, || {
+                brokers(1)
+            });
         }
         let allowed = q.allowed();
         assert!(
@@ -389,19 +485,19 @@ mod tests {
         let t0 = Instant::now();
         assert!(!q.probing(t0), "no answer yet: nothing to probe");
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(2), t0, true, || brokers(1));
+        q.answered(t0 + Duration::from_millis(2), t0, true, None, || brokers(1));
         assert!(!q.probing(t0 + Duration::from_millis(500)));
         // Pipelined answers only, for a whole interval.
         let mut t = t0 + Duration::from_millis(2);
         while t < t0 + PROBE_INTERVAL {
             t += Duration::from_millis(10);
             q.acknowledged(1000);
-            q.answered(t, t - Duration::from_millis(30), false, || brokers(1));
+            q.answered(t, t - Duration::from_millis(30), false, None, || brokers(1));
         }
         t += Duration::from_millis(10);
         assert!(q.probing(t), "an interval without a request sent alone");
         q.acknowledged(1000);
-        q.answered(t, t - Duration::from_millis(3), true, || brokers(1));
+        q.answered(t, t - Duration::from_millis(3), true, None, || brokers(1));
         assert!(!q.probing(t), "the answer to one sent alone ends the probe");
         let off = QueueDelay::new(&config(0));
         assert!(!off.probing(t + PROBE_INTERVAL * 10));
@@ -414,7 +510,9 @@ mod tests {
         let mut q = QueueDelay::new(&config(50));
         let t0 = Instant::now();
         q.acknowledged(1000);
-        q.answered(t0 + Duration::from_millis(100), t0, true, || brokers(1));
+        q.answered(t0 + Duration::from_millis(100), t0, true, None, || {
+            brokers(1)
+        });
         assert!(!q.probing(t0 + Duration::from_secs(4)));
         assert!(q.probing(t0 + Duration::from_millis(5100)));
     }

@@ -332,8 +332,9 @@ impl<T> Producer<T> {
             record_sets,
         );
         self.stats.produce_requests += 1;
-        self.metrics
-            .request_sent(slot, records, bytes, any_lingered && !any_full);
+        let lingered = any_lingered && !any_full;
+        self.metrics.request_sent(slot, records, bytes, lingered);
+        self.queue_delay.request_sent(lingered);
         self.txn_produce_sent();
         self.stats.batches_sent += chosen.len() as u64;
         self.stats.records_sent += records;
