@@ -12,11 +12,11 @@
 //! depth is the target, or less where a deeper queue does not pay (see "Learning the depth"
 //! below); it is the time a record *queues*: what it spends in any case (its batch's `linger`, and
 //! the Produce round trip without queueing) comes on top, so a producer far from its cluster,
-//! or lingering long, is not held back for those (but see "Linger, and what a request costs"
-//! below: under saturation `linger` counts only where a deeper queue pays). The round trip counts twice
-//! ([`ROUND_TRIP_HEADROOM`]): `rate x round trip` is what must be in flight for the rate, and
-//! a limit with no room above it lowers the rate it measures (batches still filling, a lull
-//! of the sender) and then itself. On a simulated cluster that parks every request for 100 ms
+//! or lingering long, is not held back for those (under saturation `linger` counts only
+//! where a deeper queue pays: see "Linger, and what a request costs" below). The round trip
+//! counts twice ([`ROUND_TRIP_HEADROOM`]): `rate x round trip` is what must be in flight for
+//! the rate, and a limit with no room above it lowers the rate it measures (batches still
+//! filling, a lull of the sender) and then itself. On a simulated cluster that parks every request for 100 ms
 //! (five in flight, a 50 ms target) the limit counting it once delivered 0.70x the limit-off
 //! rate; counting it twice, 0.94x (`producer-sim`'s
 //! `on_a_cluster_that_parks_requests_the_limit_keeps_the_rate_of_the_limit_off`).
@@ -34,21 +34,21 @@
 //! it has answered the one before, so a request written before that answer came was served
 //! from that answer to its own, with nothing of the network or of the producer's own pauses
 //! in it (a cluster that holds each request for its replicas adds that wait, a fixed cost per
-//! request: there linger counts, as it did before the fit). The fit's fixed part, as a share of the mean request's time, is how much larger
-//! requests would drain more: from 0.45 the work counts as per request, below 0.35 as per byte
-//! (in between the last verdict stands; per request until 64 answers are fitted, and while
-//! requests are too alike in size to tell). Measured (`bench_e2e worker`, fits over half a
-//! second of answers): one Kafka node recompressing every batch to gzip, 0.06-0.35 once warm
-//! (about 300 us a request and 40 us a KB, at 24-40 KB a request); the same node, an
-//! uncompressed topic and 1000 B records at the shipped defaults, 0.34-0.85 (450-1,600 us a
-//! request, 1.1-2.4 us a KB, at 150-880 KB). On the first node this took the average from
-//! `send` from 11-14 ms to 5-9 and the p99 from 21-24 ms to 16-22 at the same rate (leaving linger out
-//! whatever the cost: 11-16 ms; the records of the first tenth of a second or so, before the
-//! fit has its 64 answers, are 1-2% of a 6 s run, enough to set its p99, not traced). On
-//! the second, where leaving linger out always made requests a third as large and lost the
-//! lead over librdkafka at its defaults, the fit keeps linger and the lead (the README's
-//! saturation section has the runs). Starting per byte instead lost that lead too (a limit
-//! that starts low where the drain grows with request size climbs slowly).
+//! request: there linger counts, as it did before the fit). The fit's fixed part, as a share
+//! of the mean request's time, is how much larger requests would drain more: from 0.45 the
+//! work counts as per request, below 0.35 as per byte (in between the last verdict stands;
+//! per request until 64 answers are fitted, and while requests are too alike in size to
+//! tell). Measured (`bench_e2e worker`, fits over half a second of answers): one Kafka node
+//! recompressing every batch to gzip, 0.06-0.35 once warm (about 300 us a request and 40 us a
+//! KB, at 24-40 KB a request); the same node, an uncompressed topic and 1000 B records at the
+//! shipped defaults, 0.34-0.85 (450-1,600 us a request, 1.1-2.4 us a KB, at 150-880 KB). On
+//! the first node this took the average from `send` from 11-14 ms to 5-9 at the same rate; the
+//! p99 fell less (21-24 ms to 16-26), as it is set by the first few tenths of a second of a
+//! run, linger counted until the fit has its 64 answers among them (the README's "The start,
+//! again"). On the second, where leaving linger out always made requests a third as large and
+//! lost the lead over librdkafka at its defaults, the fit keeps linger and the lead (the
+//! README's saturation section has the runs). Starting per byte instead lost that lead too (a
+//! limit that starts low where the drain grows with request size climbs slowly).
 //!
 //! # The base round trip, and probing for it
 //! The round trip counted is that of a request written while nothing else was in flight on its
@@ -190,8 +190,9 @@
 //! transaction's end, count against `buffer.memory` but not here.
 //!
 //! # Cost
-//! `send` pays one comparison ([`QueueDelay::admits`]); the rate is updated once per Produce
-//! answer, the limit once per sample (at least a quarter of the depth of busy time).
+//! `send` pays one comparison ([`QueueDelay::admits`]); the rate and the cost fit are updated
+//! once per Produce answer (a few multiplications and a division), the limit once per sample
+//! (at least a quarter of the depth of busy time).
 
 use std::time::{Duration, Instant};
 
@@ -412,8 +413,9 @@ impl QueueDelay {
     /// connection when it was written (its round trip is a base round trip sample, and ends a
     /// probe); `previous_answer`: when the answer before this one came on its connection (a
     /// request written before it waited behind that one at the broker, and the time since is
-    /// what serving it took); `backlog` gives the brokers the producer knows and the partitions with
-    /// something to send (for the floor), asked only when a sample completes. Adds the busy
+    /// what serving it took, which the cost fit takes); `backlog` gives the brokers the
+    /// producer knows and the partitions with something to send (for the floor), asked only
+    /// when a sample completes. Adds the busy
     /// time since the later of the previous answer and the start of the busy period (the first
     /// answer: since `sent_at`); once the sample spans enough, folds it into the rate and sets
     /// the limit anew. Returns whether the limit rose.
