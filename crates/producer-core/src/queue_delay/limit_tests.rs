@@ -281,6 +281,16 @@ mod tests {
         assert_eq!(sample(&mut q, true), with_linger, "back at once");
     }
 
+    /// `n` samples whose requests went without waiting their linger; returns the delay the
+    /// limit then counts (the limit over the rate, in seconds).
+    fn delay_after_samples_without_linger(q: &mut QueueDelay, t: &mut Instant, n: usize) -> f64 {
+        for _ in 0..n {
+            q.request_sent(false);
+            answer_1_mb_in_50_ms(q, t);
+        }
+        q.allowed() as f64 / q.rate()
+    }
+
     /// Where the brokers' work is per request (larger requests drain more), `linger` counts
     /// in the limit though no batch waits for it: a queue that deep lets batches grow.
     #[test]
@@ -289,22 +299,14 @@ mod tests {
         let mut t = Instant::now();
         q.held_back(t);
         serve_pipelined(&mut q, &mut t, 200, Duration::from_millis(3));
-        for _ in 0..4 {
-            q.request_sent(false);
-            answer_1_mb_in_50_ms(&mut q, &mut t);
-        }
-        let counted = q.allowed() as f64 / q.rate();
+        let counted = delay_after_samples_without_linger(&mut q, &mut t, 4);
         assert!(
             (0.165..0.175).contains(&counted),
             "{counted} s: 50 ms target, 20 ms linger, 2 x 50 ms round trip"
         );
         // The same requests served per byte: linger is no longer counted.
         serve_pipelined(&mut q, &mut t, 2000, Duration::ZERO);
-        for _ in 0..2 {
-            q.request_sent(false);
-            answer_1_mb_in_50_ms(&mut q, &mut t);
-        }
-        let counted = q.allowed() as f64 / q.rate();
+        let counted = delay_after_samples_without_linger(&mut q, &mut t, 2);
         assert!(
             (0.145..0.155).contains(&counted),
             "{counted} s: 50 ms target, 2 x 50 ms round trip"
