@@ -152,6 +152,9 @@ fn harness_ctp(tv: i16) {
             .send_offsets_to_transaction(&offsets, &meta, WAIT)
             .expect("send offsets");
         if (commits + aborts) % 3 == 2 {
+            // librdkafka's abort purges the records it has not sent yet; flushing first
+            // writes them all, so read_uncommitted can count every aborted record.
+            producer.flush(WAIT).expect("flush before the abort");
             producer.abort_transaction(WAIT).expect("abort");
             aborts += 1;
             aborted_records += recs.len();
