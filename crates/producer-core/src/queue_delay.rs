@@ -172,8 +172,13 @@
 //! the three phases is not the depth's doing); a shallower one is kept unless it drained a
 //! twentieth less;
 //! the depth is then what the trial's limit is at the drain it measured, within the least
-//! and the target. A trial that clearly does not pay ends after two samples, and each that
-//! does not pay makes the phases before the next four times as many (up to 64): a producer
+//! and the target, and never past the depth before the other way (a shallower trial kept
+//! never deepens the queue). No deeper trial runs where the cost fit says it cannot pay (its
+//! per-request share too small for requests half as large again to drain a tenth more), nor,
+//! where requests wait at the brokers, before the fit has its answers (the first trial of a
+//! run otherwise came in its first tenth of a second, where on one Kafka node it set the p99
+//! from send of a 6 s run; see `depth::deeper_may_pay`). A trial that clearly does not pay
+//! ends after two samples, and each that does not pay makes the phases before the next four times as many (up to 64): a producer
 //! whose depth is right spends about a hundredth of its samples in trials. A sample that
 //! held no sender back measured the offer, not the drain: its phase counts for nothing and a
 //! trial running ends at once (its fixed limit would otherwise keep the burst floor from a
@@ -202,7 +207,7 @@ mod cost;
 mod depth;
 
 use cost::RequestCost;
-use depth::{DepthLearning, DepthStep};
+use depth::{deeper_may_pay, DepthLearning, DepthStep, Serving};
 
 /// The smoothing of a fall of the drain rate: each lower sample moves the rate this fraction
 /// of the way down (a higher one sets it at once). Slow, so that a short stall (the cluster's,
@@ -219,6 +224,12 @@ const ROUND_TRIP_GAIN: f64 = 0.125;
 /// and as much again as headroom (as BBR's congestion window is twice its bandwidth-delay
 /// product); see the module documentation.
 const ROUND_TRIP_HEADROOM: u32 = 2;
+
+/// Where the smoothed round trip of Produce requests is at least this many times the base
+/// round trip, requests wait at the brokers for the depth learning: a deeper trial is half
+/// as deep again, not twice ([`DepthLearning`]), and none runs before the cost fit has its
+/// answers (`depth::deeper_may_pay`).
+const REQUESTS_WAIT_FROM: f64 = 2.0;
 
 /// The shortest probe interval: the base round trip is the shortest sample of the current
 /// interval, and a probe starts once an interval passes without one.
@@ -490,9 +501,14 @@ impl QueueDelay {
                     self.allowed
                 },
             );
-            let requests_wait = match (self.round_trip, self.base) {
-                (Some(pipelined), Some(alone)) => pipelined >= alone * 2,
-                _ => false,
+            let requests_wait = self.pipelined_over_alone() >= REQUESTS_WAIT_FROM;
+            let serving = Serving {
+                requests_wait,
+                deeper_may_pay: deeper_may_pay(
+                    requests_wait,
+                    self.cost.fitted(),
+                    self.cost.per_request_share(),
+                ),
             };
             match learning.sampled(
                 sample_bytes,
@@ -500,7 +516,7 @@ impl QueueDelay {
                 held,
                 self.allowed,
                 bounds,
-                requests_wait,
+                serving,
             ) {
                 DepthStep::Stay => {}
                 DepthStep::Try(limit) => {
@@ -512,8 +528,13 @@ impl QueueDelay {
                 // the limit climbs to the trial's as the drain rises. Setting the rate to the
                 // trial's drain as well left `producer-sim`'s per-request broker at 0.77x the
                 // target's drain, against 1.03x without.)
-                DepthStep::Keep(limit, drain) => {
-                    self.depth = learning.depth_for(limit, drain, self.rest_of_delay());
+                DepthStep::Keep {
+                    limit,
+                    drain,
+                    deeper,
+                } => {
+                    self.depth =
+                        learning.depth_kept(limit, drain, deeper, self.depth, self.rest_of_delay());
                     self.trial_limit = None;
                 }
                 // The trial's samples measured its limit, not the depth's: the rate is the
@@ -565,6 +586,17 @@ impl QueueDelay {
             Duration::ZERO
         };
         linger + round_trip * ROUND_TRIP_HEADROOM
+    }
+
+    /// The smoothed round trip of all Produce requests over the base round trip (that of one
+    /// sent alone): how long requests wait at the brokers behind the ones before them. 1
+    /// until both are measured (infinite over a base round trip of zero).
+    fn pipelined_over_alone(&self) -> f64 {
+        match (self.round_trip, self.base) {
+            (Some(_), Some(alone)) if alone.is_zero() => f64::INFINITY,
+            (Some(pipelined), Some(alone)) => pipelined.as_secs_f64() / alone.as_secs_f64(),
+            _ => 1.0,
+        }
     }
 
     /// A Produce request was sent; `lingered`: because a batch's `linger.ms` had passed (no

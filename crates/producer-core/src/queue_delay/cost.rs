@@ -86,9 +86,14 @@ impl RequestCost {
         self.per_request
     }
 
+    /// Whether the fit has the answers it needs ([`COST_MIN_ANSWERS`]) to say anything.
+    pub(super) fn fitted(&self) -> bool {
+        self.weight >= COST_MIN_ANSWERS
+    }
+
     /// The share of the mean request's serving time that its fixed per-request part takes
     /// (0 to 1); `None` while the fit has too few answers, or sizes too alike.
-    fn per_request_share(&self) -> Option<f64> {
+    pub(super) fn per_request_share(&self) -> Option<f64> {
         if self.weight < COST_MIN_ANSWERS {
             return None;
         }

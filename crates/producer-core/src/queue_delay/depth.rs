@@ -152,10 +152,55 @@ pub(super) enum DepthStep {
     Stay,
     /// Hold the limit at this many bytes for the next phase (a trial).
     Try(usize),
-    /// The trial paid: the depth is what its limit gives at this drain (bytes per second).
-    Keep(usize, f64),
+    /// The trial (`deeper` or not) at `limit` paid, having drained `drain` (bytes per
+    /// second): the depth is what [`DepthLearning::depth_kept`] gives.
+    Keep {
+        limit: usize,
+        drain: f64,
+        deeper: bool,
+    },
     /// The trial did not pay: back to the depth before it.
     Back,
+}
+
+/// How the brokers serve Produce requests, as the depth learning asks when a sample completes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Serving {
+    /// Produce requests wait at the brokers: their smoothed round trip is twice that of one
+    /// sent alone, or more. Where they do (a Kafka node bound by its CPU), a deeper queue is
+    /// all delay unless it drains more, and each trial that does not pay delays every record
+    /// sent while it runs by as much as it is deeper; where they do not (a cluster that parks
+    /// each request, as acks=all waits for replicas), the bytes in flight are what drains, a
+    /// deeper queue costs its records little past its own fill, and a deeper trial doubles the
+    /// limit.
+    pub(super) requests_wait: bool,
+    /// A deeper trial may pay ([`deeper_may_pay`]).
+    pub(super) deeper_may_pay: bool,
+}
+
+/// Whether a trial of a deeper queue may drain enough more to be kept, from what the
+/// brokers' work is measured to be ([`super::RequestCost`]): `fitted`, the fit has its answers;
+/// `per_request_share`, the fixed part of a request's serving time (none where requests are
+/// too alike in size to tell). A deeper queue drains more only through larger requests: if
+/// every request grew [`DEPTH_STEP`] times, the drain would rise
+/// `step / (step - share x (step - 1))` times, and where that is less than [`DEPTH_PAYS`] (a
+/// share below about 0.27) the trial cannot be kept, and all it does is delay each record
+/// sent while it runs by as much as it is deeper. Where `requests_wait` at the brokers, none
+/// is tried either until the fit has its answers: a trial in a run's first tenth of a second
+/// (the first came after about 70 ms) set the p99 from send of a 6 s run on one Kafka node,
+/// whose share was 0.05-0.35. Where requests do not wait (a cluster that parks each
+/// request), the bytes in flight are the drain and trials go on from the start: held back
+/// there until the fit had 64 answers, `producer-sim`'s 100 ms parking cluster delivered 0.89x
+/// the limit-off rate, against 0.94x.
+pub(super) fn deeper_may_pay(
+    requests_wait: bool,
+    fitted: bool,
+    per_request_share: Option<f64>,
+) -> bool {
+    (fitted || !requests_wait)
+        && per_request_share.is_none_or(|share| {
+            DEPTH_STEP / (DEPTH_STEP - share * (DEPTH_STEP - 1.0)) >= DEPTH_PAYS
+        })
 }
 
 impl DepthLearning {
@@ -186,13 +231,8 @@ impl DepthLearning {
 
     /// A drain sample completed: `bytes` acknowledged over `busy`, `held` whether senders were
     /// held back in it; `now` is the limit, `shallowest` and `deepest` those the least depth
-    /// and the target give now; `requests_wait` whether Produce requests wait at the brokers
-    /// now, their round trip while pipelined well past (twice) that of one sent alone. Where
-    /// they do not (a cluster that parks each request, as acks=all waits for replicas), the
-    /// bytes in flight are what drains, a deeper queue costs its records little past its own
-    /// fill, and a deeper trial doubles the limit; where they do (a Kafka node bound by its
-    /// CPU), a deeper queue is all delay unless it drains more, and each trial that does not
-    /// pay delays every record sent while it runs by as much as it is deeper.
+    /// and the target give now; `serving`: whether Produce requests wait at the brokers now,
+    /// and whether a deeper trial may pay (see [`Serving`]).
     pub(super) fn sampled(
         &mut self,
         bytes: usize,
@@ -200,7 +240,7 @@ impl DepthLearning {
         held: bool,
         now: usize,
         (shallowest, deepest): (usize, usize),
-        requests_wait: bool,
+        serving: Serving,
     ) -> DepthStep {
         if !held {
             // The sample measured the offer, not the drain: the phase counts for nothing, and
@@ -263,7 +303,7 @@ impl DepthLearning {
             self.wait -= 1;
             DepthStep::Stay
         } else {
-            self.try_from(now, shallowest, deepest, requests_wait)
+            self.try_from(now, shallowest, deepest, serving)
         }
     }
 
@@ -313,7 +353,11 @@ impl DepthLearning {
         self.backoff = 1;
         self.next_deeper = deeper;
         self.climbing = deeper;
-        DepthStep::Keep(limit, drain)
+        DepthStep::Keep {
+            limit,
+            drain,
+            deeper,
+        }
     }
 
     /// A trial (`deeper` or not) did not pay: the next goes the other way, and after a longer
@@ -329,24 +373,24 @@ impl DepthLearning {
     /// [`DepthLearning::next_deeper`] says (or the other if that way is at its bound),
     /// within `shallowest..=deepest`; [`DepthStep::Stay`] if neither way moves it by a
     /// quarter. A deeper one doubles the limit instead where requests do not wait at the
-    /// brokers (`requests_wait`, see [`DepthLearning::sampled`]), while a climb goes on
+    /// brokers (see [`Serving`]), while a climb goes on
     /// ([`DepthLearning::climbing`]), and after a phase whose drain fell
-    /// ([`DepthLearning::falling`]).
+    /// ([`DepthLearning::falling`]). No deeper one unless it may pay ([`Serving`]).
     fn try_from(
         &mut self,
         now: usize,
         shallowest: usize,
         deepest: usize,
-        requests_wait: bool,
+        serving: Serving,
     ) -> DepthStep {
-        let step = if self.climbing || self.falling || !requests_wait {
+        let step = if self.climbing || self.falling || !serving.requests_wait {
             2.0
         } else {
             DEPTH_STEP
         };
         let deeper = ((now as f64 * step) as usize).min(deepest);
         let shallower = ((now as f64 / DEPTH_STEP) as usize).max(shallowest);
-        let deeper_moves = deeper as f64 >= 1.25 * now as f64;
+        let deeper_moves = serving.deeper_may_pay && deeper as f64 >= 1.25 * now as f64;
         let shallower_moves = shallower as f64 * 1.25 <= now as f64;
         let go_deeper = match (deeper_moves, shallower_moves) {
             (true, true) => self.next_deeper,
@@ -359,14 +403,33 @@ impl DepthLearning {
         DepthStep::Try(limit)
     }
 
-    /// The depth at which `rate x (depth + rest)` is `limit`, within the least and the target.
-    pub(super) fn depth_for(&self, limit: usize, rate: f64, rest: Duration) -> Duration {
-        if rate <= 0.0 {
-            return self.max;
+    /// The depth once a trial (`deeper` or not) at `limit` that drained `drain` is kept, the
+    /// depth before it `current`: the one at which `drain x (depth + rest)` is `limit`, within
+    /// the least and the target, and no shallower than `current` after a deeper trial, no
+    /// deeper after a shallower one. (The drain a trial measured may be below the rate the
+    /// limit had, which rises at once and falls smoothed, and its limit at that drain then
+    /// gives a deeper depth than the one before: traced on one Kafka node, a shallower trial
+    /// kept took the depth from 2 ms to 3.9, and the next kept one to 15.)
+    pub(super) fn depth_kept(
+        &self,
+        limit: usize,
+        drain: f64,
+        deeper: bool,
+        current: Duration,
+        rest: Duration,
+    ) -> Duration {
+        let at_drain = if drain <= 0.0 {
+            self.max
+        } else {
+            Duration::from_secs_f64(limit as f64 / drain)
+                .saturating_sub(rest)
+                .clamp(self.min, self.max)
+        };
+        if deeper {
+            at_drain.max(current)
+        } else {
+            at_drain.min(current)
         }
-        Duration::from_secs_f64(limit as f64 / rate)
-            .saturating_sub(rest)
-            .clamp(self.min, self.max)
     }
 }
 
@@ -374,11 +437,28 @@ impl DepthLearning {
 mod tests {
     use super::*;
 
+    /// Requests that wait at the brokers or not, where a deeper trial may pay.
+    fn serving(requests_wait: bool) -> Serving {
+        Serving {
+            requests_wait,
+            deeper_may_pay: true,
+        }
+    }
+
     /// Drives a [`DepthLearning`] as the limit does, against a cluster whose drain (bytes per
     /// second) is `drain(limit)` and where requests wait at the broker, with every sample
     /// holding senders back; returns the depth after `samples` samples, how many of them ran a
     /// trial, and the last drain.
     fn learn(samples: u32, drain: impl Fn(usize) -> f64) -> (Duration, u32, f64) {
+        learn_where(samples, true, drain)
+    }
+
+    /// [`learn`], with `deeper_may_pay` given to every sample (see [`deeper_may_pay`]).
+    fn learn_where(
+        samples: u32,
+        deeper_may_pay: bool,
+        drain: impl Fn(usize) -> f64,
+    ) -> (Duration, u32, f64) {
         let (min, max) = (Duration::from_millis(2), Duration::from_millis(50));
         let mut l = DepthLearning::new(min, max);
         let mut depth = l.start();
@@ -399,14 +479,28 @@ mod tests {
             let busy = Duration::from_millis(20);
             let bytes = (d * busy.as_secs_f64()) as usize;
             let deepest = if depth < max { 32 << 20 } else { now };
-            match l.sampled(bytes, busy, true, now, (limit_at(min, rate), deepest), true) {
+            match l.sampled(
+                bytes,
+                busy,
+                true,
+                now,
+                (limit_at(min, rate), deepest),
+                Serving {
+                    requests_wait: true,
+                    deeper_may_pay,
+                },
+            ) {
                 DepthStep::Stay => {}
                 DepthStep::Try(limit) => {
                     trial = Some(limit);
                     rate_before_trial = rate;
                 }
-                DepthStep::Keep(limit, drained) => {
-                    depth = l.depth_for(limit, drained, Duration::from_millis(10));
+                DepthStep::Keep {
+                    limit,
+                    drain: drained,
+                    deeper,
+                } => {
+                    depth = l.depth_kept(limit, drained, deeper, depth, Duration::from_millis(10));
                     trial = None;
                 }
                 // As the limit does: back to the rate before the trial.
@@ -438,6 +532,59 @@ mod tests {
         let (depth, _, drain) = learn(300, |limit| (limit as f64 * 20.0).min(40e6));
         assert!(depth > Duration::from_millis(20), "{depth:?}");
         assert!(drain >= 0.95 * 40e6, "{drain}");
+    }
+
+    /// Where the brokers' work is measured per byte (the cost fit's per-request share too
+    /// small for larger requests to drain a tenth more), no deeper trial runs, even against a
+    /// drain that would reward one: a trial there only delays its records.
+    #[test]
+    fn where_a_deeper_trial_may_not_pay_none_runs() {
+        let (depth, in_trial, _) = learn_where(300, false, |limit| (limit as f64 * 20.0).min(40e6));
+        assert_eq!(depth, Duration::from_millis(2));
+        assert_eq!(
+            in_trial, 0,
+            "no trial: none deeper, and none shallower than the least"
+        );
+    }
+
+    /// A deeper trial may pay only where the cost fit says larger requests could drain
+    /// [`DEPTH_PAYS`] times as much; where requests wait at the brokers, not before it has
+    /// its answers; where they do not (parked), from the start.
+    #[test]
+    fn a_deeper_trial_may_pay_where_the_cost_fit_says_so() {
+        assert!(
+            !deeper_may_pay(true, false, None),
+            "requests wait, the fit not ready"
+        );
+        assert!(
+            deeper_may_pay(false, false, None),
+            "requests parked, not waiting"
+        );
+        assert!(
+            !deeper_may_pay(true, true, Some(0.1)),
+            "per byte: requests half as large again drain 1.03x"
+        );
+        assert!(deeper_may_pay(true, true, Some(0.5)), "per request: 1.2x");
+        assert!(deeper_may_pay(true, true, None), "sizes too alike to tell");
+    }
+
+    /// A kept trial moves the depth only its own way: a shallower one whose drain was below
+    /// the rate before it never deepens the queue, a deeper one never makes it shallower.
+    #[test]
+    fn a_kept_trial_moves_the_depth_only_its_own_way() {
+        let ms = Duration::from_millis;
+        let l = DepthLearning::new(ms(2), ms(50));
+        let (current, rest) = (ms(10), ms(10));
+        // Shallower, 267 kB: at 12 MB/s that is 22 ms, 12 past the rest; kept at 10.
+        assert_eq!(l.depth_kept(267_000, 12e6, false, current, rest), current);
+        // At 20 MB/s, 13.4 ms: 3.4 past the rest.
+        let shallower = l.depth_kept(267_000, 20e6, false, current, rest);
+        assert!((ms(3)..ms(4)).contains(&shallower), "{shallower:?}");
+        // Deeper, 600 kB: at 40 MB/s that is 15 ms, 5 past the rest; kept at 10.
+        assert_eq!(l.depth_kept(600_000, 40e6, true, current, rest), current);
+        // At 20 MB/s, 30 ms: 20 past the rest.
+        let deeper = l.depth_kept(600_000, 20e6, true, current, rest);
+        assert!((ms(19)..ms(21)).contains(&deeper), "{deeper:?}");
     }
 
     /// Where the drain does not grow with the queue but each sample varies by up to a fifth
@@ -487,36 +634,36 @@ mod tests {
         let phase = DEPTH_SETTLE_SAMPLES + DEPTH_MEASURE_SAMPLES;
         for _ in 0..5 {
             assert_eq!(
-                l.sampled(20_000, busy, true, 100_000, bounds, true),
+                l.sampled(20_000, busy, true, 100_000, bounds, serving(true)),
                 DepthStep::Stay
             );
         }
         assert_eq!(
-            l.sampled(20_000, busy, false, 100_000, bounds, true),
+            l.sampled(20_000, busy, false, 100_000, bounds, serving(true)),
             DepthStep::Stay
         );
         // A whole phase from here: no trial before its last sample.
         for i in 1..phase {
-            let step = l.sampled(20_000, busy, true, 100_000, bounds, true);
+            let step = l.sampled(20_000, busy, true, 100_000, bounds, serving(true));
             assert_eq!(step, DepthStep::Stay, "sample {i}");
         }
-        let step = l.sampled(20_000, busy, true, 100_000, bounds, true);
+        let step = l.sampled(20_000, busy, true, 100_000, bounds, serving(true));
         assert_eq!(step, DepthStep::Try(150_000), "deeper first, by half");
         // The trial drains twice as much (it would pay); a sample not held back ends it.
         for _ in 0..3 {
             assert_eq!(
-                l.sampled(40_000, busy, true, 150_000, bounds, true),
+                l.sampled(40_000, busy, true, 150_000, bounds, serving(true)),
                 DepthStep::Stay
             );
         }
         assert_eq!(
-            l.sampled(40_000, busy, false, 150_000, bounds, true),
+            l.sampled(40_000, busy, false, 150_000, bounds, serving(true)),
             DepthStep::Back
         );
         // Not counted as a trial that did not pay: the next phase's end tries again at once.
         let mut step = DepthStep::Stay;
         for _ in 0..phase {
-            step = l.sampled(20_000, busy, true, 100_000, bounds, true);
+            step = l.sampled(20_000, busy, true, 100_000, bounds, serving(true));
         }
         assert_eq!(step, DepthStep::Try(150_000));
     }
@@ -534,7 +681,7 @@ mod tests {
             let mut l = DepthLearning::new(Duration::from_millis(2), Duration::from_millis(50));
             let mut step = DepthStep::Stay;
             for _ in 0..phase {
-                step = l.sampled(20_000, busy, true, 100_000, bounds, wait);
+                step = l.sampled(20_000, busy, true, 100_000, bounds, serving(wait));
             }
             (l, step)
         };
@@ -544,11 +691,14 @@ mod tests {
         let (mut l, _) = first_trial(true);
         let mut step = DepthStep::Stay;
         for _ in 0..phase {
-            step = l.sampled(40_000, busy, true, 150_000, bounds, true);
+            step = l.sampled(40_000, busy, true, 150_000, bounds, serving(true));
         }
-        assert!(matches!(step, DepthStep::Keep(150_000, _)), "{step:?}");
+        assert!(
+            matches!(step, DepthStep::Keep { limit: 150_000, .. }),
+            "{step:?}"
+        );
         for _ in 0..phase {
-            step = l.sampled(40_000, busy, true, 150_000, bounds, true);
+            step = l.sampled(40_000, busy, true, 150_000, bounds, serving(true));
         }
         assert_eq!(step, DepthStep::Try(300_000));
     }
