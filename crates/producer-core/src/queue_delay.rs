@@ -178,16 +178,16 @@
 //! where requests wait at the brokers, before the fit has its answers (the first trial of a
 //! run otherwise came in its first tenth of a second, where on one Kafka node it set the p99
 //! from send of a 6 s run; see `depth::deeper_may_pay`). A trial that clearly does not pay
-//! ends after two samples, and each that does not pay makes the phases before the next four times as many (up to 64): a producer
-//! whose depth is right spends about a hundredth of its samples in trials. A sample that
-//! held no sender back measured the offer, not the drain: its phase counts for nothing and a
-//! trial running ends at once (its fixed limit would otherwise keep the burst floor from a
-//! producer no longer saturated); the depth changes only while the producer is offered more
-//! than the cluster drains. Measured on one
-//! Kafka node recompressing every batch (`bench_e2e --saturation`): 25-29 ms from send on
-//! average against 70-74 at the 50 ms target alone, at a higher rate; on the simulated
-//! brokers that serve requests in turn (`producer-sim`'s `queue_delay` tests), the least
-//! depth's latency where depth does not pay and about the target's drain where it does.
+//! ends after two samples, and each that does not pay makes the phases before the next four
+//! times as many (up to 64): a producer whose depth is right spends about a hundredth of its
+//! samples in trials. A sample that held no sender back measured the offer, not the drain: its
+//! phase counts for nothing and a trial running ends at once (its fixed limit would otherwise
+//! keep the burst floor from a producer no longer saturated); the depth changes only while the
+//! producer is offered more than the cluster drains. Measured on one Kafka node recompressing
+//! every batch (`bench_e2e --saturation`): 25-29 ms from send on average against 70-74 at the
+//! 50 ms target alone, at a higher rate; on the simulated brokers that serve requests in turn
+//! (`producer-sim`'s `queue_delay` tests), the least depth's latency where depth does not pay
+//! and about the target's drain where it does.
 //!
 //! # What is counted
 //! Bytes as `buffer.memory` counts them (a record's encoded size and its entry), of records

@@ -94,7 +94,7 @@ impl RequestCost {
     /// The share of the mean request's serving time that its fixed per-request part takes
     /// (0 to 1); `None` while the fit has too few answers, or sizes too alike.
     pub(super) fn per_request_share(&self) -> Option<f64> {
-        if self.weight < COST_MIN_ANSWERS {
+        if !self.fitted() {
             return None;
         }
         let mean_bytes = self.bytes / self.weight;

@@ -166,8 +166,8 @@ pub(super) enum DepthStep {
 /// How the brokers serve Produce requests, as the depth learning asks when a sample completes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Serving {
-    /// Produce requests wait at the brokers: their smoothed round trip is twice that of one
-    /// sent alone, or more. Where they do (a Kafka node bound by its CPU), a deeper queue is
+    /// Produce requests wait at the brokers: their smoothed round trip is
+    /// [`super::REQUESTS_WAIT_FROM`] times that of one sent alone, or more. Where they do (a Kafka node bound by its CPU), a deeper queue is
     /// all delay unless it drains more, and each trial that does not pay delays every record
     /// sent while it runs by as much as it is deeper; where they do not (a cluster that parks
     /// each request, as acks=all waits for replicas), the bytes in flight are what drains, a
