@@ -313,6 +313,35 @@ mod tests {
         );
     }
 
+    /// Where Produce requests wait at the brokers (a pipelined round trip of about 40 ms
+    /// against 10 ms for one sent alone), the limit counts the base round trip once if the
+    /// cost fit says the brokers' work is per byte (the brokers' own queue is the headroom),
+    /// twice if it is per request (a deeper queue grows requests that drain more).
+    #[test]
+    fn where_requests_wait_the_round_trip_counts_once_if_the_work_is_per_byte() {
+        let delay_counted = |per_request: Duration| {
+            let mut q = QueueDelay::new(&config(50));
+            let mut t = Instant::now();
+            q.held_back(t);
+            t += Duration::from_millis(10);
+            q.acknowledged(200_000);
+            q.answered(t, t - Duration::from_millis(10), true, None, || brokers(1));
+            serve_pipelined(&mut q, &mut t, 2000, per_request);
+            assert!(q.pipelined_over_alone() >= REQUESTS_WAIT_FROM);
+            q.allowed() as f64 / q.rate()
+        };
+        let per_byte = delay_counted(Duration::ZERO);
+        assert!(
+            (0.058..0.062).contains(&per_byte),
+            "{per_byte} s: 50 ms target, 1 x 10 ms round trip"
+        );
+        let per_request = delay_counted(Duration::from_millis(3));
+        assert!(
+            (0.068..0.072).contains(&per_request),
+            "{per_request} s: 50 ms target, 2 x 10 ms round trip"
+        );
+    }
+
     /// For senders that wait for room the limit has no burst floor: before any drain is
     /// measured it is the floor of the bootstrap brokers' pipelines, not an eighth of
     /// `buffer.memory`; then it follows the drain whether senders are held back or not, and
