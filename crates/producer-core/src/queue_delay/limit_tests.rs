@@ -4,13 +4,25 @@
 mod tests {
     use super::super::*;
 
+    /// A request sent alone at `t`, answered `round_trip` later acknowledging `bytes`, with
+    /// `known` brokers; `t` moves to the answer.
+    fn answer_alone(
+        q: &mut QueueDelay,
+        t: &mut Instant,
+        bytes: usize,
+        round_trip: Duration,
+        known: usize,
+    ) {
+        let sent = *t;
+        *t += round_trip;
+        q.acknowledged(bytes);
+        q.answered(*t, sent, true, None, || brokers(known));
+    }
+
     /// A request sent alone at `t`, answered 50 ms later acknowledging 1 MB (a 20 MB/s drain,
     /// three brokers known); `t` moves to the answer.
     fn answer_1_mb_in_50_ms(q: &mut QueueDelay, t: &mut Instant) {
-        let sent = *t;
-        *t += Duration::from_millis(50);
-        q.acknowledged(1_000_000);
-        q.answered(*t, sent, true, None, || brokers(3));
+        answer_alone(q, t, 1_000_000, Duration::from_millis(50), 3);
     }
 
     /// A backlog of `n` brokers and no partition with something to send.
@@ -323,9 +335,7 @@ mod tests {
             let mut q = QueueDelay::new(&config(50));
             let mut t = Instant::now();
             q.held_back(t);
-            t += Duration::from_millis(10);
-            q.acknowledged(200_000);
-            q.answered(t, t - Duration::from_millis(10), true, None, || brokers(1));
+            answer_alone(&mut q, &mut t, 200_000, Duration::from_millis(10), 1);
             serve_pipelined(&mut q, &mut t, 2000, per_request);
             assert!(q.pipelined_over_alone() >= REQUESTS_WAIT_FROM);
             q.allowed() as f64 / q.rate()
@@ -489,9 +499,7 @@ mod tests {
         let mut t = Instant::now();
         q.busy_from(t);
         // One request alone, answered in 10 ms.
-        t += Duration::from_millis(10);
-        q.acknowledged(200_000);
-        q.answered(t, t - Duration::from_millis(10), true, None, || brokers(1));
+        answer_alone(&mut q, &mut t, 200_000, Duration::from_millis(10), 1);
         // Then pipelined ones, each 250 ms after it was written, 200 kB every 10 ms.
         for _ in 0..60 {
             q.held_in_driver();
