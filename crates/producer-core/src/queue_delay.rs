@@ -60,8 +60,8 @@
 //! limit that starts low where the drain grows with request size climbs slowly). Starting per
 //! byte only where requests wait, until the fit has its answers, shortened the start's queue
 //! on the first node but cost `producer-sim`'s brokers that serve requests in turn a tenth to
-//! a fifth of their drain for the rest of an 8 s run (the README's "The start: per byte where
-//! requests wait").
+//! a fifth of their drain over the second half of an 8 s run (the README's "The start: per
+//! byte where requests wait").
 //!
 //! # The base round trip, and probing for it
 //! The round trip counted is that of a request written while nothing else was in flight on its
