@@ -651,6 +651,11 @@ impl KafkaCluster {
         set("num.io.threads", "4");
         set("num.partitions", "1");
         set("log.segment.bytes", "67108864");
+        // Keep every record. Tests write records stamped in 2023 (timestamps that must read
+        // back as written); under the default 7-day `log.retention.ms` a broker deletes them
+        // at its first retention check, 30 s after it starts and every 5 minutes after, even
+        // in the active segment, and a read-back after that tick finds them gone.
+        set("log.retention.ms", "-1");
         if self.spec.telemetry {
             set("metric.reporters", TELEMETRY_REPORTER_CLASS);
             set(
