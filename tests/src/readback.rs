@@ -241,20 +241,18 @@ pub fn read_back_each(
     mut f: impl FnMut(Consumed),
 ) {
     let c = consumer(bootstrap, false);
+    let deadline = Instant::now() + timeout;
     // (topic, partition) -> the offset to reach.
     let mut todo: HashMap<(String, i32), i64> = HashMap::new();
     for &(t, n) in topics {
         for p in 0..n {
-            let (lo, hi) = c
-                .fetch_watermarks(t, p, Duration::from_secs(10))
-                .unwrap_or_else(|e| panic!("read back: watermarks of {t}-{p}: {e}"));
+            let (lo, hi) = watermarks(&c, t, p, deadline);
             if hi > lo {
                 todo.insert((t.to_owned(), p), hi);
             }
         }
     }
     assign_from_start(&c, topics);
-    let deadline = Instant::now() + timeout;
     // (topic, partition) -> the offset after the last record read.
     let mut reached: HashMap<(String, i32), i64> = HashMap::new();
     loop {
@@ -283,21 +281,41 @@ pub fn read_back_each(
         // leader's until its followers caught up: read on while the watermark moved.
         for &(t, n) in topics {
             for p in 0..n {
-                if let Ok((lo, hi)) = c.fetch_watermarks(t, p, Duration::from_secs(10)) {
-                    if hi
-                        > reached
-                            .get(&(t.to_owned(), p))
-                            .copied()
-                            .unwrap_or(0)
-                            .max(lo)
-                    {
-                        todo.insert((t.to_owned(), p), hi);
-                    }
+                let (lo, hi) = watermarks(&c, t, p, deadline);
+                if hi
+                    > reached
+                        .get(&(t.to_owned(), p))
+                        .copied()
+                        .unwrap_or(0)
+                        .max(lo)
+                {
+                    todo.insert((t.to_owned(), p), hi);
                 }
             }
         }
         if todo.is_empty() {
             return;
+        }
+    }
+}
+
+/// The low and high watermarks of `topic`-`partition`, asked again until `deadline` while the
+/// broker cannot answer yet: a leader elected moments ago answers OFFSET_NOT_AVAILABLE until
+/// its high watermark has caught up (a read-back after the leader moves of
+/// `reauthentication_under_leader_moves_loses_and_reorders_nothing` failed on it), and one
+/// being elected, NOT_LEADER or LEADER_NOT_AVAILABLE. Panics with the last error after it.
+fn watermarks(c: &BaseConsumer, topic: &str, partition: i32, deadline: Instant) -> (i64, i64) {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match c.fetch_watermarks(topic, partition, left.min(Duration::from_secs(10))) {
+            Ok(w) => return w,
+            Err(e) if !left.is_zero() => {
+                eprintln!("read back: watermarks of {topic}-{partition}: {e}; asking again");
+                // A poll interval, not a stand-in for an event: the broker's readiness cannot
+                // be waited on.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("read back: watermarks of {topic}-{partition}: {e}"),
         }
     }
 }
