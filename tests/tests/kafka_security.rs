@@ -16,7 +16,8 @@
 //! `connections.max.reauth.ms` of 3 s: a 30 s produce stream per driver with a leader moved
 //! every 2 s: exactly once and in order, and the brokers' logs show the re-authentications.
 
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -26,7 +27,7 @@ use producer_core::{
 };
 use producer_tests::kafka::suite::{produce_with_faults, read_back_and_check, rules, FaultTally};
 use producer_tests::kafka::{
-    exclusive, own_cluster, shared_cluster, ClusterSpec, KafkaCluster, Listener, TestCluster,
+    cluster_slot, own_cluster, shared_cluster, ClusterSpec, KafkaCluster, Listener, TestCluster,
     PLAIN_USER,
 };
 use producer_tests::tls::TestPki;
@@ -47,25 +48,25 @@ fn spec() -> ClusterSpec {
         .secured(Arc::new(TestPki::new()))
 }
 
-/// The shared secured node, with the SCRAM user created (once per process) by kafka-configs.
+/// A shared secured node, with the SCRAM user created (once per node: the process may start
+/// more than one, see `shared_cluster`) by kafka-configs.
 fn cluster() -> Option<TestCluster> {
     let kafka = shared_cluster(spec)?;
-    static USERS: OnceLock<Result<(), String>> = OnceLock::new();
-    USERS
-        .get_or_init(|| {
-            let started = Instant::now();
-            kafka
-                .add_scram_user(SCRAM_USER.0, SCRAM_USER.1)
-                .map_err(|e| e.to_string())?;
-            println!(
-                "SCRAM user {} (SCRAM-SHA-256 and -512) created with kafka-configs in {:?}",
-                SCRAM_USER.0,
-                started.elapsed()
-            );
-            Ok(())
-        })
-        .as_ref()
-        .unwrap_or_else(|e| panic!("SCRAM user: {e}"));
+    static WITH_USER: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut with_user = WITH_USER.lock().unwrap_or_else(|e| e.into_inner());
+    if !with_user.iter().any(|dir| dir == kafka.dir()) {
+        let started = Instant::now();
+        kafka
+            .add_scram_user(SCRAM_USER.0, SCRAM_USER.1)
+            .unwrap_or_else(|e| panic!("SCRAM user: {e}"));
+        println!(
+            "SCRAM user {} (SCRAM-SHA-256 and -512) created with kafka-configs in {:?}",
+            SCRAM_USER.0,
+            started.elapsed()
+        );
+        with_user.push(kafka.dir().to_path_buf());
+    }
+    drop(with_user);
     Some(kafka)
 }
 
@@ -633,7 +634,7 @@ fn sasl_plaintext_client_to_a_sasl_ssl_listener_fails_every_record_promptly() {
 /// the re-authentications they handled.
 #[test]
 fn reauthentication_under_leader_moves_loses_and_reorders_nothing() {
-    let _guard = exclusive();
+    let _guard = cluster_slot();
     let Some(kafka) = own_cluster(
         ClusterSpec::three()
             .name("reauth")

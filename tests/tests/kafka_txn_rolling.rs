@@ -30,7 +30,7 @@ use producer_tests::kafka::rolling::{
 };
 use producer_tests::kafka::suite::producer_config;
 use producer_tests::kafka::txn::{txn_cluster, txn_spec};
-use producer_tests::kafka::{exclusive, own_cluster, unique_topic, KafkaCluster};
+use producer_tests::kafka::{cluster_slot, own_cluster, unique_topic, KafkaCluster};
 use producer_tests::readback::{read_back_isolated, Isolation};
 
 /// Generous bound for one read-back or admin wait (a failure, never a pass condition).
@@ -401,7 +401,7 @@ fn rolling(
     let direct = env_u64("KAFKA_TXN_ROLLING_DIRECT", 0) != 0;
     let mut shared = None;
     let mut own = None;
-    let _exclusive = direct.then(exclusive);
+    let _exclusive = direct.then(cluster_slot);
     if direct {
         own = own_cluster(txn_spec(2).without_proxy().name("rolling-direct"));
         if own.is_none() {

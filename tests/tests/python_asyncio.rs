@@ -26,7 +26,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use producer_tests::kafka::{exclusive, own_cluster, skip_requested, ClusterSpec, Listener};
+use producer_tests::kafka::{cluster_slot, own_cluster, skip_requested, ClusterSpec, Listener};
 use producer_tests::tls::TestPki;
 use producer_tests::MockKafka;
 
@@ -201,7 +201,7 @@ fn python_package_passes_its_pytest_suite_against_the_mock_and_apache_kafka() {
         ("MOCK_BOOTSTRAP", mock.bootstrap_servers()),
         ("MOCK_SLOW_BOOTSTRAP", slow.bootstrap_servers()),
     ];
-    let _guard = exclusive();
+    let _guard = cluster_slot();
     if skip_requested() {
         eprintln!(
             "\n**** SKIPPED: the Python tests against Apache Kafka did not run \

@@ -5,10 +5,11 @@
 //! ([`probe`]), and what a broker's KIP-714 receiver recorded of the client telemetry pushed
 //! to it ([`telemetry`]).
 //!
-//! Suites get a cluster with [`shared_cluster`]: one cluster per test binary (process),
-//! started on first use, handed to one test at a time (tests of a binary run on parallel
-//! threads; two cores cannot carry several clusters), and brought back to health between
-//! tests. Each real-Kafka test starts with
+//! Suites get a cluster with [`shared_cluster`]: a pool of clusters per test binary (process),
+//! each started on first use, lent to one test at a time and brought back to health between
+//! tests. At most [`CLUSTER_SLOTS_ENV`] (2 by default) cluster-heavy tests of a process run at
+//! once ([`cluster_slot`]), so a binary starts at most that many clusters; `1` runs its tests
+//! one by one on one cluster. Each real-Kafka test starts with
 //!
 //! ```ignore
 //! let Some(kafka) = producer_tests::kafka::shared_cluster(ClusterSpec::three) else { return };
@@ -33,7 +34,7 @@ pub mod wire;
 use std::io::Write;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 pub use cluster::{
@@ -72,13 +73,13 @@ pub fn unique_topic(prefix: &str) -> String {
 /// How long [`shared_cluster`] waits for the cluster to be healthy between tests.
 const HEAL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The process's shared cluster, locked for one test. Dereferences to [`KafkaCluster`].
-/// Dropping it (the test ends) prints the broker logs if the test is failing, and brings the
-/// cluster back to health for the next test.
+/// The process's shared cluster, lent to one test. Dereferences to [`KafkaCluster`].
+/// Dropping it (the test ends) prints the broker logs if the test is failing, brings the
+/// cluster back to health and returns it to the process's pool for the next test.
 pub struct TestCluster {
     cluster: &'static KafkaCluster,
     topics: Vec<String>,
-    _lock: MutexGuard<'static, ()>,
+    _slot: ClusterSlot,
 }
 
 impl TestCluster {
@@ -120,53 +121,127 @@ impl Drop for TestCluster {
         if let Err(e) = self.cluster.ensure_healthy(&topics, HEAL_TIMEOUT) {
             eprintln!("---- the Kafka cluster did not recover after the test: {e}");
         }
+        // Back to the pool before the slot is released (a field, dropped after this), so a
+        // test that takes the slot finds the cluster idle rather than starting another.
+        pool().idle.push(self.cluster);
     }
 }
 
-/// The cluster shared by the tests of this process, locked for the calling test; `None` when
-/// the tier is opted out (see the module docs). The first call starts it with `spec()`; later
-/// calls reuse it (whatever their `spec`). Panics with a clear message when Java or Maven is
-/// missing or the cluster cannot start.
+/// The shared clusters of this process: idle ones, how many were started, and why one could
+/// not start (every later test then fails at once with it).
+struct Pool {
+    idle: Vec<&'static KafkaCluster>,
+    started: usize,
+    failed: Option<String>,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    idle: Vec::new(),
+    started: 0,
+    failed: None,
+});
+
+fn pool() -> MutexGuard<'static, Pool> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shared cluster of this process, lent to the calling test; `None` when the tier is opted
+/// out (see the module docs). The test first takes a [`cluster_slot`]; it then gets an idle
+/// cluster, or, when every cluster started is lent, starts one more with `spec()`. Slots bound
+/// the clusters a process starts; every test of a binary passes the same `spec`. Panics with a
+/// clear message when Java or Maven is missing or a cluster cannot start.
 pub fn shared_cluster(spec: fn() -> ClusterSpec) -> Option<TestCluster> {
     if skip_requested() {
         return None;
     }
-    static CLUSTER: OnceLock<Result<KafkaCluster, String>> = OnceLock::new();
-    // A test that panicked poisons the lock; the next one heals the cluster and goes on.
-    let lock = exclusive();
-    let cluster = CLUSTER
-        .get_or_init(|| {
-            let c = KafkaCluster::start(spec()).map_err(|e| e.to_string())?;
-            println!(
-                "Kafka {} cluster of {} nodes started in {:?} (RSS KiB {:?})",
-                dist::kafka_version(),
-                c.node_ids().len(),
-                c.startup_time(),
-                c.rss_kib()
-            );
-            Ok(c)
-        })
-        .as_ref()
-        .unwrap_or_else(|e| panic!("the real-Kafka tier cannot run: {e}"));
-    cluster
-        .ensure_healthy(&[], HEAL_TIMEOUT)
-        .unwrap_or_else(|e| panic!("the shared Kafka cluster is not healthy: {e}"));
+    let slot = cluster_slot();
+    let mut p = pool();
+    if let Some(why) = &p.failed {
+        let why = why.clone();
+        drop(p);
+        panic!("the real-Kafka tier cannot run: {why}");
+    }
+    let cluster = match p.idle.pop() {
+        Some(c) => c,
+        None => {
+            p.started += 1;
+            let n = p.started;
+            drop(p);
+            match KafkaCluster::start(spec()) {
+                Ok(c) => {
+                    println!(
+                        "Kafka {} cluster #{n} of {} nodes started in {:?} (RSS KiB {:?})",
+                        dist::kafka_version(),
+                        c.node_ids().len(),
+                        c.startup_time(),
+                        c.rss_kib()
+                    );
+                    // Lives as long as the process (its JVMs die with it: see `process`).
+                    &*Box::leak(Box::new(c))
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    pool().failed = Some(why.clone());
+                    panic!("the real-Kafka tier cannot run: {why}");
+                }
+            }
+        }
+    };
+    if let Err(e) = cluster.ensure_healthy(&[], HEAL_TIMEOUT) {
+        pool().idle.push(cluster);
+        panic!("the shared Kafka cluster is not healthy: {e}");
+    }
     Some(TestCluster {
         cluster,
         topics: Vec::new(),
-        _lock: lock,
+        _slot: slot,
     })
 }
 
-static LOCK: Mutex<()> = Mutex::new(());
+/// The environment variable setting how many cluster-heavy tests of one process run at once
+/// ([`cluster_slot`]); 2 when unset.
+pub const CLUSTER_SLOTS_ENV: &str = "KAFKA_TEST_CLUSTER_SLOTS";
 
-/// Serialises the cluster-heavy tests of a process: hold the guard for the whole test. (Taken
-/// by [`shared_cluster`]; tests that start their own clusters take it themselves.)
-pub fn exclusive() -> MutexGuard<'static, ()> {
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+fn slots_total() -> usize {
+    static TOTAL: OnceLock<usize> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::env::var(CLUSTER_SLOTS_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(2)
+    })
 }
 
-/// Starts a cluster of the test's own (hold [`exclusive`] first) (not shared) unless the tier is opted out; panics with
+static SLOTS_TAKEN: Mutex<usize> = Mutex::new(0);
+static SLOT_FREED: Condvar = Condvar::new();
+
+/// One of the process's slots for a cluster-heavy test, held for the whole test and released
+/// on drop.
+#[must_use = "the slot is released when dropped: hold it for the whole test"]
+pub struct ClusterSlot(());
+
+impl Drop for ClusterSlot {
+    fn drop(&mut self) {
+        *SLOTS_TAKEN.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        SLOT_FREED.notify_one();
+    }
+}
+
+/// Waits for one of the process's slots for cluster-heavy tests ([`CLUSTER_SLOTS_ENV`], 2 by
+/// default) and takes it: at most that many such tests of a process run at once, each on a
+/// cluster of its own. Taken by [`shared_cluster`]; tests that start their own clusters take it
+/// themselves, first.
+pub fn cluster_slot() -> ClusterSlot {
+    let mut taken = SLOTS_TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    while *taken >= slots_total() {
+        taken = SLOT_FREED.wait(taken).unwrap_or_else(|e| e.into_inner());
+    }
+    *taken += 1;
+    ClusterSlot(())
+}
+
+/// Starts a cluster of the test's own (take a [`cluster_slot`] first), not shared, unless the tier is opted out; panics with
 /// the error (logs included) when it cannot start.
 pub fn own_cluster(spec: ClusterSpec) -> Option<KafkaCluster> {
     if skip_requested() {

@@ -27,7 +27,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::cluster::{ClusterSpec, KafkaCluster, LaunchError};
 use super::wire::{find_coordinator, list_offsets, CoordinatorType, OffsetSpec};
-use super::{dist, exclusive, skip_requested};
+use super::{cluster_slot, dist, skip_requested, ClusterSlot};
 use crate::readback::{is_data_error, Consumed};
 
 /// How often the waits here ask the brokers again (offsets can only be asked, not awaited).
@@ -115,7 +115,8 @@ pub fn txn_cluster(tv: i16) -> Option<TxnCluster> {
     let cluster = match running {
         Some(c) => c,
         None => {
-            // Stop the other level's cluster first: two 3-node clusters do not fit two cores.
+            // Stop the other level's cluster first: one transaction cluster per process (the
+            // cluster slot this test takes may let another test's cluster run beside it).
             let old = st.current.take();
             drop(s);
             if let Some((old_tv, old)) = old {
@@ -158,7 +159,7 @@ pub fn txn_cluster(tv: i16) -> Option<TxnCluster> {
         cluster,
         tv,
         topics: Vec::new(),
-        _exclusive: exclusive(),
+        _slot: cluster_slot(),
     })
 }
 
@@ -176,7 +177,7 @@ pub struct TxnCluster {
     cluster: Arc<KafkaCluster>,
     tv: i16,
     topics: Vec<String>,
-    _exclusive: MutexGuard<'static, ()>,
+    _slot: ClusterSlot,
 }
 
 impl TxnCluster {
