@@ -69,7 +69,7 @@ fn serves(cluster: &KafkaCluster, topic: &str, partitions: i32) {
 
 #[test]
 fn single_node_starts_serves_and_its_jvms_stop_on_drop() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let Some(cluster) = kafka::own_cluster(ClusterSpec::single().name("launch-1")) else {
         return;
     };
@@ -98,7 +98,7 @@ fn single_node_starts_serves_and_its_jvms_stop_on_drop() {
 
 #[test]
 fn three_nodes_start_list_every_broker_and_serve() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let Some(cluster) = kafka::own_cluster(ClusterSpec::three().name("launch-3")) else {
         return;
     };
@@ -136,7 +136,7 @@ fn three_nodes_start_list_every_broker_and_serve() {
 
 #[test]
 fn no_jvm_outlives_a_panicking_test() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     if kafka::skip_requested() {
         return;
     }
@@ -155,7 +155,7 @@ fn no_jvm_outlives_a_panicking_test() {
 /// the kernel must kill its JVMs (PR_SET_PDEATHSIG).
 #[test]
 fn no_jvm_outlives_a_killed_test_process() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     if kafka::skip_requested() {
         return;
     }
@@ -190,7 +190,7 @@ fn no_jvm_outlives_a_killed_test_process() {
 
 #[test]
 fn a_port_already_taken_is_retried_with_another() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     if kafka::skip_requested() {
         return;
     }
@@ -209,7 +209,7 @@ fn a_port_already_taken_is_retried_with_another() {
 
 #[test]
 fn a_broker_that_fails_to_start_ends_with_its_log() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     if kafka::skip_requested() {
         return;
     }
@@ -238,7 +238,7 @@ fn a_broker_that_fails_to_start_ends_with_its_log() {
 /// its 24 MiB heap while starting and exits: start-up ends with its log, not a hang.
 #[test]
 fn a_broker_jvm_that_dies_during_start_up_ends_with_its_log() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     if kafka::skip_requested() {
         return;
     }

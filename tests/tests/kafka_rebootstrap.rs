@@ -43,7 +43,7 @@ fn replace_cluster_while_producing(
     n: usize,
     config: impl FnOnce(Vec<(String, u16)>) -> Config,
 ) -> Option<Replaced> {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let a = kafka::own_cluster(ClusterSpec::single().name(&format!("{name}-a")))?;
     a.create_topic(TOPIC, 3, 1, &[]).unwrap();
     let front = Proxy::start(0, a.client_addr(1)).expect("the bootstrap front");

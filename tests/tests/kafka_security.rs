@@ -634,7 +634,7 @@ fn sasl_plaintext_client_to_a_sasl_ssl_listener_fails_every_record_promptly() {
 /// the re-authentications they handled.
 #[test]
 fn reauthentication_under_leader_moves_loses_and_reorders_nothing() {
-    let _guard = cluster_slot();
+    let _slot = cluster_slot();
     let Some(kafka) = own_cluster(
         ClusterSpec::three()
             .name("reauth")

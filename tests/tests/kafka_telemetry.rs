@@ -36,7 +36,7 @@ const STANDARD: &[&str] = &[
 
 #[test]
 fn our_producer_pushes_its_metrics_to_kafka() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let Some(cluster) = kafka::own_cluster(
         ClusterSpec::single()
             .name("telemetry-ours")

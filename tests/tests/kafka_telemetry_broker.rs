@@ -26,7 +26,7 @@ const PRODUCE_FOR: Duration = Duration::from_millis(3_500);
 
 #[test]
 fn java_producer_pushes_its_metrics_to_the_test_reporter() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let Some(cluster) = kafka::own_cluster(
         ClusterSpec::single()
             .name("telemetry")
@@ -231,7 +231,7 @@ fn java_producer_pushes_its_metrics_to_the_test_reporter() {
 
 #[test]
 fn a_broker_without_a_receiver_hides_the_telemetry_apis() {
-    let _serial = kafka::cluster_slot();
+    let _slot = kafka::cluster_slot();
     let Some(cluster) =
         kafka::own_cluster(ClusterSpec::single().name("no-telemetry").without_proxy())
     else {

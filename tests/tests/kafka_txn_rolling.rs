@@ -401,7 +401,7 @@ fn rolling(
     let direct = env_u64("KAFKA_TXN_ROLLING_DIRECT", 0) != 0;
     let mut shared = None;
     let mut own = None;
-    let _exclusive = direct.then(cluster_slot);
+    let _slot = direct.then(cluster_slot);
     if direct {
         own = own_cluster(txn_spec(2).without_proxy().name("rolling-direct"));
         if own.is_none() {

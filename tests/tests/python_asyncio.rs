@@ -201,7 +201,7 @@ fn python_package_passes_its_pytest_suite_against_the_mock_and_apache_kafka() {
         ("MOCK_BOOTSTRAP", mock.bootstrap_servers()),
         ("MOCK_SLOW_BOOTSTRAP", slow.bootstrap_servers()),
     ];
-    let _guard = cluster_slot();
+    let _slot = cluster_slot();
     if skip_requested() {
         eprintln!(
             "\n**** SKIPPED: the Python tests against Apache Kafka did not run \

@@ -241,8 +241,8 @@ pub fn cluster_slot() -> ClusterSlot {
     ClusterSlot(())
 }
 
-/// Starts a cluster of the test's own (take a [`cluster_slot`] first), not shared, unless the tier is opted out; panics with
-/// the error (logs included) when it cannot start.
+/// Starts a cluster of the test's own (take a [`cluster_slot`] first), not shared, unless the
+/// tier is opted out; panics with the error (logs included) when it cannot start.
 pub fn own_cluster(spec: ClusterSpec) -> Option<KafkaCluster> {
     if skip_requested() {
         return None;
