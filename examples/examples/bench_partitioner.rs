@@ -95,7 +95,7 @@ fn one_run(
 
 fn main() {
     let args = Args::parse();
-    let cluster = KafkaCluster::start(ClusterSpec::three().name("bench-partitioner"))
+    let cluster = KafkaCluster::start(ClusterSpec::three().name("bench-partitioner").server_jvm())
         .unwrap_or_else(|e| panic!("Kafka cluster: {e}"));
     let slow = 1;
     cluster

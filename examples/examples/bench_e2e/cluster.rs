@@ -250,7 +250,8 @@ pub(crate) enum Broker {
 pub(crate) fn kafka_main(args: &[String]) -> Result<(), Error> {
     use producer_tests::kafka::cluster::{ClusterSpec, KafkaCluster};
     let nofile = raise_open_files();
-    let mut spec = ClusterSpec::single();
+    // A deployment's JVM, not the test tier's (whose client compiler alone caps the node).
+    let mut spec = ClusterSpec::single().server_jvm();
     if let Some(mb) = arg(args, "--heap-mb") {
         spec = spec.heap_mb(mb.parse()?);
     }

@@ -87,6 +87,8 @@ fn main() -> ExitCode {
         ClusterSpec::three()
     }
     .name("cli")
+    // Benchmarks and trying the producer by hand: a deployment's JVM, not the test tier's.
+    .server_jvm()
     .broker_config("auto.create.topics.enable", "true")
     .broker_config("num.partitions", "6");
     if !args.proxy {

@@ -42,6 +42,7 @@ pub struct ClusterSpec {
     security: Option<Arc<TestPki>>,
     features: Vec<(String, i16)>,
     telemetry: bool,
+    server_jvm: bool,
 }
 
 impl ClusterSpec {
@@ -58,6 +59,7 @@ impl ClusterSpec {
             security: None,
             features: Vec::new(),
             telemetry: false,
+            server_jvm: false,
         }
     }
 
@@ -74,6 +76,15 @@ impl ClusterSpec {
     /// Each broker's JVM heap (`-Xms`/`-Xmx`), MiB.
     pub fn heap_mb(mut self, mb: u32) -> Self {
         self.heap_mb = mb;
+        self
+    }
+
+    /// Runs the brokers' JVMs as a deployment would (G1 and both JIT compilers) instead of the
+    /// test settings (the serial collector and the client compiler alone, which halve a test
+    /// cluster's CPU at a few thousand records a second but cap its rate). For benchmarks,
+    /// whose figures include the broker's own speed.
+    pub fn server_jvm(mut self) -> Self {
+        self.server_jvm = true;
         self
     }
 
@@ -676,12 +687,25 @@ impl KafkaCluster {
         let mut a = vec![
             format!("-Xms{heap}"),
             format!("-Xmx{heap}"),
+        ];
+        if self.spec.server_jvm {
+            a.extend([
+                "-XX:+UseG1GC".into(),
+                "-XX:MaxGCPauseMillis=20".into(),
+                "-XX:ParallelGCThreads=2".into(),
+                "-XX:ConcGCThreads=1".into(),
+            ]);
+        } else {
             // The test brokers carry a few thousand records a second, start often (restarts
             // are a fault), and share two cores with another cluster (see `shared_cluster`):
-            // the client compiler alone and the serial collector. `kafka_faults` one test at a
-            // time took 548 CPU-s with G1 and both compilers, 294 with these.
-            "-XX:+UseSerialGC".into(),
-            "-XX:TieredStopAtLevel=1".into(),
+            // the client compiler alone and the serial collector. `kafka_faults` one test at
+            // a time took 548 CPU-s with G1 and both compilers, 294 with these.
+            a.extend([
+                "-XX:+UseSerialGC".into(),
+                "-XX:TieredStopAtLevel=1".into(),
+            ]);
+        }
+        a.extend([
             "-XX:+ExitOnOutOfMemoryError".into(),
             "-Djava.awt.headless=true".into(),
             format!("-Dlog4j2.configurationFile={}", self.dist.log4j.display()),
@@ -691,7 +715,7 @@ impl KafkaCluster {
             } else {
                 self.dist.classpath()
             },
-        ];
+        ]);
         a.extend(main.iter().map(|s| s.to_string()));
         a
     }
