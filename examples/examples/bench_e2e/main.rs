@@ -81,7 +81,8 @@
 //!   module): on each broker of `--broker`, every API row of ours (`tokio-idem`,
 //!   `tokio-cb-idem`, `tokio-batch-idem`, `mio-idem`, `mio-batch-idem` unless `--producers`
 //!   says) unthrottled on `null100` with the queue-delay limit on (the default) and off
-//!   (`NAME+qd0`), then the open-loop `latency` workload at half of the limit-off records/s;
+//!   (`NAME+qd0`), then the open-loop `latency` workload at half of the higher of the two
+//!   records/s;
 //!   one table per broker (records/s, the "from send" average and p99, the p99 at half the
 //!   peak, peak RSS, bytes buffered, each target met or not), which `--readme` writes between
 //!   the `<!-- bench_e2e saturation-mock ... -->` (`saturation-kafka`) markers. Takes

@@ -18,8 +18,8 @@
 //!   in 64 (the "from send" figures, as `kafka-producer-perf-test` counts: see
 //!   `send_times.rs`).
 //! * **At half the peak rate**: the open-loop `latency` workload (record `i` due at
-//!   `start + i / rate`, its latency from then to its report) at half of `NAME+qd0`'s median
-//!   records/s, the limit on, `--runs` runs. A batch row has no open-loop sender (its API takes
+//!   `start + i / rate`, its latency from then to its report) at half of the higher of NAME's
+//!   and `NAME+qd0`'s median records/s, the limit on, `--runs` runs. A batch row has no open-loop sender (its API takes
 //!   bursts), so it is timed with the per-record sender of the same driver
 //!   ([`per_record_sender`]: `tokio-batch-idem` -> `tokio-cb-idem`, `mio-batch-idem` ->
 //!   `mio-idem`), at half of the batch row's own peak.
@@ -89,8 +89,19 @@ pub(crate) fn per_record_sender(name: &str) -> String {
     }
 }
 
+/// A row's peak records/s: the higher of its limit-on and limit-off medians, or the one it
+/// has. The higher, because the peak is what the producer can reach: where a full buffer slows
+/// the cluster (Kafka here, see the README) the limit-on rate is the higher one, and half of
+/// the limit-off rate would time a lighter load than half the peak.
+fn peak_rate(on: Option<f64>, off: Option<f64>) -> Option<f64> {
+    match (on, off) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// One row's medians: limit on and off, and the open-loop run at half the peak (its rate and
-/// row), `None` when the limit-off runs gave no rate to take half of.
+/// row), `None` when neither side's runs gave a rate to take half of.
 struct Measured {
     on: Row,
     off: Row,
@@ -148,7 +159,8 @@ fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String {
          `queue.delay.target.ms` and `queue.delay.min.ms` at their defaults ({}), off = \
          `queue.delay.target.ms` 0 (`NAME+qd0`); from send: one \
          record in 64, from just before its send call to its report; p99 at half the peak rate: \
-         the open-loop `{LATENCY_WORKLOAD}` workload at half of the limit-off records/s, limit \
+         the open-loop `{LATENCY_WORKLOAD}` workload at half of the higher of the limit-on and \
+         limit-off records/s, limit \
          on (the batch rows with the per-record sender of their driver). Targets: latency = \
          from send avg and p99 (on) at most {LATENCY_FACTOR}x the p99 at half the peak rate; \
          throughput = records/s on at least {:.0}% of off.{}\n",
@@ -191,7 +203,7 @@ fn shipped_limit() -> String {
 }
 
 /// Every row's runs on `broker`: the unthrottled rounds (limit on and off interleaved), then
-/// the open-loop rounds at half of each row's limit-off peak.
+/// the open-loop rounds at half of each row's peak ([`peak_rate`]).
 fn run_broker(
     plan: &Plan,
     broker: Broker,
@@ -271,13 +283,14 @@ fn run_broker(
     }
     let mut throughput = rows(&samples, plan.records, workload(THROUGHPUT_WORKLOAD)?);
 
-    // At half of each row's limit-off peak, the limit on.
+    // At half of each row's peak, the limit on.
     let half_rates: BTreeMap<&str, f64> = plan
         .producers
         .iter()
         .zip(&off_names)
         .filter_map(|(name, off)| {
-            let peak = throughput.get(off.as_str())?.figures.as_ref()?.rate;
+            let rate = |p: &str| Some(throughput.get(p)?.figures.as_ref()?.rate);
+            let peak = peak_rate(rate(name), rate(off))?;
             Some((name.as_str(), (peak / 2.0).round().max(1.0)))
         })
         .collect();
@@ -366,7 +379,7 @@ fn markdown(producers: &[String], measured: &BTreeMap<String, Measured>) -> Stri
             .as_ref()
             .and_then(|(_, r)| r.figures.as_ref().and_then(|f| f.latency_ms).map(|l| l[1]));
         let half_cell = match &m.half {
-            None => "not run (no limit-off rate)".to_string(),
+            None => "not run (no peak rate)".to_string(),
             Some((rate, row)) => match half_p99 {
                 Some(p99) => format!(
                     "{p99:.1} ({}{})",
