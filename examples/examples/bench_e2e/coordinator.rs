@@ -2,7 +2,6 @@
 //! process against a fresh cluster, collects each run's figures and takes the medians.
 
 use crate::cluster::{tree_cpu_secs, Broker, Mock, TopicSpec};
-use crate::open_loop::open_loop_sender;
 use crate::payloads::{sized, workload, Workload};
 use crate::peers::{build_peers, payload_files, peer, peer_command, Peer, PeerPrograms};
 use crate::plan::{grow_suffix, plan, queue_delay_suffix, usage, Plan};
@@ -127,13 +126,6 @@ impl RunSpec<'_> {
 /// One run of `producer`: a fresh cluster, the producer's process, its figures or why not.
 pub(crate) fn run_one(producer: &str, spec: &RunSpec<'_>) -> Result<Sample, String> {
     let e2s = |e: Error| e.to_string();
-    if spec.rate.is_some() && !open_loop_sender(producer) {
-        return Err(
-            "no open-loop sender: the batch API takes bursts, not one record when it \
-                    is due (the per-record rows measure latency)"
-                .to_string(),
-        );
-    }
     let mut fresh = None;
     let mock: &Mock = match spec.cluster {
         Some(running) => running,

@@ -149,8 +149,9 @@
 //!   serving the callbacks with `poll` after every send and while it waits for the next due
 //!   time; franz-go: a promise (callback) per record; Java: a `Callback` per record; krafka:
 //!   its delivery handles polled unordered as `tokio`'s; Confluent's client: a callback per
-//!   record. The `-batch` rows have no open-loop sender (their API takes bursts): their row
-//!   says so. Achieved rate: delivered records over the time from the schedule's start to the
+//!   record. The `-batch` rows hand their API (`send_batch_detached`, `send_batch_timeout`) a
+//!   burst of 1,024 records when the burst's first record is due, each record timed from
+//!   then (its send call). Achieved rate: delivered records over the time from the schedule's start to the
 //!   last report.
 //!
 //! Values are slices of a 1 MiB arena of pseudo-random words (compressible about like text),

@@ -4,7 +4,9 @@
 use crate::payloads::Payloads;
 use crate::rdkafka_worker::{drain, rdkafka_config};
 use crate::send_times::{nearest_rank, sorted_micros, store_micros};
-use crate::worker::{our_config, runtime, Counting, Outcome, WorkerArgs, MIO_QUEUE};
+use crate::worker::{
+    bursts, our_config, runtime, Counting, Outcome, WorkerArgs, BURST, MIO_QUEUE,
+};
 use crate::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,21 +17,25 @@ pub(crate) const WARMUP_TAG: u64 = u64::MAX;
 /// The open-loop schedule of the `latency` workload and each record's delivery latency.
 /// Record `i` is due at `start + i / rate`; its latency is from then to its report, so a
 /// producer that stalls its sender is charged for every record that waited (no coordinated
-/// omission).
+/// omission). A burst sender (the batch APIs) hands records over `burst` at a time, each burst
+/// when its first record is due; every record of a burst is timed from then, its send call.
 pub(crate) struct Latencies {
     /// When record 0 was due: set once the warm-up record is delivered.
     pub(crate) start: std::sync::OnceLock<Instant>,
     /// Nanoseconds between two records' due times (10^9 / rate).
     pub(crate) interval_ns: f64,
+    /// Records per send call: 1, or the batch senders' [`BURST`].
+    burst: u64,
     /// Per record: 1 + its latency in µs once delivered, 0 before (and if it failed).
     pub(crate) micros: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Latencies {
-    pub(crate) fn new(records: u64, rate: f64) -> Latencies {
+    pub(crate) fn new(records: u64, rate: f64, burst: u64) -> Latencies {
         Latencies {
             start: std::sync::OnceLock::new(),
             interval_ns: 1e9 / rate,
+            burst: burst.max(1),
             micros: (0..records).map(|_| Default::default()).collect(),
         }
     }
@@ -59,7 +65,8 @@ impl Latencies {
 
     pub(crate) fn delivered(&self, i: u64, at: Instant) {
         if let Some(slot) = self.micros.get(i as usize) {
-            let us = at.saturating_duration_since(self.due(i)).as_micros();
+            let sent = self.due(i - i % self.burst);
+            let us = at.saturating_duration_since(sent).as_micros();
             store_micros(slot, u64::try_from(us).unwrap_or(u64::MAX));
         }
     }
@@ -78,10 +85,10 @@ pub(crate) struct Timed {
 }
 
 impl Timed {
-    pub(crate) fn new(records: u64, rate: f64) -> Timed {
+    pub(crate) fn new(records: u64, rate: f64, burst: u64) -> Timed {
         Timed {
             counts: Counting::default(),
-            latencies: Latencies::new(records, rate),
+            latencies: Latencies::new(records, rate, burst),
         }
     }
 
@@ -115,12 +122,6 @@ impl rdkafka::producer::ProducerContext for Timed {
     }
 }
 
-/// Whether `producer` has an open-loop sender (the batch rows have none: their API takes
-/// bursts, the latency row is about one record at a time).
-pub(crate) fn open_loop_sender(producer: &str) -> bool {
-    !producer.contains("-batch")
-}
-
 /// `tokio` / `tokio-idem` open loop: `send(record).await` per due record; each delivery future
 /// goes at once to a collector task that polls all of them unordered and takes each one's
 /// time as it resolves.
@@ -135,7 +136,7 @@ pub(crate) fn run_tokio_open_loop(
     let config = our_config(w, idempotence)?;
     let rt = runtime()?;
     let records = w.records;
-    let timed = Arc::new(Timed::new(records, rate));
+    let timed = Arc::new(Timed::new(records, rate, 1));
     rt.block_on(async move {
         let handle = ProducerHandle::start(config)?;
         let warmup = handle
@@ -183,18 +184,21 @@ pub(crate) fn run_tokio_open_loop(
 }
 
 /// `tokio-cb` / `tokio-cb-idem` open loop: `send_detached(record, i).await` per due record,
-/// the `on_delivery` callback takes each report's time.
+/// or with `batched` (`tokio-batch*`) `send_batch_detached` per due burst of [`BURST`]; the
+/// `on_delivery` callback takes each report's time.
 pub(crate) fn run_tokio_cb_open_loop(
     w: &WorkerArgs,
     p: &Payloads,
     idempotence: bool,
     rate: f64,
+    batched: bool,
 ) -> Result<Outcome, Error> {
     use producer_tokio::ProducerHandle;
     let config = our_config(w, idempotence)?;
     let rt = runtime()?;
     let records = w.records;
-    let timed = Arc::new(Timed::new(records, rate));
+    let size = if batched { BURST } else { 1 };
+    let timed = Arc::new(Timed::new(records, rate, size));
     rt.block_on(async move {
         let handle = {
             let timed = timed.clone();
@@ -208,12 +212,21 @@ pub(crate) fn run_tokio_cb_open_loop(
             .map_err(|e| format!("send refused: {e}"))?;
         handle.flush().await;
         let started = timed.latencies.begin();
-        for i in 0..records {
-            timed.latencies.pace(i);
-            handle
-                .send_detached(p.record(i), i)
-                .await
-                .map_err(|e| format!("send refused: {e}"))?;
+        let mut burst = Vec::with_capacity(size as usize);
+        for (start, end) in bursts(records, size) {
+            timed.latencies.pace(start);
+            if batched {
+                burst.extend((start..end).map(|i| (p.record(i), i)));
+                handle
+                    .send_batch_detached(&mut burst)
+                    .await
+                    .map_err(|e| format!("send refused: {e}"))?;
+            } else {
+                handle
+                    .send_detached(p.record(start), start)
+                    .await
+                    .map_err(|e| format!("send refused: {e}"))?;
+            }
         }
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
@@ -223,17 +236,20 @@ pub(crate) fn run_tokio_cb_open_loop(
 }
 
 /// `mio` / `mio-idem` open loop: `ThreadedProducer::send_timeout(record, i, Duration::MAX)` per
-/// due record (waiting in the producer while its queue is full), the delivery callback takes
+/// due record, or with `batched` (`mio-batch*`) `send_batch_timeout` per due burst of
+/// [`BURST`] (waiting in the producer while its queue is full); the delivery callback takes
 /// each report's time.
 pub(crate) fn run_mio_open_loop(
     w: &WorkerArgs,
     p: &Payloads,
     idempotence: bool,
     rate: f64,
+    batched: bool,
 ) -> Result<Outcome, Error> {
     use producer_mio::ThreadedProducer;
     let config = our_config(w, idempotence)?;
-    let timed = Arc::new(Timed::new(w.records, rate));
+    let size = if batched { BURST } else { 1 };
+    let timed = Arc::new(Timed::new(w.records, rate, size));
     let producer = {
         let timed = timed.clone();
         ThreadedProducer::<u64>::spawn(config, MIO_QUEUE, move |d| {
@@ -249,9 +265,18 @@ pub(crate) fn run_mio_open_loop(
     send(p.record(0), WARMUP_TAG)?;
     producer.flush();
     let started = timed.latencies.begin();
-    for i in 0..w.records {
-        timed.latencies.pace(i);
-        send(p.record(i), i)?;
+    let mut burst = Vec::with_capacity(size as usize);
+    for (start, end) in bursts(w.records, size) {
+        timed.latencies.pace(start);
+        if batched {
+            burst.extend((start..end).map(|i| (p.record(i), i)));
+            // Waits in the producer for room (no polling).
+            producer
+                .send_batch_timeout(&mut burst, Duration::MAX)
+                .map_err(|e| format!("send refused: {e}"))?;
+        } else {
+            send(p.record(start), start)?;
+        }
     }
     producer.flush();
     let secs = started.elapsed().as_secs_f64();
@@ -273,7 +298,7 @@ pub(crate) fn run_rdkafka_open_loop(
     use rdkafka::types::RDKafkaErrorCode;
 
     let producer: BaseProducer<Timed> =
-        rdkafka_config(w, idempotence).create_with_context(Timed::new(w.records, rate))?;
+        rdkafka_config(w, idempotence).create_with_context(Timed::new(w.records, rate, 1))?;
     let send = |i: u64, opaque: usize| -> Result<(), Error> {
         let mut record = BaseRecord::<[u8], [u8], usize>::with_opaque_to(p.topic(i), opaque)
             .payload(&p.values[p.value_range(i)]);

@@ -19,10 +19,11 @@
 //!   `send_times.rs`).
 //! * **At half the peak rate**: the open-loop `latency` workload (record `i` due at
 //!   `start + i / rate`, its latency from then to its report) at half of the higher of NAME's
-//!   and `NAME+qd0`'s median records/s, the limit on, `--runs` runs. A batch row has no open-loop sender (its API takes
-//!   bursts), so it is timed with the per-record sender of the same driver
-//!   ([`per_record_sender`]: `tokio-batch-idem` -> `tokio-cb-idem`, `mio-batch-idem` ->
-//!   `mio-idem`), at half of the batch row's own peak.
+//!   and `NAME+qd0`'s median records/s, the limit on, `--runs` runs. A batch row's open-loop
+//!   sender hands its API a burst of 1,024 records each time the burst's first record is due,
+//!   and times every record of it from then, its send call, as the unthrottled runs do. (Before 8 Dec a batch row was timed here with
+//!   the per-record sender of its driver, which left out the wait of a record behind the rest
+//!   of its burst that its unthrottled runs count.)
 //!
 //! The targets, each a yes or no per row:
 //! * **latency**: the average and the p99 from send, limit on, each at most twice the p99 at
@@ -75,18 +76,6 @@ const THROUGHPUT_SHARE: f64 = 0.95;
 /// `NAME` with the queue-delay limit off (`queue.delay.target.ms` 0, the `+qd0` suffix).
 fn limit_off(name: &str) -> String {
     format!("{name}+qd0")
-}
-
-/// The producer whose open-loop sender times `name` at half its peak: `name` itself, or for a
-/// batch row the per-record sender of the same driver.
-pub(crate) fn per_record_sender(name: &str) -> String {
-    if let Some(rest) = name.strip_prefix("tokio-batch") {
-        format!("tokio-cb{rest}")
-    } else if let Some(rest) = name.strip_prefix("mio-batch") {
-        format!("mio{rest}")
-    } else {
-        name.to_string()
-    }
 }
 
 /// A row's peak records/s: the higher of its limit-on and limit-off medians, or the one it
@@ -161,7 +150,8 @@ fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String {
          record in 64, from just before its send call to its report; p99 at half the peak rate: \
          the open-loop `{LATENCY_WORKLOAD}` workload at half of the higher of the limit-on and \
          limit-off records/s, limit \
-         on (the batch rows with the per-record sender of their driver). Targets: latency = \
+         on (the batch rows in bursts of 1,024 records, each timed from its burst's send \
+         call). Targets: latency = \
          from send avg and p99 (on) at most {LATENCY_FACTOR}x the p99 at half the peak rate; \
          throughput = records/s on at least {:.0}% of off.{}\n",
         utc_date(),
@@ -246,8 +236,8 @@ fn run_broker(
         }
     }
     let runs = plan.runs;
-    let one = |label: &str, runner: &str, s: &RunSpec<'_>| -> Result<Sample, String> {
-        let sample = run_one(runner, s);
+    let one = |label: &str, s: &RunSpec<'_>| -> Result<Sample, String> {
+        let sample = run_one(label, s);
         match &sample {
             Ok(x) => eprintln!(
                 "  {} run {}/{runs} {label:>22}: {:>9.0} rec/s  rss {:.0} MB{}  ok {} failed {}{}",
@@ -276,7 +266,7 @@ fn run_broker(
     for run in 1..=runs {
         for (name, off) in plan.producers.iter().zip(&off_names) {
             for p in [name, off] {
-                let s = one(p, p, &spec(THROUGHPUT_WORKLOAD, run, None));
+                let s = one(p, &spec(THROUGHPUT_WORKLOAD, run, None));
                 samples.entry(p.as_str()).or_default().push(s);
             }
         }
@@ -297,13 +287,7 @@ fn run_broker(
     let mut samples: BTreeMap<&str, Vec<Result<Sample, String>>> = BTreeMap::new();
     for run in 1..=runs {
         for (&name, &rate) in &half_rates {
-            let runner = per_record_sender(name);
-            let label = if runner == name {
-                name.to_string()
-            } else {
-                format!("{name} ({runner})")
-            };
-            let s = one(&label, &runner, &spec(LATENCY_WORKLOAD, run, Some(rate)));
+            let s = one(name, &spec(LATENCY_WORKLOAD, run, Some(rate)));
             samples.entry(name).or_default().push(s);
         }
     }
@@ -381,14 +365,7 @@ fn markdown(producers: &[String], measured: &BTreeMap<String, Measured>) -> Stri
         let half_cell = match &m.half {
             None => "not run (no peak rate)".to_string(),
             Some((rate, row)) => match half_p99 {
-                Some(p99) => format!(
-                    "{p99:.1} ({}{})",
-                    thousands(*rate),
-                    match per_record_sender(name) {
-                        r if r == *name => String::new(),
-                        r => format!(", `{r}`"),
-                    }
-                ),
+                Some(p99) => format!("{p99:.1} ({})", thousands(*rate)),
                 None if row.figures.is_none() => md_reason(row),
                 None => "-".to_string(),
             },
