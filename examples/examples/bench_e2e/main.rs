@@ -151,8 +151,8 @@
 //!   its delivery handles polled unordered as `tokio`'s; Confluent's client: a callback per
 //!   record. The `-batch` rows hand their API (`send_batch_detached`, `send_batch_timeout`) a
 //!   burst of 1,024 records when the burst's first record is due, each record timed from
-//!   then (its send call). Achieved rate: delivered records over the time from the schedule's start to the
-//!   last report.
+//!   then (its send call). Achieved rate: delivered records over the time from the schedule's
+//!   start to the last report.
 //!
 //! Values are slices of a 1 MiB arena of pseudo-random words (compressible about like text),
 //! keys slices of a 512 KiB arena. Our producers get them as `Bytes` slices (no copy:

@@ -4,9 +4,7 @@
 use crate::payloads::Payloads;
 use crate::rdkafka_worker::{drain, rdkafka_config};
 use crate::send_times::{nearest_rank, sorted_micros, store_micros};
-use crate::worker::{
-    bursts, our_config, runtime, Counting, Outcome, WorkerArgs, BURST, MIO_QUEUE,
-};
+use crate::worker::{bursts, our_config, runtime, Counting, Outcome, WorkerArgs, BURST, MIO_QUEUE};
 use crate::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -21,9 +21,10 @@
 //!   `start + i / rate`, its latency from then to its report) at half of the higher of NAME's
 //!   and `NAME+qd0`'s median records/s, the limit on, `--runs` runs. A batch row's open-loop
 //!   sender hands its API a burst of 1,024 records each time the burst's first record is due,
-//!   and times every record of it from then, its send call, as the unthrottled runs do. (Before 8 Dec a batch row was timed here with
-//!   the per-record sender of its driver, which left out the wait of a record behind the rest
-//!   of its burst that its unthrottled runs count.)
+//!   and times every record of it from then, its send call, as the unthrottled runs do.
+//!   (Before `3e8cb9b` a batch row was timed here with the per-record sender of its driver, which
+//!   left out the wait of a record behind the rest of its burst that its unthrottled runs
+//!   count.)
 //!
 //! The targets, each a yes or no per row:
 //! * **latency**: the average and the p99 from send, limit on, each at most twice the p99 at
@@ -149,9 +150,8 @@ fn provenance(args: &[String], plan: &Plan, broker: Broker) -> String {
          `queue.delay.target.ms` 0 (`NAME+qd0`); from send: one \
          record in 64, from just before its send call to its report; p99 at half the peak rate: \
          the open-loop `{LATENCY_WORKLOAD}` workload at half of the higher of the limit-on and \
-         limit-off records/s, limit \
-         on (the batch rows in bursts of 1,024 records, each timed from its burst's send \
-         call). Targets: latency = \
+         limit-off records/s, limit on (the batch rows in bursts of 1,024 records, each timed \
+         from its burst's send call). Targets: latency = \
          from send avg and p99 (on) at most {LATENCY_FACTOR}x the p99 at half the peak rate; \
          throughput = records/s on at least {:.0}% of off.{}\n",
         utc_date(),

@@ -684,10 +684,7 @@ impl KafkaCluster {
     }
 
     fn java_args(&self, heap: &str, main: &[&str]) -> Vec<String> {
-        let mut a = vec![
-            format!("-Xms{heap}"),
-            format!("-Xmx{heap}"),
-        ];
+        let mut a = vec![format!("-Xms{heap}"), format!("-Xmx{heap}")];
         if self.spec.server_jvm {
             a.extend([
                 "-XX:+UseG1GC".into(),
@@ -700,10 +697,7 @@ impl KafkaCluster {
             // are a fault), and share two cores with another cluster (see `shared_cluster`):
             // the client compiler alone and the serial collector. `kafka_faults` one test at
             // a time took 548 CPU-s with G1 and both compilers, 294 with these.
-            a.extend([
-                "-XX:+UseSerialGC".into(),
-                "-XX:TieredStopAtLevel=1".into(),
-            ]);
+            a.extend(["-XX:+UseSerialGC".into(), "-XX:TieredStopAtLevel=1".into()]);
         }
         a.extend([
             "-XX:+ExitOnOutOfMemoryError".into(),
