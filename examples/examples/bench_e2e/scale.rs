@@ -360,10 +360,23 @@ fn run_point(
     let open_loop: Vec<(String, String)> = plan
         .producers
         .iter()
-        .map(|p| (p.clone(), p.replace("-batch", "-cb")))
+        .map(|p| (p.clone(), per_record_sender(p)))
         .collect();
     let latency = sweep(Some(rate), &open_loop);
     Ok((throughput, Some((rate, latency))))
+}
+
+/// The per-record sender of `name`'s driver, which times a batch row's latency here (the
+/// table's rows at one rate, one record at a time): `tokio-batch*` -> `tokio-cb*`,
+/// `mio-batch*` -> `mio*`, any other row itself.
+fn per_record_sender(name: &str) -> String {
+    if let Some(rest) = name.strip_prefix("tokio-batch") {
+        format!("tokio-cb{rest}")
+    } else if let Some(rest) = name.strip_prefix("mio-batch") {
+        format!("mio{rest}")
+    } else {
+        name.to_string()
+    }
 }
 
 /// The README's scale table: per axis, its points (the baseline on every axis), a row per
