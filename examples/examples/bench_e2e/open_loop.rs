@@ -4,7 +4,10 @@
 use crate::payloads::Payloads;
 use crate::rdkafka_worker::{drain, rdkafka_config};
 use crate::send_times::{nearest_rank, sorted_micros, store_micros};
-use crate::worker::{bursts, our_config, runtime, Counting, Outcome, WorkerArgs, BURST, MIO_QUEUE};
+use crate::worker::{
+    bursts, our_config, runtime, send_mio_waiting, send_tokio_detached, Counting, Outcome,
+    WorkerArgs, BURST, MIO_QUEUE,
+};
 use crate::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -213,18 +216,7 @@ pub(crate) fn run_tokio_cb_open_loop(
         let mut burst = Vec::with_capacity(size as usize);
         for (start, end) in bursts(records, size) {
             timed.latencies.pace(start);
-            if batched {
-                burst.extend((start..end).map(|i| (p.record(i), i)));
-                handle
-                    .send_batch_detached(&mut burst)
-                    .await
-                    .map_err(|e| format!("send refused: {e}"))?;
-            } else {
-                handle
-                    .send_detached(p.record(start), start)
-                    .await
-                    .map_err(|e| format!("send refused: {e}"))?;
-            }
+            send_tokio_detached(&handle, p, start..end, batched, &mut burst).await?;
         }
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
@@ -254,27 +246,15 @@ pub(crate) fn run_mio_open_loop(
             timed.report(d.opaque, d.result.map_err(|f| f.error))
         })?
     };
-    // Waits in the producer for room (no polling).
-    let send = |record: producer_core::Record, i: u64| -> Result<(), Error> {
-        producer
-            .send_timeout(record, i, Duration::MAX)
-            .map_err(|e| format!("send refused: {e}").into())
-    };
-    send(p.record(0), WARMUP_TAG)?;
+    producer
+        .send_timeout(p.record(0), WARMUP_TAG, Duration::MAX)
+        .map_err(|e| format!("send refused: {e}"))?;
     producer.flush();
     let started = timed.latencies.begin();
     let mut burst = Vec::with_capacity(size as usize);
     for (start, end) in bursts(w.records, size) {
         timed.latencies.pace(start);
-        if batched {
-            burst.extend((start..end).map(|i| (p.record(i), i)));
-            // Waits in the producer for room (no polling).
-            producer
-                .send_batch_timeout(&mut burst, Duration::MAX)
-                .map_err(|e| format!("send refused: {e}"))?;
-        } else {
-            send(p.record(start), start)?;
-        }
+        send_mio_waiting(&producer, p, start..end, batched, &mut burst)?;
     }
     producer.flush();
     let secs = started.elapsed().as_secs_f64();

@@ -382,20 +382,7 @@ pub(crate) fn run_tokio_detached(
         let mut burst = Vec::with_capacity(BURST as usize);
         for (start, end) in bursts(records, if batched { BURST } else { 1 }) {
             times.sending(start, end);
-            let sent = if batched {
-                burst.extend((start..end).map(|i| (p.record(i), i)));
-                handle
-                    .send_batch_detached(&mut burst)
-                    .await
-                    .map_err(|e| e.to_string())
-            } else {
-                let record = p.record(start);
-                handle
-                    .send_detached(record, start)
-                    .await
-                    .map_err(|e| e.to_string())
-            };
-            sent.map_err(|e| format!("send refused: {e}"))?;
+            send_tokio_detached(&handle, p, start..end, batched, &mut burst).await?;
         }
         handle.flush().await;
         let secs = started.elapsed().as_secs_f64();
@@ -491,20 +478,62 @@ pub(crate) fn send_mio(
     let mut burst = Vec::with_capacity(BURST as usize);
     for (start, end) in bursts(w.records, if batched { BURST } else { 1 }) {
         times.sending(start, end);
-        if batched {
-            burst.extend((start..end).map(|i| (p.record(i), i)));
-            // Waits in the producer for room (no polling).
-            producer
-                .send_batch_timeout(&mut burst, Duration::MAX)
-                .map_err(|e| format!("send refused: {e}"))?;
-        } else {
-            // Waits in the producer for room (no polling).
-            producer
-                .send_timeout(p.record(start), start, Duration::MAX)
-                .map_err(|e| format!("send refused: {e}"))?;
-        }
+        send_mio_waiting(producer, p, start..end, batched, &mut burst)?;
     }
     Ok(())
+}
+
+/// Sends records `range` (tagged with their indexes) through `handle`: with `batched` one
+/// `send_batch_detached` call (through `burst`, left empty), else `send_detached` of the
+/// range's one record. Each waits for room. The send step of the `tokio-cb*` and
+/// `tokio-batch*` loops, throughput and open-loop alike.
+pub(crate) async fn send_tokio_detached(
+    handle: &producer_tokio::ProducerHandle,
+    p: &Payloads,
+    range: std::ops::Range<u64>,
+    batched: bool,
+    burst: &mut Vec<(producer_core::Record, u64)>,
+) -> Result<(), Error> {
+    let sent = if batched {
+        burst.extend(range.map(|i| (p.record(i), i)));
+        handle
+            .send_batch_detached(burst)
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        let start = range.start;
+        handle
+            .send_detached(p.record(start), start)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    Ok(sent.map_err(|e| format!("send refused: {e}"))?)
+}
+
+/// Sends records `range` (tagged with their indexes) through `producer`: with `batched` one
+/// `send_batch_timeout` call (through `burst`), else `send_timeout` of the range's one record,
+/// each waiting in the producer for room (no polling). The send step of the `mio*` and
+/// `mio-batch*` loops, throughput and open-loop alike.
+pub(crate) fn send_mio_waiting(
+    producer: &producer_mio::ThreadedProducer<u64>,
+    p: &Payloads,
+    range: std::ops::Range<u64>,
+    batched: bool,
+    burst: &mut Vec<(producer_core::Record, u64)>,
+) -> Result<(), Error> {
+    let sent = if batched {
+        burst.extend(range.map(|i| (p.record(i), i)));
+        producer
+            .send_batch_timeout(burst, Duration::MAX)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    } else {
+        let start = range.start;
+        producer
+            .send_timeout(p.record(start), start, Duration::MAX)
+            .map_err(|e| e.to_string())
+    };
+    Ok(sent.map_err(|e| format!("send refused: {e}"))?)
 }
 
 /// Prints a `REQUESTS` line: Produce requests, batches and records sent, and records per
